@@ -1,0 +1,60 @@
+//! Sans-IO storage I/O schedulers: BFQ (Budget Fair Queueing, the papers in `shared/seeds/`) and the
+//! schedulers it is compared with, all behind one interface, [`Scheduler`].
+//!
+//! A scheduler is a deterministic state machine. It never reads a clock, sleeps, spawns or does I/O:
+//! time comes in as an argument, decisions come out as values. The same code therefore runs in the
+//! discrete-event simulator and in the io_uring engine.
+//!
+//! ```
+//! use bfq_sched::{build, Decision, DeviceInfo, Op, QueueId, QueueSpec, Request, RequestId, MSEC};
+//!
+//! let mut sched = build("fifo", DeviceInfo::default(), &[]).unwrap();
+//! sched.configure_queue(QueueId(1), QueueSpec::with_weight(200), 0).unwrap();
+//! let read = Request {
+//!     id: RequestId(1),
+//!     queue: QueueId(1),
+//!     op: Op::Read,
+//!     offset: 0,
+//!     len: 4096,
+//!     sync: true,
+//!     meta: false,
+//! };
+//! sched.insert(read, 0);
+//! // The device is free: ask what to do.
+//! let Decision::Dispatch(r) = sched.dispatch(0) else { panic!("a request is queued") };
+//! // ... the device serves it ...
+//! sched.complete(&r, 5 * MSEC);
+//! assert_eq!(sched.queue_stats(QueueId(1)).unwrap().completed, 1);
+//! ```
+#![warn(missing_docs)]
+
+pub mod accounting;
+pub mod fifo;
+pub mod params;
+pub mod registry;
+pub mod scheduler;
+pub mod types;
+
+pub use params::ParamError;
+pub use registry::{build, canonical_name, SCHEDULER_NAMES};
+pub use scheduler::{Decision, Event, EventKind, ExpiryReason, QueueStats, RaiseKind, Scheduler};
+pub use types::*;
+
+/// Errors of the scheduler core.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchedError {
+    /// No scheduler has that name.
+    #[error("unknown scheduler `{name}` (known: {known})")]
+    UnknownScheduler {
+        /// The name given.
+        name: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// A tunable could not be set.
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// A queue's weight or class is out of range.
+    #[error("invalid queue spec: {0}")]
+    InvalidQueueSpec(String),
+}

@@ -1,0 +1,123 @@
+//! Tunables as text: every scheduler's parameters are set by name with a textual value, like the
+//! kernel's sysfs files (`slice_idle`, `timeout_sync`, ...; kernel-bfq-reference.md "Tunables"), so
+//! job files, the CLI and the engine configure every scheduler the same way.
+
+use crate::types::Nanos;
+
+/// A tunable that could not be set: which scheduler, which key, what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamError {
+    /// The scheduler has no tunable of that name.
+    #[error("{scheduler}: unknown parameter `{key}` (known: {known})")]
+    Unknown {
+        /// Scheduler name.
+        scheduler: &'static str,
+        /// The key given.
+        key: String,
+        /// The known keys, comma-separated.
+        known: String,
+    },
+    /// The value is not acceptable for that tunable.
+    #[error("{scheduler}: parameter `{key}` = {value:?}: {expected}")]
+    Invalid {
+        /// Scheduler name.
+        scheduler: &'static str,
+        /// The key given.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What was expected.
+        expected: String,
+    },
+}
+
+impl ParamError {
+    /// An unknown key; `known` lists the keys the scheduler does accept.
+    pub fn unknown(scheduler: &'static str, key: &str, known: &[&str]) -> Self {
+        ParamError::Unknown { scheduler, key: key.to_string(), known: known.join(", ") }
+    }
+
+    /// An invalid value for a known key.
+    pub fn invalid(scheduler: &'static str, key: &str, value: &str, expected: impl Into<String>) -> Self {
+        ParamError::Invalid {
+            scheduler,
+            key: key.to_string(),
+            value: value.to_string(),
+            expected: expected.into(),
+        }
+    }
+}
+
+/// Parses an unsigned integer in `min..=max`, for the tunable `key` of `scheduler`.
+pub fn parse_u64(
+    scheduler: &'static str,
+    key: &str,
+    value: &str,
+    min: u64,
+    max: u64,
+) -> Result<u64, ParamError> {
+    match value.trim().parse::<u64>() {
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(ParamError::invalid(scheduler, key, value, format!("an integer from {min} to {max}"))),
+    }
+}
+
+/// Parses a boolean written `0`/`1`, `true`/`false`, `on`/`off` or `yes`/`no`.
+pub fn parse_bool(scheduler: &'static str, key: &str, value: &str) -> Result<bool, ParamError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(ParamError::invalid(scheduler, key, value, "0 or 1 (or true/false)")),
+    }
+}
+
+/// Parses a duration in the tunable's own unit (`unit_ns` nanoseconds per unit, e.g. `MSEC` for a
+/// kernel tunable in milliseconds), in `min..=max` of that unit, into nanoseconds.
+pub fn parse_duration(
+    scheduler: &'static str,
+    key: &str,
+    value: &str,
+    unit_ns: Nanos,
+    min: u64,
+    max: u64,
+) -> Result<Nanos, ParamError> {
+    parse_u64(scheduler, key, value, min, max).map(|v| v * unit_ns)
+}
+
+/// Parses a list of `key=value` pairs separated by commas (`"slice_idle=0,low_latency=0"`), as the CLI
+/// accepts them. Empty input gives an empty list.
+pub fn parse_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut pairs = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((k, v)) = item.split_once('=') else {
+            return Err(format!("expected key=value, got {item:?}"));
+        };
+        pairs.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MSEC;
+
+    #[test]
+    fn out_of_range_values_name_the_key_and_range() {
+        let err = parse_u64("bfq", "back_seek_penalty", "0", 1, 100).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("back_seek_penalty") && text.contains("1 to 100"), "{text}");
+    }
+
+    #[test]
+    fn durations_are_scaled_to_nanoseconds() {
+        assert_eq!(parse_duration("bfq", "slice_idle", "8", MSEC, 0, 1000).unwrap(), 8 * MSEC);
+    }
+
+    #[test]
+    fn pairs_are_split_on_commas_and_equals() {
+        let p = parse_pairs("slice_idle=0, low_latency=1").unwrap();
+        assert_eq!(p, vec![("slice_idle".into(), "0".into()), ("low_latency".into(), "1".into())]);
+        assert!(parse_pairs("slice_idle").is_err());
+    }
+}

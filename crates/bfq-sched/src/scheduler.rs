@@ -1,0 +1,218 @@
+//! The one interface every scheduler implements (ARCHITECTURE.md, "a sans-IO scheduler core").
+//!
+//! The calls mirror an elevator of a block layer: a request arrives ([`Scheduler::insert`]), the device
+//! can take work ([`Scheduler::dispatch`]), the device finished a request ([`Scheduler::complete`]), a
+//! deadline the scheduler asked for has come ([`Scheduler::timer`]). Time is always an argument.
+//!
+//! # Call order
+//! A driver (the simulator, the io_uring engine, a test) keeps calling `dispatch` while the device has
+//! room and the answer is [`Decision::Dispatch`]. After any other answer it waits for the next event:
+//! an `insert`, a `complete`, or the time of [`Scheduler::next_timer`] (at which it calls `timer` and
+//! then `dispatch` again). Every dispatched request must be handed back once through `complete`: that is
+//! the acknowledgment the scheduler's accounting relies on.
+
+use crate::types::{IoClass, Nanos, QueueId, QueueSpec, Request};
+use crate::{ParamError, SchedError};
+
+/// What the scheduler wants the device to do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Decision {
+    /// Send this request to the device now.
+    Dispatch(Request),
+    /// Requests are queued but the scheduler deliberately keeps the device idle (e.g. BFQ idling for
+    /// the next synchronous request of the in-service queue, seed 001 sec. 3). Call `dispatch` again at
+    /// `until` (after `timer`), or earlier on an `insert` or `complete`.
+    Idle {
+        /// When the wait ends at the latest.
+        until: Nanos,
+    },
+    /// Requests are queued but held back until a request in flight completes (a depth or token limit,
+    /// or waiting for the in-service queue's outstanding requests).
+    Wait,
+    /// Nothing is queued.
+    Empty,
+}
+
+/// Why a queue stopped being served (seed 001 sec. 3 and 4; CFQ slices for the peers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ExpiryReason {
+    /// It consumed its budget.
+    BudgetExhausted,
+    /// It had no more requests and idling was not worth it.
+    NoMoreRequests,
+    /// It was served longer than the budget timeout (T_max).
+    BudgetTimeout,
+    /// Its idle slice ran out without a new request.
+    TooIdle,
+    /// A higher-priority queue took the device.
+    Preempted,
+    /// A time slice ended (CFQ and other slice-based peers).
+    SliceExpired,
+}
+
+impl ExpiryReason {
+    /// Short lowercase name, for tables and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExpiryReason::BudgetExhausted => "budget_exhausted",
+            ExpiryReason::NoMoreRequests => "no_more_requests",
+            ExpiryReason::BudgetTimeout => "budget_timeout",
+            ExpiryReason::TooIdle => "too_idle",
+            ExpiryReason::Preempted => "preempted",
+            ExpiryReason::SliceExpired => "slice_expired",
+        }
+    }
+}
+
+/// The kind of weight raising a queue enjoys (seed 001 sec. 4.1, seed 003 sec. V-A/B).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RaiseKind {
+    /// Raised because it looks interactive (a queue that became backlogged after a long idle time).
+    Interactive,
+    /// Raised because it looks soft real-time (periodic, bounded bandwidth).
+    SoftRealTime,
+}
+
+/// Something a scheduler did, reported through [`Scheduler::poll_event`] when events are enabled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Event {
+    /// When it happened.
+    pub time: Nanos,
+    /// The queue it concerns.
+    pub queue: QueueId,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// What happened, for [`Event`]. Field meanings are given in each variant's description.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EventKind {
+    /// The queue became backlogged.
+    Activated,
+    /// The queue was chosen for service with this budget (sectors).
+    Selected { budget: u64 },
+    /// The queue's service ended; `service` sectors were charged for it.
+    Expired { reason: ExpiryReason, service: u64 },
+    /// The queue's next budget was set to this many sectors.
+    BudgetUpdated { budget: u64 },
+    /// The device is kept idle for this queue until `until`.
+    IdlingStarted { until: Nanos },
+    /// Weight raising started (or was renewed): the queue's effective weight is now `weight`.
+    WeightRaised { kind: RaiseKind, weight: u32 },
+    /// Weight raising ended.
+    WeightRaisingEnded,
+    /// The queue was merged with another (Early Queue Merge, seed 003 sec. V-D).
+    Merged { with: QueueId },
+    /// The queue was split from the queue it had been merged with.
+    Split,
+}
+
+/// A snapshot of one queue's state, for observability (issue: "without a debugger").
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueStats {
+    /// The queue.
+    pub queue: QueueId,
+    /// Configured weight.
+    pub weight: u32,
+    /// Weight in force now (weight raising multiplies it).
+    pub effective_weight: u32,
+    /// Class and level.
+    pub class: IoClass,
+    /// Sectors dispatched for this queue so far.
+    pub service_sectors: u64,
+    /// Sectors charged (service plus any overcharge the scheduler applied; equal to service for
+    /// schedulers that do not overcharge).
+    pub charged_sectors: u64,
+    /// Requests dispatched so far.
+    pub dispatched: u64,
+    /// Requests completed so far.
+    pub completed: u64,
+    /// Requests waiting in the scheduler now.
+    pub queued: usize,
+    /// Requests dispatched and not completed.
+    pub in_flight: usize,
+    /// Current budget in sectors, for budget-based schedulers.
+    pub budget: Option<u64>,
+    /// Current weight raising, if any.
+    pub raising: Option<RaiseKind>,
+    /// Why the queue last stopped being served, if it ever was.
+    pub last_expiry: Option<ExpiryReason>,
+}
+
+impl QueueStats {
+    /// Stats of a queue that has done nothing yet.
+    pub fn new(queue: QueueId, spec: QueueSpec) -> Self {
+        QueueStats {
+            queue,
+            weight: spec.weight,
+            effective_weight: spec.weight,
+            class: spec.class,
+            service_sectors: 0,
+            charged_sectors: 0,
+            dispatched: 0,
+            completed: 0,
+            queued: 0,
+            in_flight: 0,
+            budget: None,
+            raising: None,
+            last_expiry: None,
+        }
+    }
+}
+
+/// A storage I/O scheduler driven from outside: the common interface of BFQ and its peers.
+///
+/// Implementations never read a clock, sleep, spawn or do I/O. They must not panic whatever the order
+/// or content of the calls: an unknown request handed to `complete` is ignored, a request for an
+/// unconfigured queue gets [`QueueSpec::default`].
+pub trait Scheduler: Send {
+    /// The name it is selected by (`"bfq"`, `"fifo"`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Sets (or changes) a queue's weight and class. Queues that are never configured use
+    /// [`QueueSpec::default`].
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, now: Nanos) -> Result<(), SchedError>;
+
+    /// A request arrives.
+    fn insert(&mut self, request: Request, now: Nanos);
+
+    /// The device can take a request: what should it do?
+    fn dispatch(&mut self, now: Nanos) -> Decision;
+
+    /// The device finished `request` (which `dispatch` returned earlier).
+    fn complete(&mut self, request: &Request, now: Nanos);
+
+    /// The deadline returned by [`Scheduler::next_timer`] has passed.
+    fn timer(&mut self, now: Nanos);
+
+    /// The earliest time at which the scheduler wants `timer` to be called, if any.
+    fn next_timer(&self) -> Option<Nanos>;
+
+    /// Requests inserted and not yet dispatched.
+    fn queued(&self) -> usize;
+
+    /// Requests dispatched and not yet completed.
+    fn in_flight(&self) -> usize;
+
+    /// Sets a tunable by its name, with the value as text (as written to a sysfs file or a job file).
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), ParamError>;
+
+    /// Every tunable with its current value, as text, in a stable order.
+    fn params(&self) -> Vec<(&'static str, String)>;
+
+    /// A snapshot of one queue, or `None` if the scheduler never saw it.
+    fn queue_stats(&self, queue: QueueId) -> Option<QueueStats>;
+
+    /// Snapshots of every queue the scheduler knows, ordered by queue id.
+    fn all_queue_stats(&self) -> Vec<QueueStats>;
+
+    /// Turns the event log on or off (off by default: it costs memory).
+    fn set_events(&mut self, _enabled: bool) {}
+
+    /// Takes the oldest unread event, if events are on.
+    fn poll_event(&mut self) -> Option<Event> {
+        None
+    }
+}
