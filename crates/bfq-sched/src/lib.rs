@@ -33,6 +33,7 @@ pub mod fifo;
 pub mod params;
 pub mod registry;
 pub mod scheduler;
+pub mod testing;
 pub mod types;
 
 pub use params::ParamError;
