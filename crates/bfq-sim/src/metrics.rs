@@ -203,12 +203,10 @@ impl LagTracker {
         self.settle(now);
         let v = self.virtual_time;
         let Some(q) = self.queues.get_mut(queue) else { return };
-        if q.outstanding == 0 {
-            if q.emptied_at.take().is_none() {
-                q.start_v = v;
-                q.served = 0.0;
-                self.backlogged_weight += q.weight;
-            }
+        if q.outstanding == 0 && q.emptied_at.take().is_none() {
+            q.start_v = v;
+            q.served = 0.0;
+            self.backlogged_weight += q.weight;
         }
         q.outstanding += 1;
     }
