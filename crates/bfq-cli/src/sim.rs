@@ -129,6 +129,15 @@ fn table(reports: &[RunReport]) -> String {
                 })
             });
         }
+        if app.extra.video.is_some() {
+            let label = format!("{} frames dropped", app.name);
+            row(&label, &|r| {
+                r.apps
+                    .get(i)
+                    .and_then(|a| a.extra.video.as_ref())
+                    .map_or("-".into(), |v| format!("{}/{}", v.dropped, v.frames))
+            });
+        }
     }
     let label_width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
     let col_width = rows.iter().flat_map(|(_, v)| v.iter().map(String::len)).max().unwrap_or(0).max(8);

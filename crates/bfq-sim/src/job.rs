@@ -200,6 +200,12 @@ pub enum AppKind {
     RandWriter,
     /// Start-up replay of a trace, once or repeatedly.
     Startup,
+    /// Video player reading one frame per period, counting dropped frames.
+    Video,
+    /// DBMS-like processes reading 4 KiB at random in one common file, `window` outstanding each.
+    Dbms,
+    /// Processes reading interleaved chunks of one file.
+    Interleaved,
 }
 
 impl AppKind {
@@ -211,6 +217,9 @@ impl AppKind {
             AppKind::SeqWriter => "seq-writer",
             AppKind::RandWriter => "rand-writer",
             AppKind::Startup => "startup",
+            AppKind::Video => "video",
+            AppKind::Dbms => "dbms",
+            AppKind::Interleaved => "interleaved",
         }
     }
 }
@@ -254,6 +263,18 @@ pub struct AppSpec {
     /// Start-up: at most this many invocations.
     #[serde(default)]
     pub invocations: Option<u64>,
+    /// DBMS, interleaved: number of processes (queues).
+    #[serde(default)]
+    pub processes: Option<u32>,
+    /// Video: frames per second.
+    #[serde(default)]
+    pub fps: Option<u32>,
+    /// Video: playback buffer (how late after its period a frame may arrive).
+    #[serde(default)]
+    pub buffer: Option<Duration>,
+    /// Video: length of the movie.
+    #[serde(default)]
+    pub length: Option<Duration>,
 }
 
 fn one() -> u32 {
@@ -276,6 +297,10 @@ impl AppSpec {
             start: None,
             every: None,
             invocations: None,
+            processes: None,
+            fps: None,
+            buffer: None,
+            length: None,
         }
     }
 
@@ -443,6 +468,16 @@ impl Job {
             if let Some(w) = app.window {
                 if w == 0 || w > 1024 {
                     return fail("window", format!("must be 1..=1024, got {w}"));
+                }
+            }
+            if let Some(p) = app.processes {
+                if p == 0 || p > 10_000 {
+                    return fail("processes", format!("must be 1..=10000, got {p}"));
+                }
+            }
+            if let Some(f) = app.fps {
+                if f == 0 || f > 1000 {
+                    return fail("fps", format!("must be 1..=1000, got {f}"));
                 }
             }
             if app.kind == AppKind::Startup && app.trace.is_none() {

@@ -31,8 +31,10 @@ pub use engine::{Engine, EngineConfig};
 pub use job::{AppKind, AppSpec, Job, JobError};
 pub use report::RunReport;
 
+use workload::dbms::{Dbms, Interleaved};
 use workload::greedy::{GreedyReader, GreedyWriter, Pattern};
 use workload::startup::{StartupReplay, Trace};
+use workload::video::VideoPlayer;
 use workload::{App, NamedApps, Region};
 
 /// Default file size of the greedy readers and writers (seed 001 sec. 6.2: "each file ... is 5 GB").
@@ -144,6 +146,28 @@ pub fn build_apps(job: &Job, capacity: u64) -> Result<NamedApps, SimError> {
                 Box::new(GreedyWriter::new(qspec, Pattern::Sequential, region, size(256 << 10)))
             }
             AppKind::RandWriter => Box::new(GreedyWriter::new(qspec, Pattern::Random, region, size(4 << 10))),
+            AppKind::Video => Box::new(VideoPlayer::new(
+                qspec,
+                region,
+                size(40 << 10),
+                bfq_sched::SEC / u64::from(spec.fps.unwrap_or(25)),
+                spec.buffer.map_or(200 * bfq_sched::MSEC, |d| d.0),
+                spec.start.map_or(0, |d| d.0),
+                spec.length.map_or(job.duration.0, |d| d.0),
+            )),
+            AppKind::Dbms => Box::new(Dbms::new(
+                qspec,
+                region,
+                spec.processes.unwrap_or(100) as usize,
+                spec.window.unwrap_or(1),
+                size(4 << 10),
+            )),
+            AppKind::Interleaved => Box::new(Interleaved::new(
+                qspec,
+                region,
+                spec.processes.unwrap_or(4) as usize,
+                size(64 << 10),
+            )),
             AppKind::Startup => Box::new(StartupReplay::new(
                 trace.ok_or_else(|| fail("a startup application needs a trace".into()))?,
                 qspec,

@@ -225,3 +225,80 @@ kind = "seq-reader"
     assert_eq!(r.apps[0].requests, 10_000);
     assert!((r.measured_s - 1.0).abs() < 1e-9);
 }
+
+/// Every job file in examples/ parses and runs (shortened to 300 ms of simulated time).
+#[test]
+fn every_example_job_parses_and_runs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let mut job = Job::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        job.warmup = bfq_sim::job::Duration(0);
+        job.duration = bfq_sim::job::Duration(300 * bfq_sched::MSEC);
+        let r = run_job(&job, "fifo", &[]).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(r.totals.requests > 0, "{}", path.display());
+        count += 1;
+    }
+    assert!(count >= 10, "{count}");
+}
+
+/// Seed 001 sec. 6.4: a player on an idle device drops nothing; behind 100 outstanding DBMS requests
+/// on a depth-1 device (10 ms of queueing per frame read under FIFO), with a buffer shorter than that,
+/// it drops frames.
+#[test]
+fn a_video_player_drops_frames_only_when_starved() {
+    let idle = run(
+        r#"
+duration = "2s"
+[device]
+preset = "constant"
+[[app]]
+kind = "video"
+buffer = "5ms"
+"#,
+        "fifo",
+    );
+    let v = idle.apps[0].extra.video.as_ref().unwrap();
+    assert_eq!((v.frames, v.dropped), (50, 0));
+    let loaded = run(
+        r#"
+duration = "2s"
+[device]
+preset = "constant"
+[[app]]
+kind = "video"
+buffer = "1ms"
+fps = 100
+[[app]]
+kind = "dbms"
+processes = 100
+"#,
+        "fifo",
+    );
+    let v = loaded.apps[0].extra.video.as_ref().unwrap();
+    assert!(v.dropped > v.frames / 2, "{v:?}");
+}
+
+/// Seed 002, DBMS: each process keeps exactly its `window` of requests outstanding.
+#[test]
+fn dbms_processes_keep_their_window_outstanding() {
+    let r = run(
+        r#"
+duration = "1s"
+[device]
+preset = "constant"
+params = { queue_depth = 8 }
+[[app]]
+kind = "dbms"
+processes = 10
+window = 3
+"#,
+        "fifo",
+    );
+    assert_eq!(r.apps[0].queues.len(), 10);
+    assert!(r.queues.iter().all(|q| q.max_outstanding == 3), "{:?}", r.queues);
+}

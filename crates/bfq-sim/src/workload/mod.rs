@@ -12,8 +12,10 @@ use serde::Serialize;
 use crate::rng::SimRng;
 use crate::writeback::Writeback;
 
+pub mod dbms;
 pub mod greedy;
 pub mod startup;
+pub mod video;
 
 /// A request an application asks for; the engine gives it an id and its global queue.
 #[derive(Clone, Copy, Debug)]
@@ -82,6 +84,9 @@ pub struct AppExtra {
     /// Start-up times of a replayed application (seed 001 sec. 6.3).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub startup: Option<startup::StartupStats>,
+    /// Frame deadlines met and missed by a video player (seed 001 sec. 6.4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub video: Option<video::VideoStats>,
 }
 
 /// An application: a set of processes issuing I/O.
