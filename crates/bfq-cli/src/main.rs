@@ -1,0 +1,31 @@
+//! The `bfq` command. One module per subcommand (`sim` now; `run`, `compare`, `suite` later), each with
+//! its own clap arguments and an `execute` function.
+
+use clap::{Parser, Subcommand};
+
+mod sim;
+
+/// Budget Fair Queueing: simulate, run and compare storage I/O schedulers.
+#[derive(Parser, Debug)]
+#[command(name = "bfq", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Simulate a job file under one or more schedulers and compare them side by side.
+    Sim(sim::SimArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(args) => sim::execute(args),
+    };
+    if let Err(err) = result {
+        eprintln!("bfq: error: {err:#}");
+        std::process::exit(1);
+    }
+}

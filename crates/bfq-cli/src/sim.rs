@@ -1,0 +1,157 @@
+//! `bfq sim JOB [--scheduler NAME[,NAME...]] [--json FILE]`: runs a job file in the deterministic
+//! simulator under each scheduler and prints the results side by side (docs/simulator.md).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use bfq_sim::job::Duration;
+use bfq_sim::{run_job, Job, RunReport};
+use clap::Args;
+
+/// Arguments of `bfq sim`.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// The job file (TOML, see docs/job-format.md).
+    pub job: PathBuf,
+    /// Schedulers to compare, comma-separated (default: the job's scheduler, or fifo).
+    #[arg(long, short, value_delimiter = ',')]
+    pub scheduler: Vec<String>,
+    /// Scheduler tunables for every run, `key=value,key=value`.
+    #[arg(long, short)]
+    pub params: Option<String>,
+    /// Write every metric of every run as JSON to this file (`-` for standard output).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Override the job's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Override the job's duration (e.g. `10s`).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Do not print the table.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// The JSON document `--json` writes.
+#[derive(serde::Serialize)]
+struct SimOutput<'a> {
+    schema: &'static str,
+    job_file: String,
+    runs: &'a [RunReport],
+}
+
+/// Runs `bfq sim`.
+pub fn execute(args: SimArgs) -> Result<()> {
+    let mut job = Job::from_file(&args.job)?;
+    if let Some(seed) = args.seed {
+        job.seed = seed;
+    }
+    if let Some(d) = &args.duration {
+        let ns = bfq_sim::units::parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+        if ns <= job.warmup.0 {
+            bail!("--duration {d} must be longer than the job's warm-up");
+        }
+        job.duration = Duration(ns);
+    }
+    let params = match &args.params {
+        Some(p) => bfq_sched::params::parse_pairs(p).map_err(|e| anyhow::anyhow!("--params: {e}"))?,
+        None => Vec::new(),
+    };
+    let schedulers: Vec<String> = if args.scheduler.is_empty() {
+        vec![job.scheduler.as_ref().map_or_else(|| "fifo".to_string(), |s| s.name.clone())]
+    } else {
+        args.scheduler.clone()
+    };
+    let mut reports = Vec::new();
+    for name in &schedulers {
+        let started = Instant::now();
+        let report = run_job(&job, name, &params)
+            .with_context(|| format!("running {} under {name}", args.job.display()))?;
+        let host = started.elapsed().as_secs_f64();
+        if !args.quiet {
+            eprintln!(
+                "{name}: {} requests simulated in {host:.3} s of host time ({:.0} requests/s)",
+                report.totals.dispatched_all,
+                report.totals.dispatched_all as f64 / host.max(1e-9)
+            );
+        }
+        reports.push(report);
+    }
+    if !args.quiet {
+        print!("{}", table(&reports));
+    }
+    if let Some(path) = &args.json {
+        let out = SimOutput {
+            schema: "bfq-sim-output/1",
+            job_file: args.job.display().to_string(),
+            runs: &reports,
+        };
+        let text = serde_json::to_string_pretty(&out)?;
+        if path.as_os_str() == "-" {
+            println!("{text}");
+        } else {
+            std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The side-by-side table: one column per scheduler.
+fn table(reports: &[RunReport]) -> String {
+    let Some(first) = reports.first() else { return String::new() };
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut row = |label: &str, f: &dyn Fn(&RunReport) -> String| {
+        rows.push((label.to_string(), reports.iter().map(f).collect()));
+    };
+    row("scheduler", &|r| r.scheduler.clone());
+    row("measured (s)", &|r| format!("{:.3}", r.measured_s));
+    row("aggregate (MiB/s)", &|r| format!("{:.2}", r.totals.throughput_mib_s));
+    row("read p50 (ms)", &|r| ms(r.totals.read_latency.p50_us));
+    row("read p99 (ms)", &|r| ms(r.totals.read_latency.p99_us));
+    row("read max (ms)", &|r| ms(r.totals.read_latency.max_us));
+    row("jain index", &|r| r.totals.jain_index.map_or("-".into(), |j| format!("{j:.4}")));
+    row("max lag (KiB)", &|r| format!("{:.0}", r.totals.max_lag_kib));
+    for (i, app) in first.apps.iter().enumerate() {
+        let label = format!("{} (MiB/s)", app.name);
+        row(&label, &|r| r.apps.get(i).map_or("-".into(), |a| format!("{:.2}", a.throughput_mib_s)));
+        if app.extra.startup.is_some() {
+            let label = format!("{} start-up mean (s)", app.name);
+            row(&label, &|r| {
+                r.apps.get(i).and_then(|a| a.extra.startup.as_ref()).map_or("-".into(), |s| {
+                    if s.invocations == 0 {
+                        "none done".into()
+                    } else {
+                        format!("{:.3} ({}x)", s.mean_s, s.invocations)
+                    }
+                })
+            });
+        }
+        if app.extra.video.is_some() {
+            let label = format!("{} frames dropped", app.name);
+            row(&label, &|r| {
+                r.apps
+                    .get(i)
+                    .and_then(|a| a.extra.video.as_ref())
+                    .map_or("-".into(), |v| format!("{}/{}", v.dropped, v.frames))
+            });
+        }
+    }
+    let label_width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    let col_width = rows.iter().flat_map(|(_, v)| v.iter().map(String::len)).max().unwrap_or(0).max(8);
+    let mut out = String::new();
+    for (label, values) in rows {
+        let _ = write!(out, "{label:<label_width$}");
+        for v in values {
+            let _ = write!(out, "  {v:>col_width$}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.3}", us as f64 / 1000.0)
+}

@@ -1,0 +1,491 @@
+//! The discrete-event engine: virtual nanoseconds, no wall clock, one seeded random stream per
+//! application, and a scheduler driven exactly as a block-layer driver drives an elevator
+//! (`bfq_sched::scheduler` "Call order"): after every event it calls `dispatch` while the device can
+//! accept and the answer is `Dispatch`; after `Idle`, `Wait` or `Empty` it waits for the next event — a
+//! request insertion, a device completion, the scheduler's own timer (`next_timer`, then `timer` and
+//! `dispatch`), or an application's timer.
+//!
+//! Simultaneous events are handled in a fixed order (device completions, scheduler timer, application
+//! timers by (time, sequence number)), so a run is bit-for-bit reproducible from its job and seed.
+//! Everything the run keeps is bounded by the number of outstanding requests and applications, never by
+//! the simulated duration.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use bfq_sched::{Decision, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler};
+
+use crate::device::{Completion, Device};
+use crate::metrics::{LagTracker, LatencyHistogram, ThroughputSeries};
+use crate::rng::SimRng;
+use crate::workload::{App, Ctx, Done, NewRequest};
+use crate::writeback::Writeback;
+
+/// How a run is set up, apart from its device, scheduler and applications.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Simulated time at which the run stops.
+    pub duration: Nanos,
+    /// Simulated time before which nothing is measured.
+    pub warmup: Nanos,
+    /// Initial width of the throughput time buckets (doubled as needed to keep their number bounded).
+    pub bucket: Nanos,
+    /// System-wide dirty page-cache limit, in bytes.
+    pub dirty_limit: u64,
+    /// The most flushed writes queued in the scheduler at once (nr_requests).
+    pub writeback_depth: usize,
+    /// Weight and class of the system-wide write-back queue.
+    pub writeback_spec: QueueSpec,
+}
+
+/// An error while setting a run up.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The scheduler refused a queue's weight or class.
+    #[error("application `{app}`: {source}")]
+    Queue {
+        /// The application.
+        app: String,
+        /// The scheduler's error.
+        #[source]
+        source: bfq_sched::SchedError,
+    },
+}
+
+struct AppSlot {
+    name: String,
+    app: Box<dyn App>,
+    rng: SimRng,
+    queue_base: u32,
+    specs: Vec<QueueSpec>,
+    stats: AppStats,
+}
+
+/// What the engine measures for each application.
+#[derive(Clone, Debug)]
+pub struct AppStats {
+    /// Requests of its own queues completed in the measured interval.
+    pub requests: u64,
+    /// Bytes read in the measured interval.
+    pub bytes_read: u64,
+    /// Bytes of its dirty data written back in the measured interval.
+    pub bytes_written: u64,
+    /// Latency (insertion to completion) of its own queues' requests.
+    pub latency: LatencyHistogram,
+    /// Bytes completed over time.
+    pub series: ThroughputSeries,
+}
+
+/// What the engine measures for each queue.
+#[derive(Clone, Debug, Default)]
+pub struct QueueCounters {
+    /// Requests outstanding (inserted, not completed) now.
+    pub outstanding: u64,
+    /// The most requests it ever had outstanding.
+    pub max_outstanding: u64,
+    /// Requests completed in the measured interval.
+    pub completed: u64,
+    /// Bytes completed in the measured interval.
+    pub bytes: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    app: u32,
+    writeback: bool,
+    tag: u64,
+    inserted: Nanos,
+}
+
+/// An application at the end of a run, with what was measured for it.
+pub struct FinishedApp {
+    /// Its name.
+    pub name: String,
+    /// The application itself (for its workload-specific results).
+    pub app: Box<dyn App>,
+    /// Its scheduler queue ids.
+    pub queue_ids: Vec<u32>,
+    /// Weight and class of each of its queues.
+    pub specs: Vec<QueueSpec>,
+    /// What the engine measured for it.
+    pub stats: AppStats,
+}
+
+/// Everything a finished run hands to the report.
+pub struct RunOutcome {
+    /// Simulated time at which the run ended (the duration, or earlier if every application finished).
+    pub end: Nanos,
+    /// Measured interval start (the warm-up).
+    pub warmup: Nanos,
+    /// Per application, in job order.
+    pub apps: Vec<FinishedApp>,
+    /// Per queue (index = queue id): counters.
+    pub queues: Vec<QueueCounters>,
+    /// The system-wide write-back queue's id.
+    pub writeback_queue: u32,
+    /// Lag of each queue behind its fluid share.
+    pub lag: LagTracker,
+    /// Aggregate bytes completed over time.
+    pub series: ThroughputSeries,
+    /// Latency of all reads.
+    pub read_latency: LatencyHistogram,
+    /// Latency of all writes.
+    pub write_latency: LatencyHistogram,
+    /// Requests dispatched over the whole run (warm-up included).
+    pub dispatched: u64,
+    /// Requests completed over the whole run (warm-up included).
+    pub completed: u64,
+    /// The scheduler, for its final per-queue statistics.
+    pub scheduler: Box<dyn Scheduler>,
+}
+
+/// A run in progress.
+pub struct Engine {
+    cfg: EngineConfig,
+    now: Nanos,
+    device: Box<dyn Device>,
+    sched: Box<dyn Scheduler>,
+    apps: Vec<AppSlot>,
+    timers: BinaryHeap<Reverse<(Nanos, u64, usize, u64)>>,
+    timer_seq: u64,
+    slab: Vec<Slot>,
+    free_slots: Vec<u32>,
+    writeback: Writeback,
+    writeback_queue: u32,
+    queues: Vec<QueueCounters>,
+    lag: LagTracker,
+    series: ThroughputSeries,
+    read_latency: LatencyHistogram,
+    write_latency: LatencyHistogram,
+    idle_until: Option<Nanos>,
+    timer_floor: Nanos,
+    measuring: bool,
+    dispatched: u64,
+    completed: u64,
+    out_requests: Vec<NewRequest>,
+    out_timers: Vec<(Nanos, u64)>,
+    completions: Vec<Completion>,
+    wake: Vec<usize>,
+}
+
+impl Engine {
+    /// Sets a run up: queues configured in the scheduler, one random stream per application.
+    pub fn new(
+        cfg: EngineConfig,
+        device: Box<dyn Device>,
+        mut sched: Box<dyn Scheduler>,
+        apps: Vec<(String, Box<dyn App>)>,
+    ) -> Result<Self, EngineError> {
+        let mut slots = Vec::with_capacity(apps.len());
+        let mut next_queue = 0u32;
+        let mut weights = Vec::new();
+        for (index, (name, app)) in apps.into_iter().enumerate() {
+            let specs = app.queues();
+            for (q, spec) in specs.iter().enumerate() {
+                sched
+                    .configure_queue(QueueId(next_queue + q as u32), *spec, 0)
+                    .map_err(|source| EngineError::Queue { app: name.clone(), source })?;
+                weights.push(spec.weight);
+            }
+            slots.push(AppSlot {
+                name,
+                app,
+                rng: SimRng::new(cfg.seed, index as u64),
+                queue_base: next_queue,
+                specs: specs.clone(),
+                stats: AppStats {
+                    requests: 0,
+                    bytes_read: 0,
+                    bytes_written: 0,
+                    latency: LatencyHistogram::new(),
+                    series: ThroughputSeries::new(cfg.warmup, cfg.bucket),
+                },
+            });
+            next_queue += specs.len() as u32;
+        }
+        let writeback_queue = next_queue;
+        sched
+            .configure_queue(QueueId(writeback_queue), cfg.writeback_spec, 0)
+            .map_err(|source| EngineError::Queue { app: "writeback".into(), source })?;
+        weights.push(cfg.writeback_spec.weight);
+        Ok(Engine {
+            writeback: Writeback::new(slots.len(), cfg.dirty_limit, cfg.writeback_depth),
+            series: ThroughputSeries::new(cfg.warmup, cfg.bucket),
+            queues: vec![QueueCounters::default(); weights.len()],
+            lag: LagTracker::new(&weights),
+            cfg,
+            now: 0,
+            device,
+            sched,
+            apps: slots,
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            slab: Vec::new(),
+            free_slots: Vec::new(),
+            writeback_queue,
+            read_latency: LatencyHistogram::new(),
+            write_latency: LatencyHistogram::new(),
+            idle_until: None,
+            timer_floor: 0,
+            measuring: false,
+            dispatched: 0,
+            completed: 0,
+            out_requests: Vec::new(),
+            out_timers: Vec::new(),
+            completions: Vec::new(),
+            wake: Vec::new(),
+        })
+    }
+
+    /// Runs to the end of the configured duration (or until every application has finished).
+    pub fn run(mut self) -> RunOutcome {
+        self.measuring = self.cfg.warmup == 0;
+        if self.measuring {
+            self.begin_measuring();
+        }
+        for i in 0..self.apps.len() {
+            self.with_app(i, |app, ctx| app.start(ctx));
+        }
+        self.dispatch();
+        let mut end = self.cfg.duration;
+        while let Some(t) = self.next_time() {
+            if t >= self.cfg.duration {
+                break;
+            }
+            self.now = t;
+            if !self.measuring && t >= self.cfg.warmup {
+                self.measuring = true;
+                self.begin_measuring();
+            }
+            self.step();
+            if self.apps.iter().all(|a| a.app.finished())
+                && self.sched.queued() == 0
+                && self.device.in_flight() == 0
+            {
+                end = self.now.max(self.cfg.warmup);
+                break;
+            }
+        }
+        if self.apps.iter().all(|a| a.app.finished()) {
+            end = end.min(self.now.max(self.cfg.warmup));
+        }
+        self.series.pad_to(end);
+        for slot in &mut self.apps {
+            slot.stats.series.pad_to(end);
+        }
+        RunOutcome {
+            end,
+            warmup: self.cfg.warmup,
+            apps: self
+                .apps
+                .into_iter()
+                .map(|s| {
+                    let queue_ids = (0..s.specs.len() as u32).map(|q| s.queue_base + q).collect();
+                    FinishedApp { name: s.name, app: s.app, queue_ids, specs: s.specs, stats: s.stats }
+                })
+                .collect(),
+            queues: self.queues,
+            writeback_queue: self.writeback_queue,
+            lag: self.lag,
+            series: self.series,
+            read_latency: self.read_latency,
+            write_latency: self.write_latency,
+            dispatched: self.dispatched,
+            completed: self.completed,
+            scheduler: self.sched,
+        }
+    }
+
+    fn begin_measuring(&mut self) {
+        let now = self.now;
+        for slot in &mut self.apps {
+            slot.app.begin_measuring(now);
+        }
+    }
+
+    /// The earliest time at which something happens, if anything ever will.
+    fn next_time(&self) -> Option<Nanos> {
+        let mut next = self.device.next_event();
+        let mut consider = |t: Option<Nanos>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        consider(self.sched.next_timer().map(|t| t.max(self.timer_floor)));
+        consider(self.idle_until);
+        consider(self.timers.peek().map(|Reverse((t, ..))| *t));
+        if !self.measuring {
+            consider(Some(self.cfg.warmup));
+        }
+        // Never go back in time, whatever a model or scheduler reports.
+        next.map(|t| t.max(self.now))
+    }
+
+    fn step(&mut self) {
+        let now = self.now;
+        // 1. Device completions.
+        if self.device.next_event().is_some_and(|t| t <= now) {
+            let mut done = std::mem::take(&mut self.completions);
+            self.device.advance(now, &mut done);
+            for c in done.drain(..) {
+                self.on_completion(c);
+            }
+            self.completions = done;
+        }
+        // 2. The scheduler's timer.
+        if self.sched.next_timer().is_some_and(|t| t.max(self.timer_floor) <= now) {
+            self.sched.timer(now);
+            // A scheduler whose timer stays in the past is not called twice at the same instant.
+            self.timer_floor = now + 1;
+        }
+        if self.idle_until.is_some_and(|t| t <= now) {
+            self.idle_until = None;
+        }
+        // 3. Application timers, in (time, sequence) order.
+        while let Some(Reverse((t, _, app, token))) = self.timers.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            self.with_app(app, |a, ctx| a.on_timer(ctx, token));
+        }
+        self.dispatch();
+    }
+
+    fn dispatch(&mut self) {
+        while self.device.can_accept() {
+            match self.sched.dispatch(self.now) {
+                Decision::Dispatch(request) => {
+                    self.dispatched += 1;
+                    self.idle_until = None;
+                    self.device.submit(request, self.now);
+                }
+                Decision::Idle { until } => {
+                    self.idle_until = Some(until.max(self.now + 1));
+                    break;
+                }
+                Decision::Wait | Decision::Empty => break,
+            }
+        }
+    }
+
+    fn on_completion(&mut self, c: Completion) {
+        let now = self.now;
+        self.sched.complete(&c.request, now);
+        self.completed += 1;
+        let index = c.request.id.0 as usize;
+        let Some(slot) = self.slab.get(index).copied() else { return };
+        self.free_slots.push(index as u32);
+        let queue = c.request.queue.0 as usize;
+        let bytes = u64::from(c.request.len);
+        let latency = c.time.saturating_sub(slot.inserted);
+        let measure = self.measuring;
+        self.lag.on_complete(queue, bytes, now, measure);
+        if let Some(q) = self.queues.get_mut(queue) {
+            q.outstanding = q.outstanding.saturating_sub(1);
+            if measure {
+                q.completed += 1;
+                q.bytes += bytes;
+            }
+        }
+        let app = slot.app as usize;
+        if measure {
+            self.series.record(c.time, bytes);
+            let stats = &mut self.apps[app].stats;
+            stats.series.record(c.time, bytes);
+            match c.request.op {
+                Op::Write => {
+                    self.write_latency.record(latency);
+                    stats.bytes_written += bytes;
+                }
+                _ => {
+                    self.read_latency.record(latency);
+                    stats.bytes_read += bytes;
+                }
+            }
+            if !slot.writeback {
+                stats.requests += 1;
+                stats.latency.record(latency);
+            }
+        }
+        if slot.writeback {
+            let mut wake = std::mem::take(&mut self.wake);
+            self.writeback.cleaned(app, c.request.len, &mut wake);
+            let done = Done { request: c.request, tag: slot.tag, inserted: slot.inserted };
+            self.with_app(app, |a, ctx| a.on_complete(ctx, &done));
+            for w in wake.drain(..) {
+                self.with_app(w, |a, ctx| a.on_writeback_space(ctx));
+            }
+            self.wake = wake;
+        } else {
+            let done = Done { request: c.request, tag: slot.tag, inserted: slot.inserted };
+            self.with_app(app, |a, ctx| a.on_complete(ctx, &done));
+        }
+    }
+
+    /// Calls one application with its context, then carries out what it asked for.
+    fn with_app(&mut self, index: usize, f: impl FnOnce(&mut dyn App, &mut Ctx)) {
+        let slot = &mut self.apps[index];
+        let mut ctx = Ctx {
+            now: self.now,
+            rng: &mut slot.rng,
+            requests: &mut self.out_requests,
+            timers: &mut self.out_timers,
+            writeback: &mut self.writeback,
+            app: index,
+        };
+        f(slot.app.as_mut(), &mut ctx);
+        let base = slot.queue_base;
+        let nqueues = slot.specs.len() as u32;
+        let mut requests = std::mem::take(&mut self.out_requests);
+        for r in requests.drain(..) {
+            let queue = base + (r.queue as u32).min(nqueues.saturating_sub(1));
+            self.insert(index, queue, r.op, r.offset, r.len, r.sync, r.meta, r.tag, false);
+        }
+        self.out_requests = requests;
+        for (t, token) in self.out_timers.drain(..) {
+            self.timer_seq += 1;
+            self.timers.push(Reverse((t, self.timer_seq, index, token)));
+        }
+        while let Some(e) = self.writeback.next_flush() {
+            self.insert(e.app, self.writeback_queue, Op::Write, e.offset, e.len, false, false, e.tag, true);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        app: usize,
+        queue: u32,
+        op: Op,
+        offset: u64,
+        len: u32,
+        sync: bool,
+        meta: bool,
+        tag: u64,
+        writeback: bool,
+    ) {
+        let slot = Slot { app: app as u32, writeback, tag, inserted: self.now };
+        let id = match self.free_slots.pop() {
+            Some(i) => {
+                self.slab[i as usize] = slot;
+                u64::from(i)
+            }
+            None => {
+                self.slab.push(slot);
+                (self.slab.len() - 1) as u64
+            }
+        };
+        let capacity = self.device.capacity_bytes();
+        let offset = if capacity > u64::from(len) { offset.min(capacity - u64::from(len)) } else { 0 };
+        let request = Request { id: RequestId(id), queue: QueueId(queue), op, offset, len, sync, meta };
+        if let Some(q) = self.queues.get_mut(queue as usize) {
+            q.outstanding += 1;
+            q.max_outstanding = q.max_outstanding.max(q.outstanding);
+        }
+        self.lag.on_insert(queue as usize, self.now);
+        self.sched.insert(request, self.now);
+    }
+}

@@ -1,0 +1,333 @@
+//! What a run measures, streamed into fixed-size structures so that memory does not grow with the
+//! simulated duration: throughput over time in a bounded number of buckets, per-request latency in HDR
+//! histograms, each queue's lag behind the ideal fluid share of its weight (the guarantee of B-WF2Q+,
+//! seed 001 sec. 3 and seed 000 sec. 3-4), and Jain's fairness index.
+
+use bfq_sched::{Nanos, SEC};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// The most buckets a [`ThroughputSeries`] keeps: past that, neighbouring buckets are merged and the
+/// bucket width doubles.
+pub const MAX_BUCKETS: usize = 256;
+
+/// Bytes completed per time bucket, from a start time on.
+#[derive(Clone, Debug)]
+pub struct ThroughputSeries {
+    start: Nanos,
+    width: Nanos,
+    bytes: Vec<u64>,
+}
+
+impl ThroughputSeries {
+    /// A series starting at `start` with buckets `width` wide (doubled as needed to stay bounded).
+    pub fn new(start: Nanos, width: Nanos) -> Self {
+        ThroughputSeries { start, width: width.max(1), bytes: Vec::new() }
+    }
+
+    /// Counts `bytes` completed at `time` (ignored before the start).
+    pub fn record(&mut self, time: Nanos, bytes: u64) {
+        if time < self.start {
+            return;
+        }
+        let mut index = ((time - self.start) / self.width) as usize;
+        while index >= MAX_BUCKETS {
+            self.coarsen();
+            index = ((time - self.start) / self.width) as usize;
+        }
+        if self.bytes.len() <= index {
+            self.bytes.resize(index + 1, 0);
+        }
+        self.bytes[index] += bytes;
+    }
+
+    fn coarsen(&mut self) {
+        let merged: Vec<u64> = self.bytes.chunks(2).map(|c| c.iter().sum()).collect();
+        self.bytes = merged;
+        self.width *= 2;
+    }
+
+    /// Extends the series with empty buckets up to `end`, so that idle tails show as zeros.
+    pub fn pad_to(&mut self, end: Nanos) {
+        if end <= self.start {
+            return;
+        }
+        let last = (end - 1).max(self.start);
+        self.record(last, 0);
+    }
+
+    /// The bucket width.
+    pub fn width(&self) -> Nanos {
+        self.width
+    }
+
+    /// Throughput of each bucket in MiB/s.
+    pub fn mib_per_s(&self) -> Vec<f64> {
+        let secs = self.width as f64 / SEC as f64;
+        self.bytes.iter().map(|b| round3(*b as f64 / MIB / secs)).collect()
+    }
+}
+
+/// Bytes in a MiB, as a float for rates.
+pub const MIB: f64 = 1_048_576.0;
+
+/// Rounds to 3 decimals, so that reports stay readable (the values are deterministic either way).
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// A latency distribution in microseconds.
+#[derive(Clone, Debug)]
+pub struct LatencyHistogram(Histogram<u64>);
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyHistogram {
+    /// An empty histogram from 1 us to one hour, 3 significant digits.
+    pub fn new() -> Self {
+        // Bounds are constants known to be valid.
+        LatencyHistogram(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds"))
+    }
+
+    /// Records one latency, in nanoseconds (clamped to the histogram's range).
+    pub fn record(&mut self, latency: Nanos) {
+        self.0.saturating_record((latency / 1_000).max(1));
+    }
+
+    /// Number of values recorded.
+    pub fn count(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// The summary reported.
+    pub fn summary(&self) -> LatencySummary {
+        if self.0.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            count: self.0.len(),
+            mean_us: round3(self.0.mean()),
+            p50_us: self.0.value_at_quantile(0.5),
+            p99_us: self.0.value_at_quantile(0.99),
+            max_us: self.0.max(),
+        }
+    }
+}
+
+/// Latency percentiles, in microseconds (HDR histogram, 3 significant digits).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Requests measured.
+    pub count: u64,
+    /// Mean.
+    pub mean_us: f64,
+    /// Median.
+    pub p50_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Maximum.
+    pub max_us: u64,
+}
+
+/// Per-queue lag with respect to the ideal fluid system (GPS) that, with the same aggregate throughput,
+/// would divide the service among the backlogged queues in proportion to their weights.
+///
+/// A virtual time `V` advances by `bytes / W` for every completion, `W` being the total weight of the
+/// backlogged queues; a queue backlogged since `V0` should have received `w (V - V0)`. The lag is that
+/// minus what it got. It is evaluated at the queue's own completions (just before and just after it is
+/// credited), where its maximum and minimum occur, so each event costs O(1).
+///
+/// A queue whose last request completes and which issues the next one at the same instant (a
+/// synchronous reader without think time) stays backlogged: it only leaves the fluid system when time
+/// moves on without a new request.
+#[derive(Clone, Debug, Default)]
+pub struct LagTracker {
+    virtual_time: f64,
+    backlogged_weight: f64,
+    queues: Vec<QueueLag>,
+    emptied: Vec<usize>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct QueueLag {
+    weight: f64,
+    outstanding: u64,
+    /// Still counted as backlogged, though empty since this time.
+    emptied_at: Option<Nanos>,
+    start_v: f64,
+    served: f64,
+    max_lag: f64,
+    min_lag: f64,
+}
+
+impl LagTracker {
+    /// A tracker for queues `0..weights.len()` with these weights.
+    pub fn new(weights: &[u32]) -> Self {
+        LagTracker {
+            virtual_time: 0.0,
+            backlogged_weight: 0.0,
+            queues: weights
+                .iter()
+                .map(|w| QueueLag { weight: f64::from(*w), ..QueueLag::default() })
+                .collect(),
+            emptied: Vec::new(),
+        }
+    }
+
+    /// Queues that emptied before `now` and did not get a new request at that instant leave the fluid
+    /// system.
+    fn settle(&mut self, now: Nanos) {
+        let mut i = 0;
+        while i < self.emptied.len() {
+            let q = &mut self.queues[self.emptied[i]];
+            match q.emptied_at {
+                Some(t) if t < now => {
+                    q.emptied_at = None;
+                    self.backlogged_weight = (self.backlogged_weight - q.weight).max(0.0);
+                    self.emptied.swap_remove(i);
+                }
+                Some(_) => i += 1,
+                None => {
+                    self.emptied.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    /// A request of `queue` arrived at `now`.
+    pub fn on_insert(&mut self, queue: usize, now: Nanos) {
+        self.settle(now);
+        let v = self.virtual_time;
+        let Some(q) = self.queues.get_mut(queue) else { return };
+        if q.outstanding == 0 && q.emptied_at.take().is_none() {
+            q.start_v = v;
+            q.served = 0.0;
+            self.backlogged_weight += q.weight;
+        }
+        q.outstanding += 1;
+    }
+
+    /// A request of `queue` of `bytes` completed at `now`; `measure` says whether extremes are recorded.
+    pub fn on_complete(&mut self, queue: usize, bytes: u64, now: Nanos, measure: bool) {
+        self.settle(now);
+        if self.backlogged_weight <= 0.0 || queue >= self.queues.len() {
+            return;
+        }
+        self.virtual_time += bytes as f64 / self.backlogged_weight;
+        let v = self.virtual_time;
+        let q = &mut self.queues[queue];
+        if q.outstanding == 0 {
+            return;
+        }
+        let before = q.weight * (v - q.start_v) - q.served;
+        q.served += bytes as f64;
+        let after = before - bytes as f64;
+        if measure {
+            q.max_lag = q.max_lag.max(before);
+            q.min_lag = q.min_lag.min(after);
+        }
+        q.outstanding -= 1;
+        if q.outstanding == 0 {
+            q.emptied_at = Some(now);
+            self.emptied.push(queue);
+        }
+    }
+
+    /// The largest lag behind the fluid share `queue` had, in bytes (0 if never behind).
+    pub fn max_lag(&self, queue: usize) -> f64 {
+        self.queues.get(queue).map_or(0.0, |q| q.max_lag)
+    }
+
+    /// The largest advance over the fluid share `queue` had, in bytes, as a non-positive number.
+    pub fn min_lag(&self, queue: usize) -> f64 {
+        self.queues.get(queue).map_or(0.0, |q| q.min_lag)
+    }
+}
+
+/// Jain's fairness index of `values` (1 = perfectly equal, 1/n = one takes all); `None` when empty or
+/// all zero.
+pub fn jain_index(values: &[f64]) -> Option<f64> {
+    let n = values.len() as f64;
+    let sum: f64 = values.iter().sum();
+    let squares: f64 = values.iter().map(|v| v * v).sum();
+    if values.is_empty() || squares <= 0.0 {
+        return None;
+    }
+    Some(sum * sum / (n * squares))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bfq_sched::MSEC;
+
+    #[test]
+    fn series_stays_bounded_and_keeps_the_total() {
+        let mut s = ThroughputSeries::new(0, 10 * MSEC);
+        for i in 0..100_000u64 {
+            s.record(i * MSEC, 1000);
+        }
+        assert!(s.bytes.len() <= MAX_BUCKETS);
+        assert_eq!(s.bytes.iter().sum::<u64>(), 100_000 * 1000);
+    }
+
+    #[test]
+    fn jain_index_is_one_for_equal_and_one_over_n_for_monopoly() {
+        assert!((jain_index(&[3.0, 3.0, 3.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]).unwrap() - 0.25).abs() < 1e-12);
+        assert_eq!(jain_index(&[]), None);
+    }
+
+    /// Seed 001 sec. 3: the fluid reference divides service by weight among backlogged queues. Two
+    /// queues of weight 1 and 2 served alternately with equal chunks: the lighter one runs ahead, the
+    /// heavier one falls behind, by an amount that keeps growing.
+    #[test]
+    fn lag_grows_for_a_heavy_queue_served_like_a_light_one() {
+        let mut lag = LagTracker::new(&[1, 2]);
+        for _ in 0..100 {
+            lag.on_insert(0, 0);
+            lag.on_insert(1, 0);
+        }
+        for _ in 0..100 {
+            lag.on_complete(0, 1000, 1, true);
+            lag.on_complete(1, 1000, 1, true);
+        }
+        assert!(lag.max_lag(1) > 30_000.0, "{}", lag.max_lag(1));
+        assert!(lag.min_lag(0) < -30_000.0, "{}", lag.min_lag(0));
+    }
+
+    /// A synchronous reader re-issuing at the instant of its completion stays backlogged, so its lag
+    /// accumulates instead of being reset at every request.
+    #[test]
+    fn a_queue_refilled_at_the_same_instant_stays_backlogged() {
+        let mut lag = LagTracker::new(&[1, 2]);
+        lag.on_insert(0, 0);
+        lag.on_insert(1, 0);
+        for t in 1..=100u64 {
+            lag.on_complete(0, 1000, 2 * t, true);
+            lag.on_insert(0, 2 * t);
+            lag.on_complete(1, 1000, 2 * t + 1, true);
+            lag.on_insert(1, 2 * t + 1);
+        }
+        assert!(lag.max_lag(1) > 30_000.0, "{}", lag.max_lag(1));
+    }
+
+    #[test]
+    fn lag_stays_within_a_request_when_service_follows_weights() {
+        let mut lag = LagTracker::new(&[1, 2]);
+        for _ in 0..300 {
+            lag.on_insert(0, 0);
+            lag.on_insert(1, 0);
+        }
+        for _ in 0..100 {
+            lag.on_complete(1, 1000, 1, true);
+            lag.on_complete(0, 1000, 1, true);
+            lag.on_complete(1, 1000, 1, true);
+        }
+        assert!(lag.max_lag(0) <= 2000.0 && lag.max_lag(1) <= 2000.0);
+    }
+}

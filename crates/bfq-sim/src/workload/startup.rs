@@ -1,0 +1,362 @@
+//! Application start-up, replayed from block-level traces (seed 001 sec. 6.3: the time to start an
+//! application with cold caches while the disk is loaded), following the replay rules of the traces'
+//! README (`traces/README.md`, from the S benchmark suite):
+//!
+//! - one replay thread — here one scheduler queue — per traced process, each reading its own
+//!   20,000,000-byte file;
+//! - requests issued strictly in trace order, one at a time across all threads;
+//! - `RA` (read-ahead) requests are submitted asynchronously; any other request first waits for pending
+//!   asynchronous reads, then is a synchronous read (the one `WS` is replayed as a read; `RM` is a
+//!   metadata read);
+//! - `Seq` continues from the thread's current offset, `Rand` goes to a random 512-byte-aligned offset
+//!   of the thread's file;
+//! - the start-up time runs from the first request to the completion of the last.
+//!
+//! The application may be started again and again (seed 001 sec. 6.3-6.4: "invoked with cold caches
+//! every N seconds"): a new invocation starts `every` after the previous one started, or as soon as it
+//! finished if it took longer.
+
+use bfq_sched::{Nanos, Op, QueueSpec, SEC};
+use serde::Serialize;
+
+use super::{App, Ctx, Done, NewRequest, Region};
+
+/// The size of each replay thread's file.
+pub const THREAD_FILE_BYTES: u64 = 20_000_000;
+
+/// The traces shipped with the simulator, by name.
+pub const BUILTIN_TRACES: &[(&str, &str)] = &[
+    ("xterm", include_str!("../../traces/xterm.trace")),
+    ("gnometerm", include_str!("../../traces/gnometerm.trace")),
+];
+
+/// One traced request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceRequest {
+    /// Replay thread (index of the process in order of first appearance).
+    pub thread: usize,
+    /// Size in bytes.
+    pub bytes: u32,
+    /// Continues the thread's previous request (`Seq`) or not (`Rand`).
+    pub sequential: bool,
+    /// Read-ahead: submitted asynchronously.
+    pub readahead: bool,
+    /// Metadata read.
+    pub meta: bool,
+}
+
+/// A parsed start-up trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trace {
+    /// The distinct processes, in order of first appearance.
+    pub threads: Vec<String>,
+    /// The requests, in trace order.
+    pub requests: Vec<TraceRequest>,
+}
+
+impl Trace {
+    /// Parses the 10-field text format; errors give the 1-based line number.
+    pub fn parse(text: &str) -> Result<Trace, String> {
+        let mut threads: Vec<String> = Vec::new();
+        let mut requests = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.is_empty() || fields[0].starts_with('#') {
+                continue;
+            }
+            if fields.len() < 8 {
+                return Err(format!("line {}: expected 10 fields, got {}", n + 1, fields.len()));
+            }
+            let thread = match threads.iter().position(|t| t == fields[0]) {
+                Some(i) => i,
+                None => {
+                    threads.push(fields[0].to_string());
+                    threads.len() - 1
+                }
+            };
+            let sectors: u32 =
+                fields[2].parse().map_err(|_| format!("line {}: bad size {:?}", n + 1, fields[2]))?;
+            if sectors == 0 || sectors > 1 << 16 {
+                return Err(format!("line {}: size {} sectors out of range", n + 1, sectors));
+            }
+            let sequential = match fields[4] {
+                "Seq" => true,
+                "Rand" => false,
+                other => return Err(format!("line {}: expected Seq or Rand, got {other:?}", n + 1)),
+            };
+            let (readahead, meta) = match fields[7] {
+                "RA" => (true, false),
+                "RM" => (false, true),
+                "R" | "WS" => (false, false),
+                other => return Err(format!("line {}: unknown action {other:?}", n + 1)),
+            };
+            requests.push(TraceRequest { thread, bytes: sectors * 512, sequential, readahead, meta });
+        }
+        if requests.is_empty() {
+            return Err("the trace has no requests".into());
+        }
+        Ok(Trace { threads, requests })
+    }
+
+    /// A trace shipped with the simulator (`"xterm"`, `"gnometerm"`).
+    pub fn builtin(name: &str) -> Option<Trace> {
+        BUILTIN_TRACES.iter().find(|(n, _)| *n == name).and_then(|(_, text)| Trace::parse(text).ok())
+    }
+
+    /// The file space the replay needs: one file per thread.
+    pub fn region_bytes(&self) -> u64 {
+        self.threads.len() as u64 * THREAD_FILE_BYTES.next_multiple_of(4096)
+    }
+}
+
+/// Start-up times measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StartupStats {
+    /// Invocations completed (and started after the warm-up).
+    pub invocations: u64,
+    /// Mean start-up time, seconds.
+    pub mean_s: f64,
+    /// Shortest, seconds.
+    pub min_s: f64,
+    /// Longest, seconds.
+    pub max_s: f64,
+    /// The first start-up times (at most 100), seconds.
+    pub times_s: Vec<f64>,
+    /// Requests issued over the whole run.
+    pub requests_issued: u64,
+    /// Requests in the trace.
+    pub trace_requests: u64,
+}
+
+/// The most individual start-up times kept in the report.
+const KEPT_TIMES: usize = 100;
+
+const TOKEN_START: u64 = 1;
+const TAG_SYNC: u64 = 0;
+const TAG_ASYNC: u64 = 1;
+
+/// Replays a start-up trace, once or repeatedly.
+#[derive(Clone, Debug)]
+pub struct StartupReplay {
+    trace: Trace,
+    spec: QueueSpec,
+    region: Region,
+    first_start: Nanos,
+    every: Option<Nanos>,
+    max_invocations: Option<u64>,
+    // Replay state.
+    running: bool,
+    next: usize,
+    pending_async: u32,
+    sync_in_flight: bool,
+    cursors: Vec<u64>,
+    started_at: Nanos,
+    started: u64,
+    // Measures.
+    measuring_from: Nanos,
+    times: Vec<f64>,
+    count: u64,
+    sum: f64,
+    min: f64,
+    max: f64,
+    issued: u64,
+    finished: bool,
+}
+
+impl StartupReplay {
+    /// A replay of `trace` in `region`, first at `first_start`, then every `every` if given, at most
+    /// `max_invocations` times if given. All threads' queues get `spec`.
+    pub fn new(
+        trace: Trace,
+        spec: QueueSpec,
+        region: Region,
+        first_start: Nanos,
+        every: Option<Nanos>,
+        max_invocations: Option<u64>,
+    ) -> Self {
+        let threads = trace.threads.len();
+        StartupReplay {
+            trace,
+            spec,
+            region,
+            first_start,
+            every,
+            max_invocations,
+            running: false,
+            next: 0,
+            pending_async: 0,
+            sync_in_flight: false,
+            cursors: vec![0; threads],
+            started_at: 0,
+            started: 0,
+            measuring_from: 0,
+            times: Vec::new(),
+            count: 0,
+            sum: 0.0,
+            min: f64::INFINITY,
+            max: 0.0,
+            issued: 0,
+            finished: false,
+        }
+    }
+
+    fn thread_file(&self, thread: usize) -> Region {
+        let size = THREAD_FILE_BYTES.next_multiple_of(4096);
+        Region { start: self.region.start + thread as u64 * size, len: THREAD_FILE_BYTES }
+    }
+
+    fn begin(&mut self, ctx: &mut Ctx) {
+        self.running = true;
+        self.next = 0;
+        self.started_at = ctx.now;
+        self.started += 1;
+        // Cold caches: every invocation reads its files anew from their beginnings.
+        for (t, c) in self.cursors.iter_mut().enumerate() {
+            let size = THREAD_FILE_BYTES.next_multiple_of(4096);
+            *c = self.region.start + t as u64 * size;
+        }
+        self.advance(ctx);
+    }
+
+    /// Issues trace requests until one must be waited for.
+    fn advance(&mut self, ctx: &mut Ctx) {
+        while self.next < self.trace.requests.len() {
+            let r = self.trace.requests[self.next];
+            if !r.readahead && (self.pending_async > 0 || self.sync_in_flight) {
+                return;
+            }
+            let file = self.thread_file(r.thread);
+            let len = u64::from(r.bytes);
+            let mut offset =
+                if r.sequential { self.cursors[r.thread] } else { file.random_offset(ctx.rng, len, 512) };
+            if offset + len > file.start + file.len {
+                offset = file.start;
+            }
+            self.cursors[r.thread] = offset + len;
+            ctx.submit(NewRequest {
+                queue: r.thread,
+                op: Op::Read,
+                offset,
+                len: r.bytes,
+                sync: !r.readahead,
+                meta: r.meta,
+                tag: if r.readahead { TAG_ASYNC } else { TAG_SYNC },
+            });
+            self.issued += 1;
+            self.next += 1;
+            if r.readahead {
+                self.pending_async += 1;
+            } else {
+                self.sync_in_flight = true;
+                return;
+            }
+        }
+        if self.pending_async == 0 && !self.sync_in_flight {
+            self.end_invocation(ctx);
+        }
+    }
+
+    fn end_invocation(&mut self, ctx: &mut Ctx) {
+        self.running = false;
+        if self.started_at >= self.measuring_from {
+            let secs = (ctx.now - self.started_at) as f64 / SEC as f64;
+            self.count += 1;
+            self.sum += secs;
+            self.min = self.min.min(secs);
+            self.max = self.max.max(secs);
+            if self.times.len() < KEPT_TIMES {
+                self.times.push(round3_us(secs));
+            }
+        }
+        let more = self.max_invocations.map_or(true, |m| self.started < m);
+        match self.every {
+            Some(every) if more => ctx.timer_at(self.started_at + every, TOKEN_START),
+            _ => self.finished = true,
+        }
+    }
+}
+
+/// Rounds seconds to the microsecond.
+fn round3_us(secs: f64) -> f64 {
+    (secs * 1e6).round() / 1e6
+}
+
+impl App for StartupReplay {
+    fn kind(&self) -> &'static str {
+        "startup"
+    }
+
+    fn queues(&self) -> Vec<QueueSpec> {
+        vec![self.spec; self.trace.threads.len()]
+    }
+
+    fn start(&mut self, ctx: &mut Ctx) {
+        ctx.timer_at(self.first_start, TOKEN_START);
+    }
+
+    fn on_complete(&mut self, ctx: &mut Ctx, done: &Done) {
+        if done.tag == TAG_ASYNC {
+            self.pending_async = self.pending_async.saturating_sub(1);
+        } else {
+            self.sync_in_flight = false;
+        }
+        if self.running {
+            self.advance(ctx);
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx, token: u64) {
+        if token == TOKEN_START && !self.running && !self.finished {
+            self.begin(ctx);
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+
+    fn begin_measuring(&mut self, now: Nanos) {
+        self.measuring_from = now;
+        self.times.clear();
+        self.count = 0;
+        self.sum = 0.0;
+        self.min = f64::INFINITY;
+        self.max = 0.0;
+    }
+
+    fn extra(&self, _end: Nanos) -> super::AppExtra {
+        let stats = StartupStats {
+            invocations: self.count,
+            mean_s: if self.count > 0 { round3_us(self.sum / self.count as f64) } else { 0.0 },
+            min_s: if self.count > 0 { round3_us(self.min) } else { 0.0 },
+            max_s: round3_us(self.max),
+            times_s: self.times.clone(),
+            requests_issued: self.issued,
+            trace_requests: self.trace.requests.len() as u64,
+        };
+        #[allow(clippy::needless_update)] // other workloads add their own fields
+        super::AppExtra { startup: Some(stats), ..Default::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_traces_parse_with_their_documented_sizes() {
+        // traces/README.md: xterm 718 requests, 2 processes; gnome-terminal 2,781 requests, 7 processes.
+        let x = Trace::builtin("xterm").unwrap();
+        assert_eq!((x.requests.len(), x.threads.len()), (718, 2));
+        let sectors: u64 = x.requests.iter().map(|r| u64::from(r.bytes) / 512).sum();
+        assert_eq!(sectors, 12_072);
+        let g = Trace::builtin("gnometerm").unwrap();
+        assert_eq!((g.requests.len(), g.threads.len()), (2781, 7));
+    }
+
+    #[test]
+    fn malformed_trace_lines_are_reported_with_their_number() {
+        let err = Trace::parse("p-1 0 8 100 Seq 0 0 R 0 START\np-1 0 x 100 Seq 0 0 R 0 C\n").unwrap_err();
+        assert!(err.starts_with("line 2"), "{err}");
+    }
+}

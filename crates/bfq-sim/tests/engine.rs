@@ -1,0 +1,304 @@
+//! End-to-end checks of the simulator: determinism, and that each workload produces what it claims.
+
+use bfq_sim::{run_job, Job, RunReport};
+
+fn job(text: &str) -> Job {
+    Job::from_toml(text, "test.toml").unwrap()
+}
+
+fn run(text: &str, sched: &str) -> RunReport {
+    run_job(&job(text), sched, &[]).unwrap()
+}
+
+const MIXED: &str = r#"
+duration = "3s"
+warmup = "500ms"
+seed = 42
+workload = "5r5w-rand"
+[device]
+preset = "constant"
+params = { service_time_us = 200, queue_depth = 4 }
+[[app]]
+kind = "startup"
+trace = "xterm"
+every = "1s"
+"#;
+
+/// STYLE.md lesson 6: a run is bit-for-bit reproducible from its job and seed.
+#[test]
+fn the_same_job_twice_gives_identical_json() {
+    let a = serde_json::to_string(&run(MIXED, "fifo")).unwrap();
+    let b = serde_json::to_string(&run(MIXED, "fifo")).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_different_seed_changes_the_random_workload() {
+    let a = run(MIXED, "fifo");
+    let other = MIXED.replace("seed = 42", "seed = 43");
+    let b = run(&other, "fifo");
+    assert_ne!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+}
+
+/// Seed 001 sec. 6.2: readers are synchronous, so a reader's queue never holds more than one request,
+/// even on a device that accepts many at once.
+#[test]
+fn a_sync_reader_never_has_more_than_one_request_outstanding() {
+    let r = run(
+        r#"
+duration = "1s"
+workload = "10r-rand"
+[device]
+preset = "constant"
+params = { queue_depth = 32 }
+"#,
+        "fifo",
+    );
+    let readers: Vec<_> = r.queues.iter().filter(|q| q.owner.starts_with("rand-reader")).collect();
+    assert_eq!(readers.len(), 10);
+    for q in readers {
+        assert_eq!(q.max_outstanding, 1, "{q:?}");
+        assert!(q.completed > 100, "{q:?}");
+    }
+}
+
+#[test]
+fn a_read_ahead_window_keeps_that_many_reads_outstanding() {
+    let r = run(
+        r#"
+duration = "1s"
+[device]
+preset = "constant"
+params = { queue_depth = 32 }
+[[app]]
+kind = "seq-reader"
+window = 4
+"#,
+        "fifo",
+    );
+    assert_eq!(r.queues[0].max_outstanding, 4);
+}
+
+/// Seed 001 sec. 6.2: writers are asynchronous, through one system-wide write-back queue.
+#[test]
+fn writers_go_through_the_single_writeback_queue() {
+    let r = run(
+        r#"
+duration = "2s"
+workload = "5r5w-seq"
+[device]
+preset = "constant"
+"#,
+        "fifo",
+    );
+    let wb: Vec<_> = r.queues.iter().filter(|q| q.owner == "writeback").collect();
+    assert_eq!(wb.len(), 1);
+    assert!(wb[0].max_outstanding > 1);
+    assert!(r.queues.iter().all(|q| q.owner == "writeback" || !q.owner.contains("writer")));
+    let written: u64 = r.apps.iter().filter(|a| a.kind == "seq-writer").map(|a| a.bytes_written).sum();
+    assert_eq!(written, r.totals.bytes_written);
+    assert!(r.apps.iter().filter(|a| a.kind == "seq-writer").all(|a| a.bytes_written > 0));
+}
+
+/// traces/README.md: the replay issues every request of the trace, and its start-up time is the span
+/// from the first request to the last completion: on a 100 us, depth-1 device, xterm's 718 requests
+/// take at least 71.8 ms.
+#[test]
+fn the_startup_replay_issues_every_trace_request() {
+    let r = run(
+        r#"
+duration = "10s"
+[device]
+preset = "constant"
+[[app]]
+kind = "startup"
+trace = "xterm"
+"#,
+        "fifo",
+    );
+    let s = r.apps[0].extra.startup.as_ref().unwrap();
+    assert_eq!(s.requests_issued, 718);
+    assert_eq!(s.trace_requests, 718);
+    assert_eq!(s.invocations, 1);
+    assert!(s.mean_s >= 0.0718 && s.mean_s < 0.2, "{s:?}");
+    assert_eq!(r.apps[0].requests, 718);
+    // One queue per traced process.
+    assert_eq!(r.apps[0].queues.len(), 2);
+    // The run ends early once the only application has finished.
+    assert!(r.end_s < 1.0, "{}", r.end_s);
+}
+
+#[test]
+fn repeated_startups_happen_every_interval() {
+    let r = run(
+        r#"
+duration = "5s"
+[device]
+preset = "constant"
+[[app]]
+kind = "startup"
+trace = "xterm"
+every = "1s"
+"#,
+        "fifo",
+    );
+    let s = r.apps[0].extra.startup.as_ref().unwrap();
+    assert_eq!(s.invocations, 5, "{s:?}");
+    assert_eq!(s.requests_issued, 5 * 718);
+}
+
+/// Seed 001 sec. 3: the fairness metrics must be able to fail. Weighted readers (1:2) under FIFO get
+/// equal throughput, not 1:2, so the heavier one lags behind its fluid share more and more and Jain's
+/// index over throughput/weight is clearly below 1.
+#[test]
+fn weighted_readers_under_fifo_are_not_proportional() {
+    let r = run(
+        r#"
+duration = "5s"
+[device]
+preset = "constant"
+[[app]]
+name = "light"
+kind = "seq-reader"
+weight = 100
+[[app]]
+name = "heavy"
+kind = "seq-reader"
+weight = 200
+"#,
+        "fifo",
+    );
+    let (light, heavy) = (&r.apps[0], &r.apps[1]);
+    let ratio = heavy.throughput_mib_s / light.throughput_mib_s;
+    assert!((ratio - 1.0).abs() < 0.01, "FIFO serves them alike: {ratio}");
+    let jain = r.totals.jain_index.unwrap();
+    assert!(jain < 0.95, "{jain}");
+    // Over 5 s the heavy queue falls far behind its 2/3 share: far more than a few requests' worth.
+    assert!(heavy.max_lag_kib > 10_000.0, "{}", heavy.max_lag_kib);
+}
+
+#[test]
+fn equal_readers_under_fifo_are_fair() {
+    let r = run(
+        r#"
+duration = "2s"
+workload = "10r-seq"
+[device]
+preset = "constant"
+"#,
+        "fifo",
+    );
+    assert!(r.totals.jain_index.unwrap() > 0.999);
+    assert!(r.totals.max_lag_kib < 10.0 * 128.0, "{}", r.totals.max_lag_kib);
+}
+
+/// Memory must not grow with simulated duration: the time series stays bounded.
+#[test]
+fn throughput_series_is_bounded_whatever_the_duration() {
+    let r = run(
+        r#"
+duration = "120s"
+bucket = "10ms"
+[device]
+preset = "constant"
+[[app]]
+kind = "seq-reader"
+"#,
+        "fifo",
+    );
+    assert!(r.throughput_mib_s.len() <= bfq_sim::metrics::MAX_BUCKETS);
+    assert!(r.apps[0].throughput_series_mib_s.len() <= bfq_sim::metrics::MAX_BUCKETS);
+}
+
+#[test]
+fn warmup_is_not_measured() {
+    let text = r#"
+duration = "2s"
+warmup = "1s"
+[device]
+preset = "constant"
+[[app]]
+kind = "seq-reader"
+"#;
+    let r = run(text, "fifo");
+    // 100 us per 128 KiB request: 10,000 requests per measured second.
+    assert_eq!(r.apps[0].requests, 10_000);
+    assert!((r.measured_s - 1.0).abs() < 1e-9);
+}
+
+/// Every job file in examples/ parses and runs (shortened to 300 ms of simulated time).
+#[test]
+fn every_example_job_parses_and_runs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let mut job = Job::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        job.warmup = bfq_sim::job::Duration(0);
+        job.duration = bfq_sim::job::Duration(300 * bfq_sched::MSEC);
+        let r = run_job(&job, "fifo", &[]).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(r.totals.requests > 0, "{}", path.display());
+        count += 1;
+    }
+    assert!(count >= 10, "{count}");
+}
+
+/// Seed 001 sec. 6.4: a player on an idle device drops nothing; behind 100 outstanding DBMS requests
+/// on a depth-1 device (10 ms of queueing per frame read under FIFO), with a buffer shorter than that,
+/// it drops frames.
+#[test]
+fn a_video_player_drops_frames_only_when_starved() {
+    let idle = run(
+        r#"
+duration = "2s"
+[device]
+preset = "constant"
+[[app]]
+kind = "video"
+buffer = "5ms"
+"#,
+        "fifo",
+    );
+    let v = idle.apps[0].extra.video.as_ref().unwrap();
+    assert_eq!((v.frames, v.dropped), (50, 0));
+    let loaded = run(
+        r#"
+duration = "2s"
+[device]
+preset = "constant"
+[[app]]
+kind = "video"
+buffer = "1ms"
+fps = 100
+[[app]]
+kind = "dbms"
+processes = 100
+"#,
+        "fifo",
+    );
+    let v = loaded.apps[0].extra.video.as_ref().unwrap();
+    assert!(v.dropped > v.frames / 2, "{v:?}");
+}
+
+/// Seed 002, DBMS: each process keeps exactly its `window` of requests outstanding.
+#[test]
+fn dbms_processes_keep_their_window_outstanding() {
+    let r = run(
+        r#"
+duration = "1s"
+[device]
+preset = "constant"
+params = { queue_depth = 8 }
+[[app]]
+kind = "dbms"
+processes = 10
+window = 3
+"#,
+        "fifo",
+    );
+    assert_eq!(r.apps[0].queues.len(), 10);
+    assert!(r.queues.iter().all(|q| q.max_outstanding == 3), "{:?}", r.queues);
+}
