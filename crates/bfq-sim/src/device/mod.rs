@@ -10,8 +10,17 @@
 use bfq_sched::{DeviceInfo, Nanos, Request};
 
 pub mod constant;
+pub mod hdd;
+mod params;
+pub mod presets;
+pub mod ssd;
+#[cfg(test)]
+mod testkit;
 
 pub use constant::ConstantDevice;
+pub use hdd::{HddDevice, HddParams};
+pub use presets::DEFAULT_DEVICE;
+pub use ssd::{SsdDevice, SsdParams};
 
 /// A device that could not be built from a preset name and parameters.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,41 +47,70 @@ pub enum DeviceError {
     },
 }
 
-/// The preset names [`build_device`] accepts, in the order they are listed to users.
-pub const DEVICE_PRESETS: &[&str] = &["constant"];
+/// The preset names [`build_device`] accepts, in the order they are listed to users (`default` stands
+/// for [`DEFAULT_DEVICE`]). See [`presets`] for their figures and sources.
+pub const DEVICE_PRESETS: &[&str] = &[
+    "hdd-stm332061",
+    "hdd-6l080l0",
+    "hdd-7l250s0",
+    "hdd-dtla307030",
+    "hdd-st1000dm003",
+    "ssd-px256m5s",
+    "nvme-960evo",
+    "constant",
+    "default",
+];
 
 /// Builds the device preset `name`, then applies parameter overrides (`key`, `value` as text, e.g.
-/// `("queue_depth", "32")`) in order.
+/// `("queue_depth", "32")`) in order. Rotational presets accept [`hdd::HDD_PARAM_KEYS`], flash ones
+/// [`ssd::SSD_PARAM_KEYS`].
 pub fn build_device(name: &str, params: &[(String, String)]) -> Result<Box<dyn Device>, DeviceError> {
-    match name {
+    let canonical = if name == "default" { DEFAULT_DEVICE } else { name };
+    let invalid = |key: &str, value: &str, expected: String| DeviceError::InvalidParam {
+        preset: name.to_string(),
+        key: key.to_string(),
+        value: value.to_string(),
+        expected,
+    };
+    let hdd = |mut p: HddParams| -> Result<Box<dyn Device>, DeviceError> {
+        for (key, value) in params {
+            p.set(key, value).map_err(|e| invalid(key, value, e))?;
+        }
+        let device = HddDevice::new(canonical, p).map_err(|(key, expected)| {
+            let value = params.iter().rev().find(|(k, _)| k == key).map_or("", |(_, v)| v.as_str());
+            invalid(key, value, expected)
+        })?;
+        Ok(Box::new(device))
+    };
+    let ssd = |mut p: SsdParams| -> Result<Box<dyn Device>, DeviceError> {
+        for (key, value) in params {
+            p.set(key, value).map_err(|e| invalid(key, value, e))?;
+        }
+        Ok(Box::new(SsdDevice::new(canonical, p)))
+    };
+    match canonical {
+        "hdd-stm332061" => hdd(presets::hdd_stm332061()),
+        "hdd-6l080l0" => hdd(presets::hdd_6l080l0()),
+        "hdd-7l250s0" => hdd(presets::hdd_7l250s0()),
+        "hdd-dtla307030" => hdd(presets::hdd_dtla307030()),
+        "hdd-st1000dm003" => hdd(presets::hdd_st1000dm003()),
+        "ssd-px256m5s" => ssd(presets::ssd_px256m5s()),
+        "nvme-960evo" => ssd(presets::nvme_960evo()),
         "constant" => {
             // 100 us per command, depth 1, 1 TiB: overridable.
             let mut service_time = 100_000;
             let mut depth = 1;
             for (key, value) in params {
-                let invalid = |expected: &str| DeviceError::InvalidParam {
-                    preset: name.to_string(),
-                    key: key.clone(),
-                    value: value.clone(),
-                    expected: expected.to_string(),
-                };
                 match key.as_str() {
                     "service_time_us" => {
-                        service_time = value
-                            .parse::<u64>()
-                            .ok()
-                            .filter(|v| *v > 0)
-                            .ok_or_else(|| invalid("a positive integer (microseconds)"))?
+                        service_time = params::integer(value, 1, u64::MAX / 1_000)
+                            .map_err(|e| invalid(key, value, e))?
                             * 1_000
                     }
                     "queue_depth" => {
-                        depth = value
-                            .parse::<u32>()
-                            .ok()
-                            .filter(|v| (1..=1024).contains(v))
-                            .ok_or_else(|| invalid("an integer from 1 to 1024"))?
+                        depth = params::integer(value, 1, 1024).map_err(|e| invalid(key, value, e))? as u32
                     }
-                    _ => return Err(invalid("one of service_time_us, queue_depth")),
+                    _ => return Err(invalid(key, value, "one of service_time_us, queue_depth".to_string())),
                 }
             }
             Ok(Box::new(ConstantDevice::new(service_time, depth, 1 << 40)))
@@ -119,4 +157,59 @@ pub trait Device {
     /// Advances the device's state to `now`, appending every completion that happened at or before
     /// `now` to `completed`, in completion order.
     fn advance(&mut self, now: Nanos, completed: &mut Vec<Completion>);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn every_listed_preset_builds_and_reports_its_kind() {
+        for name in DEVICE_PRESETS {
+            let d = build_device(name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(d.capacity_bytes() > 0, "{name}");
+            assert!(d.can_accept(), "{name}");
+            let rotational = name.starts_with("hdd") || *name == "default";
+            assert_eq!(d.info().rotational, rotational, "{name}");
+        }
+    }
+
+    #[test]
+    fn default_is_the_stm332061_of_seed001_table1() {
+        let d = build_device("default", &[]).expect("default builds");
+        assert_eq!(d.name(), "hdd-stm332061");
+        assert_eq!(d.info(), DeviceInfo { rotational: true, queue_depth: 1 });
+        assert_eq!(d.capacity_bytes(), 320_000_000_000);
+    }
+
+    #[test]
+    fn ncq_and_queue_depth_are_switchable_by_parameter() {
+        let d =
+            build_device("hdd-stm332061", &pairs(&[("ncq", "true"), ("queue_depth", "16")])).expect("valid");
+        assert_eq!(d.info().queue_depth, 16);
+        let d = build_device("hdd-7l250s0", &pairs(&[("ncq", "off")])).expect("valid");
+        assert_eq!(d.info().queue_depth, 1);
+        let d = build_device("nvme-960evo", &pairs(&[("queue_depth", "64")])).expect("valid");
+        assert_eq!(d.info(), DeviceInfo { rotational: false, queue_depth: 64 });
+    }
+
+    #[test]
+    fn bad_overrides_name_the_key() {
+        let err = |name: &str, list: &[(&str, &str)]| match build_device(name, &pairs(list)) {
+            Err(DeviceError::InvalidParam { key, .. }) => key,
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("accepted {list:?}"),
+        };
+        assert_eq!(err("default", &[("rpm", "0")]), "rpm");
+        assert_eq!(err("default", &[("warp", "9")]), "warp");
+        assert_eq!(err("default", &[("inner_mbps", "200")]), "inner_mbps");
+        assert_eq!(err("hdd-dtla307030", &[("queue_depth", "33")]), "queue_depth");
+        assert_eq!(err("ssd-px256m5s", &[("units", "-1")]), "units");
+        assert_eq!(err("constant", &[("service_time_us", "0")]), "service_time_us");
+        assert!(matches!(build_device("floppy", &[]), Err(DeviceError::UnknownPreset { .. })));
+    }
 }
