@@ -6,10 +6,10 @@ use crate::types::DeviceInfo;
 use crate::SchedError;
 
 /// The names [`build`] accepts, in the order they are listed to users.
-pub const SCHEDULER_NAMES: &[&str] = &["fifo", "clook"];
+pub const SCHEDULER_NAMES: &[&str] = &["fifo", "clook", "deadline", "mq-deadline"];
 
 /// Other names accepted for some schedulers (alias, canonical name).
-const ALIASES: &[(&str, &str)] = &[("noop", "fifo"), ("none", "fifo")];
+const ALIASES: &[(&str, &str)] = &[("noop", "fifo"), ("none", "fifo"), ("mq_deadline", "mq-deadline")];
 
 /// Resolves aliases (`noop`, `none` -> `fifo`), case-insensitively. `None` for unknown names.
 pub fn canonical_name(name: &str) -> Option<&'static str> {

@@ -21,6 +21,8 @@
 //! ([`InFlight`]).
 
 pub mod clook;
+pub mod deadline;
+pub mod mq_deadline;
 
 use std::collections::BTreeMap;
 
@@ -28,13 +30,15 @@ use crate::scheduler::Scheduler;
 use crate::types::{DeviceInfo, Nanos, Request, RequestId};
 
 /// The canonical names of the peers, as [`crate::registry`] lists them.
-pub const PEER_NAMES: &[&str] = &["clook"];
+pub const PEER_NAMES: &[&str] = &["clook", "deadline", "mq-deadline"];
 
 /// Builds the peer called `name` (a canonical name from [`PEER_NAMES`]) for `device`.
 pub fn build(name: &str, device: DeviceInfo) -> Option<Box<dyn Scheduler>> {
     let _ = device;
     let scheduler: Box<dyn Scheduler> = match name {
         "clook" => Box::new(clook::CLook::new()),
+        "deadline" => Box::new(deadline::Deadline::new()),
+        "mq-deadline" => Box::new(mq_deadline::MqDeadline::new()),
         _ => return None,
     };
     Some(scheduler)
@@ -49,8 +53,8 @@ pub type SortKey = (u64, u64);
 #[derive(Debug, Default, Clone)]
 pub struct SortedRequests {
     by_sector: BTreeMap<SortKey, Request>,
-    /// Arrival number -> (expiry time, sector).
-    by_arrival: BTreeMap<u64, (Nanos, u64)>,
+    /// Arrival number -> (expiry time, sector, arrival time).
+    by_arrival: BTreeMap<u64, (Nanos, u64, Nanos)>,
     next_seq: u64,
 }
 
@@ -62,12 +66,22 @@ impl SortedRequests {
 
     /// Adds a request that expires at `expire`; returns its key.
     pub fn push(&mut self, request: Request, expire: Nanos) -> SortKey {
+        self.push_at(request, 0, expire)
+    }
+
+    /// Adds a request that arrived at `now` and expires at `expire`; returns its key.
+    pub fn push_at(&mut self, request: Request, now: Nanos, expire: Nanos) -> SortKey {
         let seq = self.next_seq;
         self.next_seq += 1;
         let key = (request.sector(), seq);
         self.by_sector.insert(key, request);
-        self.by_arrival.insert(seq, (expire, key.0));
+        self.by_arrival.insert(seq, (expire, key.0, now));
         key
+    }
+
+    /// The arrival time of the oldest request (as given to [`SortedRequests::push_at`]).
+    pub fn oldest_arrival(&self) -> Option<Nanos> {
+        self.by_arrival.values().next().map(|(_, _, arrived)| *arrived)
     }
 
     /// Requests held.
@@ -94,7 +108,7 @@ impl SortedRequests {
 
     /// The oldest request (first arrived) and its expiry time.
     pub fn oldest(&self) -> Option<(SortKey, Nanos)> {
-        self.by_arrival.iter().next().map(|(seq, (expire, sector))| ((*sector, *seq), *expire))
+        self.by_arrival.iter().next().map(|(seq, (expire, sector, _))| ((*sector, *seq), *expire))
     }
 
     /// True when the oldest request has expired at `now`.
