@@ -6,7 +6,7 @@ use crate::types::DeviceInfo;
 use crate::SchedError;
 
 /// The names [`build`] accepts, in the order they are listed to users.
-pub const SCHEDULER_NAMES: &[&str] = &["fifo", "clook", "deadline", "mq-deadline"];
+pub const SCHEDULER_NAMES: &[&str] = &["fifo", "clook", "deadline", "cfq", "mq-deadline"];
 
 /// Other names accepted for some schedulers (alias, canonical name).
 const ALIASES: &[(&str, &str)] = &[("noop", "fifo"), ("none", "fifo"), ("mq_deadline", "mq-deadline")];

@@ -20,6 +20,7 @@
 //! by position and by arrival ([`SortedRequests`]) and the table of dispatched requests
 //! ([`InFlight`]).
 
+pub mod cfq;
 pub mod clook;
 pub mod deadline;
 pub mod mq_deadline;
@@ -30,14 +31,14 @@ use crate::scheduler::Scheduler;
 use crate::types::{DeviceInfo, Nanos, Request, RequestId};
 
 /// The canonical names of the peers, as [`crate::registry`] lists them.
-pub const PEER_NAMES: &[&str] = &["clook", "deadline", "mq-deadline"];
+pub const PEER_NAMES: &[&str] = &["clook", "deadline", "cfq", "mq-deadline"];
 
 /// Builds the peer called `name` (a canonical name from [`PEER_NAMES`]) for `device`.
 pub fn build(name: &str, device: DeviceInfo) -> Option<Box<dyn Scheduler>> {
-    let _ = device;
     let scheduler: Box<dyn Scheduler> = match name {
         "clook" => Box::new(clook::CLook::new()),
         "deadline" => Box::new(deadline::Deadline::new()),
+        "cfq" => Box::new(cfq::Cfq::new(device)),
         "mq-deadline" => Box::new(mq_deadline::MqDeadline::new()),
         _ => return None,
     };
