@@ -6,10 +6,11 @@ use crate::types::DeviceInfo;
 use crate::SchedError;
 
 /// The names [`build`] accepts, in the order they are listed to users.
-pub const SCHEDULER_NAMES: &[&str] = &["fifo", "clook", "deadline", "cfq", "mq-deadline"];
+pub const SCHEDULER_NAMES: &[&str] = &["fifo", "clook", "deadline", "cfq", "anticipatory", "mq-deadline"];
 
 /// Other names accepted for some schedulers (alias, canonical name).
-const ALIASES: &[(&str, &str)] = &[("noop", "fifo"), ("none", "fifo"), ("mq_deadline", "mq-deadline")];
+const ALIASES: &[(&str, &str)] =
+    &[("noop", "fifo"), ("none", "fifo"), ("mq_deadline", "mq-deadline"), ("as", "anticipatory")];
 
 /// Resolves aliases (`noop`, `none` -> `fifo`), case-insensitively. `None` for unknown names.
 pub fn canonical_name(name: &str) -> Option<&'static str> {

@@ -54,8 +54,22 @@ pub struct Outcome {
     pub max_latency: Nanos,
 }
 
-/// Runs `clients` against `scheduler` on `disk` until `end`; returns each client's outcome.
+/// Runs `clients` against `scheduler` on `disk` until `end`; returns each client's outcome. Clients
+/// reissue at once on each completion.
 pub fn run(scheduler: &mut dyn Scheduler, disk: ZonedDisk, clients: &[Client], end: Nanos) -> Vec<Outcome> {
+    run_with_think(scheduler, disk, clients, end, 0)
+}
+
+/// As [`run`], but each client issues its next request `think` after a completion, as a process
+/// that handles the data it read first: the deceptive idleness of seed 002 and seed 001 sec. 3.
+pub fn run_with_think(
+    scheduler: &mut dyn Scheduler,
+    disk: ZonedDisk,
+    clients: &[Client],
+    end: Nanos,
+    think: Nanos,
+) -> Vec<Outcome> {
+    let mut thinking: Vec<(Nanos, usize)> = Vec::new();
     let mut now: Nanos = 0;
     let mut head = 0u64;
     let mut next_id = 1u64;
@@ -119,10 +133,20 @@ pub fn run(scheduler: &mut dyn Scheduler, disk: ZonedDisk, clients: &[Client], e
             .filter(|(c, s)| !**s && c.start_time > now)
             .map(|(c, _)| c.start_time)
             .min();
-        let next = [completion, timer, start, Some(end)].into_iter().flatten().min().unwrap_or(end);
+        let wake = thinking.iter().map(|(t, _)| *t).min();
+        let next = [completion, timer, start, wake, Some(end)].into_iter().flatten().min().unwrap_or(end);
         now = next.max(now + u64::from(completion.is_none() && next <= now)).min(end);
         if timer.is_some_and(|t| t <= now) {
             scheduler.timer(now);
+        }
+        let mut j = 0;
+        while j < thinking.len() {
+            if thinking[j].0 <= now {
+                let (_, c) = thinking.swap_remove(j);
+                issue(c, now, &mut issued, &mut next_id, &mut owner, scheduler);
+            } else {
+                j += 1;
+            }
         }
         let mut i = 0;
         while i < at_device.len() {
@@ -135,7 +159,11 @@ pub fn run(scheduler: &mut dyn Scheduler, disk: ZonedDisk, clients: &[Client], e
                     o.requests += 1;
                     o.device_time += done - begun;
                     o.max_latency = o.max_latency.max(now - t0);
-                    issue(c, now, &mut issued, &mut next_id, &mut owner, scheduler);
+                    if think == 0 {
+                        issue(c, now, &mut issued, &mut next_id, &mut owner, scheduler);
+                    } else {
+                        thinking.push((now + think, c));
+                    }
                 }
             } else {
                 i += 1;

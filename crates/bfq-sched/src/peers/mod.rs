@@ -20,6 +20,7 @@
 //! by position and by arrival ([`SortedRequests`]) and the table of dispatched requests
 //! ([`InFlight`]).
 
+pub mod anticipatory;
 pub mod cfq;
 pub mod clook;
 pub mod deadline;
@@ -31,7 +32,7 @@ use crate::scheduler::Scheduler;
 use crate::types::{DeviceInfo, Nanos, Request, RequestId};
 
 /// The canonical names of the peers, as [`crate::registry`] lists them.
-pub const PEER_NAMES: &[&str] = &["clook", "deadline", "cfq", "mq-deadline"];
+pub const PEER_NAMES: &[&str] = &["clook", "deadline", "cfq", "anticipatory", "mq-deadline"];
 
 /// Builds the peer called `name` (a canonical name from [`PEER_NAMES`]) for `device`.
 pub fn build(name: &str, device: DeviceInfo) -> Option<Box<dyn Scheduler>> {
@@ -39,6 +40,7 @@ pub fn build(name: &str, device: DeviceInfo) -> Option<Box<dyn Scheduler>> {
         "clook" => Box::new(clook::CLook::new()),
         "deadline" => Box::new(deadline::Deadline::new()),
         "cfq" => Box::new(cfq::Cfq::new(device)),
+        "anticipatory" => Box::new(anticipatory::Anticipatory::new()),
         "mq-deadline" => Box::new(mq_deadline::MqDeadline::new()),
         _ => return None,
     };
