@@ -31,6 +31,7 @@
 pub mod accounting;
 pub mod fifo;
 pub mod params;
+pub mod peers;
 pub mod registry;
 pub mod scheduler;
 pub mod testing;

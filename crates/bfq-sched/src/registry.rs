@@ -6,10 +6,11 @@ use crate::types::DeviceInfo;
 use crate::SchedError;
 
 /// The names [`build`] accepts, in the order they are listed to users.
-pub const SCHEDULER_NAMES: &[&str] = &["fifo"];
+pub const SCHEDULER_NAMES: &[&str] = &["fifo", "clook", "deadline", "cfq", "anticipatory", "mq-deadline"];
 
 /// Other names accepted for some schedulers (alias, canonical name).
-const ALIASES: &[(&str, &str)] = &[("noop", "fifo"), ("none", "fifo")];
+const ALIASES: &[(&str, &str)] =
+    &[("noop", "fifo"), ("none", "fifo"), ("mq_deadline", "mq-deadline"), ("as", "anticipatory")];
 
 /// Resolves aliases (`noop`, `none` -> `fifo`), case-insensitively. `None` for unknown names.
 pub fn canonical_name(name: &str) -> Option<&'static str> {
@@ -34,6 +35,9 @@ pub fn build(
     };
     let mut scheduler: Box<dyn Scheduler> = match canonical {
         "fifo" => Box::new(Fifo::new()),
+        peer if crate::peers::PEER_NAMES.contains(&peer) => {
+            crate::peers::build(peer, device).expect("every peer name has a constructor")
+        }
         _ => unreachable!("every canonical name has a constructor"),
     };
     let _ = device;

@@ -1,0 +1,696 @@
+//! CFQ (`cfq`), Completely Fair Queueing, the Linux default scheduler that seeds 001 (sec. 6, Linux
+//! 2.6.34), 002 (Linux 2.6.21) and 003 (sec. VI, Linux 4.0) compare BFQ with.
+//!
+//! # Algorithm
+//! Seed 001 sec. 7 summarises it: "CFQ grants disk access to each application for a fixed time slice
+//! ... Slices are scheduled in a round-robin fashion and disk idling is performed as in BFQ+"; seed 002
+//! adds that time slices charge each process for its seeks, but give different throughputs to
+//! processes reading different zones of the disk. The mechanisms below follow the CFQ documentation
+//! (Linux Documentation/block/cfq-iosched.rst) for the tunables and their defaults.
+//!
+//! - **Queues.** Each process (each [`QueueId`]) has its own queue for synchronous requests (reads and
+//!   sync writes). Asynchronous requests (write-back) of all processes go to shared queues, one per
+//!   class and priority level.
+//! - **Classes.** RT queues are served before BE queues, BE before IDLE; an IDLE queue is served only
+//!   after the disk has seen no RT/BE completion for 200 ms (`CFQ_IDLE_DELAY`), one request at a time.
+//!   A new RT request preempts a non-RT queue, a new sync request preempts an async queue, anything
+//!   preempts an IDLE queue; the preempting queue is served next.
+//! - **Slices.** The queue in service owns the disk for a time slice: `slice_sync` (100 ms) for sync
+//!   queues, `slice_async` (40 ms) for async ones, scaled by priority level: `base + base/5 * (4 - level)`
+//!   (level 0 gets 1.8x, level 7 0.4x). The slice starts at the first completion of the queue's
+//!   service, so the seek to its area is not charged to it. An async queue also ends its slice after
+//!   `2 * slice_async_rq * (8 - level)` requests when other queues wait. Busy queues take turns in
+//!   round-robin order within their class.
+//! - **low_latency.** With `low_latency` on, slices shrink so that a round of all busy queues of the
+//!   class fits in `target_latency` (300 ms): with `n` the (decaying) average number of busy queues, a
+//!   slice becomes `slice * target_latency / (n * slice_sync)`, but not below `2 * slice_idle` scaled by
+//!   `slice / slice_sync`. Async queues are also throttled after a sync request has waited longer than
+//!   `fifo_expire_sync`: they may have only `(now - that time) / slice_sync` requests in flight.
+//! - **Idling.** When the in-service sync queue has no request left and none in flight, the disk is
+//!   kept idle for up to `slice_idle` (8 ms) waiting for its next request (the deceptive idleness
+//!   answer it shares with AS and BFQ, seed 002). No idling for seeky queues (more than 4 of the last
+//!   32 requests farther than 8192 sectors from the previous one; on flash also requests under 32
+//!   sectors), for queues whose mean think time exceeds `slice_idle`, or when the device queues
+//!   commands internally (seed 001 sec. 5: "Both CFQ and BFQ+ address this issue by disabling disk
+//!   idling altogether when internal queueing is enabled"; taken from [`DeviceInfo::queue_depth`] > 1).
+//! - **Dispatch.** At most `quantum` requests of the in-service queue are in flight while other queues
+//!   wait; an async queue waits while sync requests are in flight. Inside a queue, the oldest request
+//!   goes first if it is older than `fifo_expire_sync`/`fifo_expire_async` (checked once per slice);
+//!   otherwise the request nearest to the head, where a backward seek of at most `back_seek_max` KiB
+//!   counts `back_seek_penalty` times its distance.
+//!
+//! Left out: the service trees per workload type (sync-idle, sync-noidle, async) of CFQ since 2.6.33,
+//! cgroup groups, cooperating-queue merging, and the exact rb-tree keys (round-robin order here is
+//! the order in which queues became busy or were requeued).
+//!
+//! # Parameters (sysfs names; defaults from Documentation/block/cfq-iosched.rst)
+//! `quantum` 8, `fifo_expire_sync` 125 ms, `fifo_expire_async` 250 ms, `back_seek_max` 16384 KiB,
+//! `back_seek_penalty` 2, `slice_sync` 100 ms, `slice_async` 40 ms, `slice_async_rq` 2, `slice_idle`
+//! 8 ms, `low_latency` 1, `target_latency` 300 ms.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::accounting::QueueTable;
+use crate::params::{parse_bool, parse_duration, parse_u64, ParamError};
+use crate::peers::{InFlight, SortedRequests};
+use crate::scheduler::{Decision, ExpiryReason, QueueStats, Scheduler};
+use crate::types::{DeviceInfo, IoClass, Nanos, QueueId, QueueSpec, Request, RequestId, MSEC};
+use crate::SchedError;
+
+const NAME: &str = "cfq";
+const KEYS: &[&str] = &[
+    "quantum",
+    "fifo_expire_sync",
+    "fifo_expire_async",
+    "back_seek_max",
+    "back_seek_penalty",
+    "slice_sync",
+    "slice_async",
+    "slice_async_rq",
+    "slice_idle",
+    "low_latency",
+    "target_latency",
+];
+
+/// How long the disk must have been free of RT/BE completions before an IDLE-class queue is served.
+const IDLE_CLASS_DELAY: Nanos = 200 * MSEC;
+/// A request farther than this from the previous one of its queue is a seek.
+const SEEK_THRESHOLD_SECTORS: u64 = 8 * 1024;
+/// On flash, requests smaller than this count as seeks too.
+const SMALL_REQUEST_SECTORS: u64 = 32;
+
+/// CFQ's tunables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CfqParams {
+    /// Requests of the in-service queue allowed in flight while others wait.
+    pub quantum: u32,
+    /// FIFO expiry of sync requests.
+    pub fifo_expire_sync: Nanos,
+    /// FIFO expiry of async requests.
+    pub fifo_expire_async: Nanos,
+    /// Longest backward seek considered, in KiB.
+    pub back_seek_max_kib: u64,
+    /// Cost multiplier of a backward seek.
+    pub back_seek_penalty: u64,
+    /// Base slice of sync queues.
+    pub slice_sync: Nanos,
+    /// Base slice of async queues.
+    pub slice_async: Nanos,
+    /// Base request allowance of async slices.
+    pub slice_async_rq: u32,
+    /// Idle wait for the next request of a sync queue (0 disables idling).
+    pub slice_idle: Nanos,
+    /// Scale slices to `target_latency` and throttle async after delayed sync requests.
+    pub low_latency: bool,
+    /// Round length aimed at by `low_latency`.
+    pub target_latency: Nanos,
+}
+
+impl Default for CfqParams {
+    fn default() -> Self {
+        CfqParams {
+            quantum: 8,
+            fifo_expire_sync: 125 * MSEC,
+            fifo_expire_async: 250 * MSEC,
+            back_seek_max_kib: 16 * 1024,
+            back_seek_penalty: 2,
+            slice_sync: 100 * MSEC,
+            slice_async: 40 * MSEC,
+            slice_async_rq: 2,
+            slice_idle: 8 * MSEC,
+            low_latency: true,
+            target_latency: 300 * MSEC,
+        }
+    }
+}
+
+/// A CFQ queue: a process's sync queue, or the shared async queue of a class and level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum CfqKey {
+    Sync(QueueId),
+    Async(usize, u8),
+}
+
+#[derive(Debug)]
+struct CfqQueue {
+    class: IoClass,
+    requests: SortedRequests,
+    /// Requests in flight.
+    dispatched: u32,
+    /// End of the current slice; `None` until the slice's first completion.
+    slice_end: Option<Nanos>,
+    /// Requests dispatched in the current slice.
+    slice_dispatch: u32,
+    /// Sectors dispatched in the current slice.
+    slice_sectors: u64,
+    /// Whether the FIFO was already checked in this slice.
+    fifo_checked: bool,
+    /// Where the last queued request ended.
+    last_request_end: Option<u64>,
+    /// One bit per recent request: 1 for a seek.
+    seek_history: u32,
+    /// Last completion of one of its requests.
+    last_completion: Option<Nanos>,
+    /// Think-time average, in the fixed point of CFQ's EWMA (samples and total scaled by 256).
+    ttime_samples: u64,
+    ttime_total: u64,
+    idle_window: bool,
+    /// Waiting in its class's round-robin list.
+    on_rr: bool,
+}
+
+impl CfqQueue {
+    fn new(class: IoClass) -> Self {
+        CfqQueue {
+            class,
+            requests: SortedRequests::new(),
+            dispatched: 0,
+            slice_end: None,
+            slice_dispatch: 0,
+            slice_sectors: 0,
+            fifo_checked: false,
+            last_request_end: None,
+            seek_history: 0,
+            last_completion: None,
+            ttime_samples: 0,
+            ttime_total: 0,
+            idle_window: true,
+            on_rr: false,
+        }
+    }
+
+    fn seeky(&self) -> bool {
+        self.seek_history.count_ones() > 32 / 8
+    }
+
+    /// Mean think time, once enough samples make it meaningful.
+    fn think_time(&self) -> Option<Nanos> {
+        (self.ttime_samples > 80).then(|| (self.ttime_total + 128) / self.ttime_samples)
+    }
+}
+
+/// The CFQ scheduler.
+#[derive(Debug)]
+pub struct Cfq {
+    params: CfqParams,
+    device: DeviceInfo,
+    queues: BTreeMap<CfqKey, CfqQueue>,
+    /// Busy queues waiting for service, per class (RT, BE, IDLE), in round-robin order.
+    rr: [VecDeque<CfqKey>; 3],
+    /// Decaying average of busy queues per class, for `low_latency`.
+    busy_avg: [u64; 3],
+    active: Option<CfqKey>,
+    /// End of the current idle wait for the active queue.
+    idle_until: Option<Nanos>,
+    /// When an IDLE-class queue may next be served (set while one waits for the grace period).
+    idle_class_wait: Option<Nanos>,
+    /// Last completion of an RT/BE request.
+    last_busy_completion: Option<Nanos>,
+    /// Last completion of a sync request that had waited longer than `fifo_expire_sync`.
+    last_delayed_sync: Option<Nanos>,
+    /// Sync requests in flight.
+    sync_in_flight: u32,
+    /// Where the last dispatched request ended.
+    head: u64,
+    queued: usize,
+    inserted_at: BTreeMap<RequestId, (CfqKey, Nanos)>,
+    in_flight: InFlight,
+    stats: QueueTable,
+}
+
+impl Cfq {
+    /// A CFQ scheduler for `device`, with the default tunables.
+    pub fn new(device: DeviceInfo) -> Self {
+        Cfq {
+            params: CfqParams::default(),
+            device,
+            queues: BTreeMap::new(),
+            rr: Default::default(),
+            busy_avg: [0; 3],
+            active: None,
+            idle_until: None,
+            idle_class_wait: None,
+            last_busy_completion: None,
+            last_delayed_sync: None,
+            sync_in_flight: 0,
+            head: 0,
+            queued: 0,
+            inserted_at: BTreeMap::new(),
+            in_flight: InFlight::default(),
+            stats: QueueTable::new(),
+        }
+    }
+
+    /// The tunables in force.
+    pub fn cfq_params(&self) -> &CfqParams {
+        &self.params
+    }
+
+    fn key_of(&self, request: &Request) -> CfqKey {
+        let class = self.stats.spec(request.queue).class;
+        if request.sync {
+            CfqKey::Sync(request.queue)
+        } else {
+            CfqKey::Async(class.index(), class.level())
+        }
+    }
+
+    fn class_of_key(&self, key: CfqKey) -> IoClass {
+        match key {
+            CfqKey::Sync(q) => self.stats.spec(q).class,
+            CfqKey::Async(0, level) => IoClass::RealTime(level),
+            CfqKey::Async(1, level) => IoClass::BestEffort(level),
+            CfqKey::Async(_, _) => IoClass::Idle,
+        }
+    }
+
+    /// The slice of a queue, by class level, sync-ness and `low_latency` (see the module doc).
+    fn slice_of(&mut self, key: CfqKey, class: IoClass) -> Nanos {
+        let base =
+            if matches!(key, CfqKey::Sync(_)) { self.params.slice_sync } else { self.params.slice_async };
+        let level = i64::from(class.level().min(7));
+        let slice = (base as i64 + base as i64 / 5 * (4 - level)).max(1) as Nanos;
+        let c = class.index();
+        let busy = self.rr[c].len() as u64 + u64::from(self.active.is_some());
+        let (lo, hi) = (busy.min(self.busy_avg[c]), busy.max(self.busy_avg[c]));
+        // Rises at once, decays by a quarter per slice.
+        self.busy_avg[c] = (3 * hi + lo + 2) / 4;
+        if !self.params.low_latency || self.params.slice_sync == 0 {
+            return slice;
+        }
+        let expected = self.params.slice_sync * self.busy_avg[c].max(1);
+        if expected <= self.params.target_latency {
+            return slice;
+        }
+        let low_slice = slice.min(2 * self.params.slice_idle * slice / self.params.slice_sync);
+        (slice as u128 * self.params.target_latency as u128 / expected as u128).max(low_slice as u128)
+            as Nanos
+    }
+
+    fn should_idle(&self, key: CfqKey) -> bool {
+        let Some(q) = self.queues.get(&key) else { return false };
+        matches!(key, CfqKey::Sync(_))
+            && self.params.slice_idle > 0
+            && q.class != IoClass::Idle
+            && q.idle_window
+            && self.device.queue_depth <= 1
+    }
+
+    fn others_busy(&self) -> bool {
+        self.rr.iter().any(|l| !l.is_empty())
+    }
+
+    fn add_to_rr(&mut self, key: CfqKey, front: bool) {
+        let class = self.class_of_key(key).index();
+        let Some(q) = self.queues.get_mut(&key) else { return };
+        if q.on_rr || q.requests.is_empty() || self.active == Some(key) {
+            return;
+        }
+        q.on_rr = true;
+        if front {
+            self.rr[class].push_front(key);
+        } else {
+            self.rr[class].push_back(key);
+        }
+    }
+
+    /// Ends the active queue's service; it goes to the tail of its class if it still has requests.
+    fn expire(&mut self, reason: ExpiryReason) {
+        let Some(key) = self.active.take() else { return };
+        self.idle_until = None;
+        if let Some(q) = self.queues.get_mut(&key) {
+            q.slice_end = None;
+            q.slice_dispatch = 0;
+            q.slice_sectors = 0;
+            q.fifo_checked = false;
+        }
+        if let CfqKey::Sync(id) = key {
+            self.stats.entry(id).last_expiry = Some(reason);
+        }
+        self.add_to_rr(key, false);
+    }
+
+    /// Takes the next busy queue, RT first; `Err(until)` while IDLE queues wait for their grace period.
+    fn select_next(&mut self, now: Nanos) -> Result<Option<CfqKey>, Nanos> {
+        for class in 0..3 {
+            if self.rr[class].is_empty() {
+                continue;
+            }
+            if class == IoClass::Idle.index() {
+                if let Some(last) = self.last_busy_completion {
+                    let allowed = last.saturating_add(IDLE_CLASS_DELAY);
+                    if now < allowed {
+                        self.idle_class_wait = Some(allowed);
+                        return Err(allowed);
+                    }
+                }
+            }
+            self.idle_class_wait = None;
+            let key = self.rr[class].pop_front();
+            if let Some(q) = key.and_then(|k| self.queues.get_mut(&k)) {
+                q.on_rr = false;
+                q.slice_end = None;
+                q.slice_dispatch = 0;
+                q.slice_sectors = 0;
+                q.fifo_checked = false;
+            }
+            return Ok(key);
+        }
+        Ok(None)
+    }
+
+    fn higher_class_waiting(&self, class: IoClass) -> bool {
+        self.rr[..class.index()].iter().any(|l| !l.is_empty())
+    }
+
+    /// Whether the in-service queue may send one more request now.
+    fn may_dispatch(&self, key: CfqKey, now: Nanos) -> bool {
+        let Some(q) = self.queues.get(&key) else { return false };
+        let sync = matches!(key, CfqKey::Sync(_));
+        if !sync && self.sync_in_flight > 0 {
+            return false;
+        }
+        let mut max = if q.class == IoClass::Idle { 1 } else { self.params.quantum.max(1) };
+        if self.params.low_latency && !sync {
+            if let Some(last) = self.last_delayed_sync {
+                let depth = ((now.saturating_sub(last)) / self.params.slice_sync.max(1)) as u32;
+                max = max.min(depth.max(u32::from(q.dispatched == 0)));
+            }
+        }
+        q.dispatched < max || (!self.others_busy() && q.class != IoClass::Idle && sync)
+    }
+
+    fn take_request(&mut self, key: CfqKey, now: Nanos) -> Option<Request> {
+        let back_max = self.params.back_seek_max_kib * 2;
+        let penalty = self.params.back_seek_penalty;
+        let head = self.head;
+        let q = self.queues.get_mut(&key)?;
+        let fifo_first = if q.fifo_checked {
+            None
+        } else {
+            q.fifo_checked = true;
+            q.requests.oldest().filter(|(_, expire)| *expire <= now).map(|(k, _)| k)
+        };
+        let chosen = fifo_first.or_else(|| q.requests.nearest_with_back_seek(head, back_max, penalty))?;
+        q.requests.remove(chosen)
+    }
+
+    fn try_dispatch(&mut self, now: Nanos) -> Decision {
+        if self.queued == 0 {
+            // Any idle wait stays armed; there is just nothing to hold back.
+            return Decision::Empty;
+        }
+        loop {
+            let key = match self.active {
+                Some(k) => k,
+                None => match self.select_next(now) {
+                    Ok(Some(k)) => {
+                        self.active = Some(k);
+                        k
+                    }
+                    Ok(None) => return if self.queued > 0 { Decision::Wait } else { Decision::Empty },
+                    Err(until) => return Decision::Idle { until },
+                },
+            };
+            let Some(q) = self.queues.get(&key) else {
+                self.active = None;
+                continue;
+            };
+            let class = q.class;
+            let has_requests = !q.requests.is_empty();
+            let dispatched = q.dispatched;
+            if q.slice_end.is_some_and(|end| now >= end) {
+                self.expire(ExpiryReason::SliceExpired);
+                continue;
+            }
+            if self.higher_class_waiting(class) {
+                self.expire(ExpiryReason::Preempted);
+                continue;
+            }
+            if !has_requests {
+                match self.idle_until {
+                    Some(until) if now < until => return Decision::Idle { until },
+                    Some(_) => {
+                        self.expire(ExpiryReason::TooIdle);
+                        continue;
+                    }
+                    None if dispatched > 0 && self.should_idle(key) => return Decision::Wait,
+                    None => {
+                        self.expire(ExpiryReason::NoMoreRequests);
+                        continue;
+                    }
+                }
+            }
+            self.idle_until = None;
+            if !self.may_dispatch(key, now) {
+                return Decision::Wait;
+            }
+            let Some(request) = self.take_request(key, now) else {
+                self.active = None;
+                continue;
+            };
+            self.queued -= 1;
+            self.head = request.end_sector();
+            let sync = matches!(key, CfqKey::Sync(_));
+            if sync {
+                self.sync_in_flight += 1;
+            }
+            let others_busy = self.others_busy();
+            let max_rq = 2 * self.params.slice_async_rq * (8 - u32::from(class.level().min(7)));
+            if let Some(q) = self.queues.get_mut(&key) {
+                q.dispatched += 1;
+                q.slice_dispatch += 1;
+                q.slice_sectors += request.sectors();
+                if others_busy && ((!sync && q.slice_dispatch >= max_rq) || class == IoClass::Idle) {
+                    self.expire(ExpiryReason::SliceExpired);
+                }
+            }
+            self.stats.on_dispatch(&request);
+            self.in_flight.add(request, now);
+            return Decision::Dispatch(request);
+        }
+    }
+
+    fn on_request_arrival(&mut self, key: CfqKey, request: &Request, now: Nanos) {
+        let rotational = self.device.rotational;
+        let slice_idle = self.params.slice_idle;
+        let no_internal_queueing = self.device.queue_depth <= 1;
+        let Some(q) = self.queues.get_mut(&key) else { return };
+        if let Some(prev_end) = q.last_request_end {
+            let distance = request.sector().abs_diff(prev_end);
+            let seek = distance > SEEK_THRESHOLD_SECTORS
+                || (!rotational && request.sectors() < SMALL_REQUEST_SECTORS);
+            q.seek_history = (q.seek_history << 1) | u32::from(seek);
+        }
+        q.last_request_end = Some(request.end_sector());
+        if matches!(key, CfqKey::Sync(_)) {
+            if let Some(last) = q.last_completion {
+                let think = now.saturating_sub(last).min(2 * slice_idle);
+                q.ttime_samples = (7 * q.ttime_samples + 256) / 8;
+                q.ttime_total = (7 * q.ttime_total + 256 * think) / 8;
+            }
+            q.idle_window = slice_idle > 0
+                && no_internal_queueing
+                && !q.seeky()
+                && q.think_time().map_or(true, |t| t <= slice_idle);
+        }
+    }
+
+    fn should_preempt(&self, new: CfqKey, request: &Request) -> bool {
+        let Some(active) = self.active else { return false };
+        if active == new {
+            return false;
+        }
+        let new_class = self.class_of_key(new);
+        let active_class = self.class_of_key(active);
+        if new_class == IoClass::Idle {
+            return false;
+        }
+        if active_class == IoClass::Idle {
+            return true;
+        }
+        if !request.sync {
+            return false;
+        }
+        if matches!(active, CfqKey::Async(..)) {
+            return true;
+        }
+        new_class.index() == 0 && active_class.index() != 0
+    }
+}
+
+impl Scheduler for Cfq {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Nanos) -> Result<(), SchedError> {
+        spec.validate()?;
+        self.stats.configure(queue, spec);
+        // The sync queue follows its process's class; a waiting queue moves to its new class's list.
+        let key = CfqKey::Sync(queue);
+        if let Some(q) = self.queues.get_mut(&key) {
+            let was_on_rr = q.on_rr;
+            q.class = spec.class;
+            if was_on_rr {
+                for list in &mut self.rr {
+                    list.retain(|k| *k != key);
+                }
+                q.on_rr = false;
+                self.add_to_rr(key, false);
+            }
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, request: Request, now: Nanos) {
+        self.stats.on_insert(&request);
+        let key = self.key_of(&request);
+        let class = self.class_of_key(key);
+        let expire = if request.sync { self.params.fifo_expire_sync } else { self.params.fifo_expire_async };
+        self.queues
+            .entry(key)
+            .or_insert_with(|| CfqQueue::new(class))
+            .requests
+            .push(request, now.saturating_add(expire));
+        self.queued += 1;
+        self.inserted_at.insert(request.id, (key, now));
+        self.on_request_arrival(key, &request, now);
+        if self.active == Some(key) {
+            // The request the idle wait was for has come.
+            self.idle_until = None;
+        } else {
+            self.add_to_rr(key, false);
+            if self.should_preempt(key, &request) {
+                self.expire(ExpiryReason::Preempted);
+                let c = class.index();
+                self.rr[c].retain(|k| *k != key);
+                if let Some(q) = self.queues.get_mut(&key) {
+                    q.on_rr = false;
+                }
+                self.add_to_rr(key, true);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, now: Nanos) -> Decision {
+        self.try_dispatch(now)
+    }
+
+    fn complete(&mut self, request: &Request, now: Nanos) {
+        let Some((r, _)) = self.in_flight.take(request) else { return };
+        self.stats.on_complete(&r);
+        let Some((key, inserted)) = self.inserted_at.remove(&r.id) else { return };
+        let sync = matches!(key, CfqKey::Sync(_));
+        if sync {
+            self.sync_in_flight = self.sync_in_flight.saturating_sub(1);
+            if now >= inserted.saturating_add(self.params.fifo_expire_sync) {
+                self.last_delayed_sync = Some(now);
+            }
+        }
+        let class = self.class_of_key(key);
+        if class != IoClass::Idle {
+            self.last_busy_completion = Some(now);
+        }
+        let Some(q) = self.queues.get_mut(&key) else { return };
+        q.dispatched = q.dispatched.saturating_sub(1);
+        if sync {
+            q.last_completion = Some(now);
+        }
+        let slice_started = q.slice_end.is_some();
+        if self.active != Some(key) {
+            return;
+        }
+        if !slice_started {
+            // The slice starts with the first completion of the queue's turn.
+            let slice = self.slice_of(key, class);
+            if let Some(q) = self.queues.get_mut(&key) {
+                q.slice_end = Some(now.saturating_add(slice));
+            }
+        }
+        let Some(q) = self.queues.get(&key) else { return };
+        let slice_end = q.slice_end.unwrap_or(now);
+        if now >= slice_end || class == IoClass::Idle {
+            self.expire(ExpiryReason::SliceExpired);
+        } else if sync && q.requests.is_empty() && q.dispatched == 0 {
+            let remaining = slice_end - now;
+            let thinks_too_long = q.think_time().is_some_and(|t| t > remaining);
+            if self.should_idle(key) && !thinks_too_long {
+                self.idle_until = Some(now.saturating_add(self.params.slice_idle));
+            } else {
+                self.expire(ExpiryReason::NoMoreRequests);
+            }
+        }
+    }
+
+    fn timer(&mut self, now: Nanos) {
+        if self.idle_until.is_some_and(|until| now >= until) {
+            let empty = self.active.and_then(|k| self.queues.get(&k)).map_or(true, |q| q.requests.is_empty());
+            if empty {
+                self.expire(ExpiryReason::TooIdle);
+            }
+            self.idle_until = None;
+        }
+        if self.idle_class_wait.is_some_and(|t| now >= t) {
+            self.idle_class_wait = None;
+        }
+    }
+
+    fn next_timer(&self) -> Option<Nanos> {
+        [self.idle_until, self.idle_class_wait].into_iter().flatten().min()
+    }
+
+    fn queued(&self) -> usize {
+        self.queued
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), ParamError> {
+        let p = &mut self.params;
+        match key {
+            "quantum" => p.quantum = parse_u64(NAME, key, value, 1, 1 << 16)? as u32,
+            "fifo_expire_sync" => p.fifo_expire_sync = parse_duration(NAME, key, value, MSEC, 1, 3_600_000)?,
+            "fifo_expire_async" => {
+                p.fifo_expire_async = parse_duration(NAME, key, value, MSEC, 1, 3_600_000)?
+            }
+            "back_seek_max" => p.back_seek_max_kib = parse_u64(NAME, key, value, 0, 1 << 40)?,
+            "back_seek_penalty" => p.back_seek_penalty = parse_u64(NAME, key, value, 1, 1 << 20)?,
+            "slice_sync" => p.slice_sync = parse_duration(NAME, key, value, MSEC, 1, 3_600_000)?,
+            "slice_async" => p.slice_async = parse_duration(NAME, key, value, MSEC, 1, 3_600_000)?,
+            "slice_async_rq" => p.slice_async_rq = parse_u64(NAME, key, value, 1, 1 << 16)? as u32,
+            "slice_idle" => p.slice_idle = parse_duration(NAME, key, value, MSEC, 0, 60_000)?,
+            "low_latency" => p.low_latency = parse_bool(NAME, key, value)?,
+            "target_latency" => p.target_latency = parse_duration(NAME, key, value, MSEC, 1, 3_600_000)?,
+            _ => return Err(ParamError::unknown(NAME, key, KEYS)),
+        }
+        Ok(())
+    }
+
+    fn params(&self) -> Vec<(&'static str, String)> {
+        let p = &self.params;
+        vec![
+            ("quantum", p.quantum.to_string()),
+            ("fifo_expire_sync", (p.fifo_expire_sync / MSEC).to_string()),
+            ("fifo_expire_async", (p.fifo_expire_async / MSEC).to_string()),
+            ("back_seek_max", p.back_seek_max_kib.to_string()),
+            ("back_seek_penalty", p.back_seek_penalty.to_string()),
+            ("slice_sync", (p.slice_sync / MSEC).to_string()),
+            ("slice_async", (p.slice_async / MSEC).to_string()),
+            ("slice_async_rq", p.slice_async_rq.to_string()),
+            ("slice_idle", (p.slice_idle / MSEC).to_string()),
+            ("low_latency", u8::from(p.low_latency).to_string()),
+            ("target_latency", (p.target_latency / MSEC).to_string()),
+        ]
+    }
+
+    fn queue_stats(&self, queue: QueueId) -> Option<QueueStats> {
+        self.stats.stats(queue)
+    }
+
+    fn all_queue_stats(&self) -> Vec<QueueStats> {
+        self.stats.all()
+    }
+}

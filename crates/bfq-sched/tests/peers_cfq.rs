@@ -1,0 +1,138 @@
+//! The defining behaviours of CFQ as the seeds compare it (seed 001 sec. 6-7, seed 002 "Comparison
+//! among the six schedulers" and "Bandwidth distribution", seed 003 sec. VI).
+
+#[path = "peers_support.rs"]
+mod support;
+
+use bfq_sched::peers::cfq::Cfq;
+use bfq_sched::testing::Client;
+use bfq_sched::{
+    Decision, DeviceInfo, IoClass, Op, QueueId, QueueSpec, Request, RequestId, Scheduler, MSEC, SEC,
+};
+use support::{run, ZonedDisk};
+
+fn read(id: u64, queue: u32, sector: u64) -> Request {
+    Request {
+        id: RequestId(id),
+        queue: QueueId(queue),
+        op: Op::Read,
+        offset: sector * 512,
+        len: 65536,
+        sync: true,
+        meta: false,
+    }
+}
+
+fn dispatched(d: Decision) -> Request {
+    match d {
+        Decision::Dispatch(r) => r,
+        other => panic!("expected a dispatch, got {other:?}"),
+    }
+}
+
+/// Seed 002: "even if the same time slice is assigned to two processes, they may get a different
+/// throughput each, as a function of the positions on the disk of their requests".
+#[test]
+fn cfq_gives_equal_time_not_equal_sectors_to_readers_in_different_zones() {
+    let disk = ZonedDisk::dtla();
+    let mut cfq = Cfq::new(DeviceInfo::default());
+    let outer = Client::sequential_reader(1, 0);
+    let inner = Client::sequential_reader(2, 29_000_000_000);
+    let out = run(&mut cfq, disk, &[outer, inner], 20 * SEC);
+    let (a, b) = (out[0], out[1]);
+    let time_share = a.device_time as f64 / (a.device_time + b.device_time) as f64;
+    let byte_ratio = a.bytes as f64 / b.bytes as f64;
+    let zone_ratio = disk.rate_at(0) as f64 / disk.rate_at(29_000_000_000) as f64;
+    assert!((time_share - 0.5).abs() < 0.03, "device time share of the outer reader {time_share:.3}");
+    assert!(
+        (byte_ratio - zone_ratio).abs() / zone_ratio < 0.05,
+        "bytes outer/inner {byte_ratio:.3}, zones {zone_ratio:.3}"
+    );
+    // And the disk stays near its sequential rate: few switches thanks to slices and idling.
+    let total = (a.bytes + b.bytes) as f64 / 20.0;
+    assert!(total > 0.85 * (disk.rate_at(0) + disk.rate_at(29_000_000_000)) as f64 / 2.0, "{total}");
+}
+
+/// Seed 002: CFQ "adopts disk idling to handle deceptive idleness"; the wait is `slice_idle`.
+#[test]
+fn cfq_idles_for_the_next_request_of_the_queue_in_service() {
+    let mut s = Cfq::new(DeviceInfo::default());
+    s.insert(read(1, 1, 0), 0);
+    let r = dispatched(s.dispatch(0));
+    s.insert(read(2, 2, 50_000_000), MSEC);
+    s.complete(&r, 2 * MSEC);
+    assert_eq!(s.dispatch(2 * MSEC), Decision::Idle { until: 10 * MSEC });
+    // The awaited request arrives and is served before the other queue.
+    s.insert(read(3, 1, 128), 3 * MSEC);
+    assert_eq!(dispatched(s.dispatch(3 * MSEC)).id, RequestId(3));
+}
+
+#[test]
+fn cfq_stops_idling_at_slice_idle_and_serves_the_next_queue() {
+    let mut s = Cfq::new(DeviceInfo::default());
+    s.insert(read(1, 1, 0), 0);
+    let r = dispatched(s.dispatch(0));
+    s.insert(read(2, 2, 50_000_000), MSEC);
+    s.complete(&r, 2 * MSEC);
+    let Decision::Idle { until } = s.dispatch(2 * MSEC) else { panic!("should idle") };
+    assert_eq!(s.next_timer(), Some(until));
+    s.timer(until);
+    assert_eq!(dispatched(s.dispatch(until)).id, RequestId(2));
+}
+
+#[test]
+fn cfq_does_not_idle_for_a_seeky_queue() {
+    let mut s = Cfq::new(DeviceInfo::default());
+    // Queue 1 jumps around the disk: after more than 4 seeks in its history it is seeky.
+    for i in 0..8u64 {
+        s.insert(read(i + 1, 1, (i % 2) * 40_000_000 + i * 100_000), 0);
+    }
+    for _ in 0..8 {
+        let r = dispatched(s.dispatch(MSEC));
+        s.complete(&r, MSEC);
+    }
+    s.insert(read(100, 2, 10), 2 * MSEC);
+    // No idle wait: queue 2 is served at once.
+    assert_eq!(dispatched(s.dispatch(2 * MSEC)).id, RequestId(100));
+}
+
+#[test]
+fn cfq_serves_rt_before_be_and_a_new_rt_request_preempts() {
+    let mut s = Cfq::new(DeviceInfo::default());
+    s.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::RealTime(4) }, 0).unwrap();
+    s.insert(read(1, 2, 0), 0);
+    s.insert(read(2, 2, 128), 0);
+    let r = dispatched(s.dispatch(0));
+    assert_eq!(r.queue, QueueId(2));
+    s.insert(read(3, 1, 90_000_000), MSEC);
+    s.complete(&r, 2 * MSEC);
+    assert_eq!(dispatched(s.dispatch(2 * MSEC)).queue, QueueId(1), "RT preempts the BE slice");
+}
+
+/// Seed 001 sec. 7 / CFQ low_latency: slices shrink so that a round fits in target_latency, so with
+/// many busy readers the longest wait for the disk drops.
+#[test]
+fn cfq_low_latency_shortens_the_round_with_many_busy_queues() {
+    let worst = |low_latency: &str| {
+        let mut s = Cfq::new(DeviceInfo::default());
+        s.set_param("low_latency", low_latency).unwrap();
+        let clients: Vec<Client> =
+            (0..6).map(|i| Client::sequential_reader(i, u64::from(i) * 4_000_000_000)).collect();
+        run(&mut s, ZonedDisk::dtla(), &clients, 10 * SEC).iter().map(|o| o.max_latency).max().unwrap()
+    };
+    let (on, off) = (worst("1"), worst("0"));
+    // Off: about 5 other slices of 100 ms; on: a round of about 300 ms.
+    assert!(off > 450 * MSEC, "{off}");
+    assert!(on < 400 * MSEC, "{on}");
+}
+
+#[test]
+fn cfq_tunables_are_validated_by_name() {
+    let mut s = Cfq::new(DeviceInfo::default());
+    let err = s.set_param("slice_idle", "eight").unwrap_err().to_string();
+    assert!(err.contains("slice_idle"), "{err}");
+    s.set_param("slice_idle", "0").unwrap();
+    assert!(s.params().contains(&("slice_idle", "0".to_string())));
+    assert!(s.params().contains(&("slice_sync", "100".to_string())));
+    assert!(s.set_param("quantum", "0").is_err());
+}
