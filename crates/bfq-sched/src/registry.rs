@@ -6,7 +6,7 @@ use crate::types::DeviceInfo;
 use crate::SchedError;
 
 /// The names [`build`] accepts, in the order they are listed to users.
-pub const SCHEDULER_NAMES: &[&str] = &["fifo"];
+pub const SCHEDULER_NAMES: &[&str] = &["fifo", "bfq"];
 
 /// Other names accepted for some schedulers (alias, canonical name).
 const ALIASES: &[(&str, &str)] = &[("noop", "fifo"), ("none", "fifo")];
@@ -34,6 +34,7 @@ pub fn build(
     };
     let mut scheduler: Box<dyn Scheduler> = match canonical {
         "fifo" => Box::new(Fifo::new()),
+        "bfq" => Box::new(crate::bfq::Bfq::new(device)),
         _ => unreachable!("every canonical name has a constructor"),
     };
     let _ = device;
