@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod accounting;
+pub mod bfq;
 pub mod fifo;
 pub mod params;
 pub mod peers;

@@ -6,7 +6,7 @@ use crate::types::DeviceInfo;
 use crate::SchedError;
 
 /// The names [`build`] accepts, in the order they are listed to users.
-pub const SCHEDULER_NAMES: &[&str] = &["fifo", "clook", "deadline", "cfq", "anticipatory", "mq-deadline"];
+pub const SCHEDULER_NAMES: &[&str] = &["bfq", "fifo", "clook", "deadline", "cfq", "anticipatory", "mq-deadline"];
 
 /// Other names accepted for some schedulers (alias, canonical name).
 const ALIASES: &[(&str, &str)] =
@@ -35,6 +35,7 @@ pub fn build(
     };
     let mut scheduler: Box<dyn Scheduler> = match canonical {
         "fifo" => Box::new(Fifo::new()),
+        "bfq" => Box::new(crate::bfq::Bfq::new(device)),
         peer if crate::peers::PEER_NAMES.contains(&peer) => {
             crate::peers::build(peer, device).expect("every peer name has a constructor")
         }

@@ -1,0 +1,313 @@
+//! Budgets: the feedback rules that set a queue's next budget when its service ends (seed 001
+//! sec. 3.2 and 4.3), B_max = T_max x R_est (sec. 3.2), the budget timeout's (over)charge and its
+//! exceptions (sec. 3.3, seed 000 sec. 3.5 and 4.4), and the write (over)charge coefficient (sec. 4.5).
+//!
+//! `budget_feedback=kernel` switches to today's kernel table (kernel-bfq-reference.md "Budgets" and
+//! "Budget timeout & overcharge"): a different too-idle rule, and an overcharge proportional to the
+//! time used instead of the full budget.
+
+use super::config::{BfqConfig, Variant};
+use crate::scheduler::ExpiryReason;
+use crate::types::{Nanos, Request, MSEC};
+
+/// The default B_max before the rate is known, and the kernel's default maximum budget.
+pub const DEFAULT_MAX_BUDGET: u64 = 16384;
+
+/// The smallest budget: B_max / 32 (kernel), at least one sector.
+pub fn min_budget(b_max: u64) -> u64 {
+    (b_max / 32).max(1)
+}
+
+/// B_max = T_max x R_est (seed 001 sec. 3.2), unless `max_budget` is set.
+pub fn max_budget(cfg: &BfqConfig, rate_sectors_per_sec: u64) -> u64 {
+    if cfg.max_budget > 0 {
+        return cfg.max_budget;
+    }
+    let b = u128::from(rate_sectors_per_sec) * u128::from(cfg.timeout_sync) / 1_000_000_000;
+    u64::try_from(b).unwrap_or(u64::MAX).max(32)
+}
+
+/// The budget of a queue seen for the first time: B_max / 2 with the sec. 4.3 heuristics, B_max in
+/// the original algorithm (seed 001 sec. 4.3 "on the other hand, we changed the initial budget").
+pub fn initial_budget(cfg: &BfqConfig, b_max: u64) -> u64 {
+    if cfg.v1_heuristics {
+        (b_max / 2).max(1)
+    } else {
+        b_max
+    }
+}
+
+/// What a request costs in budget and in service: its size, times the write (over)charge coefficient
+/// for writes with the v1 heuristics (seed 001 sec. 4.5).
+pub fn request_cost(cfg: &BfqConfig, request: &Request) -> u64 {
+    let sectors = request.sectors();
+    if cfg.v1_heuristics && request.op.is_write() {
+        sectors * cfg.write_charge
+    } else {
+        sectors
+    }
+}
+
+/// What the service of a queue looked like when it ended.
+#[derive(Clone, Copy, Debug)]
+pub struct SlotOutcome {
+    /// Why it ended.
+    pub reason: ExpiryReason,
+    /// The budget it had.
+    pub budget: u64,
+    /// Service (in charge units) it received.
+    pub served: u64,
+    /// Time from its selection to its expiry.
+    pub elapsed: Nanos,
+    /// Whether requests it dispatched are still in flight.
+    pub outstanding: bool,
+    /// Whether it is detected as random.
+    pub seeky: bool,
+    /// Whether its requests are synchronous.
+    pub sync: bool,
+}
+
+/// The next budget after a service slot (seed 001 sec. 4.3; original rules with `v1_heuristics=0`).
+pub fn next_budget(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
+    let min = min_budget(b_max);
+    if !o.sync {
+        // Kernel: async queues get the device's maximum budget.
+        return b_max;
+    }
+    let b = o.budget;
+    let next = if !cfg.v1_heuristics {
+        // The original rules (seed 001 sec. 4.3, "the old rule").
+        match o.reason {
+            ExpiryReason::NoMoreRequests | ExpiryReason::TooIdle => o.served,
+            ExpiryReason::BudgetTimeout => b_max,
+            // "Incremented the budget by a fixed quantity": the paper gives no value; we use B_max/8,
+            // the v1 decrement step.
+            ExpiryReason::BudgetExhausted => b + b_max / 8,
+            _ => b,
+        }
+    } else if cfg.budget_feedback == Variant::Kernel {
+        match o.reason {
+            ExpiryReason::TooIdle if o.outstanding => 2 * b,
+            ExpiryReason::TooIdle if b > 5 * min => b - 4 * min,
+            ExpiryReason::TooIdle => min,
+            ExpiryReason::BudgetTimeout => 2 * b,
+            ExpiryReason::BudgetExhausted => 4 * b,
+            ExpiryReason::NoMoreRequests => o.served,
+            _ => b,
+        }
+    } else {
+        // Seed 001 sec. 4.3: multiplicative increase, linear decrease.
+        match o.reason {
+            ExpiryReason::NoMoreRequests | ExpiryReason::TooIdle if o.outstanding => 2 * b,
+            ExpiryReason::NoMoreRequests | ExpiryReason::TooIdle => b.saturating_sub(b_max / 8),
+            ExpiryReason::BudgetTimeout => 2 * b,
+            ExpiryReason::BudgetExhausted => 4 * b,
+            _ => b,
+        }
+    };
+    next.clamp(min, b_max)
+}
+
+/// Whether the queue consumed its budget so slowly that it could not have consumed all of it within
+/// T_max (seed 000 sec. 4.4); the kernel variant uses its own definition (slot > 20 ms with less than
+/// B_max/2 served, or a shorter slot of a seeky queue).
+pub fn is_slow(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> bool {
+    if o.reason == ExpiryReason::BudgetExhausted || o.elapsed == 0 {
+        return false;
+    }
+    if cfg.v1_heuristics && cfg.budget_feedback == Variant::Kernel {
+        return if o.elapsed > 20 * MSEC { o.served < b_max / 2 } else { o.seeky };
+    }
+    u128::from(o.served) * u128::from(cfg.timeout_sync) < u128::from(o.budget) * u128::from(o.elapsed)
+}
+
+/// What the queue is charged for the slot: its service, or more on a budget timeout or when slow
+/// (seed 001 sec. 3.3: a full budget), with the seed 000 sec. 4.4 exceptions under the v1 heuristics
+/// (no overcharge after little service, at most B_max/8, nor after consuming at least 2/3 of the
+/// budget).
+pub fn charge(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
+    let slow = is_slow(cfg, o, b_max);
+    let candidate = o.reason == ExpiryReason::BudgetTimeout || slow;
+    if !candidate || o.reason == ExpiryReason::Preempted {
+        return o.served;
+    }
+    if !cfg.v1_heuristics {
+        return o.budget.max(o.served);
+    }
+    if cfg.budget_feedback == Variant::Kernel {
+        let left = o.budget.saturating_sub(o.served);
+        if slow || left >= o.budget / 3 {
+            let by_time = u128::from(b_max) * u128::from(o.elapsed) / u128::from(cfg.timeout_sync.max(1));
+            return o.served.max(u64::try_from(by_time).unwrap_or(u64::MAX));
+        }
+        return o.served;
+    }
+    if o.served <= b_max / 8 || 3 * o.served >= 2 * o.budget {
+        o.served
+    } else {
+        o.budget.max(o.served)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Op, QueueId, RequestId};
+
+    const BMAX: u64 = 16384;
+
+    fn outcome(reason: ExpiryReason, budget: u64, served: u64) -> SlotOutcome {
+        SlotOutcome {
+            reason,
+            budget,
+            served,
+            elapsed: 10 * MSEC,
+            outstanding: false,
+            seeky: false,
+            sync: true,
+        }
+    }
+
+    #[test]
+    fn initial_budget_is_half_the_maximum_with_heuristics_and_the_maximum_without() {
+        // Seed 001 sec. 4.3.
+        let mut cfg = BfqConfig::default();
+        assert_eq!(initial_budget(&cfg, BMAX), BMAX / 2);
+        cfg.v1_heuristics = false;
+        assert_eq!(initial_budget(&cfg, BMAX), BMAX);
+    }
+
+    #[test]
+    fn no_more_backlog_with_outstanding_requests_doubles_the_budget() {
+        // Seed 001 sec. 4.3, "No more backlog", proactive doubling.
+        let cfg = BfqConfig::default();
+        let o = SlotOutcome { outstanding: true, ..outcome(ExpiryReason::NoMoreRequests, 2000, 500) };
+        assert_eq!(next_budget(&cfg, &o, BMAX), 4000);
+    }
+
+    #[test]
+    fn no_more_backlog_without_outstanding_requests_decreases_by_an_eighth_of_the_maximum() {
+        // Seed 001 sec. 4.3: linear decrease by B_max/8, the only decreasing case.
+        let cfg = BfqConfig::default();
+        let o = outcome(ExpiryReason::TooIdle, 8000, 500);
+        assert_eq!(next_budget(&cfg, &o, BMAX), 8000 - BMAX / 8);
+        let o = outcome(ExpiryReason::NoMoreRequests, 1000, 500);
+        assert_eq!(next_budget(&cfg, &o, BMAX), min_budget(BMAX), "floored at the minimum budget");
+    }
+
+    #[test]
+    fn budget_timeout_doubles_the_budget() {
+        // Seed 001 sec. 4.3, "Budget timeout".
+        let cfg = BfqConfig::default();
+        assert_eq!(next_budget(&cfg, &outcome(ExpiryReason::BudgetTimeout, 3000, 100), BMAX), 6000);
+        assert_eq!(next_budget(&cfg, &outcome(ExpiryReason::BudgetTimeout, 9000, 100), BMAX), BMAX);
+    }
+
+    #[test]
+    fn budget_exhaustion_quadruples_the_budget_up_to_the_maximum() {
+        // Seed 001 sec. 4.3, "Budget exhaustion".
+        let cfg = BfqConfig::default();
+        assert_eq!(next_budget(&cfg, &outcome(ExpiryReason::BudgetExhausted, 2000, 2000), BMAX), 8000);
+        assert_eq!(next_budget(&cfg, &outcome(ExpiryReason::BudgetExhausted, 8000, 8000), BMAX), BMAX);
+    }
+
+    #[test]
+    fn original_rules_set_consumed_maximum_and_fixed_increment() {
+        // Seed 001 sec. 4.3, the old rules.
+        let cfg = BfqConfig { v1_heuristics: false, ..BfqConfig::default() };
+        assert_eq!(next_budget(&cfg, &outcome(ExpiryReason::NoMoreRequests, 8000, 3000), BMAX), 3000);
+        assert_eq!(next_budget(&cfg, &outcome(ExpiryReason::BudgetTimeout, 3000, 100), BMAX), BMAX);
+        assert_eq!(
+            next_budget(&cfg, &outcome(ExpiryReason::BudgetExhausted, 2000, 2000), BMAX),
+            2000 + BMAX / 8
+        );
+    }
+
+    #[test]
+    fn async_queues_get_the_maximum_budget() {
+        let cfg = BfqConfig::default();
+        let o = SlotOutcome { sync: false, ..outcome(ExpiryReason::NoMoreRequests, 100, 100) };
+        assert_eq!(next_budget(&cfg, &o, BMAX), BMAX);
+    }
+
+    #[test]
+    fn kernel_feedback_too_idle_subtracts_four_minimum_budgets() {
+        let cfg = BfqConfig { budget_feedback: Variant::Kernel, ..BfqConfig::default() };
+        let min = min_budget(BMAX);
+        assert_eq!(next_budget(&cfg, &outcome(ExpiryReason::TooIdle, 8000, 10), BMAX), 8000 - 4 * min);
+        assert_eq!(next_budget(&cfg, &outcome(ExpiryReason::TooIdle, 5 * min, 10), BMAX), min);
+    }
+
+    #[test]
+    fn budget_timeout_overcharges_a_full_budget() {
+        // Seed 001 sec. 3.3.
+        let cfg = BfqConfig::default();
+        let o = outcome(ExpiryReason::BudgetTimeout, 12_000, 4000);
+        assert_eq!(charge(&cfg, &o, BMAX), 12_000);
+    }
+
+    #[test]
+    fn little_service_is_not_overcharged() {
+        // Seed 000 sec. 4.4 case 1: at most B_max/8 served.
+        let cfg = BfqConfig::default();
+        let o = outcome(ExpiryReason::BudgetTimeout, 12_000, BMAX / 8);
+        assert_eq!(charge(&cfg, &o, BMAX), BMAX / 8);
+        let orig = BfqConfig { v1_heuristics: false, ..BfqConfig::default() };
+        assert_eq!(charge(&orig, &o, BMAX), 12_000, "the original algorithm always overcharges");
+    }
+
+    #[test]
+    fn two_thirds_consumed_is_not_overcharged() {
+        // Seed 000 sec. 4.4 case 2.
+        let cfg = BfqConfig::default();
+        assert_eq!(charge(&cfg, &outcome(ExpiryReason::BudgetTimeout, 12_000, 8000), BMAX), 8000);
+        assert_eq!(charge(&cfg, &outcome(ExpiryReason::BudgetTimeout, 12_000, 7999), BMAX), 12_000);
+    }
+
+    #[test]
+    fn a_slow_queue_is_overcharged_like_a_timed_out_one() {
+        // Seed 000 sec. 4.4: too slow to consume the budget within T_max.
+        let cfg = BfqConfig::default();
+        let o = SlotOutcome { elapsed: 100 * MSEC, ..outcome(ExpiryReason::NoMoreRequests, 12_000, 4000) };
+        assert!(is_slow(&cfg, &o, BMAX));
+        assert_eq!(charge(&cfg, &o, BMAX), 12_000);
+        let fast = SlotOutcome { elapsed: MSEC, ..o };
+        assert!(!is_slow(&cfg, &fast, BMAX));
+        assert_eq!(charge(&cfg, &fast, BMAX), 4000);
+    }
+
+    #[test]
+    fn kernel_overcharge_is_proportional_to_time_used() {
+        let cfg = BfqConfig { budget_feedback: Variant::Kernel, ..BfqConfig::default() };
+        let o = SlotOutcome { elapsed: 125 * MSEC, ..outcome(ExpiryReason::BudgetTimeout, 12_000, 3000) };
+        assert_eq!(charge(&cfg, &o, BMAX), BMAX);
+    }
+
+    #[test]
+    fn writes_cost_the_write_charge_coefficient_per_sector() {
+        // Seed 001 sec. 4.5: coefficient 10.
+        let cfg = BfqConfig::default();
+        let w = Request {
+            id: RequestId(1),
+            queue: QueueId(1),
+            op: Op::Write,
+            offset: 0,
+            len: 4096,
+            sync: false,
+            meta: false,
+        };
+        assert_eq!(request_cost(&cfg, &w), 80);
+        assert_eq!(request_cost(&cfg, &Request { op: Op::Read, ..w }), 8);
+        let orig = BfqConfig { v1_heuristics: false, ..BfqConfig::default() };
+        assert_eq!(request_cost(&orig, &w), 8);
+    }
+
+    #[test]
+    fn maximum_budget_is_timeout_times_rate() {
+        // Seed 001 sec. 3.2: B_max = T_max x R_est.
+        let cfg = BfqConfig::default();
+        assert_eq!(max_budget(&cfg, 160_000), 20_000);
+        let fixed = BfqConfig { max_budget: 4096, ..BfqConfig::default() };
+        assert_eq!(max_budget(&fixed, 160_000), 4096);
+    }
+}

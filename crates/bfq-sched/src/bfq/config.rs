@@ -1,0 +1,331 @@
+//! BFQ's tunables: the kernel's sysfs names and defaults (kernel-bfq-reference.md "Tunables") for the
+//! knobs the kernel exports, the papers' constants for the rest (seed 001 sec. 4.1-4.5, seed 000
+//! sec. 3.4-4.4, seed 003 sec. V), and the switches the benchmark suite needs to compare variants.
+//!
+//! Every tunable is set by name with a textual value ([`BfqConfig::set`]); an invalid value is rejected
+//! with a [`ParamError`] naming the field.
+
+use crate::params::{parse_bool, parse_duration, parse_u64, ParamError};
+use crate::types::{Nanos, MSEC, SEC, USEC};
+
+const NAME: &str = "bfq";
+
+/// Which weight-raising heuristic is used when `low_latency` is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightRaising {
+    /// BFQ-v1 (seed 001 sec. 4.1): the weight is multiplied by C_rais and decreased linearly with the
+    /// service received, over a weight-raising budget B_rais, within at most T_rais.
+    V1,
+    /// BFQ-v7r8 (seed 003 sec. V-A/B): constant raised weight for a duration computed from the device's
+    /// speed, plus soft real-time raising.
+    V7r8,
+}
+
+/// A paper rule or the kernel's later refinement of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// The rule as the paper describes it.
+    Paper,
+    /// Today's kernel refinement (kernel-bfq-reference.md).
+    Kernel,
+}
+
+/// Idling policy on devices with internal queueing (NCQ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdlingPolicy {
+    /// Seed 001 sec. 5.1: no idling at all once internal queueing is detected.
+    V1,
+    /// Seed 003 sec. V-C: with internal queueing, idle only for weight-raised queues or in asymmetric
+    /// scenarios; on rotational devices keep idling for sequential queues.
+    V7r8,
+}
+
+/// All of BFQ's tunables. Durations are in nanoseconds, sizes in sectors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BfqConfig {
+    /// `slice_idle` (8 ms): how long the device is idled for the in-service sync queue (seed 001 sec. 3).
+    pub slice_idle: Nanos,
+    /// `timeout_sync` (125 ms): the budget timeout T_max (seed 001 sec. 3.2-3.3).
+    pub timeout_sync: Nanos,
+    /// `max_budget` in sectors; 0 = automatic, B_max = T_max x R_est (seed 001 sec. 3.2).
+    pub max_budget: u64,
+    /// `low_latency` (1): weight raising (seed 001 sec. 4.1, seed 003 sec. V-A/B).
+    pub low_latency: bool,
+    /// `strict_guarantees` (0): always idle for the in-service queue (kernel tunable).
+    pub strict_guarantees: bool,
+    /// `back_seek_max` in KiB (16384): how far behind the head a request may be and still be served
+    /// in C-LOOK order (seed 003 sec. III step 2.a; kernel tunable).
+    pub back_seek_max_kib: u64,
+    /// `back_seek_penalty` (2): a backward distance counts this many times a forward one.
+    pub back_seek_penalty: u64,
+    /// `fifo_expire_sync` (125 ms): a sync request older than this is served first.
+    pub fifo_expire_sync: Nanos,
+    /// `fifo_expire_async` (250 ms): same for async requests.
+    pub fifo_expire_async: Nanos,
+    /// `v1_heuristics` (1): 0 = the original algorithm of seed 001 sec. 3 only ("BFQ" in sec. 6);
+    /// 1 = BFQ+ with the sec. 4 heuristics (and the v7r8 ones of seed 003 sec. V).
+    pub v1_heuristics: bool,
+    /// `weight_raising` (`v7r8`): which raising heuristic `low_latency` turns on.
+    pub weight_raising: WeightRaising,
+    /// `peak_rate_estimator` (`paper`): seed 001 sec. 4.2 low-pass filter, or the kernel's sampler.
+    pub peak_rate_estimator: Variant,
+    /// `budget_feedback` (`paper`): seed 001 sec. 4.3-4.4 rules, or the kernel's table and its
+    /// time-proportional overcharge.
+    pub budget_feedback: Variant,
+    /// `idling_policy` (`v7r8`): what to do on devices with internal queueing.
+    pub idling_policy: IdlingPolicy,
+    /// `write_charge` (10): write (over)charge coefficient (seed 001 sec. 4.5).
+    pub write_charge: u64,
+    /// `wr_coeff` (0 = variant default: C_rais = 10 for v1, seed 001 sec. 4.1; 30 for v7r8, kernel).
+    pub wr_coeff: u32,
+    /// `wr_budget` (49152 sectors = 24 MB): B_rais of seed 001 sec. 4.1.
+    pub wr_budget: u64,
+    /// `wr_max_time` (6 s): T_rais of seed 001 sec. 4.1 (v1 only).
+    pub wr_max_time: Nanos,
+    /// `wr_min_idle_time` (2 s): T_idle of seed 001 sec. 4.1.
+    pub wr_min_idle_time: Nanos,
+    /// `softrt_max_rate` (7000 sectors/s): the bandwidth bound of soft real-time detection
+    /// (seed 003 sec. V-B; kernel constant).
+    pub softrt_max_rate: u64,
+    /// `softrt_duration` (300 ms): how long one soft real-time raising lasts (kernel constant).
+    pub softrt_duration: Nanos,
+    /// `softrt_coeff` (3000): soft real-time weight coefficient (kernel: 30 x 100).
+    pub softrt_coeff: u32,
+    /// `idle_class_guard` (200 ms): the IDLE class is served first if not served for this long.
+    pub idle_class_guard: Nanos,
+    /// `seeky_threshold` (8192 sectors): mean seek distance above which a queue is "detected as
+    /// random" (seed 000 sec. 4).
+    pub seeky_threshold: u64,
+    /// `merge` (1): Early Queue Merge (seed 003 sec. V-D).
+    pub merge: bool,
+    /// `merge_distance` (8192 sectors): how close a new request must be to the in-service queue's next
+    /// one for EQM.
+    pub merge_distance: u64,
+}
+
+impl Default for BfqConfig {
+    fn default() -> Self {
+        BfqConfig {
+            slice_idle: 8 * MSEC,
+            timeout_sync: 125 * MSEC,
+            max_budget: 0,
+            low_latency: true,
+            strict_guarantees: false,
+            back_seek_max_kib: 16384,
+            back_seek_penalty: 2,
+            fifo_expire_sync: 125 * MSEC,
+            fifo_expire_async: 250 * MSEC,
+            v1_heuristics: true,
+            weight_raising: WeightRaising::V7r8,
+            peak_rate_estimator: Variant::Paper,
+            budget_feedback: Variant::Paper,
+            idling_policy: IdlingPolicy::V7r8,
+            write_charge: 10,
+            wr_coeff: 0,
+            wr_budget: 49_152,
+            wr_max_time: 6 * SEC,
+            wr_min_idle_time: 2 * SEC,
+            softrt_max_rate: 7000,
+            softrt_duration: 300 * MSEC,
+            softrt_coeff: 3000,
+            idle_class_guard: 200 * MSEC,
+            seeky_threshold: 8192,
+            merge: true,
+            merge_distance: 8192,
+        }
+    }
+}
+
+/// The tunable names, in the order [`BfqConfig::params`] lists them.
+pub const PARAM_NAMES: &[&str] = &[
+    "slice_idle",
+    "slice_idle_us",
+    "timeout_sync",
+    "max_budget",
+    "low_latency",
+    "strict_guarantees",
+    "back_seek_max",
+    "back_seek_penalty",
+    "fifo_expire_sync",
+    "fifo_expire_async",
+    "v1_heuristics",
+    "weight_raising",
+    "peak_rate_estimator",
+    "budget_feedback",
+    "idling_policy",
+    "write_charge",
+    "wr_coeff",
+    "wr_budget",
+    "wr_max_time",
+    "wr_min_idle_time",
+    "softrt_max_rate",
+    "softrt_duration",
+    "softrt_coeff",
+    "idle_class_guard",
+    "seeky_threshold",
+    "merge",
+    "merge_distance",
+];
+
+fn parse_choice<T: Copy>(key: &str, value: &str, choices: &[(&str, T)]) -> Result<T, ParamError> {
+    let v = value.trim().to_ascii_lowercase();
+    choices.iter().find(|(n, _)| *n == v).map(|(_, c)| *c).ok_or_else(|| {
+        let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+        ParamError::invalid(NAME, key, value, format!("one of {}", names.join(", ")))
+    })
+}
+
+impl BfqConfig {
+    /// The interactive weight-raising coefficient in force (C_rais).
+    pub fn interactive_coeff(&self) -> u32 {
+        match (self.wr_coeff, self.weight_raising) {
+            (0, WeightRaising::V1) => 10,
+            (0, WeightRaising::V7r8) => 30,
+            (c, _) => c,
+        }
+    }
+
+    /// Sets the tunable `key` from its textual value.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ParamError> {
+        let ms = |min, max| parse_duration(NAME, key, value, MSEC, min, max);
+        match key {
+            "slice_idle" => self.slice_idle = ms(0, 1000)?,
+            "slice_idle_us" => self.slice_idle = parse_duration(NAME, key, value, USEC, 0, 1_000_000)?,
+            "timeout_sync" => self.timeout_sync = ms(1, 10_000)?,
+            "max_budget" => self.max_budget = parse_u64(NAME, key, value, 0, 1 << 24)?,
+            "low_latency" => self.low_latency = parse_bool(NAME, key, value)?,
+            "strict_guarantees" => self.strict_guarantees = parse_bool(NAME, key, value)?,
+            "back_seek_max" => self.back_seek_max_kib = parse_u64(NAME, key, value, 0, 1 << 30)?,
+            "back_seek_penalty" => self.back_seek_penalty = parse_u64(NAME, key, value, 1, 1000)?,
+            "fifo_expire_sync" => self.fifo_expire_sync = ms(1, 100_000)?,
+            "fifo_expire_async" => self.fifo_expire_async = ms(1, 100_000)?,
+            "v1_heuristics" => self.v1_heuristics = parse_bool(NAME, key, value)?,
+            "weight_raising" => {
+                self.weight_raising =
+                    parse_choice(key, value, &[("v1", WeightRaising::V1), ("v7r8", WeightRaising::V7r8)])?
+            }
+            "peak_rate_estimator" => {
+                self.peak_rate_estimator =
+                    parse_choice(key, value, &[("paper", Variant::Paper), ("kernel", Variant::Kernel)])?
+            }
+            "budget_feedback" => {
+                self.budget_feedback =
+                    parse_choice(key, value, &[("paper", Variant::Paper), ("kernel", Variant::Kernel)])?
+            }
+            "idling_policy" => {
+                self.idling_policy =
+                    parse_choice(key, value, &[("v1", IdlingPolicy::V1), ("v7r8", IdlingPolicy::V7r8)])?
+            }
+            "write_charge" => self.write_charge = parse_u64(NAME, key, value, 1, 100)?,
+            "wr_coeff" => self.wr_coeff = parse_u64(NAME, key, value, 0, 1000)? as u32,
+            "wr_budget" => self.wr_budget = parse_u64(NAME, key, value, 1, 1 << 30)?,
+            "wr_max_time" => self.wr_max_time = ms(1, 3_600_000)?,
+            "wr_min_idle_time" => self.wr_min_idle_time = ms(0, 3_600_000)?,
+            "softrt_max_rate" => self.softrt_max_rate = parse_u64(NAME, key, value, 1, 1 << 30)?,
+            "softrt_duration" => self.softrt_duration = ms(1, 3_600_000)?,
+            "softrt_coeff" => self.softrt_coeff = parse_u64(NAME, key, value, 1, 10_000)? as u32,
+            "idle_class_guard" => self.idle_class_guard = ms(1, 100_000)?,
+            "seeky_threshold" => self.seeky_threshold = parse_u64(NAME, key, value, 1, 1 << 40)?,
+            "merge" => self.merge = parse_bool(NAME, key, value)?,
+            "merge_distance" => self.merge_distance = parse_u64(NAME, key, value, 0, 1 << 40)?,
+            _ => return Err(ParamError::unknown(NAME, key, PARAM_NAMES)),
+        }
+        Ok(())
+    }
+
+    /// Every tunable with its value as text, in [`PARAM_NAMES`] order (durations in the tunable's unit).
+    pub fn params(&self) -> Vec<(&'static str, String)> {
+        let b = |v: bool| u8::from(v).to_string();
+        let variant = |v: Variant| if v == Variant::Paper { "paper" } else { "kernel" }.to_string();
+        vec![
+            ("slice_idle", (self.slice_idle / MSEC).to_string()),
+            ("slice_idle_us", (self.slice_idle / USEC).to_string()),
+            ("timeout_sync", (self.timeout_sync / MSEC).to_string()),
+            ("max_budget", self.max_budget.to_string()),
+            ("low_latency", b(self.low_latency)),
+            ("strict_guarantees", b(self.strict_guarantees)),
+            ("back_seek_max", self.back_seek_max_kib.to_string()),
+            ("back_seek_penalty", self.back_seek_penalty.to_string()),
+            ("fifo_expire_sync", (self.fifo_expire_sync / MSEC).to_string()),
+            ("fifo_expire_async", (self.fifo_expire_async / MSEC).to_string()),
+            ("v1_heuristics", b(self.v1_heuristics)),
+            (
+                "weight_raising",
+                if self.weight_raising == WeightRaising::V1 { "v1" } else { "v7r8" }.to_string(),
+            ),
+            ("peak_rate_estimator", variant(self.peak_rate_estimator)),
+            ("budget_feedback", variant(self.budget_feedback)),
+            ("idling_policy", if self.idling_policy == IdlingPolicy::V1 { "v1" } else { "v7r8" }.to_string()),
+            ("write_charge", self.write_charge.to_string()),
+            ("wr_coeff", self.wr_coeff.to_string()),
+            ("wr_budget", self.wr_budget.to_string()),
+            ("wr_max_time", (self.wr_max_time / MSEC).to_string()),
+            ("wr_min_idle_time", (self.wr_min_idle_time / MSEC).to_string()),
+            ("softrt_max_rate", self.softrt_max_rate.to_string()),
+            ("softrt_duration", (self.softrt_duration / MSEC).to_string()),
+            ("softrt_coeff", self.softrt_coeff.to_string()),
+            ("idle_class_guard", (self.idle_class_guard / MSEC).to_string()),
+            ("seeky_threshold", self.seeky_threshold.to_string()),
+            ("merge", b(self.merge)),
+            ("merge_distance", self.merge_distance.to_string()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_tunables_have_the_kernel_defaults() {
+        // kernel-bfq-reference.md "Tunables".
+        let c = BfqConfig::default();
+        let p: std::collections::HashMap<_, _> = c.params().into_iter().collect();
+        assert_eq!(p["slice_idle"], "8");
+        assert_eq!(p["slice_idle_us"], "8000");
+        assert_eq!(p["timeout_sync"], "125");
+        assert_eq!(p["max_budget"], "0");
+        assert_eq!(p["low_latency"], "1");
+        assert_eq!(p["strict_guarantees"], "0");
+        assert_eq!(p["back_seek_max"], "16384");
+        assert_eq!(p["back_seek_penalty"], "2");
+        assert_eq!(p["fifo_expire_sync"], "125");
+        assert_eq!(p["fifo_expire_async"], "250");
+    }
+
+    #[test]
+    fn every_listed_param_round_trips_through_set() {
+        let mut c = BfqConfig::default();
+        for (k, v) in BfqConfig::default().params() {
+            c.set(k, &v).unwrap_or_else(|e| panic!("{k}: {e}"));
+        }
+        assert_eq!(c, BfqConfig::default());
+    }
+
+    #[test]
+    fn invalid_values_are_rejected_naming_the_field() {
+        let mut c = BfqConfig::default();
+        for (k, v) in [
+            ("back_seek_penalty", "0"),
+            ("timeout_sync", "0"),
+            ("low_latency", "maybe"),
+            ("weight_raising", "v3"),
+            ("peak_rate_estimator", "guess"),
+            ("slice_idle", "-1"),
+        ] {
+            let err = c.set(k, v).unwrap_err().to_string();
+            assert!(err.contains(k), "{err}");
+        }
+        assert!(matches!(c.set("no_such_knob", "1"), Err(ParamError::Unknown { .. })));
+        assert_eq!(c, BfqConfig::default(), "a rejected value leaves the config unchanged");
+    }
+
+    #[test]
+    fn slice_idle_us_and_slice_idle_set_the_same_field() {
+        let mut c = BfqConfig::default();
+        c.set("slice_idle_us", "2500").unwrap();
+        assert_eq!(c.slice_idle, 2500 * USEC);
+        c.set("slice_idle", "3").unwrap();
+        assert_eq!(c.slice_idle, 3 * MSEC);
+    }
+}

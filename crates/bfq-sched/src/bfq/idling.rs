@@ -1,0 +1,238 @@
+//! Device idling for the in-service synchronous queue (seed 001 sec. 3, seed 000 sec. 3.4 and 4.4,
+//! seed 001 sec. 5.1, seed 003 sec. V-A and V-C), random ("seeky") detection (seed 000 sec. 4: low-pass
+//! filtered mean seek distance above 8192 sectors), and internal-queueing (hw_tag) detection from
+//! in-flight counts (kernel-bfq-reference.md "Idling").
+
+use super::config::{BfqConfig, IdlingPolicy, WeightRaising};
+use crate::types::{Nanos, MSEC};
+
+/// The short idle window of a random queue (kernel: min(slice_idle, 2 ms)); seed 000 sec. 4.4 calls
+/// it "a very low value".
+pub const SEEKY_IDLE: Nanos = 2 * MSEC;
+/// The idle window of a raised queue is at least this long (kernel, seed 003 sec. V-A).
+pub const RAISED_IDLE: Nanos = 20 * MSEC;
+
+/// Low-pass filtered seek distance of a queue (seed 000 sec. 4).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SeekTracker {
+    mean: u64,
+    last_end: Option<u64>,
+}
+
+impl SeekTracker {
+    /// Records a request at `sector` of `sectors` sectors.
+    pub fn record(&mut self, sector: u64, sectors: u64) {
+        if let Some(last) = self.last_end {
+            // Capped so that one huge jump does not keep the queue random for ages.
+            let dist = sector.abs_diff(last).min(1 << 20);
+            self.mean = (self.mean * 7 + dist) / 8;
+        }
+        self.last_end = Some(sector + sectors);
+    }
+
+    /// Whether the queue is "detected as random".
+    pub fn seeky(&self, threshold: u64) -> bool {
+        self.mean > threshold
+    }
+
+    /// The filtered mean distance, in sectors.
+    pub fn mean(&self) -> u64 {
+        self.mean
+    }
+
+    /// Where the last recorded request ended: where a sequential next request would start.
+    pub fn last_end(&self) -> Option<u64> {
+        self.last_end
+    }
+}
+
+/// Internal-queueing detection: after 32 samples taken with enough work around (more than 3 requests
+/// queued or in flight), the device queues internally if more than 3 were ever in flight at once.
+#[derive(Clone, Copy, Debug)]
+pub struct HwTag {
+    /// Current belief.
+    pub detected: bool,
+    samples: u32,
+    max_in_flight: usize,
+}
+
+impl HwTag {
+    /// Starts from the device's hint.
+    pub fn new(queue_depth_hint: u32) -> Self {
+        HwTag { detected: queue_depth_hint > 3, samples: 0, max_in_flight: 0 }
+    }
+
+    /// One sample of the load.
+    pub fn sample(&mut self, queued: usize, in_flight: usize) {
+        if queued + in_flight <= 3 {
+            return;
+        }
+        self.max_in_flight = self.max_in_flight.max(in_flight);
+        self.samples += 1;
+        if self.samples >= 32 {
+            self.detected = self.max_in_flight > 3;
+            self.samples = 0;
+            self.max_in_flight = 0;
+        }
+    }
+}
+
+/// What the idling decision looks at.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdleInputs {
+    /// The queue's last request was synchronous.
+    pub sync: bool,
+    /// The queue is of the IDLE class.
+    pub idle_class: bool,
+    /// It is detected as random.
+    pub seeky: bool,
+    /// It is weight-raised.
+    pub raised: bool,
+    /// The device queues internally.
+    pub hw_tag: bool,
+    /// The device is rotational.
+    pub rotational: bool,
+    /// Busy queues have different weights or classes.
+    pub asymmetric: bool,
+    /// Service received in this slot.
+    pub served: u64,
+    /// B_max.
+    pub b_max: u64,
+}
+
+/// How long to idle the device for the in-service queue that just emptied, or `None` not to idle.
+pub fn idle_window(cfg: &BfqConfig, i: &IdleInputs) -> Option<Nanos> {
+    if cfg.strict_guarantees {
+        return Some(cfg.slice_idle);
+    }
+    if cfg.slice_idle == 0 || !i.sync || i.idle_class {
+        return None;
+    }
+    if !cfg.v1_heuristics {
+        // Original BFQ: a "very low" window for random queues (seed 000 sec. 4.4, 001 sec. 3).
+        return Some(if i.seeky { cfg.slice_idle.min(SEEKY_IDLE) } else { cfg.slice_idle });
+    }
+    let raised = i.raised && cfg.low_latency;
+    if i.hw_tag {
+        match cfg.idling_policy {
+            // Seed 001 sec. 5.1: BFQ+ disables idling altogether with internal queueing.
+            IdlingPolicy::V1 => return None,
+            // Seed 003 sec. V-C.
+            IdlingPolicy::V7r8 => {
+                let sequential_on_disk = i.rotational && !i.seeky;
+                if !(raised || i.asymmetric || sequential_on_disk) {
+                    return None;
+                }
+            }
+        }
+    }
+    if raised {
+        // Seed 001 sec. 4.1: raised queues are idled for whatever their pattern; seed 003 sec. V-A:
+        // with a longer window.
+        return Some(match cfg.weight_raising {
+            WeightRaising::V1 => cfg.slice_idle,
+            WeightRaising::V7r8 => cfg.slice_idle.max(RAISED_IDLE),
+        });
+    }
+    // Seed 000 sec. 4.4 case 3: the short window for random queues only after B_max/8 was consumed.
+    if i.seeky && i.served >= i.b_max / 8 {
+        return Some(cfg.slice_idle.min(SEEKY_IDLE));
+    }
+    Some(cfg.slice_idle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seq() -> IdleInputs {
+        IdleInputs { sync: true, rotational: true, b_max: 16384, ..IdleInputs::default() }
+    }
+
+    #[test]
+    fn a_sequential_sync_queue_is_idled_for_slice_idle() {
+        // Seed 001 sec. 3.
+        assert_eq!(idle_window(&BfqConfig::default(), &seq()), Some(8 * MSEC));
+    }
+
+    #[test]
+    fn async_and_idle_class_queues_are_not_idled() {
+        let cfg = BfqConfig::default();
+        assert_eq!(idle_window(&cfg, &IdleInputs { sync: false, ..seq() }), None);
+        assert_eq!(idle_window(&cfg, &IdleInputs { idle_class: true, ..seq() }), None);
+        let off = BfqConfig { slice_idle: 0, ..BfqConfig::default() };
+        assert_eq!(idle_window(&off, &seq()), None);
+    }
+
+    #[test]
+    fn a_random_queue_gets_the_short_window_only_after_an_eighth_of_the_maximum_budget() {
+        // Seed 000 sec. 4.4 case 3.
+        let cfg = BfqConfig::default();
+        let r = IdleInputs { seeky: true, served: 100, ..seq() };
+        assert_eq!(idle_window(&cfg, &r), Some(8 * MSEC));
+        let r = IdleInputs { seeky: true, served: 16384 / 8, ..seq() };
+        assert_eq!(idle_window(&cfg, &r), Some(2 * MSEC));
+    }
+
+    #[test]
+    fn a_raised_random_queue_keeps_a_long_window() {
+        // Seed 001 sec. 4.1 (idling kept for raised queues), seed 003 sec. V-A (longer window).
+        let cfg = BfqConfig::default();
+        let r = IdleInputs { seeky: true, raised: true, served: 16384, ..seq() };
+        assert_eq!(idle_window(&cfg, &r), Some(20 * MSEC));
+    }
+
+    #[test]
+    fn internal_queueing_disables_idling_under_the_v1_policy() {
+        // Seed 001 sec. 5.1.
+        let cfg = BfqConfig { idling_policy: IdlingPolicy::V1, ..BfqConfig::default() };
+        assert_eq!(idle_window(&cfg, &IdleInputs { hw_tag: true, raised: true, ..seq() }), None);
+    }
+
+    #[test]
+    fn internal_queueing_idles_only_when_needed_under_the_v7r8_policy() {
+        // Seed 003 sec. V-C.
+        let cfg = BfqConfig::default();
+        let flash = IdleInputs { hw_tag: true, rotational: false, ..seq() };
+        assert_eq!(idle_window(&cfg, &flash), None, "symmetric on flash: no idling");
+        assert!(idle_window(&cfg, &IdleInputs { asymmetric: true, ..flash }).is_some());
+        assert!(idle_window(&cfg, &IdleInputs { raised: true, ..flash }).is_some());
+        let disk = IdleInputs { hw_tag: true, ..seq() };
+        assert!(idle_window(&cfg, &disk).is_some(), "sequential on a rotational disk: keep idling");
+        assert_eq!(idle_window(&cfg, &IdleInputs { seeky: true, ..disk }), None);
+    }
+
+    #[test]
+    fn strict_guarantees_always_idles() {
+        let cfg = BfqConfig { strict_guarantees: true, ..BfqConfig::default() };
+        assert!(idle_window(&cfg, &IdleInputs { hw_tag: true, sync: false, ..seq() }).is_some());
+    }
+
+    #[test]
+    fn seek_tracker_detects_random_above_8192_sectors() {
+        // Seed 000 sec. 4: low-pass filtered distance, threshold 8192 sectors.
+        let mut t = SeekTracker::default();
+        for i in 0..50 {
+            t.record(i * 8, 8);
+        }
+        assert!(!t.seeky(8192));
+        for i in 0..50u64 {
+            t.record((i * 7_919_993) % 100_000_000, 8);
+        }
+        assert!(t.seeky(8192));
+    }
+
+    #[test]
+    fn hw_tag_is_detected_from_in_flight_depth() {
+        let mut h = HwTag::new(1);
+        assert!(!h.detected);
+        for _ in 0..32 {
+            h.sample(10, 8);
+        }
+        assert!(h.detected);
+        for _ in 0..32 {
+            h.sample(10, 1);
+        }
+        assert!(!h.detected);
+    }
+}

@@ -1,0 +1,803 @@
+//! BFQ, Budget Fair Queueing (seed 001 sec. 3-4, seed 000 sec. 3-4, seed 003 sec. V), as a
+//! deterministic sans-IO state machine behind [`Scheduler`].
+//!
+//! The application service loop (seed 000 sec. 3, steps 1-3): one queue at a time is *in service*,
+//! with a budget in sectors. Its requests are dispatched in C-LOOK order ([`ordering`]) and each one
+//! consumes budget. Its service ends (the queue is *expired*) when
+//! - its budget cannot cover the next request ([`ExpiryReason::BudgetExhausted`]),
+//! - it has no more requests and idling is not worth it ([`ExpiryReason::NoMoreRequests`]),
+//! - it was served for longer than the budget timeout T_max ([`ExpiryReason::BudgetTimeout`]),
+//! - the device was idled for it and no request came ([`ExpiryReason::TooIdle`]),
+//! - a queue of a higher class became backlogged ([`ExpiryReason::Preempted`]).
+//!
+//! At expiry the queue is charged (its service, or more: [`budget`]), gets its next budget
+//! ([`budget`]), and B-WF2Q+ ([`wf2q`]) picks the next queue. The heuristics live in their own
+//! modules: [`peak_rate`], [`idling`], [`weight_raising`], [`merge`]; the tunables in [`config`].
+//!
+//! Call order: as in [`crate::scheduler`]. `dispatch` may answer [`Decision::Idle`] (the device is
+//! idled for the in-service queue until `until`; `next_timer` returns it) or [`Decision::Wait`] (the
+//! in-service queue will be idled for once its requests in flight complete).
+//!
+//! Costs: per-queue state in an arena indexed by a slot (one hash lookup per call to map a
+//! [`QueueId`]), requests in a shared slab, B-WF2Q+ in O(log N); no O(N) scan per request.
+
+pub mod budget;
+pub mod config;
+pub mod idling;
+pub mod merge;
+pub mod ordering;
+pub mod peak_rate;
+pub mod weight_raising;
+pub mod wf2q;
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::params::ParamError;
+use crate::scheduler::{Decision, Event, EventKind, ExpiryReason, QueueStats, RaiseKind, Scheduler};
+use crate::types::{DeviceInfo, IoClass, Nanos, QueueId, QueueSpec, Request, RequestId};
+use crate::SchedError;
+
+pub use config::BfqConfig;
+use config::WeightRaising;
+use idling::{HwTag, IdleInputs, SeekTracker};
+use ordering::{OrderParams, QueueRequests, Slab};
+use peak_rate::PeakRate;
+use weight_raising::Raising;
+use wf2q::{EntityState, Wf2q};
+
+/// The most events kept unread; older ones are dropped.
+pub const EVENT_CAPACITY: usize = 65_536;
+
+/// A multiplicative hasher for the small integer ids used as keys (cheaper than SipHash; the keys
+/// are chosen by the caller, not by an adversary across a trust boundary).
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// One queue (application): its requests, counters and heuristic state.
+#[derive(Debug)]
+struct Queue {
+    id: QueueId,
+    spec: QueueSpec,
+    /// Requests this queue serves (its own, plus those of queues merged into it).
+    reqs: QueueRequests,
+    // Counters of the requests this queue issued.
+    service: u64,
+    charged: u64,
+    dispatched: u64,
+    completed: u64,
+    own_queued: usize,
+    own_in_flight: usize,
+    last_expiry: Option<ExpiryReason>,
+    /// Requests dispatched by this queue as the serving one, not yet completed.
+    serving_in_flight: usize,
+    /// Next budget; 0 until first assigned.
+    budget: u64,
+    /// Whether the last request it received was synchronous.
+    sync: bool,
+    seek: SeekTracker,
+    raising: Raising,
+    ever_backlogged: bool,
+    idle_since: Nanos,
+    backlogged_since: Nanos,
+    service_since_backlogged: u64,
+    soft_rt_next_start: Nanos,
+    /// Until when a new request counts as "arrived in time" for back-shifting.
+    waited_until: Option<Nanos>,
+    merged_into: Option<u32>,
+    merged_from: Vec<u32>,
+    /// The weight under which it is counted among the busy queues, if busy.
+    counted_weight: Option<u64>,
+}
+
+impl Queue {
+    fn new(id: QueueId, spec: QueueSpec) -> Self {
+        Queue {
+            id,
+            spec,
+            reqs: QueueRequests::default(),
+            service: 0,
+            charged: 0,
+            dispatched: 0,
+            completed: 0,
+            own_queued: 0,
+            own_in_flight: 0,
+            last_expiry: None,
+            serving_in_flight: 0,
+            budget: 0,
+            sync: true,
+            seek: SeekTracker::default(),
+            raising: Raising::default(),
+            ever_backlogged: false,
+            idle_since: 0,
+            backlogged_since: 0,
+            service_since_backlogged: 0,
+            soft_rt_next_start: Nanos::MAX,
+            waited_until: None,
+            merged_into: None,
+            merged_from: Vec::new(),
+            counted_weight: None,
+        }
+    }
+}
+
+/// The in-service queue's current slot.
+#[derive(Clone, Copy, Debug)]
+struct Service {
+    slot: u32,
+    budget: u64,
+    /// Service in charge units (writes count `write_charge` per sector).
+    served: u64,
+    served_sectors: u64,
+    started: Nanos,
+    deadline: Nanos,
+    idle_until: Option<Nanos>,
+}
+
+/// The BFQ scheduler.
+#[derive(Debug)]
+pub struct Bfq {
+    cfg: BfqConfig,
+    device: DeviceInfo,
+    queues: Vec<Queue>,
+    index: IdMap<QueueId, u32>,
+    slab: Slab,
+    wf2q: Wf2q,
+    /// Request in flight -> slot of the queue that dispatched it.
+    dispatched: IdMap<RequestId, u32>,
+    queued: usize,
+    in_flight: usize,
+    service: Option<Service>,
+    peak: PeakRate,
+    b_max: u64,
+    last_position: u64,
+    hw_tag: HwTag,
+    weight_counts: IdMap<u64, u32>,
+    preempt: bool,
+    events_on: bool,
+    events: VecDeque<Event>,
+}
+
+impl Bfq {
+    /// BFQ with the default tunables for `device`.
+    pub fn new(device: DeviceInfo) -> Self {
+        Self::with_config(device, BfqConfig::default())
+    }
+
+    /// BFQ with the given tunables.
+    pub fn with_config(device: DeviceInfo, cfg: BfqConfig) -> Self {
+        let peak = PeakRate::new(cfg.timeout_sync);
+        let b_max = budget::max_budget(&cfg, peak.rate);
+        Bfq {
+            device,
+            queues: Vec::new(),
+            index: IdMap::default(),
+            slab: Slab::default(),
+            wf2q: Wf2q::default(),
+            dispatched: IdMap::default(),
+            queued: 0,
+            in_flight: 0,
+            service: None,
+            peak,
+            b_max,
+            last_position: 0,
+            hw_tag: HwTag::new(device.queue_depth),
+            weight_counts: IdMap::default(),
+            preempt: false,
+            events_on: false,
+            events: VecDeque::new(),
+            cfg,
+        }
+    }
+
+    /// The tunables in force.
+    pub fn config(&self) -> &BfqConfig {
+        &self.cfg
+    }
+
+    /// The current maximum budget B_max, in sectors.
+    pub fn max_budget(&self) -> u64 {
+        self.b_max
+    }
+
+    /// The current peak-rate estimate R_est, in sectors per second.
+    pub fn peak_rate(&self) -> u64 {
+        self.peak.rate
+    }
+
+    /// Whether internal queueing is believed to be present (hw_tag).
+    pub fn hw_tag(&self) -> bool {
+        self.hw_tag.detected
+    }
+
+    /// The queue in service, if any.
+    pub fn in_service(&self) -> Option<QueueId> {
+        self.service.map(|s| self.queues[s.slot as usize].id)
+    }
+
+    /// The B-WF2Q+ virtual time of class `class` (0 RT, 1 BE, 2 IDLE), for tests and tracing.
+    pub fn vtime(&self, class: usize) -> u64 {
+        self.wf2q.trees[class.min(2)].vtime
+    }
+
+    fn order_params(&self) -> OrderParams {
+        OrderParams {
+            back_seek_max: self.cfg.back_seek_max_kib * 2,
+            back_seek_penalty: self.cfg.back_seek_penalty,
+            fifo_expire_sync: self.cfg.fifo_expire_sync,
+            fifo_expire_async: self.cfg.fifo_expire_async,
+        }
+    }
+
+    fn raising_on(&self) -> bool {
+        self.cfg.low_latency && self.cfg.v1_heuristics
+    }
+
+    fn slot_of(&mut self, id: QueueId) -> u32 {
+        if let Some(&s) = self.index.get(&id) {
+            return s;
+        }
+        let s = self.queues.len() as u32;
+        self.queues.push(Queue::new(id, QueueSpec::default()));
+        self.index.insert(id, s);
+        self.wf2q.ensure_slot(s as usize);
+        s
+    }
+
+    fn effective_weight(&self, s: u32) -> u64 {
+        let q = &self.queues[s as usize];
+        if self.raising_on() {
+            q.raising.weight(&self.cfg, q.spec.weight)
+        } else {
+            u64::from(q.spec.weight)
+        }
+    }
+
+    fn event(&mut self, time: Nanos, s: u32, kind: EventKind) {
+        if !self.events_on {
+            return;
+        }
+        if self.events.len() >= EVENT_CAPACITY {
+            self.events.pop_front();
+        }
+        self.events.push_back(Event { time, queue: self.queues[s as usize].id, kind });
+    }
+
+    /// Keeps the count of busy queues per weight (for the symmetric/asymmetric test, seed 003 V-C).
+    fn set_busy_weight(&mut self, s: u32, weight: Option<u64>) {
+        let old = self.queues[s as usize].counted_weight;
+        if old == weight {
+            return;
+        }
+        if let Some(w) = old {
+            if let Some(c) = self.weight_counts.get_mut(&w) {
+                *c -= 1;
+                if *c == 0 {
+                    self.weight_counts.remove(&w);
+                }
+            }
+        }
+        if let Some(w) = weight {
+            *self.weight_counts.entry(w).or_insert(0) += 1;
+        }
+        self.queues[s as usize].counted_weight = weight;
+    }
+
+    fn asymmetric(&self) -> bool {
+        let classes = (0..3).filter(|&c| self.wf2q.class_busy(c)).count();
+        self.weight_counts.len() > 1 || classes > 1
+    }
+
+    fn check_raising_end(&mut self, s: u32, now: Nanos) {
+        let cfg = &self.cfg;
+        if self.queues[s as usize].raising.check_end(cfg, now) {
+            self.event(now, s, EventKind::WeightRaisingEnded);
+        }
+    }
+
+    fn idle_inputs(&self, s: u32, served: u64) -> IdleInputs {
+        let q = &self.queues[s as usize];
+        IdleInputs {
+            sync: q.sync,
+            idle_class: q.spec.class == IoClass::Idle,
+            seeky: q.seek.seeky(self.cfg.seeky_threshold),
+            raised: self.raising_on() && q.raising.active(),
+            hw_tag: self.hw_tag.detected,
+            rotational: self.device.rotational,
+            asymmetric: self.asymmetric(),
+            served,
+            b_max: self.b_max,
+        }
+    }
+
+    /// A queue with no request becomes backlogged (seed 000 sec. 3; raising: seed 001 sec. 4.1, seed
+    /// 003 sec. V-A/B; back-shifting: seed 000 sec. 3.1).
+    fn activate(&mut self, t: u32, now: Nanos, sync: bool) {
+        let raising_on = self.raising_on();
+        let seeky_threshold = self.cfg.seeky_threshold;
+        let rate = self.peak.rate;
+        let rotational = self.device.rotational;
+        let q = &mut self.queues[t as usize];
+        let was_idle = q.serving_in_flight == 0;
+        if was_idle {
+            q.backlogged_since = now;
+            q.service_since_backlogged = 0;
+        }
+        let mut raised = None;
+        if raising_on && sync && q.spec.class != IoClass::Idle {
+            let interactive = !q.ever_backlogged
+                || (was_idle && now.saturating_sub(q.idle_since) >= self.cfg.wr_min_idle_time);
+            let soft_rt = self.cfg.weight_raising == WeightRaising::V7r8
+                && was_idle
+                && !q.seek.seeky(seeky_threshold)
+                && now >= q.soft_rt_next_start;
+            if interactive {
+                q.raising.start_interactive(&self.cfg, now, rotational, rate);
+                raised = Some(RaiseKind::Interactive);
+            } else if soft_rt {
+                q.raising.start_soft_rt(&self.cfg, now);
+                raised = Some(RaiseKind::SoftRealTime);
+            }
+        }
+        q.ever_backlogged = true;
+        q.soft_rt_next_start = Nanos::MAX;
+        if q.budget == 0 {
+            q.budget = budget::initial_budget(&self.cfg, self.b_max);
+        }
+        if !sync {
+            q.budget = self.b_max;
+        }
+        let coeff = if q.raising.active() { q.raising.coeff } else { 1 };
+        let backshift = q.waited_until.take().filter(|&d| now <= d).map(|_| coeff);
+        let budget = q.budget.min(self.b_max);
+        let class = q.spec.class.index();
+        self.check_raising_end(t, now);
+        let w = self.effective_weight(t);
+        if let Some(kind) = raised {
+            self.event(now, t, EventKind::WeightRaised { kind, weight: w.min(u64::from(u32::MAX)) as u32 });
+        }
+        self.wf2q.activate(t, class, w, budget, backshift);
+        self.set_busy_weight(t, Some(w));
+        self.event(now, t, EventKind::Activated);
+        if let Some(svc) = self.service {
+            let in_service_class = self.queues[svc.slot as usize].spec.class.index();
+            if class < in_service_class {
+                self.preempt = true;
+            }
+        }
+    }
+
+    fn start_service(&mut self, s: u32, now: Nanos) {
+        self.check_raising_end(s, now);
+        let q = &self.queues[s as usize];
+        let min = budget::min_budget(self.b_max);
+        let b = if q.sync { q.budget.clamp(min, self.b_max) } else { self.b_max };
+        let mut timeout = self.cfg.timeout_sync;
+        if self.raising_on()
+            && self.cfg.weight_raising == WeightRaising::V7r8
+            && q.raising.kind == Some(RaiseKind::Interactive)
+        {
+            // Kernel: the timeout of an interactive raised queue is multiplied by its coefficient.
+            timeout *= q.raising.coeff;
+        }
+        self.service = Some(Service {
+            slot: s,
+            budget: b,
+            served: 0,
+            served_sectors: 0,
+            started: now,
+            deadline: now + timeout,
+            idle_until: None,
+        });
+        self.event(now, s, EventKind::Selected { budget: b });
+    }
+
+    /// Ends the in-service queue's service (seed 000 sec. 3 step 3).
+    fn expire(&mut self, reason: ExpiryReason, now: Nanos) {
+        let Some(svc) = self.service.take() else { return };
+        self.preempt = false;
+        let s = svc.slot;
+        let seeky = self.queues[s as usize].seek.seeky(self.cfg.seeky_threshold);
+        let outcome = budget::SlotOutcome {
+            reason,
+            budget: svc.budget,
+            served: svc.served,
+            elapsed: now.saturating_sub(svc.started),
+            outstanding: self.queues[s as usize].serving_in_flight > 0,
+            seeky,
+            sync: self.queues[s as usize].sync,
+        };
+        let charged = budget::charge(&self.cfg, &outcome, self.b_max);
+        if self.peak.on_expiry(&self.cfg, svc.served_sectors, outcome.elapsed, seeky, reason) {
+            self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
+        }
+        let next = budget::next_budget(&self.cfg, &outcome, self.b_max);
+        {
+            let q = &mut self.queues[s as usize];
+            q.budget = next;
+            q.charged += charged;
+            q.last_expiry = Some(reason);
+        }
+        self.event(now, s, EventKind::Expired { reason, service: charged });
+        self.event(now, s, EventKind::BudgetUpdated { budget: next });
+        self.check_raising_end(s, now);
+        let backlogged = !self.queues[s as usize].reqs.is_empty();
+        let class = self.queues[s as usize].spec.class.index();
+        let w = self.effective_weight(s);
+        if backlogged {
+            if self.wf2q.entities[s as usize].class == class {
+                self.wf2q.expire(s, charged, Some((w, next)));
+            } else {
+                self.wf2q.expire(s, charged, None);
+                self.wf2q.activate(s, class, w, next, None);
+            }
+            self.set_busy_weight(s, Some(w));
+        } else {
+            self.wf2q.expire(s, charged, None);
+            self.set_busy_weight(s, None);
+            let slice_idle = self.cfg.slice_idle;
+            let q = &mut self.queues[s as usize];
+            // A sync queue expired while its next request may still come "in time" (seed 000 3.1).
+            q.waited_until = (reason == ExpiryReason::NoMoreRequests && q.sync).then_some(now + slice_idle);
+            if q.serving_in_flight == 0 {
+                self.became_idle(s, now);
+            }
+        }
+    }
+
+    /// The queue has no request queued nor in flight.
+    fn became_idle(&mut self, s: u32, now: Nanos) {
+        let soft_rt = self.raising_on() && self.cfg.weight_raising == WeightRaising::V7r8;
+        let cfg = &self.cfg;
+        let q = &mut self.queues[s as usize];
+        q.idle_since = now;
+        if soft_rt && !q.seek.seeky(cfg.seeky_threshold) {
+            q.soft_rt_next_start =
+                weight_raising::soft_rt_next_start(cfg, q.backlogged_since, q.service_since_backlogged, now);
+        }
+    }
+
+    /// Early Queue Merge of `s` into the in-service queue (seed 003 sec. V-D); returns the queue that
+    /// will serve the request.
+    fn try_merge(&mut self, s: u32, request: &Request, now: Nanos) -> u32 {
+        if !(self.cfg.merge && self.cfg.v1_heuristics) {
+            return s;
+        }
+        let Some(svc) = self.service else { return s };
+        let i = svc.slot;
+        if i == s {
+            return s;
+        }
+        let (qs, qi) = (&self.queues[s as usize], &self.queues[i as usize]);
+        let c = merge::MergeCandidate {
+            sector: request.sector(),
+            sync_read: request.sync && request.op == crate::types::Op::Read && qi.sync,
+            in_service_next: qi.seek.last_end(),
+            classes_allow: qs.spec.class != IoClass::Idle && qi.spec.class != IoClass::Idle,
+            both_unmerged: qs.merged_into.is_none() && qs.merged_from.is_empty() && qi.merged_into.is_none(),
+        };
+        if !merge::should_merge(&c, self.cfg.merge_distance) {
+            return s;
+        }
+        let p = self.order_params();
+        let moved = self.queues[s as usize].reqs.drain_indices();
+        for idx in moved {
+            self.queues[i as usize].reqs.adopt(&self.slab, idx, now, &p);
+        }
+        self.wf2q.remove(s);
+        self.set_busy_weight(s, None);
+        let src_raising = self.queues[s as usize].raising;
+        let dst = &mut self.queues[i as usize];
+        if src_raising.active() && (!dst.raising.active() || src_raising.end > dst.raising.end) {
+            dst.raising = src_raising;
+        }
+        dst.merged_from.push(s);
+        let with = dst.id;
+        self.queues[s as usize].merged_into = Some(i);
+        self.event(now, s, EventKind::Merged { with });
+        i
+    }
+
+    /// Splits every queue merged into `t` (the merged stream turned random).
+    fn split(&mut self, t: u32, now: Nanos) {
+        let sources = std::mem::take(&mut self.queues[t as usize].merged_from);
+        for src in sources {
+            self.queues[src as usize].merged_into = None;
+            self.event(now, src, EventKind::Split);
+        }
+    }
+
+    fn dispatch_from(&mut self, svc: &mut Service, index: u32, now: Nanos) -> Request {
+        let s = svc.slot;
+        let slot = self.queues[s as usize].reqs.remove(&mut self.slab, index);
+        let r = slot.request;
+        let cost = budget::request_cost(&self.cfg, &r);
+        svc.served += cost;
+        svc.served_sectors += r.sectors();
+        self.wf2q.served(s, cost);
+        {
+            let q = &mut self.queues[s as usize];
+            q.raising.on_service(&self.cfg, r.sectors());
+            q.service_since_backlogged += r.sectors();
+            q.serving_in_flight += 1;
+        }
+        let o = &mut self.queues[slot.owner as usize];
+        o.own_queued -= 1;
+        o.own_in_flight += 1;
+        o.dispatched += 1;
+        o.service += r.sectors();
+        self.queued -= 1;
+        self.in_flight += 1;
+        self.dispatched.insert(r.id, s);
+        self.last_position = r.end_sector();
+        if self.peak.on_dispatch(&self.cfg, now, r.sector(), r.sectors()) {
+            self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
+        }
+        self.hw_tag.sample(self.queued, self.in_flight);
+        r
+    }
+}
+
+impl Scheduler for Bfq {
+    fn name(&self) -> &'static str {
+        "bfq"
+    }
+
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, now: Nanos) -> Result<(), SchedError> {
+        spec.validate()?;
+        let s = self.slot_of(queue);
+        let old_class = self.queues[s as usize].spec.class.index();
+        self.queues[s as usize].spec = spec;
+        // A new weight takes effect at the queue's next (re)activation, as in the kernel; a new class
+        // moves a waiting queue to its class's tree at once.
+        if old_class != spec.class.index() && self.wf2q.entities[s as usize].state == EntityState::Active {
+            self.wf2q.remove(s);
+            let w = self.effective_weight(s);
+            let b = self.queues[s as usize].budget.clamp(1, self.b_max);
+            self.wf2q.activate(s, spec.class.index(), w, b, None);
+            self.set_busy_weight(s, Some(w));
+            if let Some(svc) = self.service {
+                if spec.class.index() < self.queues[svc.slot as usize].spec.class.index() {
+                    self.preempt = true;
+                }
+            }
+        }
+        let _ = now;
+        Ok(())
+    }
+
+    fn insert(&mut self, request: Request, now: Nanos) {
+        let s = self.slot_of(request.queue);
+        let mut target = s;
+        let mut recorded = false;
+        if let Some(t) = self.queues[s as usize].merged_into {
+            self.queues[t as usize].seek.record(request.sector(), request.sectors());
+            recorded = true;
+            if self.queues[t as usize].seek.seeky(self.cfg.seeky_threshold) {
+                self.split(t, now);
+            } else {
+                target = t;
+            }
+        } else {
+            target = self.try_merge(s, &request, now);
+        }
+        if !recorded || target != s && self.queues[s as usize].merged_into.is_none() {
+            self.queues[target as usize].seek.record(request.sector(), request.sectors());
+        }
+        let p = self.order_params();
+        let was_empty = self.queues[target as usize].reqs.is_empty();
+        let index = self.slab.insert(request, s);
+        self.queues[target as usize].reqs.add(&self.slab, index, now, &p);
+        self.queues[target as usize].sync = request.sync;
+        self.queues[s as usize].own_queued += 1;
+        self.queued += 1;
+        let state = self.wf2q.entities[target as usize].state;
+        if was_empty && !matches!(state, EntityState::Active | EntityState::InService) {
+            self.activate(target, now, request.sync);
+        }
+        if let Some(svc) = self.service.as_mut() {
+            if svc.slot == target {
+                svc.idle_until = None;
+            }
+        }
+        self.hw_tag.sample(self.queued, self.in_flight);
+    }
+
+    fn dispatch(&mut self, now: Nanos) -> Decision {
+        // Each turn either returns, or expires the in-service queue, or selects a new one; a selected
+        // queue always has requests, so this ends.
+        for _ in 0..(2 * self.queues.len() + 4) {
+            let Some(mut svc) = self.service else {
+                if self.queued == 0 {
+                    return Decision::Empty;
+                }
+                match self.wf2q.select(now, self.cfg.idle_class_guard) {
+                    Some(s) => self.start_service(s, now),
+                    None => return Decision::Empty,
+                }
+                continue;
+            };
+            let s = svc.slot;
+            if self.preempt {
+                self.expire(ExpiryReason::Preempted, now);
+                continue;
+            }
+            if now >= svc.deadline {
+                self.expire(ExpiryReason::BudgetTimeout, now);
+                continue;
+            }
+            let p = self.order_params();
+            let head = self.last_position;
+            let next = self.queues[s as usize].reqs.peek_next(&self.slab, head, now, &p);
+            if let Some(index) = next {
+                let cost = budget::request_cost(&self.cfg, &self.slab.get(index).request);
+                if svc.served > 0 && cost > svc.budget.saturating_sub(svc.served) {
+                    self.expire(ExpiryReason::BudgetExhausted, now);
+                    continue;
+                }
+                svc.idle_until = None;
+                let r = self.dispatch_from(&mut svc, index, now);
+                self.service = Some(svc);
+                // Kernel: an IDLE-class queue yields after each request when other classes have work.
+                if self.queues[s as usize].spec.class == IoClass::Idle
+                    && (self.wf2q.class_busy(0) || self.wf2q.class_busy(1))
+                {
+                    self.expire(ExpiryReason::BudgetExhausted, now);
+                }
+                return Decision::Dispatch(r);
+            }
+            // The in-service queue is empty.
+            if let Some(until) = svc.idle_until {
+                if now < until {
+                    return Decision::Idle { until };
+                }
+                self.expire(ExpiryReason::TooIdle, now);
+                continue;
+            }
+            let inputs = self.idle_inputs(s, svc.served);
+            match idling::idle_window(&self.cfg, &inputs) {
+                Some(_) if self.queues[s as usize].serving_in_flight > 0 => return Decision::Wait,
+                Some(window) if window > 0 => {
+                    let until = now + window;
+                    if let Some(x) = self.service.as_mut() {
+                        x.idle_until = Some(until);
+                    }
+                    self.event(now, s, EventKind::IdlingStarted { until });
+                    return Decision::Idle { until };
+                }
+                _ => {
+                    self.expire(ExpiryReason::NoMoreRequests, now);
+                    continue;
+                }
+            }
+        }
+        // Unreachable in practice; answering Wait keeps the driver waiting for the next event.
+        Decision::Wait
+    }
+
+    fn complete(&mut self, request: &Request, now: Nanos) {
+        let Some(s) = self.dispatched.remove(&request.id) else { return };
+        self.in_flight -= 1;
+        self.queues[s as usize].serving_in_flight -= 1;
+        if let Some(&o) = self.index.get(&request.queue) {
+            let o = &mut self.queues[o as usize];
+            o.own_in_flight = o.own_in_flight.saturating_sub(1);
+            o.completed += 1;
+        }
+        self.hw_tag.sample(self.queued, self.in_flight);
+        let q = &self.queues[s as usize];
+        let drained = q.reqs.is_empty() && q.serving_in_flight == 0;
+        match self.service {
+            Some(svc) if svc.slot == s => {
+                // The in-service queue's last request completed: idle now if worth it (the idle
+                // window starts when nothing of it is in flight, seed 001 sec. 3).
+                if drained && svc.idle_until.is_none() {
+                    let inputs = self.idle_inputs(s, svc.served);
+                    if let Some(window) = idling::idle_window(&self.cfg, &inputs).filter(|w| *w > 0) {
+                        let until = now + window;
+                        if let Some(x) = self.service.as_mut() {
+                            x.idle_until = Some(until);
+                        }
+                        self.event(now, s, EventKind::IdlingStarted { until });
+                    }
+                }
+            }
+            _ => {
+                let state = self.wf2q.entities[s as usize].state;
+                if drained && !matches!(state, EntityState::Active | EntityState::InService) {
+                    self.became_idle(s, now);
+                }
+            }
+        }
+    }
+
+    fn timer(&mut self, now: Nanos) {
+        if let Some(svc) = self.service {
+            if svc.idle_until.is_some_and(|u| u <= now) {
+                self.expire(ExpiryReason::TooIdle, now);
+            }
+        }
+    }
+
+    fn next_timer(&self) -> Option<Nanos> {
+        self.service.and_then(|s| s.idle_until)
+    }
+
+    fn queued(&self) -> usize {
+        self.queued
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), ParamError> {
+        self.cfg.set(key, value)?;
+        self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
+        Ok(())
+    }
+
+    fn params(&self) -> Vec<(&'static str, String)> {
+        self.cfg.params()
+    }
+
+    fn queue_stats(&self, queue: QueueId) -> Option<QueueStats> {
+        let &s = self.index.get(&queue)?;
+        let q = &self.queues[s as usize];
+        let budget = match self.service {
+            Some(svc) if svc.slot == s => svc.budget,
+            _ => q.budget,
+        };
+        Some(QueueStats {
+            queue,
+            weight: q.spec.weight,
+            effective_weight: self.effective_weight(s).min(u64::from(u32::MAX)) as u32,
+            class: q.spec.class,
+            service_sectors: q.service,
+            charged_sectors: q.charged,
+            dispatched: q.dispatched,
+            completed: q.completed,
+            queued: q.own_queued,
+            in_flight: q.own_in_flight,
+            budget: Some(budget),
+            raising: if self.raising_on() { q.raising.kind } else { None },
+            last_expiry: q.last_expiry,
+        })
+    }
+
+    fn all_queue_stats(&self) -> Vec<QueueStats> {
+        let mut ids: Vec<QueueId> = self.queues.iter().map(|q| q.id).collect();
+        ids.sort_unstable();
+        ids.into_iter().filter_map(|id| self.queue_stats(id)).collect()
+    }
+
+    fn set_events(&mut self, enabled: bool) {
+        self.events_on = enabled;
+        if !enabled {
+            self.events.clear();
+        }
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+}

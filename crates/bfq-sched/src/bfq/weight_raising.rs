@@ -1,0 +1,193 @@
+//! Weight raising, behind `low_latency` (and only with `v1_heuristics`).
+//!
+//! - Interactive, BFQ-v1 (seed 001 sec. 4.1): a new queue, or one that becomes backlogged after at
+//!   least T_idle (2 s) of idleness, gets its weight multiplied by C_rais (10); the raised part decreases
+//!   linearly with the service received, reaching the original weight when a weight-raising budget of
+//!   B_rais (24 MB) is consumed; raising ends anyway T_rais (6 s) after it started.
+//! - Interactive, BFQ-v7r8 (seed 003 sec. V-A): the raised weight stays constant (x30, kernel) for a
+//!   duration computed from the device's speed: reference rate x reference duration / R_est, clamped to
+//!   3..25 s (kernel: rotational 14000 << 16 sectors/us-units = ~213,600 sectors/s for 7 s;
+//!   non-rotational 33000 units = ~503,500 sectors/s for 2.5 s).
+//! - Soft real-time (seed 003 sec. V-B): when a queue expires empty with nothing in flight at t_c,
+//!   `soft_rt_next_start` = max(last backlogged + service / 7000 sectors/s, t_c + slice_idle + 4 ms);
+//!   if its next request arrives at or after that time, it is raised (x3000, kernel) for 300 ms, renewed
+//!   each time the test passes again.
+
+use super::config::{BfqConfig, WeightRaising};
+use crate::scheduler::RaiseKind;
+use crate::types::{Nanos, MSEC, SEC};
+
+/// Reference rate of a rotational device for the v7r8 duration, sectors/s.
+pub const REF_RATE_ROT: u64 = 213_623;
+/// Reference duration on a rotational device.
+pub const REF_DURATION_ROT: Nanos = 7 * SEC;
+/// Reference rate of a non-rotational device, sectors/s.
+pub const REF_RATE_NONROT: u64 = 503_540;
+/// Reference duration on a non-rotational device.
+pub const REF_DURATION_NONROT: Nanos = 2500 * MSEC;
+/// Four ticks of 1 ms added to slice_idle in the soft real-time isochrony test (seed 003 sec. V-B).
+pub const SOFTRT_TICKS: Nanos = 4 * MSEC;
+
+/// A queue's raising state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Raising {
+    /// The kind in force, if any.
+    pub kind: Option<RaiseKind>,
+    /// The coefficient in force.
+    pub coeff: u64,
+    /// When it started.
+    pub start: Nanos,
+    /// When it ends at the latest.
+    pub end: Nanos,
+    /// v1: weight-raising budget left, sectors.
+    pub budget_left: u64,
+    /// v1: the initial weight-raising budget.
+    pub budget: u64,
+}
+
+/// The v7r8 interactive raising duration for a device of rate `rate` (sectors/s).
+pub fn v7r8_duration(rotational: bool, rate: u64) -> Nanos {
+    let (ref_rate, ref_dur) =
+        if rotational { (REF_RATE_ROT, REF_DURATION_ROT) } else { (REF_RATE_NONROT, REF_DURATION_NONROT) };
+    let d = u128::from(ref_rate) * u128::from(ref_dur) / u128::from(rate.max(1));
+    u64::try_from(d).unwrap_or(u64::MAX).clamp(3 * SEC, 25 * SEC)
+}
+
+impl Raising {
+    /// Whether any raising is in force.
+    pub fn active(&self) -> bool {
+        self.kind.is_some()
+    }
+
+    /// Starts (or renews) interactive raising.
+    pub fn start_interactive(&mut self, cfg: &BfqConfig, now: Nanos, rotational: bool, rate: u64) {
+        self.kind = Some(RaiseKind::Interactive);
+        self.coeff = u64::from(cfg.interactive_coeff());
+        self.start = now;
+        match cfg.weight_raising {
+            WeightRaising::V1 => {
+                self.end = now + cfg.wr_max_time;
+                self.budget = cfg.wr_budget;
+                self.budget_left = cfg.wr_budget;
+            }
+            WeightRaising::V7r8 => self.end = now + v7r8_duration(rotational, rate),
+        }
+    }
+
+    /// Starts (or renews) soft real-time raising.
+    pub fn start_soft_rt(&mut self, cfg: &BfqConfig, now: Nanos) {
+        self.kind = Some(RaiseKind::SoftRealTime);
+        self.coeff = u64::from(cfg.softrt_coeff);
+        self.start = now;
+        self.end = now + cfg.softrt_duration;
+    }
+
+    /// The effective weight of a queue of weight `base`.
+    pub fn weight(&self, cfg: &BfqConfig, base: u32) -> u64 {
+        let base = u64::from(base);
+        match self.kind {
+            None => base,
+            Some(RaiseKind::Interactive) if cfg.weight_raising == WeightRaising::V1 => {
+                // Linear decrease: w (1 + (C - 1) x left / B_rais).
+                base + base * (self.coeff - 1) * self.budget_left / self.budget.max(1)
+            }
+            Some(_) => base * self.coeff,
+        }
+    }
+
+    /// The queue received `sectors` of service (v1: the weight-raising budget decreases).
+    pub fn on_service(&mut self, cfg: &BfqConfig, sectors: u64) {
+        if self.kind == Some(RaiseKind::Interactive) && cfg.weight_raising == WeightRaising::V1 {
+            self.budget_left = self.budget_left.saturating_sub(sectors);
+        }
+    }
+
+    /// Ends the raising if its time or (v1) its budget is over; returns whether it just ended.
+    pub fn check_end(&mut self, cfg: &BfqConfig, now: Nanos) -> bool {
+        let Some(kind) = self.kind else { return false };
+        let budget_over = kind == RaiseKind::Interactive
+            && cfg.weight_raising == WeightRaising::V1
+            && self.budget_left == 0;
+        if now >= self.end || budget_over || !cfg.low_latency {
+            *self = Raising::default();
+            return true;
+        }
+        false
+    }
+}
+
+/// The earliest arrival time of the next request for the queue to be deemed soft real-time
+/// (seed 003 sec. V-B): both the bandwidth bound (service since it became backlogged at
+/// `backlogged_since`, at `softrt_max_rate`) and the isochrony bound (slice_idle + 4 ticks after `now`).
+pub fn soft_rt_next_start(cfg: &BfqConfig, backlogged_since: Nanos, service: u64, now: Nanos) -> Nanos {
+    let by_rate = backlogged_since
+        + u64::try_from(u128::from(service) * u128::from(SEC) / u128::from(cfg.softrt_max_rate.max(1)))
+            .unwrap_or(u64::MAX / 2);
+    by_rate.max(now + cfg.slice_idle + SOFTRT_TICKS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v1_raising_multiplies_by_c_rais_then_decreases_linearly_with_service() {
+        // Seed 001 sec. 4.1: C_rais = 10, B_rais = 24 MB; weight -= (C-1)/B_rais x w per sector.
+        let cfg = BfqConfig { weight_raising: WeightRaising::V1, ..BfqConfig::default() };
+        let mut r = Raising::default();
+        r.start_interactive(&cfg, 0, true, 100_000);
+        assert_eq!(r.weight(&cfg, 100), 1000);
+        r.on_service(&cfg, cfg.wr_budget / 2);
+        assert_eq!(r.weight(&cfg, 100), 550);
+        r.on_service(&cfg, cfg.wr_budget);
+        assert_eq!(r.weight(&cfg, 100), 100);
+        assert!(r.check_end(&cfg, 1));
+        assert!(!r.active());
+    }
+
+    #[test]
+    fn v1_raising_ends_after_t_rais() {
+        // Seed 001 sec. 4.1: T_rais = 6 s.
+        let cfg = BfqConfig { weight_raising: WeightRaising::V1, ..BfqConfig::default() };
+        let mut r = Raising::default();
+        r.start_interactive(&cfg, 0, true, 100_000);
+        assert!(!r.check_end(&cfg, 6 * SEC - 1));
+        assert!(r.check_end(&cfg, 6 * SEC));
+    }
+
+    #[test]
+    fn v7r8_raising_is_constant_for_a_duration_set_by_the_device_speed() {
+        // Seed 003 sec. V-A.
+        let cfg = BfqConfig::default();
+        let mut r = Raising::default();
+        r.start_interactive(&cfg, 0, true, REF_RATE_ROT);
+        assert_eq!(r.weight(&cfg, 100), 3000);
+        r.on_service(&cfg, 1 << 30);
+        assert_eq!(r.weight(&cfg, 100), 3000, "no decrease with service");
+        assert_eq!(r.end, 7 * SEC);
+        let half = v7r8_duration(true, REF_RATE_ROT / 2);
+        assert!(half.abs_diff(14 * SEC) < MSEC, "slower device, longer raising: {half}");
+        assert_eq!(v7r8_duration(true, 1), 25 * SEC);
+        assert_eq!(v7r8_duration(false, u64::MAX / 2), 3 * SEC);
+    }
+
+    #[test]
+    fn soft_rt_next_start_honours_bandwidth_and_isochrony() {
+        // Seed 003 sec. V-B.
+        let cfg = BfqConfig::default();
+        // 700 sectors since t=0 at 7000 sectors/s: not before 100 ms.
+        assert_eq!(soft_rt_next_start(&cfg, 0, 700, 10 * MSEC), 100 * MSEC);
+        // Little service: the isochrony bound, slice_idle + 4 ticks after now.
+        assert_eq!(soft_rt_next_start(&cfg, 0, 7, 50 * MSEC), 62 * MSEC);
+    }
+
+    #[test]
+    fn soft_rt_raising_lasts_its_duration() {
+        let cfg = BfqConfig::default();
+        let mut r = Raising::default();
+        r.start_soft_rt(&cfg, SEC);
+        assert_eq!(r.weight(&cfg, 100), 300_000);
+        assert!(!r.check_end(&cfg, SEC + 299 * MSEC));
+        assert!(r.check_end(&cfg, SEC + 300 * MSEC));
+    }
+}

@@ -1,0 +1,516 @@
+//! B-WF2Q+, the internal fair-queueing engine of BFQ (seed 001 sec. 3.1, seed 000 sec. 3.1-3.2;
+//! kernel-bfq-reference.md "B-WF2Q+").
+//!
+//! Each queue is an *entity* with a start and a finish virtual time, S and F = S + budget / weight. A
+//! per-class virtual time V advances by `served / wsum` as the device serves the in-service queue. An
+//! entity is *eligible* when S <= V; among the eligible ones the one with the smallest F is served next.
+//! When nothing is eligible, V jumps to the smallest S. An entity that stops being backlogged while
+//! F > V goes to the *idle tree*, keeping its timestamps (and its weight in `wsum`) until V passes F,
+//! so that a queue that comes back soon cannot gain by having gone idle (S = max(V, F) on
+//! reactivation). A synchronous queue that was waited for gets its timestamps *back-shifted*
+//! (S = old F even when V is past it: seed 000 sec. 3.1, "timestamp back-shifting rule"), limited as
+//! the kernel does: if F would still be behind V, it is pushed forward by (V - F) / raising coefficient.
+//!
+//! Structure: instead of the kernel's augmented red-black tree, each class keeps two binary heaps with
+//! lazy deletion: `eligible` (S <= V) keyed by F and `pending` (S > V) keyed by S. Since V never
+//! decreases, an eligible entity stays eligible; entities move from `pending` to `eligible` once as V
+//! passes their S. Every operation is O(log N) amortized, and heaps reuse their buffers (no allocation
+//! per request in steady state). Virtual times are fixed-point integers (`VTIME_SHIFT` fractional
+//! bits), never floats.
+//!
+//! Classes (seed 003 sec. V; kernel): RT before BE before IDLE, except that the IDLE class is served
+//! first when it has not been served for `idle_class_guard` (kernel: 200 ms), so that it cannot starve.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::types::Nanos;
+
+/// Fractional bits of virtual time (as in the kernel's `WFQ_SERVICE_SHIFT`).
+pub const VTIME_SHIFT: u32 = 22;
+
+/// The virtual-time length of `service` sectors at `weight`: (service << 22) / weight, computed in
+/// 128 bits so that any budget and any raised weight fit.
+pub fn vtime_delta(service: u64, weight: u64) -> u64 {
+    let d = (u128::from(service) << VTIME_SHIFT) / u128::from(weight.max(1));
+    u64::try_from(d).unwrap_or(u64::MAX)
+}
+
+/// Where an entity is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EntityState {
+    /// Not known to any tree (never activated, or forgotten once V passed its F).
+    #[default]
+    Forgotten,
+    /// Backlogged, waiting in the active heaps.
+    Active,
+    /// Being served.
+    InService,
+    /// Not backlogged, F > V: kept in the idle tree.
+    Idle,
+}
+
+/// One queue's B-WF2Q+ state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Entity {
+    /// Virtual start time S.
+    pub start: u64,
+    /// Virtual finish time F.
+    pub finish: u64,
+    /// The weight the entity counts with in its tree (the effective, possibly raised, weight).
+    pub weight: u64,
+    /// Where it is.
+    pub state: EntityState,
+    /// Its class index (0 RT, 1 BE, 2 IDLE).
+    pub class: usize,
+    /// Bumped at every heap insertion; heap entries with an older generation are stale.
+    gen: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct HeapEntry {
+    key: u64,
+    seq: u64,
+    slot: u32,
+    gen: u32,
+}
+
+/// One class's B-WF2Q+ instance.
+#[derive(Debug, Default)]
+pub struct ServiceTree {
+    /// Virtual time V.
+    pub vtime: u64,
+    /// Sum of the weights of the active, in-service and idle-tree entities.
+    pub wsum: u64,
+    eligible: BinaryHeap<Reverse<HeapEntry>>,
+    pending: BinaryHeap<Reverse<HeapEntry>>,
+    idle: BinaryHeap<Reverse<HeapEntry>>,
+    /// Entities in state Active.
+    pub active: usize,
+    /// Entities in the idle tree.
+    pub idle_count: usize,
+    seq: u64,
+}
+
+/// The three class instances, the entity arena and the in-service entity.
+#[derive(Debug, Default)]
+pub struct Wf2q {
+    /// Entities, indexed by queue slot.
+    pub entities: Vec<Entity>,
+    /// RT, BE, IDLE.
+    pub trees: [ServiceTree; 3],
+    /// The entity being served.
+    pub in_service: Option<u32>,
+    /// When the IDLE class was last selected.
+    pub idle_class_last_service: Nanos,
+}
+
+fn live(e: &HeapEntry, entities: &[Entity], state: EntityState) -> bool {
+    let ent = &entities[e.slot as usize];
+    ent.gen == e.gen && ent.state == state
+}
+
+impl ServiceTree {
+    fn push(&mut self, which: u8, key: u64, slot: u32, gen: u32) {
+        self.seq += 1;
+        let e = Reverse(HeapEntry { key, seq: self.seq, slot, gen });
+        match which {
+            0 => self.eligible.push(e),
+            1 => self.pending.push(e),
+            _ => self.idle.push(e),
+        }
+    }
+
+    fn insert_active(&mut self, slot: u32, ent: &mut Entity) {
+        ent.gen = ent.gen.wrapping_add(1);
+        ent.state = EntityState::Active;
+        self.active += 1;
+        if ent.start <= self.vtime {
+            self.push(0, ent.finish, slot, ent.gen);
+        } else {
+            self.push(1, ent.start, slot, ent.gen);
+        }
+    }
+
+    /// Moves every pending entity whose S <= V to the eligible heap.
+    fn promote(&mut self, entities: &[Entity]) {
+        while let Some(Reverse(top)) = self.pending.peek().copied() {
+            if !live(&top, entities, EntityState::Active) {
+                self.pending.pop();
+            } else if top.key <= self.vtime {
+                self.pending.pop();
+                self.seq += 1;
+                let finish = entities[top.slot as usize].finish;
+                self.eligible.push(Reverse(HeapEntry { key: finish, seq: self.seq, ..top }));
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn clean_top(heap: &mut BinaryHeap<Reverse<HeapEntry>>, entities: &[Entity], state: EntityState) {
+        while let Some(Reverse(top)) = heap.peek() {
+            if live(top, entities, state) {
+                break;
+            }
+            heap.pop();
+        }
+    }
+
+    /// Takes the eligible entity with the smallest F, jumping V to the smallest S if none is eligible.
+    fn pop_next(&mut self, entities: &[Entity]) -> Option<u32> {
+        if self.active == 0 {
+            return None;
+        }
+        self.promote(entities);
+        Self::clean_top(&mut self.eligible, entities, EntityState::Active);
+        if self.eligible.is_empty() {
+            Self::clean_top(&mut self.pending, entities, EntityState::Active);
+            let Reverse(top) = *self.pending.peek()?;
+            self.vtime = self.vtime.max(top.key);
+            self.promote(entities);
+        }
+        let Reverse(top) = self.eligible.pop()?;
+        self.active -= 1;
+        Some(top.slot)
+    }
+
+    /// Forgets the idle entities whose F <= V (their history no longer matters: S = V on return).
+    fn forget_idle(&mut self, entities: &mut [Entity]) {
+        while let Some(Reverse(top)) = self.idle.peek().copied() {
+            if !live(&top, entities, EntityState::Idle) {
+                self.idle.pop();
+                continue;
+            }
+            // With no active entity left, the kernel jumps V to the last idle F and forgets all.
+            if top.key > self.vtime && self.active > 0 {
+                break;
+            }
+            if top.key > self.vtime {
+                self.vtime = top.key;
+            }
+            self.idle.pop();
+            let ent = &mut entities[top.slot as usize];
+            ent.state = EntityState::Forgotten;
+            self.wsum -= ent.weight;
+            self.idle_count -= 1;
+        }
+    }
+}
+
+impl Wf2q {
+    /// Makes sure `slot` has an entity.
+    pub fn ensure_slot(&mut self, slot: usize) {
+        if self.entities.len() <= slot {
+            self.entities.resize(slot + 1, Entity::default());
+        }
+    }
+
+    /// Removes an entity from wherever it is (a merged-away queue); it becomes Forgotten.
+    pub fn remove(&mut self, slot: u32) {
+        let ent = &mut self.entities[slot as usize];
+        let tree = &mut self.trees[ent.class];
+        match ent.state {
+            EntityState::Forgotten => return,
+            EntityState::Active => tree.active -= 1,
+            EntityState::Idle => tree.idle_count -= 1,
+            EntityState::InService => self.in_service = None,
+        }
+        tree.wsum -= ent.weight;
+        ent.state = EntityState::Forgotten;
+        ent.gen = ent.gen.wrapping_add(1);
+    }
+
+    /// A queue becomes backlogged with `budget` sectors at `weight` in class `class`.
+    ///
+    /// `backshift`: the queue's previous service ended while it was waited for (a synchronous queue
+    /// whose next request arrived in time); the value is its raising coefficient (1 if not raised).
+    pub fn activate(&mut self, slot: u32, class: usize, weight: u64, budget: u64, backshift: Option<u64>) {
+        let weight = weight.max(1);
+        if self.entities[slot as usize].class != class {
+            self.remove(slot);
+            self.entities[slot as usize].class = class;
+        }
+        let ent = &mut self.entities[slot as usize];
+        let tree = &mut self.trees[class];
+        match ent.state {
+            EntityState::Active | EntityState::InService => return,
+            EntityState::Idle => {
+                tree.idle_count -= 1;
+                tree.wsum = tree.wsum - ent.weight + weight;
+                ent.start = match backshift {
+                    Some(_) => ent.finish,
+                    None => tree.vtime.max(ent.finish),
+                };
+            }
+            EntityState::Forgotten => {
+                tree.wsum += weight;
+                // A forgotten entity has F <= V: back-shifting to its old F would only apply to a queue
+                // expired a moment ago, which the idle tree still holds; otherwise S = V.
+                ent.start = match backshift {
+                    Some(_) if ent.finish > 0 => ent.finish.min(tree.vtime),
+                    _ => tree.vtime,
+                };
+            }
+        }
+        ent.weight = weight;
+        ent.finish = ent.start + vtime_delta(budget, weight);
+        if let Some(coeff) = backshift {
+            if ent.finish < tree.vtime {
+                let delta = (tree.vtime - ent.finish) / coeff.max(1);
+                ent.start += delta;
+                ent.finish += delta;
+            }
+        }
+        tree.insert_active(slot, ent);
+    }
+
+    /// Chooses the next queue to serve (the eligible one with the smallest F in the highest class that
+    /// has work, with the IDLE-class guard) and makes it the in-service entity.
+    pub fn select(&mut self, now: Nanos, idle_class_guard: Nanos) -> Option<u32> {
+        if self.in_service.is_some() {
+            return self.in_service;
+        }
+        let idle_first =
+            self.trees[2].active > 0 && now.saturating_sub(self.idle_class_last_service) >= idle_class_guard;
+        let order: [usize; 3] = if idle_first { [2, 0, 1] } else { [0, 1, 2] };
+        for class in order {
+            if let Some(slot) = self.trees[class].pop_next(&self.entities) {
+                self.entities[slot as usize].state = EntityState::InService;
+                self.in_service = Some(slot);
+                if class == 2 {
+                    self.idle_class_last_service = now;
+                }
+                return Some(slot);
+            }
+        }
+        None
+    }
+
+    /// The in-service entity consumed `charge` sectors of service: V advances by charge / wsum.
+    pub fn served(&mut self, slot: u32, charge: u64) {
+        let class = self.entities[slot as usize].class;
+        let tree = &mut self.trees[class];
+        tree.vtime += vtime_delta(charge, tree.wsum.max(1));
+        tree.forget_idle(&mut self.entities);
+    }
+
+    /// The in-service entity's service ends after `charged` sectors were charged to it. With
+    /// `next = Some((weight, budget))` it is still backlogged and is requeued with S = its new F;
+    /// otherwise it goes to the idle tree (F > V) or is forgotten.
+    pub fn expire(&mut self, slot: u32, charged: u64, next: Option<(u64, u64)>) {
+        if self.in_service == Some(slot) {
+            self.in_service = None;
+        }
+        let ent = &mut self.entities[slot as usize];
+        if ent.state != EntityState::InService {
+            return;
+        }
+        let tree = &mut self.trees[ent.class];
+        ent.finish = ent.start + vtime_delta(charged, ent.weight);
+        match next {
+            Some((weight, budget)) => {
+                let weight = weight.max(1);
+                tree.wsum = tree.wsum - ent.weight + weight;
+                ent.weight = weight;
+                ent.start = ent.finish;
+                ent.finish = ent.start + vtime_delta(budget, weight);
+                tree.insert_active(slot, ent);
+            }
+            None if ent.finish > tree.vtime => {
+                ent.gen = ent.gen.wrapping_add(1);
+                ent.state = EntityState::Idle;
+                tree.idle_count += 1;
+                let (finish, gen) = (ent.finish, ent.gen);
+                tree.push(2, finish, slot, gen);
+            }
+            None => {
+                ent.state = EntityState::Forgotten;
+                tree.wsum -= ent.weight;
+            }
+        }
+        tree.forget_idle(&mut self.entities);
+    }
+
+    /// Whether any queue of class `class` is backlogged (waiting or in service).
+    pub fn class_busy(&self, class: usize) -> bool {
+        self.trees[class].active > 0
+            || self.in_service.is_some_and(|s| self.entities[s as usize].class == class)
+    }
+
+    /// Number of backlogged (waiting) entities in all classes.
+    pub fn active_count(&self) -> usize {
+        self.trees.iter().map(|t| t.active).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GUARD: Nanos = 200_000_000;
+
+    fn wf2q(n: usize) -> Wf2q {
+        let mut w = Wf2q::default();
+        w.ensure_slot(n);
+        w
+    }
+
+    #[test]
+    fn finish_time_is_start_plus_budget_over_weight() {
+        // Seed 000 sec. 3.1: F = S + budget / weight.
+        let mut w = wf2q(2);
+        w.activate(0, 1, 100, 1000, None);
+        let e = w.entities[0];
+        assert_eq!(e.start, 0);
+        assert_eq!(e.finish, vtime_delta(1000, 100));
+        assert_eq!(w.trees[1].wsum, 100);
+    }
+
+    #[test]
+    fn smallest_finish_among_eligible_is_chosen() {
+        // Seed 000 sec. 3.1: among the budgets already started in the fluid system, the next to finish.
+        let mut w = wf2q(3);
+        w.activate(0, 1, 100, 4000, None); // F = 40 units
+        w.activate(1, 1, 100, 1000, None); // F = 10 units
+        w.activate(2, 1, 400, 8000, None); // F = 20 units
+        assert_eq!(w.select(0, GUARD), Some(1));
+        w.served(1, 1000);
+        w.expire(1, 1000, None);
+        assert_eq!(w.select(0, GUARD), Some(2));
+    }
+
+    #[test]
+    fn virtual_time_advances_by_service_over_weight_sum() {
+        // Seed 000 sec. 3.1; kernel: V += delta(served, wsum).
+        let mut w = wf2q(2);
+        w.activate(0, 1, 100, 1000, None);
+        w.activate(1, 1, 300, 1000, None);
+        let s = w.select(0, GUARD).unwrap();
+        w.served(s, 800);
+        assert_eq!(w.trees[1].vtime, vtime_delta(800, 400));
+    }
+
+    #[test]
+    fn an_ineligible_entity_waits_until_virtual_time_reaches_its_start() {
+        // Eligibility S <= V (seed 000 sec. 3.1).
+        let mut w = wf2q(2);
+        w.activate(0, 1, 100, 1000, None);
+        let s = w.select(0, GUARD).unwrap();
+        w.served(s, 1000);
+        // Requeued with S = old F = V + 0: eligible again only with other entities absent.
+        w.expire(s, 1000, Some((100, 1000)));
+        // A new entity starts at V; the requeued one started at its old F, equal to V here.
+        w.activate(1, 1, 100, 500, None);
+        assert_eq!(w.select(0, GUARD), Some(1), "smaller F wins when both are eligible");
+    }
+
+    #[test]
+    fn virtual_time_jumps_to_the_smallest_start_when_nothing_is_eligible() {
+        let mut w = wf2q(1);
+        w.activate(0, 1, 100, 1000, None);
+        let s = w.select(0, GUARD).unwrap();
+        // Served nothing but charged a full budget: its next S is ahead of V.
+        w.expire(s, 1000, Some((100, 1000)));
+        assert!(w.entities[0].start > w.trees[1].vtime);
+        assert_eq!(w.select(0, GUARD), Some(0));
+        assert_eq!(w.trees[1].vtime, w.entities[0].start);
+    }
+
+    #[test]
+    fn an_idle_entity_keeps_its_finish_time_until_virtual_time_passes_it() {
+        // Idle tree (kernel-bfq-reference.md): S = max(V, old F) on reactivation.
+        let mut w = wf2q(2);
+        w.activate(0, 1, 100, 1000, None);
+        w.activate(1, 1, 100, 100_000, None);
+        let s = w.select(0, GUARD).unwrap();
+        assert_eq!(s, 0);
+        w.served(0, 1000);
+        w.expire(0, 1000, None);
+        assert_eq!(w.entities[0].state, EntityState::Idle);
+        assert_eq!(w.trees[1].wsum, 200, "idle entities keep counting in wsum");
+        let old_finish = w.entities[0].finish;
+        w.activate(0, 1, 100, 1000, None);
+        assert_eq!(w.entities[0].start, old_finish.max(w.trees[1].vtime));
+        assert!(w.entities[0].start > w.trees[1].vtime);
+    }
+
+    #[test]
+    fn an_idle_entity_is_forgotten_once_virtual_time_passes_its_finish() {
+        let mut w = wf2q(2);
+        w.activate(0, 1, 100, 100, None);
+        w.activate(1, 1, 100, 10_000, None);
+        let s = w.select(0, GUARD).unwrap();
+        w.served(s, 100);
+        w.expire(s, 100, None);
+        assert_eq!(w.entities[0].state, EntityState::Idle);
+        let s = w.select(0, GUARD).unwrap();
+        assert_eq!(s, 1);
+        w.served(1, 5000);
+        assert_eq!(w.entities[0].state, EntityState::Forgotten);
+        assert_eq!(w.trees[1].wsum, 100);
+    }
+
+    #[test]
+    fn a_waited_for_sync_queue_is_back_shifted_to_its_old_finish() {
+        // Seed 000 sec. 3.1 back-shifting: S = old F even if V moved past it; F pushed forward by
+        // (V - F) / coeff only if it would still be behind V.
+        let mut w = wf2q(2);
+        w.activate(0, 1, 100, 1000, None);
+        w.activate(1, 1, 100, 1000, None);
+        let a = w.select(0, GUARD).unwrap();
+        w.served(a, 1000);
+        w.expire(a, 1000, None);
+        let old_finish = w.entities[a as usize].finish;
+        let b = w.select(0, GUARD).unwrap();
+        w.served(b, 1000);
+        w.expire(b, 1000, Some((100, 1000)));
+        let v = w.trees[1].vtime;
+        assert!(v >= old_finish);
+        w.activate(a, 1, 100, 1000, Some(1));
+        let e = w.entities[a as usize];
+        let unshifted_finish = old_finish + vtime_delta(1000, 100);
+        let expected_start = if unshifted_finish < v { old_finish + (v - unshifted_finish) } else { old_finish };
+        assert_eq!(e.start, expected_start);
+    }
+
+    #[test]
+    fn classes_are_served_rt_before_be_before_idle() {
+        // Seed 003 sec. V / kernel: strict class priority.
+        let mut w = wf2q(3);
+        w.idle_class_last_service = 0;
+        w.activate(0, 2, 100, 100, None);
+        w.activate(1, 1, 100, 100, None);
+        w.activate(2, 0, 100, 100, None);
+        assert_eq!(w.select(1, GUARD), Some(2));
+        w.expire(2, 100, None);
+        assert_eq!(w.select(1, GUARD), Some(1));
+        w.expire(1, 100, None);
+        assert_eq!(w.select(1, GUARD), Some(0));
+    }
+
+    #[test]
+    fn the_idle_class_is_served_first_once_its_guard_expires() {
+        // Kernel: IDLE served if not served for 200 ms.
+        let mut w = wf2q(2);
+        w.activate(0, 2, 100, 100, None);
+        w.activate(1, 1, 100, 100, None);
+        w.idle_class_last_service = 1_000;
+        assert_eq!(w.select(1_000 + GUARD - 1, GUARD), Some(1));
+        w.expire(1, 100, Some((100, 100)));
+        assert_eq!(w.select(1_000 + GUARD, GUARD), Some(0));
+    }
+
+    #[test]
+    fn raised_weights_up_to_a_million_do_not_overflow() {
+        let mut w = wf2q(2);
+        w.activate(0, 1, 1000 * 3000, 16384, None);
+        w.activate(1, 1, 1, 16384, None);
+        for _ in 0..1000 {
+            let s = w.select(0, GUARD).unwrap();
+            w.served(s, 16384);
+            w.expire(s, 16384, Some((w.entities[s as usize].weight, 16384)));
+        }
+        assert!(w.trees[1].vtime > 0);
+    }
+}
