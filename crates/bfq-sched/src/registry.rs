@@ -6,7 +6,8 @@ use crate::types::DeviceInfo;
 use crate::SchedError;
 
 /// The names [`build`] accepts, in the order they are listed to users.
-pub const SCHEDULER_NAMES: &[&str] = &["bfq", "fifo", "clook", "deadline", "cfq", "anticipatory", "mq-deadline"];
+pub const SCHEDULER_NAMES: &[&str] =
+    &["bfq", "fifo", "clook", "deadline", "cfq", "anticipatory", "mq-deadline"];
 
 /// Other names accepted for some schedulers (alias, canonical name).
 const ALIASES: &[(&str, &str)] =

@@ -253,7 +253,8 @@ mod tests {
     #[test]
     fn c_look_serves_forward_then_wraps_to_the_lowest_position() {
         // Seed 000 sec. 3 step 2.a: C-LOOK order inside the in-service queue.
-        let (mut slab, mut q) = setup(&[req(1, 100_000, true, false), req(2, 200_000, true, false), req(3, 10, true, false)]);
+        let (mut slab, mut q) =
+            setup(&[req(1, 100_000, true, false), req(2, 200_000, true, false), req(3, 10, true, false)]);
         assert_eq!(order(&mut slab, &mut q, 150_000, 0), vec![2, 3, 1]);
     }
 

@@ -13,8 +13,8 @@
 //!
 //! Rates are integers in sectors per second.
 
-use super::config::{BfqConfig, Variant};
 use super::budget::DEFAULT_MAX_BUDGET;
+use super::config::{BfqConfig, Variant};
 use crate::scheduler::ExpiryReason;
 use crate::types::{Nanos, MSEC, SEC};
 

@@ -470,7 +470,8 @@ mod tests {
         w.activate(a, 1, 100, 1000, Some(1));
         let e = w.entities[a as usize];
         let unshifted_finish = old_finish + vtime_delta(1000, 100);
-        let expected_start = if unshifted_finish < v { old_finish + (v - unshifted_finish) } else { old_finish };
+        let expected_start =
+            if unshifted_finish < v { old_finish + (v - unshifted_finish) } else { old_finish };
         assert_eq!(e.start, expected_start);
     }
 
