@@ -20,17 +20,22 @@ use crate::{ParamError, SchedError};
 pub enum Decision {
     /// Send this request to the device now.
     Dispatch(Request),
-    /// Requests are queued but the scheduler deliberately keeps the device idle (e.g. BFQ idling for
-    /// the next synchronous request of the in-service queue, seed 001 sec. 3). Call `dispatch` again at
-    /// `until` (after `timer`), or earlier on an `insert` or `complete`.
+    /// The scheduler deliberately keeps the device idle until `until` at the latest. Requests of other
+    /// queues may be waiting, or *nothing may be queued at all*: BFQ idles for the next synchronous
+    /// request of the in-service queue (seed 001 sec. 3), which has not arrived yet. It is never an
+    /// open-ended wait: `next_timer` returns a time no later than `until`. Call `timer` then `dispatch`
+    /// at that time, or `dispatch` earlier on an `insert` or `complete`.
     Idle {
         /// When the wait ends at the latest.
         until: Nanos,
     },
-    /// Requests are queued but held back until a request in flight completes (a depth or token limit,
-    /// or waiting for the in-service queue's outstanding requests).
+    /// Hold back until the next event, usually the completion of a request in flight: a depth or token
+    /// limit, or (BFQ) the in-service queue has requests in flight and will be idled for once they
+    /// complete. BFQ returns it only while one of those requests is in flight, so a completion always
+    /// ends it; as with `Idle`, nothing need be queued. No scheduler returns it with nothing queued and
+    /// nothing in flight.
     Wait,
-    /// Nothing is queued.
+    /// Nothing is queued and the scheduler has nothing to wait for.
     Empty,
 }
 

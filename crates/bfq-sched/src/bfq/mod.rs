@@ -73,6 +73,18 @@ impl Hasher for IdHasher {
 
 type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
+/// Mutable references to two distinct elements of a slice.
+fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    debug_assert_ne!(a, b);
+    if a < b {
+        let (lo, hi) = v.split_at_mut(b);
+        (&mut lo[a], &mut hi[0])
+    } else {
+        let (lo, hi) = v.split_at_mut(a);
+        (&mut hi[0], &mut lo[b])
+    }
+}
+
 /// One queue (application): its requests, counters and heuristic state.
 #[derive(Debug)]
 struct Queue {
@@ -498,10 +510,9 @@ impl Bfq {
         if !merge::should_merge(&c, self.cfg.merge_distance) {
             return s;
         }
-        let p = self.order_params();
-        let moved = self.queues[s as usize].reqs.drain_indices();
-        for idx in moved {
-            self.queues[i as usize].reqs.adopt(&self.slab, idx, now, &p);
+        {
+            let (src, dst) = two_mut(&mut self.queues, s as usize, i as usize);
+            src.reqs.move_all(&mut self.slab, &mut dst.reqs);
         }
         self.wf2q.remove(s);
         self.set_busy_weight(s, None);
@@ -606,7 +617,7 @@ impl Scheduler for Bfq {
         let p = self.order_params();
         let was_empty = self.queues[target as usize].reqs.is_empty();
         let index = self.slab.insert(request, s);
-        self.queues[target as usize].reqs.add(&self.slab, index, now, &p);
+        self.queues[target as usize].reqs.add(&mut self.slab, index, now, &p);
         self.queues[target as usize].sync = request.sync;
         self.queues[s as usize].own_queued += 1;
         self.queued += 1;

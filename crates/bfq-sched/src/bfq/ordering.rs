@@ -3,13 +3,20 @@
 //! order": sync before async, C-LOOK forward with back seeks up to `back_seek_max` at a cost of
 //! `back_seek_penalty` times the distance, FIFO expiry after `fifo_expire_sync`/`fifo_expire_async`).
 //!
-//! Requests live in one slab shared by all queues (no allocation per request once warmed up); each queue
-//! keeps them sorted by position, plus arrival-ordered FIFOs for expiry and for metadata requests,
-//! cleaned lazily.
-
-use std::collections::{BTreeMap, VecDeque};
+//! Storage, chosen so that steady-state operation never allocates (issue 7): requests live in one slab
+//! shared by all queues, whose freed slots are reused. Each queue keeps
+//! - its requests sorted by position in a vector of `(sector, slab index)` that keeps its capacity (a
+//!   binary search finds the C-LOOK candidates; an insertion moves the entries after it, which is cheap
+//!   for the short queues of synchronous applications and for the mostly ascending arrivals of
+//!   write-back);
+//! - two FIFOs (sync, async) ordered by expiry deadline, as doubly linked lists threaded through the
+//!   slab, so that the oldest request is found, and any request unlinked, in O(1);
+//! - a count of its metadata requests (rare: when non-zero, the first one in position order is taken).
 
 use crate::types::{Nanos, Request};
+
+/// "No slot": the end of a FIFO list.
+const NIL: u32 = u32::MAX;
 
 /// A queued request in the slab.
 #[derive(Clone, Copy, Debug)]
@@ -18,10 +25,12 @@ pub struct Slot {
     pub request: Request,
     /// Slot of the queue that issued it (not the merged queue serving it).
     pub owner: u32,
-    /// Unique sequence number: identifies this occupancy of the slot.
-    pub seq: u64,
     /// Whether it is still queued.
     pub live: bool,
+    /// When it expires (FIFO expiry): its arrival time plus `fifo_expire_sync` or `fifo_expire_async`.
+    pub deadline: Nanos,
+    prev: u32,
+    next: u32,
 }
 
 /// Storage for every queued request.
@@ -29,14 +38,12 @@ pub struct Slot {
 pub struct Slab {
     slots: Vec<Slot>,
     free: Vec<u32>,
-    next_seq: u64,
 }
 
 impl Slab {
     /// Stores a request; returns its index.
     pub fn insert(&mut self, request: Request, owner: u32) -> u32 {
-        self.next_seq += 1;
-        let slot = Slot { request, owner, seq: self.next_seq, live: true };
+        let slot = Slot { request, owner, live: true, deadline: 0, prev: NIL, next: NIL };
         match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -60,11 +67,6 @@ impl Slab {
         self.free.push(index);
         *s
     }
-
-    fn is(&self, index: u32, seq: u64) -> bool {
-        let s = &self.slots[index as usize];
-        s.live && s.seq == seq
-    }
 }
 
 /// The ordering tunables.
@@ -80,14 +82,76 @@ pub struct OrderParams {
     pub fifo_expire_async: Nanos,
 }
 
+/// An arrival-ordered list threaded through the slab.
+#[derive(Clone, Copy, Debug)]
+struct Fifo {
+    head: u32,
+    tail: u32,
+}
+
+impl Default for Fifo {
+    fn default() -> Self {
+        Fifo { head: NIL, tail: NIL }
+    }
+}
+
+impl Fifo {
+    /// Links `index` in deadline order, searching from the tail: O(1) for a new arrival (its deadline
+    /// is the latest), a short walk for a request moved from a merged queue.
+    fn insert_by_deadline(&mut self, slab: &mut Slab, index: u32) {
+        let deadline = slab.slots[index as usize].deadline;
+        let mut prev = self.tail;
+        while prev != NIL && slab.slots[prev as usize].deadline > deadline {
+            prev = slab.slots[prev as usize].prev;
+        }
+        let next = if prev == NIL { self.head } else { slab.slots[prev as usize].next };
+        {
+            let s = &mut slab.slots[index as usize];
+            s.prev = prev;
+            s.next = next;
+        }
+        if prev == NIL {
+            self.head = index;
+        } else {
+            slab.slots[prev as usize].next = index;
+        }
+        if next == NIL {
+            self.tail = index;
+        } else {
+            slab.slots[next as usize].prev = index;
+        }
+    }
+
+    fn unlink(&mut self, slab: &mut Slab, index: u32) {
+        let (prev, next) = {
+            let s = &slab.slots[index as usize];
+            (s.prev, s.next)
+        };
+        if prev == NIL {
+            self.head = next;
+        } else {
+            slab.slots[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            slab.slots[next as usize].prev = prev;
+        }
+    }
+}
+
 /// One queue's pending requests.
 #[derive(Debug, Default)]
 pub struct QueueRequests {
-    sorted: BTreeMap<(u64, u64), u32>,
-    fifo_sync: VecDeque<(Nanos, u64, u32)>,
-    fifo_async: VecDeque<(Nanos, u64, u32)>,
-    meta: VecDeque<(u64, u32)>,
+    /// `(first sector, slab index)`, ascending; equal sectors in arrival order.
+    sorted: Vec<(u64, u32)>,
+    /// Sync and async FIFOs.
+    fifo: [Fifo; 2],
     meta_count: usize,
+}
+
+fn fifo_of(r: &Request) -> usize {
+    usize::from(!r.sync)
 }
 
 impl QueueRequests {
@@ -101,58 +165,51 @@ impl QueueRequests {
         self.sorted.is_empty()
     }
 
-    /// Queues the slab request `index` that arrived at `now`.
-    pub fn add(&mut self, slab: &Slab, index: u32, now: Nanos, p: &OrderParams) {
-        let s = slab.get(index);
-        let r = s.request;
-        self.sorted.insert((r.sector(), s.seq), index);
-        if r.sync {
-            self.fifo_sync.push_back((now + p.fifo_expire_sync, s.seq, index));
-        } else {
-            self.fifo_async.push_back((now + p.fifo_expire_async, s.seq, index));
-        }
+    /// Queues the slab request `index` that arrived at `now`; its FIFO deadline is set from `p`.
+    pub fn add(&mut self, slab: &mut Slab, index: u32, now: Nanos, p: &OrderParams) {
+        let r = slab.get(index).request;
+        let expire = if r.sync { p.fifo_expire_sync } else { p.fifo_expire_async };
+        slab.slots[index as usize].deadline = now.saturating_add(expire);
+        self.adopt(slab, index);
+    }
+
+    /// Queues the slab request `index` keeping its deadline (a request moved from a merged queue).
+    pub fn adopt(&mut self, slab: &mut Slab, index: u32) {
+        let r = slab.get(index).request;
+        let sector = r.sector();
+        let at = self.sorted.partition_point(|&(s, _)| s <= sector);
+        self.sorted.insert(at, (sector, index));
+        self.fifo[fifo_of(&r)].insert_by_deadline(slab, index);
         if r.meta {
-            self.meta.push_back((s.seq, index));
             self.meta_count += 1;
         }
     }
 
     /// The request that should be dispatched next, given the device's head position `head` (sector).
-    pub fn peek_next(&mut self, slab: &Slab, head: u64, now: Nanos, p: &OrderParams) -> Option<u32> {
+    pub fn peek_next(&self, slab: &Slab, head: u64, now: Nanos, p: &OrderParams) -> Option<u32> {
         if self.sorted.is_empty() {
             return None;
         }
-        // 1. An expired request (sync FIFO first).
-        for fifo in [&mut self.fifo_sync, &mut self.fifo_async] {
-            while let Some(&(_, seq, i)) = fifo.front() {
-                if slab.is(i, seq) {
-                    break;
-                }
-                fifo.pop_front();
-            }
-            if let Some(&(deadline, _, i)) = fifo.front() {
-                if deadline <= now {
-                    return Some(i);
-                }
+        // 1. An expired request, sync first (the heads of the FIFOs are the oldest).
+        for fifo in &self.fifo {
+            if fifo.head != NIL && slab.get(fifo.head).deadline <= now {
+                return Some(fifo.head);
             }
         }
         // 2. Metadata first.
         if self.meta_count > 0 {
-            while let Some(&(seq, i)) = self.meta.front() {
-                if slab.is(i, seq) {
-                    return Some(i);
-                }
-                self.meta.pop_front();
+            if let Some(&(_, i)) = self.sorted.iter().find(|&&(_, i)| slab.get(i).request.meta) {
+                return Some(i);
             }
         }
         // 3. C-LOOK with bounded, penalised back seeks.
-        let forward = self.sorted.range((head, 0)..).next().map(|(_, &i)| i);
-        let backward = self
-            .sorted
-            .range(..(head, 0))
-            .next_back()
-            .map(|(_, &i)| i)
-            .filter(|&i| head - slab.get(i).request.sector() <= p.back_seek_max);
+        let at = self.sorted.partition_point(|&(s, _)| s < head);
+        let forward = self.sorted.get(at).map(|&(_, i)| i);
+        let backward = at
+            .checked_sub(1)
+            .map(|b| self.sorted[b])
+            .filter(|&(s, _)| head - s <= p.back_seek_max)
+            .map(|(_, i)| i);
         Some(match (forward, backward) {
             (Some(f), None) => f,
             (None, Some(b)) => b,
@@ -175,34 +232,44 @@ impl QueueRequests {
                 }
             }
             // Nothing ahead and nothing close behind: wrap to the lowest position (C-LOOK).
-            (None, None) => *self.sorted.values().next()?,
+            (None, None) => self.sorted[0].1,
         })
     }
 
     /// Removes the slab request `index` from this queue and from the slab.
     pub fn remove(&mut self, slab: &mut Slab, index: u32) -> Slot {
-        let s = *slab.get(index);
-        self.sorted.remove(&(s.request.sector(), s.seq));
-        if s.request.meta {
-            self.meta_count -= 1;
-        }
+        self.unlink(slab, index);
         slab.release(index)
     }
 
-    /// Removes every request (for moving them to another queue), oldest first by position.
-    pub fn drain_indices(&mut self) -> Vec<u32> {
-        let v: Vec<u32> = self.sorted.values().copied().collect();
-        self.sorted.clear();
-        self.fifo_sync.clear();
-        self.fifo_async.clear();
-        self.meta.clear();
-        self.meta_count = 0;
-        v
+    fn unlink(&mut self, slab: &mut Slab, index: u32) {
+        let r = slab.get(index).request;
+        let sector = r.sector();
+        let mut at = self.sorted.partition_point(|&(s, _)| s < sector);
+        while self.sorted[at].1 != index {
+            at += 1;
+        }
+        self.sorted.remove(at);
+        self.fifo[fifo_of(&r)].unlink(slab, index);
+        if r.meta {
+            self.meta_count -= 1;
+        }
     }
 
-    /// Re-adds a request moved from another queue, keeping its identity.
-    pub fn adopt(&mut self, slab: &Slab, index: u32, now: Nanos, p: &OrderParams) {
-        self.add(slab, index, now, p);
+    /// Moves every request to `to` (Early Queue Merge), in arrival order, keeping their deadlines.
+    /// Allocates nothing: both queues keep their buffers.
+    pub fn move_all(&mut self, slab: &mut Slab, to: &mut QueueRequests) {
+        for f in 0..2 {
+            let mut i = self.fifo[f].head;
+            while i != NIL {
+                let next = slab.get(i).next;
+                to.adopt(slab, i);
+                i = next;
+            }
+            self.fifo[f] = Fifo::default();
+        }
+        self.sorted.clear();
+        self.meta_count = 0;
     }
 }
 
@@ -235,7 +302,7 @@ mod tests {
         let mut q = QueueRequests::default();
         for r in reqs {
             let i = slab.insert(*r, 0);
-            q.add(&slab, i, 0, &P);
+            q.add(&mut slab, i, 0, &P);
         }
         (slab, q)
     }
@@ -261,47 +328,79 @@ mod tests {
     #[test]
     fn a_close_backward_request_wins_when_penalised_distance_is_shorter() {
         // Kernel: back seeks up to back_seek_max, penalised by back_seek_penalty.
-        let (mut slab, mut q) = setup(&[req(1, 990, true, false), req(2, 1030, true, false)]);
+        let (slab, q) = setup(&[req(1, 990, true, false), req(2, 1030, true, false)]);
         // Back distance 10 x 2 = 20 < forward 30.
         assert_eq!(q.peek_next(&slab, 1000, 0, &P), Some(0));
         // Back distance 20 x 2 = 40 > forward 10.
-        let (s2, mut q2) = setup(&[req(1, 980, true, false), req(2, 1010, true, false)]);
+        let (s2, q2) = setup(&[req(1, 980, true, false), req(2, 1010, true, false)]);
         assert_eq!(s2.get(q2.peek_next(&s2, 1000, 0, &P).unwrap()).request.id.0, 2);
-        let _ = &mut slab;
     }
 
     #[test]
     fn a_backward_request_beyond_back_seek_max_is_not_taken() {
-        let (slab, mut q) = setup(&[req(1, 0, true, false), req(2, 10_000_000, true, false)]);
+        let (slab, q) = setup(&[req(1, 0, true, false), req(2, 10_000_000, true, false)]);
         // Behind by 100_000 sectors (> 32768): the forward request wins although much further.
         assert_eq!(slab.get(q.peek_next(&slab, 100_000, 0, &P).unwrap()).request.id.0, 2);
     }
 
     #[test]
     fn sync_is_preferred_over_async_between_candidates() {
-        let (slab, mut q) = setup(&[req(1, 1001, false, false), req(2, 900, true, false)]);
+        let (slab, q) = setup(&[req(1, 1001, false, false), req(2, 900, true, false)]);
         assert_eq!(slab.get(q.peek_next(&slab, 1000, 0, &P).unwrap()).request.id.0, 2);
     }
 
     #[test]
     fn metadata_is_served_first() {
         // Seed 003 sec. V: metadata priority.
-        let (slab, mut q) = setup(&[req(1, 1000, true, false), req(2, 900_000, true, true)]);
+        let (slab, q) = setup(&[req(1, 1000, true, false), req(2, 900_000, true, true)]);
         assert_eq!(slab.get(q.peek_next(&slab, 1000, 0, &P).unwrap()).request.id.0, 2);
     }
 
     #[test]
     fn an_expired_request_is_served_before_the_c_look_order() {
         // Kernel: fifo_expire_sync 125 ms.
-        let (slab, mut q) = setup(&[req(1, 5, true, false), req(2, 1000, true, false)]);
+        let (slab, q) = setup(&[req(1, 5, true, false), req(2, 1000, true, false)]);
         assert_eq!(slab.get(q.peek_next(&slab, 500, 124 * MSEC, &P).unwrap()).request.id.0, 2);
         assert_eq!(slab.get(q.peek_next(&slab, 500, 125 * MSEC, &P).unwrap()).request.id.0, 1);
     }
 
     #[test]
     fn async_requests_expire_later_than_sync_ones() {
-        let (slab, mut q) = setup(&[req(1, 5, false, false), req(2, 1000, false, false)]);
+        let (slab, q) = setup(&[req(1, 5, false, false), req(2, 1000, false, false)]);
         assert_eq!(slab.get(q.peek_next(&slab, 500, 249 * MSEC, &P).unwrap()).request.id.0, 2);
         assert_eq!(slab.get(q.peek_next(&slab, 500, 250 * MSEC, &P).unwrap()).request.id.0, 1);
+    }
+
+    #[test]
+    fn removing_from_the_middle_keeps_position_and_arrival_order() {
+        // FIFO expiry (kernel) must still see the oldest remaining request after out-of-order removals.
+        let (mut slab, mut q) = setup(&[
+            req(1, 300, true, false),
+            req(2, 100, true, false),
+            req(3, 200, true, false),
+            req(4, 100, true, false),
+        ]);
+        let two = q.peek_next(&slab, 100, 0, &P).unwrap();
+        assert_eq!(slab.get(two).request.id.0, 2, "equal positions are served in arrival order");
+        q.remove(&mut slab, two);
+        // Request 1 (first arrived) is now the FIFO head: once expired, it goes first.
+        assert_eq!(slab.get(q.peek_next(&slab, 100, 125 * MSEC, &P).unwrap()).request.id.0, 1);
+        assert_eq!(order(&mut slab, &mut q, 100, 0), vec![4, 3, 1]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn move_all_keeps_requests_and_deadlines() {
+        // Early Queue Merge (seed 003 sec. V-D) moves a queue's requests to the in-service one.
+        let (mut slab, mut a) = setup(&[req(1, 500, true, false), req(2, 100, true, false)]);
+        let mut b = QueueRequests::default();
+        let i = slab.insert(req(3, 300, true, false), 0);
+        b.add(&mut slab, i, 10 * MSEC, &P);
+        a.move_all(&mut slab, &mut b);
+        assert!(a.is_empty());
+        assert_eq!(b.len(), 3);
+        // Request 1 arrived at 0 and keeps its deadline of 125 ms, ahead of request 3's.
+        assert_eq!(slab.get(b.peek_next(&slab, 0, 125 * MSEC, &P).unwrap()).request.id.0, 1);
+        assert_eq!(order(&mut slab, &mut b, 0, 0), vec![2, 3, 1]);
     }
 }
