@@ -62,5 +62,37 @@ fn steady_state_makes_no_heap_allocation_per_request() {
             }
         }
     }
+    // BFQ switching queue after every request (one-request budgets): B-WF2Q+ selection, requeueing and
+    // budget feedback on every request (seed 001 sec. 3), still without allocating. Also with v1
+    // weight raising, whose raised weight changes with every request served (seed 001 sec. 4.1).
+    let params =
+        |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+    for (label, p) in [
+        ("one-request budgets", params(&[("max_budget", "8")])),
+        (
+            "v1 raising",
+            params(&[("weight_raising", "v1"), ("wr_max_time", "3600000"), ("wr_budget", "1073741824")]),
+        ),
+    ] {
+        for mix in [Mix::Random, Mix::Mixed] {
+            for queues in [1, 100, 5_000] {
+                let mut load = SteadyLoad::new("bfq", &p, queues, mix).expect("bfq builds");
+                let before = ALLOCATIONS.load(Ordering::Relaxed);
+                let steps = 20_000;
+                for _ in 0..steps {
+                    load.step();
+                }
+                let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+                let per_request = allocations as f64 / f64::from(steps);
+                report.push(format!(
+                    "bfq ({label}) {mix:?} {queues:>6} queues: {per_request:.4} allocations/request"
+                ));
+                assert!(
+                    per_request < 0.001,
+                    "bfq ({label}) {mix:?} with {queues} queues allocates {per_request} times per request"
+                );
+            }
+        }
+    }
     println!("{}", report.join("\n"));
 }

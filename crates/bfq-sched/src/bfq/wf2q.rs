@@ -204,9 +204,20 @@ impl ServiceTree {
 
 impl Wf2q {
     /// Makes sure `slot` has an entity.
+    ///
+    /// The best-effort class's heaps are grown with the arena, so that they can hold an entry per queue
+    /// without reallocating later: their growth happens when queues are created, never per request
+    /// (issue 7, no allocation per request in steady state). The RT and IDLE heaps grow on demand.
     pub fn ensure_slot(&mut self, slot: usize) {
         if self.entities.len() <= slot {
             self.entities.resize(slot + 1, Entity::default());
+            let n = self.entities.len();
+            let be = &mut self.trees[1];
+            for heap in [&mut be.eligible, &mut be.pending, &mut be.idle] {
+                if heap.capacity() < n {
+                    heap.reserve(n.next_power_of_two() - heap.len());
+                }
+            }
         }
     }
 
