@@ -545,6 +545,9 @@ impl Bfq {
         svc.served += cost;
         svc.served_sectors += r.sectors();
         self.wf2q.served(s, cost);
+        // Raising that ran out ends now (its weight leaves the tree at the next requeue, as for any
+        // weight change), so that stats and idling see it at once.
+        self.check_raising_end(s, now);
         {
             let q = &mut self.queues[s as usize];
             q.raising.on_service(&self.cfg, r.sectors());

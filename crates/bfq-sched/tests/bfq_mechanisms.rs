@@ -1,0 +1,492 @@
+//! BFQ's mechanisms seen through the [`Scheduler`] interface, one test per behaviour, each naming the
+//! seed section it checks (issue 2, "Tests that must exist"). The per-module unit tests (in
+//! `src/bfq/*.rs`) check the rules in isolation; these check that the service loop applies them.
+
+use bfq_sched::bfq::{Bfq, BfqConfig};
+use bfq_sched::{
+    Decision, DeviceInfo, Event, EventKind, ExpiryReason, IoClass, Nanos, Op, QueueId, QueueSpec, RaiseKind,
+    Request, RequestId, Scheduler, MSEC, SEC,
+};
+
+const DISK: DeviceInfo = DeviceInfo { rotational: true, queue_depth: 1 };
+const FLASH_NCQ: DeviceInfo = DeviceInfo { rotational: false, queue_depth: 32 };
+
+/// A scheduler, a clock and a request-id counter.
+struct Rig {
+    b: Bfq,
+    now: Nanos,
+    next_id: u64,
+}
+
+impl Rig {
+    fn new(device: DeviceInfo, cfg: BfqConfig) -> Self {
+        let mut b = Bfq::with_config(device, cfg);
+        b.set_events(true);
+        Rig { b, now: 0, next_id: 1 }
+    }
+
+    fn request(&mut self, queue: u32, op: Op, sector: u64, kib: u32, sync: bool) -> Request {
+        let r = Request {
+            id: RequestId(self.next_id),
+            queue: QueueId(queue),
+            op,
+            offset: sector * 512,
+            len: kib * 1024,
+            sync,
+            meta: false,
+        };
+        self.next_id += 1;
+        self.b.insert(r, self.now);
+        r
+    }
+
+    fn read(&mut self, queue: u32, sector: u64) -> Request {
+        self.request(queue, Op::Read, sector, 4, true)
+    }
+
+    fn dispatch(&mut self) -> Decision {
+        self.b.dispatch(self.now)
+    }
+
+    fn dispatched(&mut self) -> Request {
+        match self.dispatch() {
+            Decision::Dispatch(r) => r,
+            other => panic!("expected a dispatch at {}, got {other:?}", self.now),
+        }
+    }
+
+    fn advance(&mut self, d: Nanos) {
+        self.now += d;
+        if self.b.next_timer().is_some_and(|t| t <= self.now) {
+            self.b.timer(self.now);
+        }
+    }
+
+    fn events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.b.poll_event()).collect()
+    }
+
+    fn expiries(&mut self, queue: u32) -> Vec<(ExpiryReason, u64)> {
+        self.events()
+            .into_iter()
+            .filter(|e| e.queue == QueueId(queue))
+            .filter_map(|e| match e.kind {
+                EventKind::Expired { reason, service } => Some((reason, service)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn no_raising() -> BfqConfig {
+    BfqConfig { low_latency: false, ..BfqConfig::default() }
+}
+
+#[test]
+fn an_emptied_sync_queue_is_idled_for_slice_idle_with_nothing_queued_and_a_timer_ends_it() {
+    // Seed 001 sec. 3: when the in-service application's last request was synchronous, BFQ idles the
+    // disk waiting for its next one. Decision docs (scheduler.rs): Idle with nothing queued, never open-ended.
+    let mut t = Rig::new(DISK, no_raising());
+    let r = t.read(1, 0);
+    assert_eq!(t.dispatched(), r);
+    assert_eq!(t.dispatch(), Decision::Wait, "its request is in flight: wait for it, don't switch");
+    t.now = MSEC;
+    t.b.complete(&r, t.now);
+    let until = MSEC + 8 * MSEC;
+    assert_eq!(t.dispatch(), Decision::Idle { until });
+    assert_eq!(t.b.queued(), 0);
+    assert_eq!(t.b.next_timer(), Some(until));
+    t.advance(8 * MSEC);
+    assert_eq!(t.b.next_timer(), None, "the timer fired and was consumed");
+    assert_eq!(t.dispatch(), Decision::Empty);
+    assert_eq!(t.expiries(1), vec![(ExpiryReason::TooIdle, 8)]);
+}
+
+#[test]
+fn a_request_arriving_while_idling_is_served_without_switching_queues() {
+    // Seed 001 sec. 3: the purpose of idling is to send the next sequential request as it arrives, even
+    // though another queue is backlogged.
+    let mut t = Rig::new(DISK, no_raising());
+    let r = t.read(1, 0);
+    t.read(2, 1 << 30);
+    assert_eq!(t.dispatched(), r);
+    t.now = MSEC;
+    t.b.complete(&r, t.now);
+    assert!(matches!(t.dispatch(), Decision::Idle { .. }));
+    t.now = 3 * MSEC;
+    let next = t.read(1, 8);
+    assert_eq!(t.dispatched(), next);
+    assert_eq!(t.b.in_service(), Some(QueueId(1)));
+}
+
+#[test]
+fn budget_exhaustion_ends_the_service_and_quadruples_the_next_budget() {
+    // Seed 001 sec. 3 (deactivation when the budget is finished) and sec. 4.3 (x4 on exhaustion).
+    let cfg = BfqConfig { max_budget: 4096, ..no_raising() };
+    let mut t = Rig::new(DISK, cfg);
+    // Initial budget B_max / 2 = 2048 sectors = 16 requests of 64 KiB (seed 001 sec. 4.3).
+    for i in 0..40 {
+        t.request(1, Op::Read, i * 128, 64, true);
+    }
+    t.read(2, 1 << 30);
+    let mut served_by_1 = 0;
+    while let Decision::Dispatch(r) = t.dispatch() {
+        if r.queue != QueueId(1) {
+            break;
+        }
+        served_by_1 += 1;
+        t.b.complete(&r, t.now);
+    }
+    assert_eq!(served_by_1, 16);
+    assert_eq!(t.expiries(1), vec![(ExpiryReason::BudgetExhausted, 2048)]);
+    assert_eq!(t.b.queue_stats(QueueId(1)).unwrap().budget, Some(4096), "min(4 x 2048, B_max)");
+}
+
+#[test]
+fn budget_timeout_expires_a_slow_queue_and_charges_per_the_variant() {
+    // Seed 001 sec. 3.3: served at most T_max, then deactivated and (over)charged a full budget;
+    // seed 000 sec. 4.4 exception 1 (BFQ+): not overcharged after little service (<= B_max / 8).
+    for (v1, expected_charge) in [(true, 8), (false, 16384)] {
+        let cfg = BfqConfig { max_budget: 16384, v1_heuristics: v1, ..no_raising() };
+        let mut t = Rig::new(DISK, cfg);
+        let a = t.read(1, 0);
+        t.read(1, 1 << 28);
+        t.read(2, 1 << 30);
+        assert_eq!(t.dispatched(), a);
+        t.now = 130 * MSEC; // a very slow device: the budget timeout (125 ms) passed
+        t.b.complete(&a, t.now);
+        let next = t.dispatched();
+        assert_eq!(next.queue, QueueId(2), "v1={v1}");
+        assert_eq!(t.expiries(1), vec![(ExpiryReason::BudgetTimeout, expected_charge)], "v1={v1}");
+        let s = t.b.queue_stats(QueueId(1)).unwrap();
+        assert_eq!((s.service_sectors, s.charged_sectors), (8, expected_charge));
+    }
+}
+
+#[test]
+fn a_too_idle_queue_without_outstanding_requests_loses_an_eighth_of_b_max() {
+    // Seed 001 sec. 4.3, "No more backlog" without outstanding requests: linear decrease by B_max / 8.
+    let cfg = BfqConfig { max_budget: 16384, ..no_raising() };
+    let mut t = Rig::new(DISK, cfg);
+    let r = t.read(1, 0);
+    assert_eq!(t.dispatched(), r);
+    t.b.complete(&r, t.now);
+    assert!(matches!(t.dispatch(), Decision::Idle { .. }));
+    t.advance(8 * MSEC);
+    assert_eq!(t.b.queue_stats(QueueId(1)).unwrap().budget, Some(8192 - 16384 / 8));
+}
+
+#[test]
+fn random_queues_get_the_short_idle_window_only_after_an_eighth_of_b_max() {
+    // Seed 000 sec. 4.4 case 3 and seed 001 sec. 3 (idling disabled/shortened for random applications).
+    let cfg = BfqConfig { max_budget: 256, ..no_raising() };
+    let mut t = Rig::new(DISK, cfg);
+    // Make queue 1 "detected as random": far-apart requests (seed 000 sec. 4, 8192 sectors).
+    let mut windows = vec![];
+    for i in 0..12u64 {
+        let r = t.read(1, (i * 7_919_993) % 100_000_000);
+        assert_eq!(t.dispatched(), r);
+        t.b.complete(&r, t.now);
+        match t.dispatch() {
+            Decision::Idle { until } => windows.push(until - t.now),
+            other => panic!("{other:?}"),
+        }
+        t.now += MSEC;
+    }
+    // First requests: still sequential-looking; later: random, and after B_max / 8 = 32 sectors of
+    // service in the slot, the short window (2 ms).
+    assert_eq!(windows[0], 8 * MSEC);
+    assert_eq!(*windows.last().unwrap(), 2 * MSEC);
+}
+
+#[test]
+fn with_internal_queueing_symmetric_random_queues_are_not_idled_but_asymmetric_ones_are() {
+    // Seed 003 sec. V-C: on a device with internal queueing, idle only when the scenario is asymmetric
+    // (different weights or classes) or the queue is weight-raised.
+    for (weights, idles) in [([100, 100], false), ([300, 100], true)] {
+        let mut t = Rig::new(FLASH_NCQ, no_raising());
+        t.b.configure_queue(QueueId(1), QueueSpec::with_weight(weights[0]), 0).unwrap();
+        t.b.configure_queue(QueueId(2), QueueSpec::with_weight(weights[1]), 0).unwrap();
+        let a = t.read(1, 0);
+        let _ = t.read(1, 50_000_000);
+        let b = t.read(2, 90_000_000);
+        let _ = t.read(2, 10_000_000);
+        let first = t.dispatched();
+        assert_eq!(first.queue, QueueId(1));
+        let second = t.dispatched();
+        assert_eq!(second.queue, QueueId(1));
+        t.b.complete(&a, t.now);
+        t.b.complete(&second, t.now);
+        let d = t.dispatch();
+        if idles {
+            assert!(matches!(d, Decision::Idle { .. }), "asymmetric: idle for queue 1, got {d:?}");
+        } else {
+            assert_eq!(d, Decision::Dispatch(b), "symmetric: switch at once");
+        }
+    }
+}
+
+#[test]
+fn strict_guarantees_idles_even_for_async_queues_on_flash_with_internal_queueing() {
+    // Kernel tunable strict_guarantees (kernel-bfq-reference.md "Idling": better_to_idle -> yes).
+    let cfg = BfqConfig { strict_guarantees: true, ..no_raising() };
+    let mut t = Rig::new(FLASH_NCQ, cfg);
+    let w = t.request(1, Op::Write, 0, 4, false);
+    assert_eq!(t.dispatched(), w);
+    t.read(2, 1 << 30);
+    t.b.complete(&w, t.now);
+    assert!(matches!(t.dispatch(), Decision::Idle { .. }));
+    let mut t = Rig::new(FLASH_NCQ, no_raising());
+    let w = t.request(1, Op::Write, 0, 4, false);
+    assert_eq!(t.dispatched(), w);
+    let r = t.read(2, 1 << 30);
+    assert_eq!(t.dispatched(), r, "without it, async queues are never idled for");
+}
+
+#[test]
+fn writes_are_charged_the_write_coefficient_per_sector() {
+    // Seed 001 sec. 4.5: for each sector written the budget is decremented by the coefficient (10).
+    let mut t = Rig::new(DISK, no_raising());
+    let w = t.request(1, Op::Write, 0, 4, false);
+    assert_eq!(t.dispatched(), w);
+    t.read(2, 1 << 30);
+    t.b.complete(&w, t.now);
+    assert_eq!(t.dispatched().queue, QueueId(2));
+    assert_eq!(t.expiries(1), vec![(ExpiryReason::NoMoreRequests, 80)]);
+    let s = t.b.queue_stats(QueueId(1)).unwrap();
+    assert_eq!((s.service_sectors, s.charged_sectors), (8, 80));
+}
+
+#[test]
+fn a_higher_class_preempts_and_classes_are_served_rt_before_be_before_idle() {
+    // Seed 003 sec. V / kernel: strict RT > BE > IDLE.
+    let mut t = Rig::new(DISK, no_raising());
+    t.b.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::Idle }, 0).unwrap();
+    t.b.configure_queue(QueueId(3), QueueSpec { weight: 100, class: IoClass::RealTime(0) }, 0).unwrap();
+    for i in 0..4 {
+        t.read(1, i * 8);
+        t.read(2, (1 << 30) + i * 8);
+    }
+    let be = t.dispatched();
+    assert_eq!(be.queue, QueueId(2), "BE before IDLE");
+    t.read(3, 1 << 32);
+    let rt = t.dispatched();
+    assert_eq!(rt.queue, QueueId(3), "RT preempts BE");
+    assert!(t.expiries(2).contains(&(ExpiryReason::Preempted, 8)));
+}
+
+#[test]
+fn an_idle_class_queue_is_served_once_its_guard_expires_despite_a_greedy_be_queue() {
+    // Kernel-bfq-reference.md "B-WF2Q+": IDLE served first if not served for 200 ms (our guard).
+    let mut t = Rig::new(DISK, no_raising());
+    t.b.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::Idle }, 0).unwrap();
+    t.read(1, 0);
+    let mut be_sector = 1 << 30;
+    t.read(2, be_sector);
+    let mut idle_served_at = None;
+    while t.now < 2 * SEC {
+        let r = t.dispatched();
+        if r.queue == QueueId(1) {
+            idle_served_at = Some(t.now);
+            break;
+        }
+        t.now += MSEC;
+        t.b.complete(&r, t.now);
+        be_sector += 8;
+        t.read(2, be_sector);
+    }
+    let at = idle_served_at.expect("the IDLE queue was starved for 2 s");
+    // Guard (200 ms) plus at most one BE slot (T_max = 125 ms) in progress when the guard expired.
+    assert!(at >= 200 * MSEC && at <= 200 * MSEC + 125 * MSEC + MSEC, "served at {at}");
+}
+
+fn raising(t: &Rig, q: u32) -> (Option<RaiseKind>, u32) {
+    let s = t.b.queue_stats(QueueId(q)).unwrap();
+    (s.raising, s.effective_weight)
+}
+
+#[test]
+fn v1_raising_multiplies_a_new_queue_weight_then_decreases_it_linearly_with_service() {
+    // Seed 001 sec. 4.1: C_rais = 10, weight decremented by (C_rais - 1) / B_rais x w per sector served.
+    let cfg = BfqConfig { weight_raising: bfq_sched::bfq::config::WeightRaising::V1, ..BfqConfig::default() };
+    let mut t = Rig::new(DISK, cfg);
+    t.read(1, 0);
+    assert_eq!(raising(&t, 1), (Some(RaiseKind::Interactive), 1000));
+    // Serve B_rais / 2 = 24576 sectors in 128-sector requests.
+    let mut sector = 8;
+    let r = t.dispatched();
+    t.b.complete(&r, t.now);
+    let mut served = 8;
+    while served < 24_576 {
+        t.request(1, Op::Read, sector, 64, true);
+        sector += 128;
+        let r = t.dispatched();
+        t.now += 100_000;
+        t.b.complete(&r, t.now);
+        served += r.sectors();
+    }
+    let (kind, w) = raising(&t, 1);
+    assert_eq!(kind, Some(RaiseKind::Interactive));
+    let expected = 100 + 900 * (49_152 - served) / 49_152;
+    assert!(w.abs_diff(expected as u32) <= 1, "weight {w}, expected {expected}");
+}
+
+#[test]
+fn raising_ends_after_t_rais_and_comes_back_only_after_t_idle_of_idleness() {
+    // Seed 001 sec. 4.1: T_rais = 6 s caps raising; re-raised when backlogged after >= T_idle (2 s) idle.
+    let cfg = BfqConfig { weight_raising: bfq_sched::bfq::config::WeightRaising::V1, ..BfqConfig::default() };
+    let mut t = Rig::new(DISK, cfg);
+    let mut one_request = |t: &mut Rig, at: Nanos| {
+        t.now = at;
+        let r = t.read(1, at / 1000);
+        let r2 = t.dispatched();
+        assert_eq!(r, r2);
+        t.now += MSEC;
+        t.b.complete(&r, t.now);
+        let _ = t.dispatch();
+        t.advance(20 * MSEC);
+    };
+    one_request(&mut t, 0);
+    assert_eq!(raising(&t, 1).0, Some(RaiseKind::Interactive));
+    // Back every second (idle < T_idle): raised while within T_rais, not any more at 7 s.
+    for s in 1..=5 {
+        one_request(&mut t, s * SEC);
+        assert_eq!(raising(&t, 1).0, Some(RaiseKind::Interactive), "at {s} s");
+    }
+    one_request(&mut t, 6 * SEC);
+    one_request(&mut t, 7 * SEC);
+    assert_eq!(raising(&t, 1), (None, 100), "T_rais elapsed and idle < T_idle: not raised");
+    // Idle for 2 s: raised again.
+    one_request(&mut t, 9 * SEC + 100 * MSEC);
+    assert_eq!(raising(&t, 1).0, Some(RaiseKind::Interactive));
+}
+
+#[test]
+fn v7r8_raising_is_constant_and_lasts_a_duration_set_by_the_device_speed() {
+    // Seed 003 sec. V-A: weight x30 (kernel) for a duration computed from the peak rate.
+    let mut t = Rig::new(DISK, BfqConfig::default());
+    t.read(1, 0);
+    assert_eq!(raising(&t, 1), (Some(RaiseKind::Interactive), 3000));
+    let duration = bfq_sched::bfq::weight_raising::v7r8_duration(true, t.b.peak_rate());
+    let raised_at = t.events().iter().find_map(|e| match e.kind {
+        EventKind::WeightRaised { kind: RaiseKind::Interactive, weight } => Some((e.time, weight)),
+        _ => None,
+    });
+    assert_eq!(raised_at, Some((0, 3000)));
+    // Still raised (and constant) just before the end; over after it (checked at the next activation).
+    let mut sector = 0;
+    for at in [duration - 100 * MSEC, duration + 100 * MSEC] {
+        t.now = at;
+        let r = t.dispatched();
+        t.now += MSEC;
+        t.b.complete(&r, t.now);
+        sector += 8;
+        t.read(1, sector);
+        let expected = if at < duration { Some(RaiseKind::Interactive) } else { None };
+        assert_eq!(raising(&t, 1).0, expected, "at {at}");
+    }
+}
+
+#[test]
+fn a_periodic_low_bandwidth_queue_is_raised_as_soft_real_time_and_a_greedy_one_is_not() {
+    // Seed 003 sec. V-B: raised when, after expiring empty with nothing in flight at t_c, its next request
+    // comes at or after soft_rt_next_start (bandwidth <= 7000 sectors/s, and t_c + slice_idle + 4 ticks).
+    let cfg = BfqConfig { wr_min_idle_time: 3600 * SEC, ..BfqConfig::default() };
+    let mut t = Rig::new(DISK, cfg);
+    // Queue 1: a 4 KiB read every 40 ms (100 KiB/s). Interactive raising of a new queue lasts at most
+    // 25 s (seed 003 sec. V-A), so look after 30 s.
+    let mut kinds = vec![];
+    let mut at = 0;
+    while at < 32 * SEC {
+        t.now = at;
+        let r = t.read(1, at / MSEC); // a sequential stream (the heuristic skips random queues)
+        kinds.push((at, raising(&t, 1).0));
+        assert_eq!(t.dispatched(), r);
+        t.now += MSEC;
+        t.b.complete(&r, t.now);
+        // Idled for (slice_idle), then expired empty with nothing in flight when the timer fires.
+        let Decision::Idle { until } = t.dispatch() else { panic!("a sync queue is idled for") };
+        t.advance(until - t.now);
+        at += 40 * MSEC;
+    }
+    let late: Vec<_> = kinds.iter().filter(|(at, _)| *at > 26 * SEC).collect();
+    assert!(late.iter().all(|(_, k)| *k == Some(RaiseKind::SoftRealTime)), "{late:?}");
+    // Queue 2: greedy, the next request as soon as the previous completes: never soft real-time.
+    let mut t = Rig::new(DISK, BfqConfig { wr_min_idle_time: 3600 * SEC, ..BfqConfig::default() });
+    let mut sector = 0;
+    let mut last = None;
+    while t.now < 32 * SEC {
+        let r = t.read(2, sector);
+        sector += 8;
+        assert_eq!(t.dispatched(), r);
+        t.now += MSEC;
+        t.b.complete(&r, t.now);
+        last = raising(&t, 2).0;
+    }
+    assert_eq!(last, None);
+}
+
+#[test]
+fn interleaved_readers_are_merged_and_split_again_when_the_merged_queue_turns_random() {
+    // Seed 003 sec. V-D: Early Queue Merge of a request close to the in-service queue's next one, and
+    // split (kernel) when the merged queue becomes seeky.
+    let mut t = Rig::new(DISK, no_raising());
+    let a = t.read(1, 0);
+    assert_eq!(t.dispatched(), a);
+    // Queue 2 reads the next chunk of the same stream: merged into queue 1.
+    let b = t.read(2, 8);
+    let merged =
+        t.events().iter().any(|e| e.queue == QueueId(2) && e.kind == EventKind::Merged { with: QueueId(1) });
+    assert!(merged);
+    assert_eq!(t.dispatched(), b, "served by the in-service (merged) queue");
+    assert_eq!(t.b.in_service(), Some(QueueId(1)));
+    assert_eq!(t.b.queue_stats(QueueId(2)).unwrap().in_flight, 1, "accounted to its issuer");
+    t.b.complete(&a, t.now);
+    t.b.complete(&b, t.now);
+    // Now the merged stream turns random (a jump of 50 M sectors): split, and queue 2's request is its own
+    // again (queued in queue 2, which becomes backlogged and will be scheduled by B-WF2Q+).
+    t.read(2, 50_000_000);
+    let events = t.events();
+    assert!(events.iter().any(|e| e.queue == QueueId(2) && e.kind == EventKind::Split), "{events:?}");
+    assert!(events.iter().any(|e| e.queue == QueueId(2) && e.kind == EventKind::Activated));
+}
+
+#[test]
+fn an_invalid_tunable_is_rejected_naming_the_field_and_leaves_the_config_unchanged() {
+    // Issue 2, "One configuration".
+    let mut b = Bfq::new(DISK);
+    let before = b.params();
+    let err = b.set_param("back_seek_penalty", "0").unwrap_err().to_string();
+    assert!(err.contains("back_seek_penalty"), "{err}");
+    let err = b.set_param("timeout_sync", "soon").unwrap_err().to_string();
+    assert!(err.contains("timeout_sync"), "{err}");
+    assert_eq!(b.params(), before);
+    b.set_param("max_budget", "2048").unwrap();
+    assert_eq!(b.max_budget(), 2048);
+}
+
+#[test]
+fn stats_and_events_report_service_weights_budgets_and_expiry_reasons() {
+    // Issue 2, "Observability".
+    let mut t = Rig::new(DISK, no_raising());
+    t.b.configure_queue(QueueId(1), QueueSpec::with_weight(300), 0).unwrap();
+    let r = t.read(1, 0);
+    assert_eq!(t.dispatched(), r);
+    t.b.complete(&r, t.now);
+    let _ = t.dispatch();
+    t.advance(10 * MSEC);
+    let s = t.b.queue_stats(QueueId(1)).unwrap();
+    assert_eq!((s.weight, s.effective_weight, s.service_sectors, s.completed), (300, 300, 8, 1));
+    assert_eq!(s.last_expiry, Some(ExpiryReason::TooIdle));
+    assert!(s.budget.is_some());
+    let kinds: Vec<_> = t.events().into_iter().map(|e| std::mem::discriminant(&e.kind)).collect();
+    for k in [
+        EventKind::Activated,
+        EventKind::Selected { budget: 0 },
+        EventKind::IdlingStarted { until: 0 },
+        EventKind::Expired { reason: ExpiryReason::TooIdle, service: 0 },
+        EventKind::BudgetUpdated { budget: 0 },
+    ] {
+        assert!(kinds.contains(&std::mem::discriminant(&k)), "{k:?} missing");
+    }
+}
