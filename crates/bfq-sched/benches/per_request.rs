@@ -1,9 +1,21 @@
 //! Per-request scheduler cost (insert + dispatch + complete) with 1 to 100,000 backlogged queues, for
-//! BFQ and the FIFO baseline in the same run (issue "Performance"; kernel-bfq-reference.md,
-//! "Performance anchors": 1.9 us per request for the kernel's BFQ on an i7-2760QM).
+//! BFQ and the FIFO baseline in the same run (issue 7; kernel-bfq-reference.md, "Performance anchors":
+//! 1.9 us per request for the kernel's BFQ on an i7-2760QM).
 //!
-//! Run: `cargo bench -p bfq-sched --bench per_request`; `scripts/perf-table` turns criterion's output
-//! into the ratio table of docs/performance.md.
+//! Mixes (`testing::Mix`; every queue stays backlogged, one request served per step):
+//! - `seq`: synchronous sequential 4 KiB reads;
+//! - `rand`: synchronous random 4 KiB reads;
+//! - `mixed`: 3/4 sync reads (half sequential, half random), 1/4 async random writes, weights 100..800;
+//! - `wr`: `mixed` with BFQ's v1 weight raising active on every queue for the whole run (its raised
+//!   weight changes with every request served: seed 001 sec. 4.1);
+//! - `switch`: `rand` with one-request budgets (`max_budget=8`), so that BFQ expires the in-service queue
+//!   and runs the B-WF2Q+ selection on every request: the worst case for the O(log N) part.
+//!
+//! The FIFO baseline runs the same request mix (the BFQ tunables do not apply to it).
+//!
+//! Run: `cargo bench -p bfq-sched --bench per_request -- --warm-up-time 1 --measurement-time 2`
+//! (schedulers: env `BFQ_BENCH_SCHEDULERS`, default `fifo,bfq`); `scripts/perf-table < output` turns
+//! criterion's output into the ratio table of docs/performance.md.
 
 use std::time::{Duration, Instant};
 
@@ -17,16 +29,31 @@ fn schedulers() -> Vec<&'static str> {
     wanted.split(',').filter_map(bfq_sched::canonical_name).collect()
 }
 
+/// (mix, group name, BFQ tunables).
+fn mixes() -> Vec<(Mix, &'static str, Vec<(String, String)>)> {
+    let p = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    vec![
+        (Mix::Sequential, "seq", vec![]),
+        (Mix::Random, "rand", vec![]),
+        (Mix::Mixed, "mixed", vec![]),
+        (
+            Mix::Mixed,
+            "wr",
+            p(&[("weight_raising", "v1"), ("wr_max_time", "3600000"), ("wr_budget", "1073741824")]),
+        ),
+        (Mix::Random, "switch", p(&[("max_budget", "8")])),
+    ]
+}
+
 fn per_request(c: &mut Criterion) {
-    for (mix, mix_name) in [(Mix::Sequential, "seq"), (Mix::Random, "rand"), (Mix::Mixed, "mixed")] {
+    for (mix, mix_name, bfq_params) in mixes() {
         let mut group = c.benchmark_group(format!("per_request/{mix_name}"));
         group.throughput(Throughput::Elements(1));
-        group.warm_up_time(Duration::from_millis(500));
-        group.measurement_time(Duration::from_secs(2));
         group.sample_size(20);
         for name in schedulers() {
+            let params: &[(String, String)] = if name == "bfq" { &bfq_params } else { &[] };
             for &queues in QUEUE_COUNTS {
-                let Ok(mut load) = SteadyLoad::new(name, &[], queues, mix) else { continue };
+                let Ok(mut load) = SteadyLoad::new(name, params, queues, mix) else { continue };
                 group.bench_with_input(BenchmarkId::new(name, queues), &queues, |b, _| {
                     b.iter_custom(|iters| {
                         let start = Instant::now();
@@ -42,5 +69,14 @@ fn per_request(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, per_request);
+fn config() -> Criterion {
+    // Defaults for a short run; the command line (--warm-up-time, --measurement-time) overrides them.
+    Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2))
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = per_request
+}
 criterion_main!(benches);

@@ -73,6 +73,41 @@ impl Hasher for IdHasher {
 
 type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
+/// Queue ids below this are mapped to slots through a vector, the rest through a hash map.
+const DENSE_IDS: u32 = 1 << 20;
+
+/// QueueId -> slot: a direct-mapped vector for small ids (the common case: callers number their queues
+/// densely, as `QueueId` recommends), a hash map for the others.
+#[derive(Debug, Default)]
+struct QueueIndex {
+    /// `dense[id]` = slot + 1, or 0 if unknown.
+    dense: Vec<u32>,
+    sparse: IdMap<QueueId, u32>,
+}
+
+impl QueueIndex {
+    #[inline]
+    fn get(&self, id: QueueId) -> Option<u32> {
+        if id.0 < DENSE_IDS {
+            self.dense.get(id.0 as usize).and_then(|&s| s.checked_sub(1))
+        } else {
+            self.sparse.get(&id).copied()
+        }
+    }
+
+    fn insert(&mut self, id: QueueId, slot: u32) {
+        if id.0 < DENSE_IDS {
+            let i = id.0 as usize;
+            if self.dense.len() <= i {
+                self.dense.resize((i + 1).next_power_of_two().min(DENSE_IDS as usize), 0);
+            }
+            self.dense[i] = slot + 1;
+        } else {
+            self.sparse.insert(id, slot);
+        }
+    }
+}
+
 /// Mutable references to two distinct elements of a slice.
 fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
     debug_assert_ne!(a, b);
@@ -171,11 +206,12 @@ pub struct Bfq {
     cfg: BfqConfig,
     device: DeviceInfo,
     queues: Vec<Queue>,
-    index: IdMap<QueueId, u32>,
+    index: QueueIndex,
     slab: Slab,
     wf2q: Wf2q,
     /// Request in flight -> slot of the queue that dispatched it.
-    dispatched: IdMap<RequestId, u32>,
+    /// Request in flight -> (slot of the queue that dispatched it, slot of the queue that issued it).
+    dispatched: IdMap<RequestId, (u32, u32)>,
     queued: usize,
     in_flight: usize,
     service: Option<Service>,
@@ -202,7 +238,7 @@ impl Bfq {
         Bfq {
             device,
             queues: Vec::new(),
-            index: IdMap::default(),
+            index: QueueIndex::default(),
             slab: Slab::default(),
             wf2q: Wf2q::default(),
             dispatched: IdMap::default(),
@@ -265,7 +301,7 @@ impl Bfq {
     }
 
     fn slot_of(&mut self, id: QueueId) -> u32 {
-        if let Some(&s) = self.index.get(&id) {
+        if let Some(s) = self.index.get(id) {
             return s;
         }
         let s = self.queues.len() as u32;
@@ -561,7 +597,7 @@ impl Bfq {
         o.service += r.sectors();
         self.queued -= 1;
         self.in_flight += 1;
-        self.dispatched.insert(r.id, s);
+        self.dispatched.insert(r.id, (s, slot.owner));
         self.last_position = r.end_sector();
         if self.peak.on_dispatch(&self.cfg, now, r.sector(), r.sectors()) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
@@ -709,11 +745,11 @@ impl Scheduler for Bfq {
     }
 
     fn complete(&mut self, request: &Request, now: Nanos) {
-        let Some(s) = self.dispatched.remove(&request.id) else { return };
+        let Some((s, owner)) = self.dispatched.remove(&request.id) else { return };
         self.in_flight -= 1;
         self.queues[s as usize].serving_in_flight -= 1;
-        if let Some(&o) = self.index.get(&request.queue) {
-            let o = &mut self.queues[o as usize];
+        {
+            let o = &mut self.queues[owner as usize];
             o.own_in_flight = o.own_in_flight.saturating_sub(1);
             o.completed += 1;
         }
@@ -775,7 +811,7 @@ impl Scheduler for Bfq {
     }
 
     fn queue_stats(&self, queue: QueueId) -> Option<QueueStats> {
-        let &s = self.index.get(&queue)?;
+        let s = self.index.get(queue)?;
         let q = &self.queues[s as usize];
         let budget = match self.service {
             Some(svc) if svc.slot == s => svc.budget,
