@@ -18,12 +18,19 @@
 //! idled for the in-service queue until `until`; `next_timer` returns it) or [`Decision::Wait`] (the
 //! in-service queue will be idled for once its requests in flight complete).
 //!
-//! Costs: per-queue state in an arena indexed by a slot (one hash lookup per call to map a
-//! [`QueueId`]), requests in a shared slab, B-WF2Q+ in O(log N); no O(N) scan per request.
+//! `Idle` and `Wait` may come while nothing at all is queued (the in-service queue's next synchronous
+//! request has not arrived yet); neither is ever open-ended: `Idle` always comes with a timer
+//! ([`Scheduler::next_timer`]), `Wait` only while one of the in-service queue's requests is in flight.
+//!
+//! Costs (issue 7): per-queue state in an arena indexed by a slot (a vector maps small [`QueueId`]s
+//! to slots, a hash map the others), requests in a shared slab, requests in flight in [`inflight`],
+//! B-WF2Q+ in O(log N); no O(N) scan per request, and no heap allocation per request once the
+//! buffers have grown to the workload (docs/performance.md, "Scheduler core: per-request cost").
 
 pub mod budget;
 pub mod config;
 pub mod idling;
+pub mod inflight;
 pub mod merge;
 pub mod ordering;
 pub mod peak_rate;
@@ -35,12 +42,13 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::params::ParamError;
 use crate::scheduler::{Decision, Event, EventKind, ExpiryReason, QueueStats, RaiseKind, Scheduler};
-use crate::types::{DeviceInfo, IoClass, Nanos, QueueId, QueueSpec, Request, RequestId};
+use crate::types::{DeviceInfo, IoClass, Nanos, QueueId, QueueSpec, Request};
 use crate::SchedError;
 
 pub use config::BfqConfig;
 use config::WeightRaising;
 use idling::{HwTag, IdleInputs, SeekTracker};
+use inflight::{InFlight, InFlightTable};
 use ordering::{OrderParams, QueueRequests, Slab};
 use peak_rate::PeakRate;
 use weight_raising::Raising;
@@ -211,7 +219,7 @@ pub struct Bfq {
     wf2q: Wf2q,
     /// Request in flight -> slot of the queue that dispatched it.
     /// Request in flight -> (slot of the queue that dispatched it, slot of the queue that issued it).
-    dispatched: IdMap<RequestId, (u32, u32)>,
+    dispatched: InFlightTable,
     queued: usize,
     in_flight: usize,
     service: Option<Service>,
@@ -241,7 +249,7 @@ impl Bfq {
             index: QueueIndex::default(),
             slab: Slab::default(),
             wf2q: Wf2q::default(),
-            dispatched: IdMap::default(),
+            dispatched: InFlightTable::default(),
             queued: 0,
             in_flight: 0,
             service: None,
@@ -597,7 +605,7 @@ impl Bfq {
         o.service += r.sectors();
         self.queued -= 1;
         self.in_flight += 1;
-        self.dispatched.insert(r.id, (s, slot.owner));
+        self.dispatched.insert(r.id, InFlight { serving: s, owner: slot.owner });
         self.last_position = r.end_sector();
         if self.peak.on_dispatch(&self.cfg, now, r.sector(), r.sectors()) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
@@ -745,7 +753,7 @@ impl Scheduler for Bfq {
     }
 
     fn complete(&mut self, request: &Request, now: Nanos) {
-        let Some((s, owner)) = self.dispatched.remove(&request.id) else { return };
+        let Some(InFlight { serving: s, owner }) = self.dispatched.remove(request.id) else { return };
         self.in_flight -= 1;
         self.queues[s as usize].serving_in_flight -= 1;
         {
