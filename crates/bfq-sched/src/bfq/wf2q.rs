@@ -11,8 +11,8 @@
 //! (S = old F even when V is past it: seed 000 sec. 3.1, "timestamp back-shifting rule"), limited as
 //! the kernel does: if F would still be behind V, it is pushed forward by (V - F) / raising coefficient.
 //!
-//! Structure: instead of the kernel's augmented red-black tree, each class keeps two binary heaps with
-//! lazy deletion: `eligible` (S <= V) keyed by F and `pending` (S > V) keyed by S. Since V never
+//! Structure: instead of the kernel's augmented red-black tree, each class keeps two 4-ary min-heaps
+//! with lazy deletion: `eligible` (S <= V) keyed by F and `pending` (S > V) keyed by S. Since V never
 //! decreases, an eligible entity stays eligible; entities move from `pending` to `eligible` once as V
 //! passes their S. Every operation is O(log N) amortized, and heaps reuse their buffers (no allocation
 //! per request in steady state). Virtual times are fixed-point integers (`VTIME_SHIFT` fractional
@@ -20,9 +20,6 @@
 //!
 //! Classes (seed 003 sec. V; kernel): RT before BE before IDLE, except that the IDLE class is served
 //! first when it has not been served for `idle_class_guard` (kernel: 200 ms), so that it cannot starve.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use crate::types::Nanos;
 
@@ -71,12 +68,98 @@ pub struct Entity {
     gen: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct HeapEntry {
     key: u64,
+    /// Insertion order: among equal keys the earlier entry comes first (as the kernel's tree does).
     seq: u64,
     slot: u32,
     gen: u32,
+}
+
+impl HeapEntry {
+    /// The order of the heap: by key, then by insertion (seq is unique, so this is total).
+    #[inline]
+    fn rank(&self) -> u128 {
+        (u128::from(self.key) << 64) | u128::from(self.seq)
+    }
+}
+
+/// A 4-ary min-heap on [`HeapEntry::rank`]: half the depth of a binary heap, and its children share
+/// cache lines, which matters with 10^5 queues (issue 7).
+#[derive(Debug, Default)]
+struct MinHeap {
+    v: Vec<HeapEntry>,
+}
+
+impl MinHeap {
+    fn len(&self) -> usize {
+        self.v.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.v.is_empty()
+    }
+
+    fn capacity(&self) -> usize {
+        self.v.capacity()
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        self.v.reserve(additional);
+    }
+
+    fn peek(&self) -> Option<&HeapEntry> {
+        self.v.first()
+    }
+
+    fn push(&mut self, e: HeapEntry) {
+        let rank = e.rank();
+        let mut i = self.v.len();
+        self.v.push(e);
+        while i > 0 {
+            let parent = (i - 1) / 4;
+            if self.v[parent].rank() <= rank {
+                break;
+            }
+            self.v[i] = self.v[parent];
+            i = parent;
+        }
+        self.v[i] = e;
+    }
+
+    fn pop(&mut self) -> Option<HeapEntry> {
+        let last = self.v.pop()?;
+        if self.v.is_empty() {
+            return Some(last);
+        }
+        let top = self.v[0];
+        let n = self.v.len();
+        let rank = last.rank();
+        let mut i = 0;
+        loop {
+            let first = 4 * i + 1;
+            if first >= n {
+                break;
+            }
+            let mut min = first;
+            let mut min_rank = self.v[first].rank();
+            for c in (first + 1)..(first + 4).min(n) {
+                let r = self.v[c].rank();
+                if r < min_rank {
+                    min = c;
+                    min_rank = r;
+                }
+            }
+            if min_rank >= rank {
+                break;
+            }
+            self.v[i] = self.v[min];
+            i = min;
+        }
+        self.v[i] = last;
+        Some(top)
+    }
 }
 
 /// One class's B-WF2Q+ instance.
@@ -86,9 +169,9 @@ pub struct ServiceTree {
     pub vtime: u64,
     /// Sum of the weights of the active, in-service and idle-tree entities.
     pub wsum: u64,
-    eligible: BinaryHeap<Reverse<HeapEntry>>,
-    pending: BinaryHeap<Reverse<HeapEntry>>,
-    idle: BinaryHeap<Reverse<HeapEntry>>,
+    eligible: MinHeap,
+    pending: MinHeap,
+    idle: MinHeap,
     /// Entities in state Active.
     pub active: usize,
     /// Entities in the idle tree.
@@ -117,7 +200,7 @@ fn live(e: &HeapEntry, entities: &[Entity], state: EntityState) -> bool {
 impl ServiceTree {
     fn push(&mut self, which: u8, key: u64, slot: u32, gen: u32) {
         self.seq += 1;
-        let e = Reverse(HeapEntry { key, seq: self.seq, slot, gen });
+        let e = HeapEntry { key, seq: self.seq, slot, gen };
         match which {
             0 => self.eligible.push(e),
             1 => self.pending.push(e),
@@ -138,22 +221,22 @@ impl ServiceTree {
 
     /// Moves every pending entity whose S <= V to the eligible heap.
     fn promote(&mut self, entities: &[Entity]) {
-        while let Some(Reverse(top)) = self.pending.peek().copied() {
+        while let Some(top) = self.pending.peek().copied() {
             if !live(&top, entities, EntityState::Active) {
                 self.pending.pop();
             } else if top.key <= self.vtime {
                 self.pending.pop();
                 self.seq += 1;
                 let finish = entities[top.slot as usize].finish;
-                self.eligible.push(Reverse(HeapEntry { key: finish, seq: self.seq, ..top }));
+                self.eligible.push(HeapEntry { key: finish, seq: self.seq, ..top });
             } else {
                 break;
             }
         }
     }
 
-    fn clean_top(heap: &mut BinaryHeap<Reverse<HeapEntry>>, entities: &[Entity], state: EntityState) {
-        while let Some(Reverse(top)) = heap.peek() {
+    fn clean_top(heap: &mut MinHeap, entities: &[Entity], state: EntityState) {
+        while let Some(top) = heap.peek() {
             if live(top, entities, state) {
                 break;
             }
@@ -170,18 +253,18 @@ impl ServiceTree {
         Self::clean_top(&mut self.eligible, entities, EntityState::Active);
         if self.eligible.is_empty() {
             Self::clean_top(&mut self.pending, entities, EntityState::Active);
-            let Reverse(top) = *self.pending.peek()?;
+            let top = *self.pending.peek()?;
             self.vtime = self.vtime.max(top.key);
             self.promote(entities);
         }
-        let Reverse(top) = self.eligible.pop()?;
+        let top = self.eligible.pop()?;
         self.active -= 1;
         Some(top.slot)
     }
 
     /// Forgets the idle entities whose F <= V (their history no longer matters: S = V on return).
     fn forget_idle(&mut self, entities: &mut [Entity]) {
-        while let Some(Reverse(top)) = self.idle.peek().copied() {
+        while let Some(top) = self.idle.peek().copied() {
             if !live(&top, entities, EntityState::Idle) {
                 self.idle.pop();
                 continue;
@@ -528,5 +611,31 @@ mod tests {
             w.expire(s, 16384, Some((w.entities[s as usize].weight, 16384)));
         }
         assert!(w.trees[1].vtime > 0);
+    }
+
+    #[test]
+    fn the_four_ary_heap_pops_in_rank_order() {
+        let mut h = MinHeap::default();
+        let mut x: u64 = 0x9E37_79B9;
+        let mut all = vec![];
+        for seq in 0..5000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let e = HeapEntry { key: x % 100, seq, slot: seq as u32, gen: 0 };
+            h.push(e);
+            all.push(e);
+            if x % 3 == 0 {
+                let top = h.pop().unwrap();
+                let min = all.iter().min_by_key(|e| e.rank()).copied().unwrap();
+                assert_eq!(top, min);
+                all.retain(|e| e.seq != top.seq);
+            }
+        }
+        all.sort_by_key(|e| e.rank());
+        for e in all {
+            assert_eq!(h.pop(), Some(e));
+        }
+        assert!(h.is_empty() && h.len() == 0);
     }
 }
