@@ -29,8 +29,11 @@ fn schedulers() -> Vec<&'static str> {
     wanted.split(',').filter_map(bfq_sched::canonical_name).collect()
 }
 
+/// Tunables as (name, value) pairs.
+type Params = Vec<(String, String)>;
+
 /// (mix, group name, BFQ tunables).
-fn mixes() -> Vec<(Mix, &'static str, Vec<(String, String)>)> {
+fn mixes() -> Vec<(Mix, &'static str, Params)> {
     let p = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     vec![
         (Mix::Sequential, "seq", vec![]),

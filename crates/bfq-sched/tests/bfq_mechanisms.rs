@@ -297,7 +297,7 @@ fn an_idle_class_queue_is_served_once_its_guard_expires_despite_a_greedy_be_queu
     }
     let at = idle_served_at.expect("the IDLE queue was starved for 2 s");
     // Guard (200 ms) plus at most one BE slot (T_max = 125 ms) in progress when the guard expired.
-    assert!(at >= 200 * MSEC && at <= 200 * MSEC + 125 * MSEC + MSEC, "served at {at}");
+    assert!((200 * MSEC..=200 * MSEC + 125 * MSEC + MSEC).contains(&at), "served at {at}");
 }
 
 fn raising(t: &Rig, q: u32) -> (Option<RaiseKind>, u32) {
@@ -336,7 +336,7 @@ fn raising_ends_after_t_rais_and_comes_back_only_after_t_idle_of_idleness() {
     // Seed 001 sec. 4.1: T_rais = 6 s caps raising; re-raised when backlogged after >= T_idle (2 s) idle.
     let cfg = BfqConfig { weight_raising: bfq_sched::bfq::config::WeightRaising::V1, ..BfqConfig::default() };
     let mut t = Rig::new(DISK, cfg);
-    let mut one_request = |t: &mut Rig, at: Nanos| {
+    let one_request = |t: &mut Rig, at: Nanos| {
         t.now = at;
         let r = t.read(1, at / 1000);
         let r2 = t.dispatched();

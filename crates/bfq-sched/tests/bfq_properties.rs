@@ -133,7 +133,7 @@ impl Driver {
             }
             Step::Dispatch => {
                 if self.at_device.len() < self.depth {
-                    self.dispatch()?;
+                    let _ = self.dispatch()?;
                 }
             }
             Step::Complete(i) => {

@@ -92,7 +92,7 @@ impl PeakRate {
         if !((self.samples >= 32 && window >= 300 * MSEC) || window >= SEC) {
             return false;
         }
-        let measured = if window == 0 { 0 } else { self.sectors * SEC / window };
+        let measured = (self.sectors.saturating_mul(SEC)).checked_div(window).unwrap_or(0);
         let mostly_random = self.sequential * 4 < self.samples * 3;
         let mut changed = false;
         if !(mostly_random && measured <= self.rate) && measured <= 20_000_000 && measured > 0 {

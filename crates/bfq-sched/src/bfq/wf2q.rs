@@ -636,6 +636,6 @@ mod tests {
         for e in all {
             assert_eq!(h.pop(), Some(e));
         }
-        assert!(h.is_empty() && h.len() == 0);
+        assert!(h.is_empty());
     }
 }
