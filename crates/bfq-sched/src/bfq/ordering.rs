@@ -25,8 +25,6 @@ pub struct Slot {
     pub request: Request,
     /// Slot of the queue that issued it (not the merged queue serving it).
     pub owner: u32,
-    /// Whether it is still queued.
-    pub live: bool,
     /// When it expires (FIFO expiry): its arrival time plus `fifo_expire_sync` or `fifo_expire_async`.
     pub deadline: Nanos,
     prev: u32,
@@ -43,7 +41,7 @@ pub struct Slab {
 impl Slab {
     /// Stores a request; returns its index.
     pub fn insert(&mut self, request: Request, owner: u32) -> u32 {
-        let slot = Slot { request, owner, live: true, deadline: 0, prev: NIL, next: NIL };
+        let slot = Slot { request, owner, deadline: 0, prev: NIL, next: NIL };
         match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -62,10 +60,8 @@ impl Slab {
     }
 
     fn release(&mut self, index: u32) -> Slot {
-        let s = &mut self.slots[index as usize];
-        s.live = false;
         self.free.push(index);
-        *s
+        self.slots[index as usize]
     }
 }
 
