@@ -24,7 +24,6 @@ fn shares(cfg: BfqConfig, weights: [u32; 3], seconds: u64) -> [u64; 3] {
 
 fn assert_ratios(bytes: [u64; 3], weights: [u32; 3], tolerance: f64) {
     let total: u64 = bytes.iter().sum();
-    eprintln!("{bytes:?}");
     let wsum: u32 = weights.iter().sum();
     for q in 0..3 {
         let share = bytes[q] as f64 / total as f64;

@@ -12,7 +12,8 @@
 //!
 //! At expiry the queue is charged (its service, or more: [`budget`]), gets its next budget
 //! ([`budget`]), and B-WF2Q+ ([`wf2q`]) picks the next queue. The heuristics live in their own
-//! modules: [`peak_rate`], [`idling`], [`weight_raising`], [`merge`]; the tunables in [`config`].
+//! modules: [`peak_rate`], [`idling`], [`weight_raising`], [`merge`]; the tunables in [`config`]; the
+//! bookkeeping of requests in flight in [`inflight`].
 //!
 //! Call order: as in [`crate::scheduler`]. `dispatch` may answer [`Decision::Idle`] (the device is
 //! idled for the in-service queue until `until`; `next_timer` returns it) or [`Decision::Wait`] (the
