@@ -582,13 +582,16 @@ impl Bfq {
         }
     }
 
-    fn dispatch_from(&mut self, svc: &mut Service, index: u32, now: Nanos) -> Request {
-        let s = svc.slot;
+    /// Dispatches the slab request `index` of the in-service queue `s`.
+    fn dispatch_from(&mut self, s: u32, index: u32, now: Nanos) -> Request {
         let slot = self.queues[s as usize].reqs.remove(&mut self.slab, index);
         let r = slot.request;
         let cost = budget::request_cost(&self.cfg, &r);
-        svc.served += cost;
-        svc.served_sectors += r.sectors();
+        if let Some(svc) = self.service.as_mut() {
+            svc.served += cost;
+            svc.served_sectors += r.sectors();
+            svc.idle_until = None;
+        }
         self.wf2q.served(s, cost);
         // Raising that ran out ends now (its weight leaves the tree at the next requeue, as for any
         // weight change), so that stats and idling see it at once.
@@ -685,7 +688,8 @@ impl Scheduler for Bfq {
         // Each turn either returns, or expires the in-service queue, or selects a new one; a selected
         // queue always has requests, so this ends.
         for _ in 0..(2 * self.queues.len() + 4) {
-            let Some(mut svc) = self.service else {
+            // Read the few fields needed rather than copying the whole slot out and back.
+            let Some(svc) = self.service.as_ref() else {
                 if self.queued == 0 {
                     return Decision::Empty;
                 }
@@ -695,12 +699,13 @@ impl Scheduler for Bfq {
                 }
                 continue;
             };
-            let s = svc.slot;
+            let (s, deadline, served, budget, idle_until) =
+                (svc.slot, svc.deadline, svc.served, svc.budget, svc.idle_until);
             if self.preempt {
                 self.expire(ExpiryReason::Preempted, now);
                 continue;
             }
-            if now >= svc.deadline {
+            if now >= deadline {
                 self.expire(ExpiryReason::BudgetTimeout, now);
                 continue;
             }
@@ -709,13 +714,11 @@ impl Scheduler for Bfq {
             let next = self.queues[s as usize].reqs.peek_next(&self.slab, head, now, &p);
             if let Some(index) = next {
                 let cost = budget::request_cost(&self.cfg, &self.slab.get(index).request);
-                if svc.served > 0 && cost > svc.budget.saturating_sub(svc.served) {
+                if served > 0 && cost > budget.saturating_sub(served) {
                     self.expire(ExpiryReason::BudgetExhausted, now);
                     continue;
                 }
-                svc.idle_until = None;
-                let r = self.dispatch_from(&mut svc, index, now);
-                self.service = Some(svc);
+                let r = self.dispatch_from(s, index, now);
                 // Kernel: an IDLE-class queue yields after each request when other classes have work.
                 if self.queues[s as usize].spec.class == IoClass::Idle
                     && (self.wf2q.class_busy(0) || self.wf2q.class_busy(1))
@@ -725,14 +728,14 @@ impl Scheduler for Bfq {
                 return Decision::Dispatch(r);
             }
             // The in-service queue is empty.
-            if let Some(until) = svc.idle_until {
+            if let Some(until) = idle_until {
                 if now < until {
                     return Decision::Idle { until };
                 }
                 self.expire(ExpiryReason::TooIdle, now);
                 continue;
             }
-            let inputs = self.idle_inputs(s, svc.served);
+            let inputs = self.idle_inputs(s, served);
             match idling::idle_window(&self.cfg, &inputs) {
                 Some(_) if self.queues[s as usize].serving_in_flight > 0 => return Decision::Wait,
                 Some(window) if window > 0 => {
@@ -765,12 +768,12 @@ impl Scheduler for Bfq {
         self.hw_tag.sample(self.queued, self.in_flight);
         let q = &self.queues[s as usize];
         let drained = q.reqs.is_empty() && q.serving_in_flight == 0;
-        match self.service {
-            Some(svc) if svc.slot == s => {
+        match self.service.as_ref().map(|x| (x.slot, x.idle_until, x.served)) {
+            Some((slot, idle_until, served)) if slot == s => {
                 // The in-service queue's last request completed: idle now if worth it (the idle
                 // window starts when nothing of it is in flight, seed 001 sec. 3).
-                if drained && svc.idle_until.is_none() {
-                    let inputs = self.idle_inputs(s, svc.served);
+                if drained && idle_until.is_none() {
+                    let inputs = self.idle_inputs(s, served);
                     if let Some(window) = idling::idle_window(&self.cfg, &inputs).filter(|w| *w > 0) {
                         let until = now + window;
                         if let Some(x) = self.service.as_mut() {
