@@ -218,8 +218,7 @@ pub struct Bfq {
     index: QueueIndex,
     slab: Slab,
     wf2q: Wf2q,
-    /// Request in flight -> slot of the queue that dispatched it.
-    /// Request in flight -> (slot of the queue that dispatched it, slot of the queue that issued it).
+    /// Request in flight -> the queue that dispatched it and the queue that issued it.
     dispatched: InFlightTable,
     queued: usize,
     in_flight: usize,
