@@ -225,6 +225,8 @@ mod tests {
 
     #[test]
     fn async_queues_get_the_maximum_budget() {
+        // Kernel-bfq-reference.md "Budgets": async queues get the device maximum (seed 001 sec. 3: budgets
+        // are for sync service).
         let cfg = BfqConfig::default();
         let o = SlotOutcome { sync: false, ..outcome(ExpiryReason::NoMoreRequests, 100, 100) };
         assert_eq!(next_budget(&cfg, &o, BMAX), BMAX);

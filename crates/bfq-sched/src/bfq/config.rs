@@ -295,6 +295,7 @@ mod tests {
 
     #[test]
     fn every_listed_param_round_trips_through_set() {
+        // Issue 2 "One configuration": every tunable is settable by name from its listed value.
         let mut c = BfqConfig::default();
         for (k, v) in BfqConfig::default().params() {
             c.set(k, &v).unwrap_or_else(|e| panic!("{k}: {e}"));
@@ -304,6 +305,7 @@ mod tests {
 
     #[test]
     fn invalid_values_are_rejected_naming_the_field() {
+        // Issue 2 "One configuration": invalid values rejected with an error naming the field.
         let mut c = BfqConfig::default();
         for (k, v) in [
             ("back_seek_penalty", "0"),
@@ -322,6 +324,7 @@ mod tests {
 
     #[test]
     fn slice_idle_us_and_slice_idle_set_the_same_field() {
+        // Kernel-bfq-reference.md "Tunables": slice_idle and slice_idle_us are one knob.
         let mut c = BfqConfig::default();
         c.set("slice_idle_us", "2500").unwrap();
         assert_eq!(c.slice_idle, 2500 * USEC);

@@ -157,6 +157,8 @@ mod tests {
 
     #[test]
     fn async_and_idle_class_queues_are_not_idled() {
+        // Seed 001 sec. 3: no idling after an asynchronous request; kernel: none for IDLE class or slice_idle
+        // 0.
         let cfg = BfqConfig::default();
         assert_eq!(idle_window(&cfg, &IdleInputs { sync: false, ..seq() }), None);
         assert_eq!(idle_window(&cfg, &IdleInputs { idle_class: true, ..seq() }), None);
@@ -204,6 +206,7 @@ mod tests {
 
     #[test]
     fn strict_guarantees_always_idles() {
+        // Kernel-bfq-reference.md "Idling": strict_guarantees -> always idle.
         let cfg = BfqConfig { strict_guarantees: true, ..BfqConfig::default() };
         assert!(idle_window(&cfg, &IdleInputs { hw_tag: true, sync: false, ..seq() }).is_some());
     }
@@ -224,6 +227,8 @@ mod tests {
 
     #[test]
     fn hw_tag_is_detected_from_in_flight_depth() {
+        // Seed 003 sec. V-C needs to know about internal queueing; detection per kernel-bfq-reference.md
+        // "hw_tag".
         let mut h = HwTag::new(1);
         assert!(!h.detected);
         for _ in 0..32 {

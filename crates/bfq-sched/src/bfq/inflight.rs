@@ -139,6 +139,7 @@ mod tests {
 
     #[test]
     fn behaves_like_a_map_under_random_inserts_and_removes() {
+        // Bookkeeping of outstanding requests (seed 001 sec. 4.3 needs them): a map, whatever the id pattern.
         let mut t = InFlightTable::default();
         let mut m = HashMap::new();
         let mut x: u64 = 0x1234_5678;
@@ -164,6 +165,7 @@ mod tests {
 
     #[test]
     fn unknown_ids_are_not_found() {
+        // Scheduler contract: an unknown completion is ignored.
         let mut t = InFlightTable::default();
         t.insert(RequestId(7), v(1));
         assert_eq!(t.remove(RequestId(8)), None);

@@ -53,6 +53,7 @@ mod tests {
 
     #[test]
     fn writes_idle_class_and_already_merged_queues_are_not_merged() {
+        // Seed 003 sec. V-D: EQM is about interleaved reads; kernel: no merge for IDLE class.
         assert!(!should_merge(&MergeCandidate { sync_read: false, ..cand(1000, 1000) }, 8192));
         assert!(!should_merge(&MergeCandidate { classes_allow: false, ..cand(1000, 1000) }, 8192));
         assert!(!should_merge(&MergeCandidate { both_unmerged: false, ..cand(1000, 1000) }, 8192));

@@ -334,6 +334,7 @@ mod tests {
 
     #[test]
     fn a_backward_request_beyond_back_seek_max_is_not_taken() {
+        // Kernel-bfq-reference.md "Intra-queue order": back seeks only up to back_seek_max.
         let (slab, q) = setup(&[req(1, 0, true, false), req(2, 10_000_000, true, false)]);
         // Behind by 100_000 sectors (> 32768): the forward request wins although much further.
         assert_eq!(slab.get(q.peek_next(&slab, 100_000, 0, &P).unwrap()).request.id.0, 2);
@@ -341,6 +342,7 @@ mod tests {
 
     #[test]
     fn sync_is_preferred_over_async_between_candidates() {
+        // Kernel-bfq-reference.md "Intra-queue order": sync > async.
         let (slab, q) = setup(&[req(1, 1001, false, false), req(2, 900, true, false)]);
         assert_eq!(slab.get(q.peek_next(&slab, 1000, 0, &P).unwrap()).request.id.0, 2);
     }
@@ -362,6 +364,7 @@ mod tests {
 
     #[test]
     fn async_requests_expire_later_than_sync_ones() {
+        // Kernel-bfq-reference.md "Intra-queue order": fifo_expire_async 250 ms.
         let (slab, q) = setup(&[req(1, 5, false, false), req(2, 1000, false, false)]);
         assert_eq!(slab.get(q.peek_next(&slab, 500, 249 * MSEC, &P).unwrap()).request.id.0, 2);
         assert_eq!(slab.get(q.peek_next(&slab, 500, 250 * MSEC, &P).unwrap()).request.id.0, 1);

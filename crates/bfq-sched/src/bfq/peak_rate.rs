@@ -125,6 +125,7 @@ mod tests {
 
     #[test]
     fn paper_estimator_ignores_slots_shorter_than_20_ms() {
+        // Seed 001 sec. 4.2: the estimator runs only after at least 20 ms of service.
         let cfg = BfqConfig::default();
         let mut p = PeakRate::new(125 * MSEC);
         let before = p.rate;

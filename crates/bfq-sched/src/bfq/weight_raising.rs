@@ -183,6 +183,7 @@ mod tests {
 
     #[test]
     fn soft_rt_raising_lasts_its_duration() {
+        // Seed 003 sec. V-B: raised "for a relatively short time interval" (kernel: 300 ms, x3000).
         let cfg = BfqConfig::default();
         let mut r = Raising::default();
         r.start_soft_rt(&cfg, SEC);

@@ -505,6 +505,8 @@ mod tests {
 
     #[test]
     fn virtual_time_jumps_to_the_smallest_start_when_nothing_is_eligible() {
+        // Kernel-bfq-reference.md "B-WF2Q+": if none eligible, V jumps to the smallest start (WF2Q+, seed 000
+        // sec. 3.1).
         let mut w = wf2q(1);
         w.activate(0, 1, 100, 1000, None);
         let s = w.select(0, GUARD).unwrap();
@@ -535,6 +537,7 @@ mod tests {
 
     #[test]
     fn an_idle_entity_is_forgotten_once_virtual_time_passes_its_finish() {
+        // Kernel-bfq-reference.md "B-WF2Q+": idle entities with F <= V are forgotten.
         let mut w = wf2q(2);
         w.activate(0, 1, 100, 100, None);
         w.activate(1, 1, 100, 10_000, None);
@@ -602,6 +605,7 @@ mod tests {
 
     #[test]
     fn raised_weights_up_to_a_million_do_not_overflow() {
+        // Seed 003 sec. V-B raising (x3000) on the largest weight: the fixed-point arithmetic must hold.
         let mut w = wf2q(2);
         w.activate(0, 1, 1000 * 3000, 16384, None);
         w.activate(1, 1, 1, 16384, None);
@@ -615,6 +619,7 @@ mod tests {
 
     #[test]
     fn the_four_ary_heap_pops_in_rank_order() {
+        // The eligible-min-finish selection of seed 000 sec. 3.1 relies on the heap order.
         let mut h = MinHeap::default();
         let mut x: u64 = 0x9E37_79B9;
         let mut all = vec![];
