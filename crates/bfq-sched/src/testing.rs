@@ -295,7 +295,9 @@ impl SteadyLoad {
             load.insert(QueueId(q));
             load.insert(QueueId(q));
         }
-        // Warm up: every queue served a few times, so buffers have reached their steady size.
+        // Warm up: 4 requests per queue (at least 10,000), so that buffers reach their steady size.
+        // (With BFQ's budgets a queue serves many requests per turn, so not every queue gets a turn
+        // here; BFQ sizes its per-queue structures when a queue is created instead.)
         for _ in 0..(u64::from(queues) * 4).clamp(10_000, 400_000) {
             load.step();
         }
