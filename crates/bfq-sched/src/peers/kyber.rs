@@ -180,6 +180,8 @@ impl Kyber {
     }
 
     /// The end of a latency window: congestion check and depth scaling (see the module doc).
+    // One domain index drives several per-domain arrays at once.
+    #[allow(clippy::needless_range_loop)]
     fn adjust_depths(&mut self, now: Nanos) {
         let mut congested = false;
         for d in 0..Domain::Other as usize {

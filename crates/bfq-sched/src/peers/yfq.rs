@@ -158,7 +158,7 @@ impl Scheduler for Yfq {
     fn complete(&mut self, request: &Request, now: Nanos) {
         let Some((r, _)) = self.in_flight.take(request) else { return };
         self.queues.on_complete(&r);
-        let idle_process = self.flows.get(&r.queue).is_none_or(|f| f.requests.is_empty());
+        let idle_process = !self.flows.get(&r.queue).is_some_and(|f| !f.requests.is_empty());
         let in_batch = self.batch.values().any(|b| b.queue == r.queue);
         if r.sync && self.tw > 0 && self.in_flight.is_empty() && idle_process && !in_batch && self.queued > 0
         {
