@@ -1,20 +1,21 @@
 //! FIFO ("noop", Linux NOOP/none): requests are dispatched in arrival order, with no reordering and no
 //! idling. The baseline of seed 001 sec. 6 and seed 003 sec. VI, and of the performance benchmarks.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::accounting::QueueTable;
 use crate::params::ParamError;
-use crate::peers::InFlight;
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{Nanos, QueueId, QueueSpec, Request};
+use crate::types::{Nanos, QueueId, QueueSpec, Request, RequestId};
 use crate::SchedError;
 
 /// First in, first out.
 #[derive(Debug, Default)]
 pub struct Fifo {
     queue: VecDeque<Request>,
-    in_flight: InFlight,
+    /// Dispatched requests by id, to tell real completions from stray ones. A hash map keeps its
+    /// capacity once grown, so the steady state allocates nothing per request.
+    in_flight: HashMap<RequestId, QueueId>,
     queues: QueueTable,
 }
 
@@ -41,11 +42,11 @@ impl Scheduler for Fifo {
         self.queue.push_back(request);
     }
 
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, _now: Nanos) -> Decision {
         match self.queue.pop_front() {
             Some(r) => {
                 self.queues.on_dispatch(&r);
-                self.in_flight.add(r, now);
+                self.in_flight.insert(r.id, r.queue);
                 Decision::Dispatch(r)
             }
             None => Decision::Empty,
@@ -54,8 +55,9 @@ impl Scheduler for Fifo {
 
     fn complete(&mut self, request: &Request, _now: Nanos) {
         // Only a request this scheduler dispatched counts (the trait's rule for stray completions).
-        if let Some((r, _)) = self.in_flight.take(request) {
-            self.queues.on_complete(&r);
+        if self.in_flight.get(&request.id) == Some(&request.queue) {
+            self.in_flight.remove(&request.id);
+            self.queues.on_complete(request);
         }
     }
 
