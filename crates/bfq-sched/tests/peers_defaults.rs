@@ -59,7 +59,7 @@ fn anticipatory_defaults_are_linux_2_6_ones() {
 
 #[test]
 fn seed_002_and_kyber_defaults() {
-    assert_defaults("scan-edf", &[("deadline_granularity", "80"), ("tw", "4")]);
-    assert_defaults("yfq", &[("batch_size", "4"), ("tw", "4")]);
+    assert_defaults("scan-edf", &[("deadline_granularity", "80"), ("idle_wait", "4")]);
+    assert_defaults("yfq", &[("batch_size", "4"), ("idle_wait", "4")]);
     assert_defaults("kyber", &[("read_lat_nsec", "2000000"), ("write_lat_nsec", "10000000")]);
 }

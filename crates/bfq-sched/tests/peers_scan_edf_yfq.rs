@@ -67,7 +67,7 @@ fn scan_edf_deadline_is_relative_plus_max_of_arrival_and_previous_deadline() {
 #[test]
 fn scan_edf_serves_earliest_deadline_window_first_and_scan_order_inside_it() {
     let mut s = ScanEdf::new();
-    s.set_param("tw", "0").unwrap();
+    s.set_param("idle_wait", "0").unwrap();
     s.set_param("deadline_granularity", "80").unwrap();
     s.configure_queue(QueueId(1), QueueSpec::with_weight(1000), 0).unwrap(); // 10 ms
     s.configure_queue(QueueId(3), QueueSpec::with_weight(50), 0).unwrap(); // 200 ms
@@ -112,7 +112,7 @@ fn scan_edf_waits_tw_for_the_next_request_of_the_same_process() {
 fn yfq_takes_requests_in_start_tag_order_by_weight() {
     let mut s = Yfq::new();
     s.set_param("batch_size", "1").unwrap();
-    s.set_param("tw", "0").unwrap();
+    s.set_param("idle_wait", "0").unwrap();
     s.configure_queue(QueueId(1), QueueSpec::with_weight(300), 0).unwrap();
     for i in 0..40 {
         s.insert(read(i, 1, i * 8), 0);
@@ -126,7 +126,7 @@ fn yfq_takes_requests_in_start_tag_order_by_weight() {
 #[test]
 fn yfq_dispatches_batches_of_up_to_n_requests_sorted_by_sector() {
     let mut s = Yfq::new();
-    s.set_param("tw", "0").unwrap();
+    s.set_param("idle_wait", "0").unwrap();
     // Start tags in arrival order; sectors descending.
     for i in 0..8 {
         s.insert(read(i, i as u32, 10_000 - i * 1000), 0);
@@ -170,10 +170,10 @@ fn scan_edf_and_yfq_are_selected_by_name_and_validate_their_tunables() {
     assert_eq!(s.name(), "scan-edf");
     let err = s.set_param("deadline_granularity", "0").unwrap_err().to_string();
     assert!(err.contains("deadline_granularity"), "{err}");
-    assert!(s.params().contains(&("tw", "4".to_string())));
+    assert!(s.params().contains(&("idle_wait", "4".to_string())));
     let mut y = build("yfq", DeviceInfo::default(), &[("batch_size".into(), "16".into())]).unwrap();
     assert!(y.params().contains(&("batch_size", "16".to_string())));
-    assert!(y.set_param("tw", "x").unwrap_err().to_string().contains("tw"));
+    assert!(y.set_param("idle_wait", "x").unwrap_err().to_string().contains("idle_wait"));
     // And a lone request is served at once by both (no wait without a completion to wait after).
     y.insert(read(1, 1, 0), 0);
     assert_eq!(next(y.as_mut(), 0).id.0, 1);

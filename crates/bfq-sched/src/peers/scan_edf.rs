@@ -15,15 +15,15 @@
 //!   lowest, as C-LOOK). A larger granularity means more requests served in SCAN order, hence higher
 //!   throughput and coarser guarantees (seed 002 reports 80 ms and 640 ms).
 //! - The original algorithm ignores deceptive idleness; seed 002's implementation adds a wait of at
-//!   most `tw` for the next request of the process whose synchronous request just completed, before
-//!   choosing the next request. `tw` = 0 is the original algorithm.
+//!   most `idle_wait` (the seed's Tw) for the next request of the process whose synchronous request just completed, before
+//!   choosing the next request. `idle_wait` = 0 is the original algorithm.
 //!
 //! # Parameters (seed 002; milliseconds)
 //! | name | default | source |
 //! |---|---|---|
 //! | `relative_deadline` | 100 | relative deadline of a weight-100 process; the seed does not give its value (only that it is inversely proportional to the weight) |
 //! | `deadline_granularity` | 80 | seed 002 bandwidth-distribution experiments (640 in the throughput table) |
-//! | `tw` | 4 | seed 002 bandwidth-distribution experiments (`Tw=4ms`) |
+//! | `idle_wait` | 4 | Tw; seed 002 bandwidth-distribution experiments (`Tw=4ms`); the name used in data/published.toml |
 
 use std::collections::BTreeMap;
 
@@ -35,7 +35,7 @@ use crate::types::{Nanos, QueueId, QueueSpec, Request, DEFAULT_WEIGHT, MSEC};
 use crate::SchedError;
 
 const NAME: &str = "scan-edf";
-const KEYS: &[&str] = &["relative_deadline", "deadline_granularity", "tw"];
+const KEYS: &[&str] = &["relative_deadline", "deadline_granularity", "idle_wait"];
 
 /// Position of a queued request: (deadline window, sector, arrival number).
 type EdfKey = (u64, u64, u64);
@@ -185,7 +185,7 @@ impl Scheduler for ScanEdf {
             "deadline_granularity" => {
                 self.granularity = parse_duration(NAME, key, value, MSEC, 1, 3_600_000)?
             }
-            "tw" => self.tw = parse_duration(NAME, key, value, MSEC, 0, 1_000)?,
+            "idle_wait" => self.tw = parse_duration(NAME, key, value, MSEC, 0, 1_000)?,
             _ => return Err(ParamError::unknown(NAME, key, KEYS)),
         }
         Ok(())
@@ -195,7 +195,7 @@ impl Scheduler for ScanEdf {
         vec![
             ("relative_deadline", (self.relative_deadline / MSEC).to_string()),
             ("deadline_granularity", (self.granularity / MSEC).to_string()),
-            ("tw", (self.tw / MSEC).to_string()),
+            ("idle_wait", (self.tw / MSEC).to_string()),
         ]
     }
 

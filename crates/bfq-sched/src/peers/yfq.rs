@@ -13,15 +13,15 @@
 //!   sequential accesses; and a process issuing synchronous requests has at most one request in each
 //!   batch whatever its weight, so it does not get its share (seed 002: with weights 10 and 1 the two
 //!   readers got 22.70 and 5.41 MB/s).
-//! - **Wait `tw`.** As in seed 002's implementation, before forming a new batch YFQ waits at most `tw`
-//!   for the next request of the process whose synchronous request just completed (deceptive
-//!   idleness). `tw` = 0 is the original algorithm.
+//! - **Wait `idle_wait` (the seed's Tw).** As in seed 002's implementation, before forming a new batch
+//!   YFQ waits at most `idle_wait` for the next request of the process whose synchronous request just
+//!   completed (deceptive idleness). `idle_wait` = 0 is the original algorithm.
 //!
 //! # Parameters (seed 002)
 //! | name | default | source |
 //! |---|---|---|
 //! | `batch_size` | 4 | requests per batch; seed 002 bandwidth-distribution experiments (16 in the throughput table) |
-//! | `tw` | 4 (ms) | seed 002 bandwidth-distribution experiments (`Tw=4ms`) |
+//! | `idle_wait` | 4 (ms) | Tw; seed 002 bandwidth-distribution experiments (`Tw=4ms`); the name used in data/published.toml |
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -33,7 +33,7 @@ use crate::types::{Nanos, QueueId, QueueSpec, Request, MSEC};
 use crate::SchedError;
 
 const NAME: &str = "yfq";
-const KEYS: &[&str] = &["batch_size", "tw"];
+const KEYS: &[&str] = &["batch_size", "idle_wait"];
 /// Fixed-point scale of the virtual tags: sectors * SCALE / weight stays exact enough for weights
 /// up to 1000.
 const TAG_SCALE: u64 = 1 << 16;
@@ -187,14 +187,14 @@ impl Scheduler for Yfq {
     fn set_param(&mut self, key: &str, value: &str) -> Result<(), ParamError> {
         match key {
             "batch_size" => self.batch_size = parse_u64(NAME, key, value, 1, 4096)? as u32,
-            "tw" => self.tw = parse_duration(NAME, key, value, MSEC, 0, 1_000)?,
+            "idle_wait" => self.tw = parse_duration(NAME, key, value, MSEC, 0, 1_000)?,
             _ => return Err(ParamError::unknown(NAME, key, KEYS)),
         }
         Ok(())
     }
 
     fn params(&self) -> Vec<(&'static str, String)> {
-        vec![("batch_size", self.batch_size.to_string()), ("tw", (self.tw / MSEC).to_string())]
+        vec![("batch_size", self.batch_size.to_string()), ("idle_wait", (self.tw / MSEC).to_string())]
     }
 
     fn queue_stats(&self, queue: QueueId) -> Option<QueueStats> {
