@@ -15,8 +15,8 @@
 //!   lowest, as C-LOOK). A larger granularity means more requests served in SCAN order, hence higher
 //!   throughput and coarser guarantees (seed 002 reports 80 ms and 640 ms).
 //! - The original algorithm ignores deceptive idleness; seed 002's implementation adds a wait of at
-//!   most `idle_wait` (the seed's Tw) for the next request of the process whose synchronous request just completed, before
-//!   choosing the next request. `idle_wait` = 0 is the original algorithm.
+//!   most `idle_wait` (the seed's Tw) for the next request of the process whose synchronous request
+//!   just completed, before choosing the next request. `idle_wait` = 0 is the original algorithm.
 //!
 //! # Parameters (seed 002; milliseconds)
 //! | name | default | source |
