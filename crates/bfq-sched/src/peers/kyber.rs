@@ -28,6 +28,10 @@
 //!
 //! Fixed as in the kernel: initial (and largest) depths 256 reads, 128 writes, 64 discards, 16 other;
 //! batches 16, 8, 1, 1; discard target 5 s; timer window 100 ms.
+//!
+//! Left out: the per-CPU software queues and request merging (requests reach this interface already
+//! formed), and the limit on scheduler tags for asynchronous requests (`async_depth`); the domain FIFOs
+//! here are global.
 
 use std::collections::VecDeque;
 
