@@ -1,19 +1,21 @@
 //! FIFO ("noop", Linux NOOP/none): requests are dispatched in arrival order, with no reordering and no
 //! idling. The baseline of seed 001 sec. 6 and seed 003 sec. VI, and of the performance benchmarks.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::accounting::QueueTable;
 use crate::params::ParamError;
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{Nanos, QueueId, QueueSpec, Request};
+use crate::types::{Nanos, QueueId, QueueSpec, Request, RequestId};
 use crate::SchedError;
 
 /// First in, first out.
 #[derive(Debug, Default)]
 pub struct Fifo {
     queue: VecDeque<Request>,
-    in_flight: usize,
+    /// Dispatched requests by id, to tell real completions from stray ones. A hash map keeps its
+    /// capacity once grown, so the steady state allocates nothing per request.
+    in_flight: HashMap<RequestId, QueueId>,
     queues: QueueTable,
 }
 
@@ -44,7 +46,7 @@ impl Scheduler for Fifo {
         match self.queue.pop_front() {
             Some(r) => {
                 self.queues.on_dispatch(&r);
-                self.in_flight += 1;
+                self.in_flight.insert(r.id, r.queue);
                 Decision::Dispatch(r)
             }
             None => Decision::Empty,
@@ -52,8 +54,10 @@ impl Scheduler for Fifo {
     }
 
     fn complete(&mut self, request: &Request, _now: Nanos) {
-        if self.queues.on_complete(request) {
-            self.in_flight -= 1;
+        // Only a request this scheduler dispatched counts (the trait's rule for stray completions).
+        if self.in_flight.get(&request.id) == Some(&request.queue) {
+            self.in_flight.remove(&request.id);
+            self.queues.on_complete(request);
         }
     }
 
@@ -68,7 +72,7 @@ impl Scheduler for Fifo {
     }
 
     fn in_flight(&self) -> usize {
-        self.in_flight
+        self.in_flight.len()
     }
 
     fn set_param(&mut self, key: &str, _value: &str) -> Result<(), ParamError> {
@@ -127,5 +131,12 @@ mod tests {
         let mut s = Fifo::new();
         s.complete(&req(7, 3, 0), 0);
         assert_eq!(s.in_flight(), 0);
+        // Nor is a stray id on a queue that has a real request in flight.
+        s.insert(req(1, 3, 0), 0);
+        let Decision::Dispatch(r) = s.dispatch(0) else { panic!("a request is queued") };
+        s.complete(&req(2, 3, 0), 1);
+        assert_eq!((s.in_flight(), s.queue_stats(QueueId(3)).unwrap().completed), (1, 0));
+        s.complete(&r, 2);
+        assert_eq!((s.in_flight(), s.queue_stats(QueueId(3)).unwrap().completed), (0, 1));
     }
 }

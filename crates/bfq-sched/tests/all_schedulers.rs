@@ -266,11 +266,11 @@ fn unknown_completions_are_ignored_by_every_scheduler() {
     }
 }
 
-/// The peers track each dispatched request by id, so even a stray id on a queue that has a real
-/// request in flight is ignored (the FIFO baseline counts per queue and cannot tell).
+/// Every scheduler tracks each dispatched request by id, so even a stray id on a queue that has a real
+/// request in flight is ignored (the rule of `Scheduler::complete`).
 #[test]
-fn stray_completions_on_a_busy_queue_are_ignored_by_the_peers() {
-    for name in bfq_sched::peers::PEER_NAMES {
+fn stray_completions_on_a_busy_queue_are_ignored_by_every_scheduler() {
+    for name in SCHEDULER_NAMES {
         let mut s = build(name, DeviceInfo::default(), &[]).unwrap();
         let real = Request {
             id: RequestId(1),
@@ -287,6 +287,7 @@ fn stray_completions_on_a_busy_queue_are_ignored_by_the_peers() {
         };
         s.complete(&Request { id: RequestId(2), ..real }, MSEC);
         assert_eq!(s.in_flight(), 1, "{name}");
+        assert_eq!(s.queue_stats(QueueId(3)).map(|q| q.completed), Some(0), "{name}");
         s.complete(&r, MSEC);
         assert_eq!(s.in_flight(), 0, "{name}");
     }
