@@ -168,3 +168,53 @@ impl App for WebServer {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SimRng;
+    use crate::writeback::Writeback;
+
+    /// Seed 002, web server: nine requests in ten are for a small file, the rest for a large one.
+    #[test]
+    fn nine_files_in_ten_are_small_seed002_web_server() {
+        let region = Region { start: 0, len: 10 << 30 };
+        let spec = QueueSpec { weight: 100, class: Default::default() };
+        let mut web = WebServer::new(spec, region, 1, WebFiles::default());
+        let (mut rng, mut requests, mut timers) = (SimRng::new(7, 0), Vec::new(), Vec::new());
+        let mut writeback = Writeback::new(1, 1 << 30, 16);
+        let mut ctx =
+            Ctx { now: 0, rng: &mut rng, requests: &mut requests, timers: &mut timers, writeback: &mut writeback, app: 0 };
+        let (mut small, mut large) = (0u32, 0u32);
+        for _ in 0..10_000 {
+            web.next_file(&mut ctx, 0);
+            let p = web.procs[0];
+            let len = p.end - (p.cursor - u64::from(ctx.requests.last().unwrap().len));
+            if len <= WebFiles::default().small_max_bytes {
+                assert!(web.small.start <= p.end - len && p.end <= web.small.start + web.small.len);
+                small += 1;
+            } else {
+                assert_eq!(len, WebFiles::default().large_bytes);
+                assert!(web.large.start <= p.end - len && p.end <= web.large.start + web.large.len);
+                large += 1;
+            }
+        }
+        assert!((8_800..=9_200).contains(&small), "{small} small, {large} large");
+    }
+
+    /// Each served file appends one log record, in order, inside the log region.
+    #[test]
+    fn each_served_file_appends_one_log_record() {
+        let region = Region { start: 0, len: 1 << 30 };
+        let spec = QueueSpec { weight: 100, class: Default::default() };
+        let mut web = WebServer::new(spec, region, 2, WebFiles::default());
+        let (mut rng, mut requests, mut timers) = (SimRng::new(7, 0), Vec::new(), Vec::new());
+        let mut writeback = Writeback::new(1, 1 << 30, 16);
+        let mut ctx =
+            Ctx { now: 0, rng: &mut rng, requests: &mut requests, timers: &mut timers, writeback: &mut writeback, app: 0 };
+        web.file_served(&mut ctx, 0);
+        web.file_served(&mut ctx, 1);
+        assert_eq!(web.log_cursor, web.log.start + 2 * 512);
+        assert_eq!(ctx.requests.len(), 2, "each process goes on with its next file");
+    }
+}
