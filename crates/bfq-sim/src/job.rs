@@ -1,4 +1,4 @@
-//! Job descriptions: what to simulate, in TOML (docs/job-format.md). A [`Job`] is a plain struct that
+//! Job descriptions: what to simulate, in TOML (docs/simulator.md, "Job format"). A [`Job`] is a plain struct that
 //! code can build directly; [`Job::from_toml`] reads one from text, and every error names the file, the
 //! line and the field.
 

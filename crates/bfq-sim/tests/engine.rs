@@ -243,7 +243,7 @@ fn every_example_job_parses_and_runs() {
         assert!(r.totals.requests > 0, "{}", path.display());
         count += 1;
     }
-    assert!(count >= 10, "{count}");
+    assert!(count >= 13, "{count}");
 }
 
 /// Seed 001 sec. 6.4: a player on an idle device drops nothing; behind 100 outstanding DBMS requests
