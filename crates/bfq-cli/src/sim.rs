@@ -13,7 +13,7 @@ use clap::Args;
 /// Arguments of `bfq sim`.
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// The job file (TOML, see docs/job-format.md).
+    /// The job file (TOML, see docs/simulator.md, "Job format").
     pub job: PathBuf,
     /// Schedulers to compare, comma-separated (default: the job's scheduler, or fifo).
     #[arg(long, short, value_delimiter = ',')]
@@ -136,6 +136,15 @@ fn table(reports: &[RunReport]) -> String {
                     .get(i)
                     .and_then(|a| a.extra.video.as_ref())
                     .map_or("-".into(), |v| format!("{}/{}", v.dropped, v.frames))
+            });
+        }
+        if app.extra.streaming.is_some() {
+            let label = format!("{} streams sustained", app.name);
+            row(&label, &|r| {
+                r.apps
+                    .get(i)
+                    .and_then(|a| a.extra.streaming.as_ref())
+                    .map_or("-".into(), |s| format!("{} ({}/{} lost)", s.streams_sustained, s.lost, s.chunks))
             });
         }
     }
