@@ -36,7 +36,8 @@ pub fn execute(args: SuiteArgs) -> Result<()> {
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join("index.html");
-        std::fs::write(&path, suite::html::render(&result)).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, suite::html::render(&result))
+            .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())

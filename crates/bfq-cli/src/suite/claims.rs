@@ -56,7 +56,8 @@ pub fn runs_needed(claim: &Claim) -> Vec<RunKey> {
     let mut keys = Vec::new();
     for (sched, cfg, workload, metric, app) in selections(claim) {
         for w in concrete(&workload) {
-            if let Ok(k) = plan(&claim.device_class, claim.ncq, &sched, &cfg, w, &base_metric(&metric), app.as_deref())
+            if let Ok(k) =
+                plan(&claim.device_class, claim.ncq, &sched, &cfg, w, &base_metric(&metric), app.as_deref())
             {
                 keys.push(k);
             }
@@ -69,7 +70,13 @@ type Selection = (String, String, String, String, Option<String>);
 
 fn selections(claim: &Claim) -> Vec<Selection> {
     let of = |s: &Selector| {
-        (s.scheduler.clone(), s.config.clone().unwrap_or_default(), s.workload.clone(), s.metric.clone(), s.app.clone())
+        (
+            s.scheduler.clone(),
+            s.config.clone().unwrap_or_default(),
+            s.workload.clone(),
+            s.metric.clone(),
+            s.app.clone(),
+        )
     };
     match (&claim.numerator, &claim.denominator, &claim.order) {
         (Some(n), Some(d), _) => vec![of(n), of(d)],
@@ -106,12 +113,7 @@ fn base_metric(metric: &str) -> String {
 }
 
 /// The value of one selection on one concrete workload (or the min/max over the four).
-fn measure_one(
-    claim: &Claim,
-    sel: &Selection,
-    workload: &str,
-    measure: &Measure,
-) -> Result<Value, String> {
+fn measure_one(claim: &Claim, sel: &Selection, workload: &str, measure: &Measure) -> Result<Value, String> {
     let (sched, cfg, _, metric, app) = sel;
     let get = |w: &str| -> Result<Value, String> {
         let key = plan(&claim.device_class, claim.ncq, sched, cfg, w, &base_metric(metric), app.as_deref())?;
@@ -160,7 +162,8 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
             order.join(" > ")
         );
         let w = claim.workload.clone().unwrap_or_default();
-        let vals: Result<Vec<Value>, String> = sels.iter().map(|s| measure_one(claim, s, &w, measure)).collect();
+        let vals: Result<Vec<Value>, String> =
+            sels.iter().map(|s| measure_one(claim, s, &w, measure)).collect();
         match vals {
             Err(reason) => result.verdict = Verdict::NotRun { reason },
             Ok(vals) => {
@@ -230,13 +233,17 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
     let at_least = claim.kind == "ratio_at_least";
     let (ours, ok) = match num.2.as_str() {
         "each-of-4" => {
-            let worst = if at_least { ratios.values().copied().fold(f64::INFINITY, f64::min) } else {
+            let worst = if at_least {
+                ratios.values().copied().fold(f64::INFINITY, f64::min)
+            } else {
                 ratios.values().copied().fold(f64::MIN, f64::max)
             };
             (worst, ratios.values().all(|r| passes(*r)))
         }
         "best-of-4" => {
-            let best = if at_least { ratios.values().copied().fold(f64::MIN, f64::max) } else {
+            let best = if at_least {
+                ratios.values().copied().fold(f64::MIN, f64::max)
+            } else {
                 ratios.values().copied().fold(f64::INFINITY, f64::min)
             };
             (best, passes(best))

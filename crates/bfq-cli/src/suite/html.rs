@@ -10,7 +10,8 @@ use super::{SuiteResult, EXPERIMENTS};
 
 const W: f64 = 720.0;
 const H: f64 = 260.0;
-const COLORS: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+const COLORS: &[&str] =
+    &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -19,7 +20,11 @@ fn esc(s: &str) -> String {
 /// Grouped bars: for each label, our value and the paper's.
 fn bars(items: &[(String, f64, Option<f64>)]) -> String {
     let n = items.len().max(1) as f64;
-    let top = items.iter().flat_map(|(_, a, b)| [*a, b.unwrap_or(0.0)]).filter(|v| v.is_finite()).fold(1.0, f64::max);
+    let top = items
+        .iter()
+        .flat_map(|(_, a, b)| [*a, b.unwrap_or(0.0)])
+        .filter(|v| v.is_finite())
+        .fold(1.0, f64::max);
     let h = H + 120.0;
     let mut s = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{h}' font-size='10'>");
     let slot = (W - 60.0) / n;
@@ -30,26 +35,50 @@ fn bars(items: &[(String, f64, Option<f64>)]) -> String {
         if let Some(p) = paper {
             let _ = write!(s, "<rect x='{:.1}' y='{:.1}' width='{:.1}' height='{:.1}' fill='#aaa'><title>{} paper {:.3}</title></rect>", x + slot * 0.4, H - bh(*p), slot * 0.4, bh(*p), esc(label), p);
         }
-        let _ = write!(s, "<text transform='translate({:.1},{:.1}) rotate(60)'>{}</text>", x + slot * 0.3, H + 5.0, esc(label));
+        let _ = write!(
+            s,
+            "<text transform='translate({:.1},{:.1}) rotate(60)'>{}</text>",
+            x + slot * 0.3,
+            H + 5.0,
+            esc(label)
+        );
     }
     let _ = write!(s, "<line x1='50' y1='{H}' x2='{W}' y2='{H}' stroke='black'/><text x='5' y='20'>{top:.2}</text><text x='5' y='{H}'>0</text>");
     s.push_str("<rect x='600' y='5' width='10' height='10' fill='#1f77b4'/><text x='615' y='14'>ours</text><rect x='650' y='5' width='10' height='10' fill='#aaa'/><text x='665' y='14'>paper</text></svg>");
     s
 }
 
-/// Lines: (name, points, dashed).
-fn lines(series: &[(String, Vec<(f64, f64)>, bool)], xlabel: &str, ylabel: &str) -> String {
+/// One line of a plot: name, points, dashed.
+type Series = (String, Vec<(f64, f64)>, bool);
+
+/// Lines.
+fn lines(series: &[Series], xlabel: &str, ylabel: &str) -> String {
     let xmax = series.iter().flat_map(|(_, p, _)| p.iter().map(|q| q.0)).fold(1e-9, f64::max);
-    let ymax = series.iter().flat_map(|(_, p, _)| p.iter().map(|q| q.1)).filter(|v| v.is_finite()).fold(1e-9, f64::max);
-    let mut s = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{}' font-size='10'>", H + 30.0);
+    let ymax = series
+        .iter()
+        .flat_map(|(_, p, _)| p.iter().map(|q| q.1))
+        .filter(|v| v.is_finite())
+        .fold(1e-9, f64::max);
+    let mut s =
+        format!("<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{}' font-size='10'>", H + 30.0);
     let px = |x: f64| 50.0 + x / xmax * (W - 200.0);
     let py = |y: f64| H - y / ymax * (H - 20.0);
     for (i, (name, pts, dashed)) in series.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
         let d: Vec<String> = pts.iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
         let dash = if *dashed { " stroke-dasharray='4 3'" } else { "" };
-        let _ = write!(s, "<polyline fill='none' stroke='{c}' stroke-width='1.5'{dash} points='{}'/>", d.join(" "));
-        let _ = write!(s, "<text x='{}' y='{}' fill='{c}'>{}</text>", W - 140.0, 15.0 + 12.0 * i as f64, esc(name));
+        let _ = write!(
+            s,
+            "<polyline fill='none' stroke='{c}' stroke-width='1.5'{dash} points='{}'/>",
+            d.join(" ")
+        );
+        let _ = write!(
+            s,
+            "<text x='{}' y='{}' fill='{c}'>{}</text>",
+            W - 140.0,
+            15.0 + 12.0 * i as f64,
+            esc(name)
+        );
     }
     let _ = write!(
         s,
@@ -72,8 +101,10 @@ pub fn render(r: &SuiteResult) -> String {
             continue;
         }
         let _ = write!(h, "<h2>{}</h2>", esc(title));
-        let items: Vec<(String, f64, Option<f64>)> =
-            cls.iter().filter_map(|c| c.ours.filter(|v| v.is_finite()).map(|v| (c.id.clone(), v, c.paper))).collect();
+        let items: Vec<(String, f64, Option<f64>)> = cls
+            .iter()
+            .filter_map(|c| c.ours.filter(|v| v.is_finite()).map(|v| (c.id.clone(), v, c.paper)))
+            .collect();
         if !items.is_empty() {
             h.push_str(&bars(&items));
         }
@@ -138,20 +169,25 @@ pub fn render(r: &SuiteResult) -> String {
         }
     }
     // Service received versus the ideal weighted share.
-    for x in r.runs.iter().filter(|x| matches!(&x.key.scenario, Scenario::Bandwidth { workload } if workload.contains("-w10"))) {
+    for x in r
+        .runs
+        .iter()
+        .filter(|x| matches!(&x.key.scenario, Scenario::Bandwidth { workload } if workload.contains("-w10")))
+    {
         let Ok(rep) = &x.report else { continue };
         let readers: Vec<_> = rep.apps.iter().filter(|a| a.name.starts_with("reader")).collect();
         let wsum: f64 = readers.iter().map(|a| f64::from(a.weight)).sum();
         let nb = readers.iter().map(|a| a.throughput_series_mib_s.len()).min().unwrap_or(0);
-        let total: Vec<f64> = (0..nb).map(|i| readers.iter().map(|a| a.throughput_series_mib_s[i]).sum()).collect();
+        let total: Vec<f64> =
+            (0..nb).map(|i| readers.iter().map(|a| a.throughput_series_mib_s[i]).sum()).collect();
         let mut series = Vec::new();
         for a in &readers {
             let mut acc = (0.0, 0.0);
             let mut got = vec![(0.0, 0.0)];
             let mut ideal = vec![(0.0, 0.0)];
-            for i in 0..nb {
-                acc.0 += a.throughput_series_mib_s[i] * rep.bucket_s;
-                acc.1 += total[i] * rep.bucket_s * f64::from(a.weight) / wsum;
+            for (i, (got_mib_s, total_mib_s)) in a.throughput_series_mib_s.iter().zip(&total).enumerate() {
+                acc.0 += got_mib_s * rep.bucket_s;
+                acc.1 += total_mib_s * rep.bucket_s * f64::from(a.weight) / wsum;
                 got.push(((i + 1) as f64 * rep.bucket_s, acc.0));
                 ideal.push(((i + 1) as f64 * rep.bucket_s, acc.1));
             }

@@ -171,7 +171,12 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
 }
 
 /// Runs every key on all cores, with a progress bar.
-fn run_all(keys: &[RunKey], device: &str, profile: &Profile, progress: bool) -> Vec<Result<RunReport, String>> {
+fn run_all(
+    keys: &[RunKey],
+    device: &str,
+    profile: &Profile,
+    progress: bool,
+) -> Vec<Result<RunReport, String>> {
     let bar = if progress {
         let b = indicatif::ProgressBar::new(keys.len() as u64);
         b.set_style(
@@ -234,7 +239,8 @@ pub fn render_text(r: &SuiteResult) -> String {
         r.runs.len(),
         r.run_time_s
     );
-    let failed_runs: Vec<_> = r.runs.iter().filter_map(|x| x.report.as_ref().err().map(|e| (&x.label, e))).collect();
+    let failed_runs: Vec<_> =
+        r.runs.iter().filter_map(|x| x.report.as_ref().err().map(|e| (&x.label, e))).collect();
     for (label, e) in &failed_runs {
         let _ = writeln!(out, "run failed: {label}: {e}");
     }
@@ -253,7 +259,7 @@ pub fn render_text(r: &SuiteResult) -> String {
                 measured,
                 figs.len()
             );
-            let _ = writeln!(out, "  {:<44} {:>10} {:>10}  {}", "figure", "paper", "ours", "unit");
+            let _ = writeln!(out, "  {:<44} {:>10} {:>10}  unit", "figure", "paper", "ours");
             for f in figs.iter().filter(|f| f.ours.is_ok()) {
                 let _ = writeln!(
                     out,

@@ -39,17 +39,17 @@ impl Profile {
     pub const QUICK: Profile = Profile {
         tput_long: (20, 5),
         tput_short: 15,
-        startup: 16,
+        startup: 120,
         startup_every: 3,
         video: (25, 5),
-        bandwidth: (10, 1),
+        bandwidth: (30, 2),
         dbms: (10, 2),
     };
     /// The full suite.
     pub const FULL: Profile = Profile {
         tput_long: (60, 20),
         tput_short: 15,
-        startup: 40,
+        startup: 120,
         startup_every: 3,
         video: (40, 20),
         bandwidth: (30, 2),
@@ -119,12 +119,7 @@ impl RunKey {
             Scenario::Dbms { outstanding } => format!("dbms-100p-{outstanding}out"),
         };
         let cfg = if self.config.is_empty() { String::new() } else { format!(" [{}]", self.config) };
-        format!(
-            "{}{} {}{cfg} | {what}",
-            self.class,
-            if self.ncq { "+ncq" } else { "" },
-            self.scheduler
-        )
+        format!("{}{} {}{cfg} | {what}", self.class, if self.ncq { "+ncq" } else { "" }, self.scheduler)
     }
 }
 
@@ -152,10 +147,14 @@ pub fn plan(
 ) -> Result<RunKey, NotRun> {
     scheduler_and_params(scheduler, config)?;
     let scenario = match metric {
-        "aggregate_mb_s" | "aggregate_mb_s_first_15s" | "reader_mb_s" | "max_mb_s_per_weight"
-        | "min_mb_s_per_weight" | "completion_s" | "startup_s" | "drop_rate_pct" => {
-            scenario_for(workload, metric, app)?
-        }
+        "aggregate_mb_s"
+        | "aggregate_mb_s_first_15s"
+        | "reader_mb_s"
+        | "max_mb_s_per_weight"
+        | "min_mb_s_per_weight"
+        | "completion_s"
+        | "startup_s"
+        | "drop_rate_pct" => scenario_for(workload, metric, app)?,
         other => return Err(format!("metric {other} is not measured in this build")),
     };
     Ok(RunKey {
@@ -219,7 +218,10 @@ pub fn bandwidth_weights(workload: &str) -> Option<(Vec<u32>, bool)> {
 }
 
 /// The registry scheduler and tunables standing for a paper's scheduler name and config.
-pub fn scheduler_and_params(scheduler: &str, config: &str) -> Result<(String, Vec<(String, String)>), NotRun> {
+pub fn scheduler_and_params(
+    scheduler: &str,
+    config: &str,
+) -> Result<(String, Vec<(String, String)>), NotRun> {
     let (name, mut params): (&str, Vec<(String, String)>) = match scheduler {
         "bfq" => ("bfq", vec![]),
         "bfq-low-latency-off" => ("bfq", vec![("low_latency".into(), "0".into())]),
@@ -255,7 +257,8 @@ pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile) -> String {
         Scenario::Bandwidth { .. } => profile.bandwidth,
         Scenario::Dbms { .. } => profile.dbms,
     };
-    let _ = writeln!(t, "name = {:?}\nseed = 1\nduration = \"{duration}s\"\nwarmup = \"{warmup}s\"", key.label());
+    let _ =
+        writeln!(t, "name = {:?}\nseed = 1\nduration = \"{duration}s\"\nwarmup = \"{warmup}s\"", key.label());
     let background = match &key.scenario {
         Scenario::Throughput { workload, .. } => Some(workload.as_str()),
         Scenario::Startup { background, .. } | Scenario::Video { background } => Some(background.as_str()),
@@ -345,7 +348,12 @@ pub struct Value {
 }
 
 /// Reads `metric` out of a run's report.
-pub fn value(report: &RunReport, metric: &str, app: Option<&str>, reader: Option<u32>) -> Result<Value, String> {
+pub fn value(
+    report: &RunReport,
+    metric: &str,
+    app: Option<&str>,
+    reader: Option<u32>,
+) -> Result<Value, String> {
     let v = |value: f64| Ok(Value { value, lower_bound: false });
     let mb = |mib: f64| mib * MIB / MB;
     match metric {
@@ -386,6 +394,9 @@ pub fn value(report: &RunReport, metric: &str, app: Option<&str>, reader: Option
             let a = report.apps.iter().find(|a| a.name.starts_with("dbms")).ok_or("no dbms")?;
             v(a.latency.mean_us / 1e6)
         }
-        other => Err(format!("metric {other} is not measured in this build{}", app.map_or(String::new(), |_| String::new()))),
+        other => Err(format!(
+            "metric {other} is not measured in this build{}",
+            app.map_or(String::new(), |_| String::new())
+        )),
     }
 }
