@@ -138,6 +138,14 @@ fn table(reports: &[RunReport]) -> String {
                     .map_or("-".into(), |v| format!("{}/{}", v.dropped, v.frames))
             });
         }
+        if app.extra.streaming.is_some() {
+            let label = format!("{} streams sustained", app.name);
+            row(&label, &|r| {
+                r.apps.get(i).and_then(|a| a.extra.streaming.as_ref()).map_or("-".into(), |s| {
+                    format!("{} ({}/{} lost)", s.streams_sustained, s.lost, s.chunks)
+                })
+            });
+        }
     }
     let label_width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
     let col_width = rows.iter().flat_map(|(_, v)| v.iter().map(String::len)).max().unwrap_or(0).max(8);

@@ -127,15 +127,27 @@ impl<'de> Deserialize<'de> for ParamValue {
     }
 }
 
-/// The device: a preset and overrides of its parameters.
+/// The device: a preset and overrides of its parameters. Without a `[device]` table, or without a
+/// `preset` in it, a job runs on `default`: the papers' disk (seed 001 Table 1, third system, 89 MB/s).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceSpec {
     /// Preset name (see `bfq_sim::device::DEVICE_PRESETS`).
+    #[serde(default = "default_preset")]
     pub preset: String,
     /// Parameter overrides, applied in key order.
     #[serde(default)]
     pub params: BTreeMap<String, ParamValue>,
+}
+
+fn default_preset() -> String {
+    "default".to_string()
+}
+
+impl Default for DeviceSpec {
+    fn default() -> Self {
+        DeviceSpec { preset: default_preset(), params: BTreeMap::new() }
+    }
 }
 
 /// The scheduler a job names by default (the CLI can run others), with tunables.
@@ -206,6 +218,10 @@ pub enum AppKind {
     Dbms,
     /// Processes reading interleaved chunks of one file.
     Interleaved,
+    /// Web server: processes serving small (p = 0.9) or large files and appending to a log.
+    WebServer,
+    /// Streaming server: a new stream every `every` until 1% of the chunks are lost.
+    Streaming,
 }
 
 impl AppKind {
@@ -220,6 +236,8 @@ impl AppKind {
             AppKind::Video => "video",
             AppKind::Dbms => "dbms",
             AppKind::Interleaved => "interleaved",
+            AppKind::WebServer => "web-server",
+            AppKind::Streaming => "streaming",
         }
     }
 }
@@ -257,19 +275,20 @@ pub struct AppSpec {
     /// When it starts (start-up).
     #[serde(default)]
     pub start: Option<Duration>,
-    /// Start-up: start again this long after the previous start (or at its end if later).
+    /// Start-up: start again this long after the previous start (or at its end if later). Streaming:
+    /// the interval between new streams (default 15 s).
     #[serde(default)]
     pub every: Option<Duration>,
     /// Start-up: at most this many invocations.
     #[serde(default)]
     pub invocations: Option<u64>,
-    /// DBMS, interleaved: number of processes (queues).
+    /// DBMS, interleaved, web server: number of processes (queues); streaming: most streams.
     #[serde(default)]
     pub processes: Option<u32>,
-    /// Video: frames per second.
+    /// Video: frames per second; streaming: chunks per second of each stream.
     #[serde(default)]
     pub fps: Option<u32>,
-    /// Video: playback buffer (how late after its period a frame may arrive).
+    /// Video, streaming: playback buffer (how late after its period a frame or chunk may arrive).
     #[serde(default)]
     pub buffer: Option<Duration>,
     /// Video: length of the movie.
@@ -328,7 +347,8 @@ pub struct Job {
     /// Initial width of the throughput-over-time buckets.
     #[serde(default = "default_bucket")]
     pub bucket: Duration,
-    /// The device.
+    /// The device (default: the `default` preset).
+    #[serde(default)]
     pub device: DeviceSpec,
     /// The scheduler run when none is named on the command line.
     #[serde(default)]
@@ -489,13 +509,17 @@ impl Job {
             if app.kind != AppKind::Startup {
                 for (field, set) in [
                     ("trace", app.trace.is_some()),
-                    ("every", app.every.is_some()),
+                    ("every", app.every.is_some() && app.kind != AppKind::Streaming),
                     ("invocations", app.invocations.is_some()),
                 ] {
                     if set {
                         return fail(
                             field,
-                            format!("only applies to startup applications, not {}", app.kind.as_str()),
+                            format!(
+                                "only applies to startup{} applications, not {}",
+                                if field == "every" { " and streaming" } else { "" },
+                                app.kind.as_str()
+                            ),
                         );
                     }
                 }
@@ -606,6 +630,24 @@ trace = "xterm"
         let text = "duration = \"1s\"\n[device]\npreset = \"constant\"\n\n[[app]]\nkind = \"seq-reader\"\n\n[[app]]\nkind = \"startup\"\n";
         let err = Job::from_toml(text, "j.toml").unwrap_err();
         assert_eq!((err.line, err.field.as_deref()), (Some(8), Some("trace")), "{err}");
+    }
+
+    #[test]
+    fn a_job_without_device_runs_on_the_papers_disk() {
+        let job = Job::from_toml("duration = \"1s\"\nworkload = \"10r-seq\"\n", "j.toml").unwrap();
+        assert_eq!(job.device.preset, "default");
+        let job = Job::from_toml("duration = \"1s\"\nworkload = \"10r-seq\"\n[device]\n", "j.toml").unwrap();
+        assert_eq!(job.device.preset, "default");
+        assert_eq!(crate::device::DEFAULT_DEVICE, "hdd-stm332061");
+    }
+
+    #[test]
+    fn every_is_refused_for_a_reader_but_accepted_for_streaming() {
+        let bad = "duration = \"1s\"\n[[app]]\nkind = \"seq-reader\"\nevery = \"1s\"\n";
+        let err = Job::from_toml(bad, "j.toml").unwrap_err();
+        assert_eq!((err.line, err.field.as_deref()), (Some(2), Some("every")), "{err}");
+        let good = "duration = \"1s\"\n[[app]]\nkind = \"streaming\"\nevery = \"1s\"\n";
+        Job::from_toml(good, "j.toml").unwrap();
     }
 
     #[test]

@@ -34,7 +34,9 @@ pub use report::RunReport;
 use workload::dbms::{Dbms, Interleaved};
 use workload::greedy::{GreedyReader, GreedyWriter, Pattern};
 use workload::startup::{StartupReplay, Trace};
+use workload::streaming::StreamingServer;
 use workload::video::VideoPlayer;
+use workload::web::{WebFiles, WebServer};
 use workload::{App, NamedApps, Region};
 
 /// Default file size of the greedy readers and writers (seed 001 sec. 6.2: "each file ... is 5 GB").
@@ -167,6 +169,21 @@ pub fn build_apps(job: &Job, capacity: u64) -> Result<NamedApps, SimError> {
                 region,
                 spec.processes.unwrap_or(4) as usize,
                 size(64 << 10),
+            )),
+            AppKind::WebServer => Box::new(WebServer::new(
+                qspec,
+                region,
+                spec.processes.unwrap_or(100) as usize,
+                WebFiles { read_bytes: size(128 << 10), ..WebFiles::default() },
+            )),
+            AppKind::Streaming => Box::new(StreamingServer::new(
+                qspec,
+                region,
+                spec.processes.unwrap_or(64) as usize,
+                size(128 << 10),
+                bfq_sched::SEC / u64::from(spec.fps.unwrap_or(4)),
+                spec.buffer.map_or(bfq_sched::SEC, |d| d.0),
+                spec.every.map_or(15 * bfq_sched::SEC, |d| d.0),
             )),
             AppKind::Startup => Box::new(StartupReplay::new(
                 trace.ok_or_else(|| fail("a startup application needs a trace".into()))?,

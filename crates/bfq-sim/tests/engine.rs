@@ -302,3 +302,65 @@ window = 3
     assert_eq!(r.apps[0].queues.len(), 10);
     assert!(r.queues.iter().all(|q| q.max_outstanding == 3), "{:?}", r.queues);
 }
+
+/// Seed 002, web server: 100 synchronous processes, each with one read outstanding, whose log appends
+/// reach the disk through write-back.
+#[test]
+fn web_server_processes_read_synchronously_and_log_through_writeback() {
+    let r = run(
+        r#"
+duration = "2s"
+[device]
+preset = "constant"
+params = { queue_depth = 32 }
+[[app]]
+kind = "web-server"
+file_size = "2GB"
+"#,
+        "fifo",
+    );
+    assert_eq!(r.apps[0].queues.len(), 100);
+    let web: Vec<_> = r.queues.iter().filter(|q| q.owner.starts_with("web-server")).collect();
+    assert_eq!(web.len(), 100);
+    assert!(web.iter().all(|q| q.max_outstanding == 1), "{web:?}");
+    assert!(r.apps[0].bytes_read > 0 && r.apps[0].bytes_written > 0, "{:?}", r.apps[0]);
+}
+
+/// Seed 002, video streaming: on a fast idle device a new stream starts every interval and none loses
+/// chunks; on a device that serves 250 reads/s (62 streams of 4 chunks/s), new streams stop once
+/// the loss reaches 1%, near that capacity.
+#[test]
+fn streams_are_added_until_one_percent_loss_seed002_streaming() {
+    let idle = run(
+        r#"
+duration = "2s"
+[device]
+preset = "constant"
+[[app]]
+kind = "streaming"
+processes = 8
+every = "100ms"
+"#,
+        "fifo",
+    );
+    let s = idle.apps[0].extra.streaming.as_ref().unwrap();
+    assert_eq!((s.streams_started, s.streams_sustained, s.lost), (8, 8, 0), "{s:?}");
+    let loaded = run(
+        r#"
+duration = "100s"
+[device]
+preset = "constant"
+params = { service_time_us = 4000 }
+[[app]]
+kind = "streaming"
+processes = 100
+every = "1s"
+buffer = "100ms"
+"#,
+        "fifo",
+    );
+    let s = loaded.apps[0].extra.streaming.as_ref().unwrap();
+    assert!(s.streams_sustained < s.streams_started, "{s:?}");
+    // A small overload builds a backlog slowly, so the loss shows a few streams late.
+    assert!((55..=68).contains(&s.streams_sustained), "{s:?}");
+}

@@ -15,7 +15,9 @@ use crate::writeback::Writeback;
 pub mod dbms;
 pub mod greedy;
 pub mod startup;
+pub mod streaming;
 pub mod video;
+pub mod web;
 
 /// A request an application asks for; the engine gives it an id and its global queue.
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +89,9 @@ pub struct AppExtra {
     /// Frame deadlines met and missed by a video player (seed 001 sec. 6.4).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub video: Option<video::VideoStats>,
+    /// Streams sustained and chunks lost by a streaming server (seed 002).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<streaming::StreamingStats>,
 }
 
 /// An application: a set of processes issuing I/O.
