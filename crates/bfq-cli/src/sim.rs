@@ -141,9 +141,10 @@ fn table(reports: &[RunReport]) -> String {
         if app.extra.streaming.is_some() {
             let label = format!("{} streams sustained", app.name);
             row(&label, &|r| {
-                r.apps.get(i).and_then(|a| a.extra.streaming.as_ref()).map_or("-".into(), |s| {
-                    format!("{} ({}/{} lost)", s.streams_sustained, s.lost, s.chunks)
-                })
+                r.apps
+                    .get(i)
+                    .and_then(|a| a.extra.streaming.as_ref())
+                    .map_or("-".into(), |s| format!("{} ({}/{} lost)", s.streams_sustained, s.lost, s.chunks))
             });
         }
     }
