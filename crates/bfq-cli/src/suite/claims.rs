@@ -16,6 +16,9 @@ pub enum Verdict {
     Pass,
     /// It does not.
     Fail,
+    /// A measured value is only a lower bound (a start-up that never finished, a streaming server
+    /// that never reached 1% loss) and the verdict depends on the unknown rest.
+    Inconclusive,
     /// It could not be measured, and why.
     NotRun {
         /// Why.
@@ -173,8 +176,7 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
                     .map(|(s, v)| format!("{s} {}{:.3}", if v.lower_bound { ">=" } else { "" }, v.value))
                     .collect::<Vec<_>>()
                     .join(", ");
-                let ok = vals.windows(2).all(|p| p[0].value > p[1].value);
-                result.verdict = if ok { Verdict::Pass } else { Verdict::Fail };
+                result.verdict = ordering_verdict(&vals);
             }
         }
         return result;
@@ -196,6 +198,8 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
         w => vec![w],
     };
     let mut ratios: BTreeMap<&str, f64> = BTreeMap::new();
+    // Per workload: does the numerator / denominator hold only a lower bound?
+    let mut bounds: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
     let mut details = Vec::new();
     for w in &workloads {
         let n = measure_one(claim, num, w, measure);
@@ -214,6 +218,7 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
                     r
                 ));
                 ratios.insert(w, r);
+                bounds.insert(w, (n.lower_bound, d.lower_bound));
             }
             (Err(reason), _) | (_, Err(reason)) => {
                 result.verdict = Verdict::NotRun { reason };
@@ -231,14 +236,52 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
         }
     };
     let at_least = claim.kind == "ratio_at_least";
-    let (ours, ok) = match num.2.as_str() {
+    // One workload's verdict, knowing which side is a lower bound (the true ratio is then higher
+    // than measured when the numerator is a bound, lower when the denominator is).
+    let one = |w: &str| -> Verdict {
+        let r = ratios[w];
+        let ok = passes(r);
+        match bounds[w] {
+            (false, false) => {
+                if ok {
+                    Verdict::Pass
+                } else {
+                    Verdict::Fail
+                }
+            }
+            (true, true) => Verdict::Inconclusive,
+            (n_bound, _) if claim.kind == "within_pct" => {
+                let _ = n_bound;
+                Verdict::Inconclusive
+            }
+            (true, false) => match (at_least, ok) {
+                (true, true) => Verdict::Pass,
+                (false, false) => Verdict::Fail,
+                _ => Verdict::Inconclusive,
+            },
+            (false, true) => match (at_least, ok) {
+                (true, false) => Verdict::Fail,
+                (false, true) => Verdict::Pass,
+                _ => Verdict::Inconclusive,
+            },
+        }
+    };
+    let verdicts: Vec<(f64, Verdict)> = ratios.keys().map(|w| (ratios[w], one(w))).collect();
+    let (ours, verdict) = match num.2.as_str() {
         "each-of-4" => {
             let worst = if at_least {
                 ratios.values().copied().fold(f64::INFINITY, f64::min)
             } else {
                 ratios.values().copied().fold(f64::MIN, f64::max)
             };
-            (worst, ratios.values().all(|r| passes(*r)))
+            let v = if verdicts.iter().any(|(_, v)| *v == Verdict::Fail) {
+                Verdict::Fail
+            } else if verdicts.iter().all(|(_, v)| *v == Verdict::Pass) {
+                Verdict::Pass
+            } else {
+                Verdict::Inconclusive
+            };
+            (worst, v)
         }
         "best-of-4" => {
             let best = if at_least {
@@ -246,14 +289,62 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
             } else {
                 ratios.values().copied().fold(f64::INFINITY, f64::min)
             };
-            (best, passes(best))
+            let v = if verdicts.iter().any(|(_, v)| *v == Verdict::Pass) {
+                Verdict::Pass
+            } else if verdicts.iter().all(|(_, v)| *v == Verdict::Fail) {
+                Verdict::Fail
+            } else {
+                Verdict::Inconclusive
+            };
+            (best, v)
         }
-        _ => {
-            let r = ratios.values().next().copied().unwrap_or(f64::NAN);
-            (r, passes(r))
-        }
+        _ => verdicts.into_iter().next().unwrap_or((f64::NAN, Verdict::Inconclusive)),
     };
     result.ours = Some(ours);
-    result.verdict = if ok { Verdict::Pass } else { Verdict::Fail };
+    result.verdict = verdict;
     result
+}
+
+/// `values` must be strictly decreasing; a lower bound `b` stands for some value >= `b`.
+fn ordering_verdict(values: &[Value]) -> Verdict {
+    let mut verdict = Verdict::Pass;
+    for p in values.windows(2) {
+        let (hi, lo) = (&p[0], &p[1]);
+        let holds = hi.value > lo.value;
+        let pair = match (hi.lower_bound, lo.lower_bound, holds) {
+            (_, false, true) => Verdict::Pass,
+            (false, _, false) => Verdict::Fail,
+            _ => Verdict::Inconclusive,
+        };
+        match pair {
+            Verdict::Fail => return Verdict::Fail,
+            Verdict::Inconclusive => verdict = Verdict::Inconclusive,
+            _ => {}
+        }
+    }
+    verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(value: f64, lower_bound: bool) -> Value {
+        Value { value, lower_bound }
+    }
+
+    #[test]
+    fn an_ordering_of_exact_values_passes_only_when_strictly_decreasing() {
+        assert_eq!(ordering_verdict(&[v(3.0, false), v(2.0, false), v(1.0, false)]), Verdict::Pass);
+        assert_eq!(ordering_verdict(&[v(3.0, false), v(3.0, false)]), Verdict::Fail);
+    }
+
+    #[test]
+    fn an_ordering_between_two_lower_bounds_is_inconclusive() {
+        assert_eq!(ordering_verdict(&[v(9.0, true), v(9.0, true)]), Verdict::Inconclusive);
+        // A bound above an exact value still orders them.
+        assert_eq!(ordering_verdict(&[v(9.0, true), v(2.0, false)]), Verdict::Pass);
+        // An exact value below a bound that is already higher cannot be first.
+        assert_eq!(ordering_verdict(&[v(2.0, false), v(9.0, true)]), Verdict::Fail);
+    }
 }

@@ -113,6 +113,7 @@ pub fn render(r: &SuiteResult) -> String {
             let (word, class, detail) = match &c.verdict {
                 Verdict::Pass => ("PASS", "PASS", c.detail.clone()),
                 Verdict::Fail => ("FAIL", "FAIL", c.detail.clone()),
+                Verdict::Inconclusive => ("UNSURE", "NOTRUN", c.detail.clone()),
                 Verdict::NotRun { reason } => ("NOT RUN", "NOTRUN", reason.clone()),
             };
             let _ = write!(

@@ -224,6 +224,7 @@ fn verdict_word(v: &Verdict) -> &'static str {
     match v {
         Verdict::Pass => "PASS",
         Verdict::Fail => "FAIL",
+        Verdict::Inconclusive => "UNSURE",
         Verdict::NotRun { .. } => "NOT RUN",
     }
 }
@@ -309,15 +310,24 @@ pub fn render_text(r: &SuiteResult) -> String {
     let count = |f: &dyn Fn(&ClaimResult) -> bool| r.claims.iter().filter(|c| f(c)).count();
     let pass = |c: &ClaimResult| c.verdict == Verdict::Pass;
     let fail = |c: &ClaimResult| c.verdict == Verdict::Fail;
+    let unsure = |c: &ClaimResult| c.verdict == Verdict::Inconclusive;
+    let not_run = |c: &ClaimResult| matches!(c.verdict, Verdict::NotRun { .. });
     let _ = writeln!(
         out,
-        "headline claims (*): {} pass, {} fail, {} not run; all claims: {} pass, {} fail, {} not run",
+        "headline claims (*): {} pass, {} fail, {} unsure, {} not run; all {} claims: {} pass, {} fail, {} unsure, {} not run",
         count(&|c| c.headline && pass(c)),
         count(&|c| c.headline && fail(c)),
-        count(&|c| c.headline && !pass(c) && !fail(c)),
+        count(&|c| c.headline && unsure(c)),
+        count(&|c| c.headline && not_run(c)),
+        r.claims.len(),
         count(&pass),
         count(&fail),
-        count(&|c| !pass(c) && !fail(c)),
+        count(&unsure),
+        count(&not_run),
+    );
+    let _ = writeln!(
+        out,
+        "(UNSURE: a value is only a lower bound, e.g. a start-up that did not finish before the run ended)"
     );
     let _ = writeln!(out, "run time: {:.1} s", r.run_time_s);
     out
