@@ -283,6 +283,7 @@ pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile) -> String {
     let preset = match key.class.as_str() {
         "ssd" => "ssd-px256m5s",
         "nvme" => "nvme-960evo",
+        _ if hdd_preset == "default" => bfq_sim::device::presets::DEFAULT_DEVICE,
         _ => hdd_preset,
     };
     let _ = writeln!(t, "[device]\npreset = {preset:?}");
