@@ -28,7 +28,9 @@ fn measure(preset: &str, scheduler: &str, simulated_s: u64) {
 #[test]
 #[ignore = "a benchmark: prints figures, run with --ignored --nocapture"]
 fn requests_per_second_of_host_time_on_10r_seq() {
-    for (preset, seconds) in [("default", 2000), ("constant", 200), ("hdd-7l250s0", 2000), ("ssd-px256m5s", 100)] {
+    for (preset, seconds) in
+        [("default", 2000), ("constant", 200), ("hdd-7l250s0", 2000), ("ssd-px256m5s", 100)]
+    {
         for scheduler in ["bfq", "fifo"] {
             measure(preset, scheduler, seconds);
         }

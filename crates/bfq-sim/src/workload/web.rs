@@ -29,7 +29,12 @@ pub struct WebFiles {
 
 impl Default for WebFiles {
     fn default() -> Self {
-        WebFiles { small_max_bytes: 64 << 10, large_bytes: 4 << 20, read_bytes: 128 << 10, log_record_bytes: 512 }
+        WebFiles {
+            small_max_bytes: 64 << 10,
+            large_bytes: 4 << 20,
+            read_bytes: 128 << 10,
+            log_record_bytes: 512,
+        }
     }
 }
 
@@ -183,8 +188,14 @@ mod tests {
         let mut web = WebServer::new(spec, region, 1, WebFiles::default());
         let (mut rng, mut requests, mut timers) = (SimRng::new(7, 0), Vec::new(), Vec::new());
         let mut writeback = Writeback::new(1, 1 << 30, 16);
-        let mut ctx =
-            Ctx { now: 0, rng: &mut rng, requests: &mut requests, timers: &mut timers, writeback: &mut writeback, app: 0 };
+        let mut ctx = Ctx {
+            now: 0,
+            rng: &mut rng,
+            requests: &mut requests,
+            timers: &mut timers,
+            writeback: &mut writeback,
+            app: 0,
+        };
         let (mut small, mut large) = (0u32, 0u32);
         for _ in 0..10_000 {
             web.next_file(&mut ctx, 0);
@@ -210,8 +221,14 @@ mod tests {
         let mut web = WebServer::new(spec, region, 2, WebFiles::default());
         let (mut rng, mut requests, mut timers) = (SimRng::new(7, 0), Vec::new(), Vec::new());
         let mut writeback = Writeback::new(1, 1 << 30, 16);
-        let mut ctx =
-            Ctx { now: 0, rng: &mut rng, requests: &mut requests, timers: &mut timers, writeback: &mut writeback, app: 0 };
+        let mut ctx = Ctx {
+            now: 0,
+            rng: &mut rng,
+            requests: &mut requests,
+            timers: &mut timers,
+            writeback: &mut writeback,
+            app: 0,
+        };
         web.file_served(&mut ctx, 0);
         web.file_served(&mut ctx, 1);
         assert_eq!(web.log_cursor, web.log.start + 2 * 512);
