@@ -136,7 +136,7 @@ pub fn render(r: &SuiteResult) -> String {
         .runs
         .iter()
         .filter(|x| matches!(&x.key.scenario, Scenario::Throughput { workload, short: false } if workload == "10r-seq") && x.key.class == "hdd" && !x.key.ncq)
-        .filter_map(|x| x.report.as_ref().ok().map(|rep| {
+        .filter_map(|x| x.report.as_ref().ok().and_then(|r| r.first()).map(|rep| {
             let pts = rep.throughput_mib_s.iter().enumerate().map(|(i, v)| (i as f64 * rep.bucket_s, *v)).collect();
             (x.key.scheduler.clone(), pts, false)
         }))
@@ -152,7 +152,7 @@ pub fn render(r: &SuiteResult) -> String {
             .iter()
             .filter(|x| matches!(&x.key.scenario, Scenario::Startup { trace: t, background } if t == trace && (background == "10r-seq" || background == "idle")) && x.key.class == "hdd" && !x.key.ncq)
             .filter_map(|x| {
-                let rep = x.report.as_ref().ok()?;
+                let rep = x.report.as_ref().ok()?.first()?;
                 let mut times = rep.apps.iter().find(|a| a.name == "probe")?.extra.startup.as_ref()?.times_s.clone();
                 if times.is_empty() {
                     return None;
@@ -175,7 +175,7 @@ pub fn render(r: &SuiteResult) -> String {
         .iter()
         .filter(|x| matches!(&x.key.scenario, Scenario::Bandwidth { workload } if workload.contains("-w10")))
     {
-        let Ok(rep) = &x.report else { continue };
+        let Some(rep) = x.report.as_ref().ok().and_then(|r| r.first()) else { continue };
         let readers: Vec<_> = rep.apps.iter().filter(|a| a.name.starts_with("reader")).collect();
         let wsum: f64 = readers.iter().map(|a| f64::from(a.weight)).sum();
         let nb = readers.iter().map(|a| a.throughput_series_mib_s.len()).min().unwrap_or(0);

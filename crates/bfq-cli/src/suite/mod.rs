@@ -62,8 +62,8 @@ pub struct RunResult {
     pub key: RunKey,
     /// Its label.
     pub label: String,
-    /// The report, or the error.
-    pub report: Result<RunReport, String>,
+    /// The report of each repetition (seeds 1, 2, ...), or the error.
+    pub report: Result<Vec<RunReport>, String>,
 }
 
 /// Everything the suite measured.
@@ -140,10 +140,10 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
     }
     let keys: Vec<RunKey> = keys.into_iter().collect();
     let reports = run_all(&keys, &opts.device, &profile, opts.progress);
-    let by_key: BTreeMap<&RunKey, &Result<RunReport, String>> = keys.iter().zip(&reports).collect();
+    let by_key: BTreeMap<&RunKey, &Result<Vec<RunReport>, String>> = keys.iter().zip(&reports).collect();
     let measure = |key: &RunKey, metric: &str, app: Option<&str>| -> Result<runs::Value, String> {
         match by_key.get(key) {
-            Some(Ok(r)) => runs::value(r, metric, app, None),
+            Some(Ok(r)) => runs::mean_value(r, metric, app, None),
             Some(Err(e)) => Err(e.clone()),
             None => Err("not run".into()),
         }
@@ -161,7 +161,7 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
                     let values = keys
                         .iter()
                         .map(|k| match by_key.get(k) {
-                            Some(Ok(r)) => runs::value(r, metric, f.app.as_deref(), f.reader),
+                            Some(Ok(r)) => runs::mean_value(r, metric, f.app.as_deref(), f.reader),
                             Some(Err(e)) => Err(e.clone()),
                             None => Err("not run".into()),
                         })
@@ -191,13 +191,16 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
     })
 }
 
+/// The reports of a run's repetitions, or why it failed.
+type Repetitions = Result<Vec<RunReport>, String>;
+
 /// Runs every key on all cores, with a progress bar.
 fn run_all(
     keys: &[RunKey],
     device: &str,
     profile: &Profile,
     progress: bool,
-) -> Vec<Result<RunReport, String>> {
+) -> Vec<Result<Vec<RunReport>, String>> {
     let bar = if progress {
         let b = indicatif::ProgressBar::new(keys.len() as u64);
         b.set_style(
@@ -209,7 +212,7 @@ fn run_all(
         indicatif::ProgressBar::hidden()
     };
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<RunReport, String>>>> = Mutex::new(vec![None; keys.len()]);
+    let results: Mutex<Vec<Option<Repetitions>>> = Mutex::new(vec![None; keys.len()]);
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(keys.len().max(1));
     std::thread::scope(|s| {
         for _ in 0..workers {
@@ -217,7 +220,9 @@ fn run_all(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(key) = keys.get(i) else { break };
                 bar.set_message(key.label());
-                let r = runs::execute(key, device, profile);
+                let r = (1..=u64::from(profile.repetitions))
+                    .map(|seed| runs::execute(key, device, profile, seed))
+                    .collect::<Result<Vec<_>, _>>();
                 if let Ok(mut all) = results.lock() {
                     all[i] = Some(r);
                 }
@@ -255,10 +260,11 @@ pub fn render_text(r: &SuiteResult) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "bfq suite{} on device `{}` ({} runs, {:.1} s)\n",
+        "bfq suite{} on device `{}` ({} runs x {} repetitions, {:.1} s)\n",
         if r.quick { " --quick" } else { "" },
         r.device,
         r.runs.len(),
+        r.profile.repetitions,
         r.run_time_s
     );
     let failed_runs: Vec<_> =

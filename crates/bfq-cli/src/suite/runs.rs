@@ -34,6 +34,8 @@ pub struct Profile {
     pub dbms: (u32, u32),
     /// Video-streaming runs: duration (a new stream every 15 s until 1% loss).
     pub streaming: u32,
+    /// Runs of each experiment, with seeds 1, 2, ...; figures are the mean over them.
+    pub repetitions: u32,
 }
 
 impl Profile {
@@ -47,6 +49,7 @@ impl Profile {
         bandwidth: (30, 2),
         dbms: (10, 2),
         streaming: 900,
+        repetitions: 1,
     };
     /// The full suite.
     pub const FULL: Profile = Profile {
@@ -58,6 +61,7 @@ impl Profile {
         bandwidth: (30, 2),
         dbms: (30, 5),
         streaming: 1200,
+        repetitions: 3,
     };
 }
 
@@ -259,7 +263,7 @@ pub fn scheduler_and_params(
 }
 
 /// The job file of a run (TOML, the format of docs/job-format.md).
-pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile) -> String {
+pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile, seed: u64) -> String {
     let mut t = String::new();
     let (duration, warmup) = match &key.scenario {
         Scenario::Throughput { short: false, .. } => profile.tput_long,
@@ -270,8 +274,11 @@ pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile) -> String {
         Scenario::Dbms { .. } | Scenario::Web => profile.dbms,
         Scenario::Streaming => (profile.streaming, 0),
     };
-    let _ =
-        writeln!(t, "name = {:?}\nseed = 1\nduration = \"{duration}s\"\nwarmup = \"{warmup}s\"", key.label());
+    let _ = writeln!(
+        t,
+        "name = {:?}\nseed = {seed}\nduration = \"{duration}s\"\nwarmup = \"{warmup}s\"",
+        key.label()
+    );
     let background = match &key.scenario {
         Scenario::Throughput { workload, .. } => Some(workload.as_str()),
         Scenario::Startup { background, .. } | Scenario::Video { background } => Some(background.as_str()),
@@ -367,8 +374,8 @@ fn capacity_bytes(preset: &str) -> u64 {
 }
 
 /// Runs one key.
-pub fn execute(key: &RunKey, hdd_preset: &str, profile: &Profile) -> Result<RunReport, String> {
-    let text = job_toml(key, hdd_preset, profile);
+pub fn execute(key: &RunKey, hdd_preset: &str, profile: &Profile, seed: u64) -> Result<RunReport, String> {
+    let text = job_toml(key, hdd_preset, profile, seed);
     let job = Job::from_toml(&text, &key.label()).map_err(|e| format!("{}: {e}", key.label()))?;
     let (name, params) = scheduler_and_params(&key.scheduler, &key.config)?;
     run_job(&job, &name, &params).map_err(|e| format!("{}: {e}", key.label()))
@@ -381,6 +388,23 @@ pub struct Value {
     pub value: f64,
     /// True when it is only a lower bound.
     pub lower_bound: bool,
+}
+
+/// The mean of `metric` over the repetitions of a run (a lower bound if any repetition gave one).
+pub fn mean_value(
+    reports: &[RunReport],
+    metric: &str,
+    app: Option<&str>,
+    reader: Option<u32>,
+) -> Result<Value, String> {
+    let values = reports.iter().map(|r| value(r, metric, app, reader)).collect::<Result<Vec<_>, _>>()?;
+    if values.is_empty() {
+        return Err("no repetition".into());
+    }
+    Ok(Value {
+        value: values.iter().map(|v| v.value).sum::<f64>() / values.len() as f64,
+        lower_bound: values.iter().any(|v| v.lower_bound),
+    })
 }
 
 /// Reads `metric` out of a run's report.
