@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 
 use crate::accounting::QueueTable;
 use crate::params::ParamError;
+use crate::peers::InFlight;
 use crate::scheduler::{Decision, QueueStats, Scheduler};
 use crate::types::{Nanos, QueueId, QueueSpec, Request};
 use crate::SchedError;
@@ -13,7 +14,7 @@ use crate::SchedError;
 #[derive(Debug, Default)]
 pub struct Fifo {
     queue: VecDeque<Request>,
-    in_flight: usize,
+    in_flight: InFlight,
     queues: QueueTable,
 }
 
@@ -40,11 +41,11 @@ impl Scheduler for Fifo {
         self.queue.push_back(request);
     }
 
-    fn dispatch(&mut self, _now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Nanos) -> Decision {
         match self.queue.pop_front() {
             Some(r) => {
                 self.queues.on_dispatch(&r);
-                self.in_flight += 1;
+                self.in_flight.add(r, now);
                 Decision::Dispatch(r)
             }
             None => Decision::Empty,
@@ -52,8 +53,9 @@ impl Scheduler for Fifo {
     }
 
     fn complete(&mut self, request: &Request, _now: Nanos) {
-        if self.queues.on_complete(request) {
-            self.in_flight -= 1;
+        // Only a request this scheduler dispatched counts (the trait's rule for stray completions).
+        if let Some((r, _)) = self.in_flight.take(request) {
+            self.queues.on_complete(&r);
         }
     }
 
@@ -68,7 +70,7 @@ impl Scheduler for Fifo {
     }
 
     fn in_flight(&self) -> usize {
-        self.in_flight
+        self.in_flight.len()
     }
 
     fn set_param(&mut self, key: &str, _value: &str) -> Result<(), ParamError> {
@@ -127,5 +129,12 @@ mod tests {
         let mut s = Fifo::new();
         s.complete(&req(7, 3, 0), 0);
         assert_eq!(s.in_flight(), 0);
+        // Nor is a stray id on a queue that has a real request in flight.
+        s.insert(req(1, 3, 0), 0);
+        let Decision::Dispatch(r) = s.dispatch(0) else { panic!("a request is queued") };
+        s.complete(&req(2, 3, 0), 1);
+        assert_eq!((s.in_flight(), s.queue_stats(QueueId(3)).unwrap().completed), (1, 0));
+        s.complete(&r, 2);
+        assert_eq!((s.in_flight(), s.queue_stats(QueueId(3)).unwrap().completed), (0, 1));
     }
 }

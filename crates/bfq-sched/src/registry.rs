@@ -7,11 +7,16 @@ use crate::SchedError;
 
 /// The names [`build`] accepts, in the order they are listed to users.
 pub const SCHEDULER_NAMES: &[&str] =
-    &["bfq", "fifo", "clook", "deadline", "cfq", "anticipatory", "mq-deadline"];
+    &["bfq", "fifo", "clook", "deadline", "cfq", "anticipatory", "scan-edf", "yfq", "mq-deadline", "kyber"];
 
 /// Other names accepted for some schedulers (alias, canonical name).
-const ALIASES: &[(&str, &str)] =
-    &[("noop", "fifo"), ("none", "fifo"), ("mq_deadline", "mq-deadline"), ("as", "anticipatory")];
+const ALIASES: &[(&str, &str)] = &[
+    ("noop", "fifo"),
+    ("none", "fifo"),
+    ("mq_deadline", "mq-deadline"),
+    ("as", "anticipatory"),
+    ("scan_edf", "scan-edf"),
+];
 
 /// Resolves aliases (`noop`, `none` -> `fifo`), case-insensitively. `None` for unknown names.
 pub fn canonical_name(name: &str) -> Option<&'static str> {
@@ -71,5 +76,6 @@ mod tests {
     fn aliases_resolve() {
         assert_eq!(canonical_name("NOOP"), Some("fifo"));
         assert_eq!(canonical_name("none"), Some("fifo"));
+        assert_eq!(canonical_name("SCAN_EDF"), Some("scan-edf"));
     }
 }

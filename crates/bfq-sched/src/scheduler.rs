@@ -182,6 +182,11 @@ pub trait Scheduler: Send {
     fn dispatch(&mut self, now: Nanos) -> Decision;
 
     /// The device finished `request` (which `dispatch` returned earlier).
+    ///
+    /// A completion is matched to a dispatched request by its id and queue. A *stray* completion — a
+    /// request this scheduler never dispatched, one already completed, or a known id with another
+    /// queue — is ignored: it changes no counter, no queue's accounting and no timer, so a buggy or
+    /// duplicated acknowledgment cannot be charged against a queue that has real requests in flight.
     fn complete(&mut self, request: &Request, now: Nanos);
 
     /// The deadline returned by [`Scheduler::next_timer`] has passed.

@@ -24,7 +24,10 @@ pub mod anticipatory;
 pub mod cfq;
 pub mod clook;
 pub mod deadline;
+pub mod kyber;
 pub mod mq_deadline;
+pub mod scan_edf;
+pub mod yfq;
 
 use std::collections::BTreeMap;
 
@@ -32,7 +35,8 @@ use crate::scheduler::Scheduler;
 use crate::types::{DeviceInfo, Nanos, Request, RequestId};
 
 /// The canonical names of the peers, as [`crate::registry`] lists them.
-pub const PEER_NAMES: &[&str] = &["clook", "deadline", "cfq", "anticipatory", "mq-deadline"];
+pub const PEER_NAMES: &[&str] =
+    &["clook", "deadline", "cfq", "anticipatory", "scan-edf", "yfq", "mq-deadline", "kyber"];
 
 /// Builds the peer called `name` (a canonical name from [`PEER_NAMES`]) for `device`.
 pub fn build(name: &str, device: DeviceInfo) -> Option<Box<dyn Scheduler>> {
@@ -41,7 +45,10 @@ pub fn build(name: &str, device: DeviceInfo) -> Option<Box<dyn Scheduler>> {
         "deadline" => Box::new(deadline::Deadline::new()),
         "cfq" => Box::new(cfq::Cfq::new(device)),
         "anticipatory" => Box::new(anticipatory::Anticipatory::new()),
+        "scan-edf" => Box::new(scan_edf::ScanEdf::new()),
+        "yfq" => Box::new(yfq::Yfq::new()),
         "mq-deadline" => Box::new(mq_deadline::MqDeadline::new()),
+        "kyber" => Box::new(kyber::Kyber::new()),
         _ => return None,
     };
     Some(scheduler)
