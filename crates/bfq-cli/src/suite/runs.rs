@@ -471,3 +471,62 @@ pub fn value(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(scheduler: &str, config: &str, workload: &str, metric: &str, app: Option<&str>) -> RunKey {
+        plan("hdd", false, scheduler, config, workload, metric, app).unwrap()
+    }
+
+    #[test]
+    fn every_scenario_is_a_valid_job_file() {
+        let keys = [
+            key("bfq", "", "10r-seq", "aggregate_mb_s", None),
+            key("cfq", "", "10r-seq", "aggregate_mb_s_first_15s", None),
+            key("noop", "", "1r-seq", "aggregate_mb_s", None),
+            key("bfq", "", "idle", "startup_s", Some("gnome-terminal")),
+            key("deadline", "", "5r5w-rand", "startup_s", Some("xterm")),
+            key("bfq", "", "10r-rand", "drop_rate_pct", None),
+            key("bfq-no-heuristics", "max_budget=4096", "5r-seq-w10:2:2:1:1", "reader_mb_s", None),
+            key("cfq", "slice_sync=100ms", "2r-seq-128mb-far", "aggregate_mb_s", None),
+            key("clook", "", "dbms-100p-10out", "completion_s", None),
+            key("anticipatory", "", "web-100p", "aggregate_mb_s", None),
+            key("cfq", "", "vlc-stream-5onoff", "movies", None),
+        ];
+        for k in &keys {
+            let text = job_toml(k, "default", &Profile::QUICK, 1);
+            Job::from_toml(&text, "suite").unwrap_or_else(|e| panic!("{}: {e}\n{text}", k.label()));
+        }
+    }
+
+    #[test]
+    fn seed_002_bandwidth_files_lie_in_their_own_slices_of_the_disk() {
+        // Seed 002: "each file in a distinct disk slice"; `-far`: the two ends of the disk.
+        let k = key("bfq", "", "5r-seq-128mb", "reader_mb_s", None);
+        let job = Job::from_toml(&job_toml(&k, "default", &Profile::QUICK, 1), "suite").unwrap();
+        let apps = bfq_sim::build_apps(&job, capacity_bytes("hdd-stm332061") + (64 << 20)).unwrap();
+        assert_eq!(apps.iter().filter(|(n, _)| n.starts_with("reader")).count(), 5);
+        assert_eq!(apps.iter().filter(|(n, _)| n.starts_with("spacer")).count(), 4);
+    }
+
+    #[test]
+    fn the_papers_scheduler_names_map_onto_registry_schedulers_and_tunables() {
+        let (name, params) = scheduler_and_params("bfq-no-heuristics", "max_budget=4096").unwrap();
+        assert_eq!(name, "bfq");
+        assert!(params.contains(&("v1_heuristics".into(), "0".into())));
+        assert!(params.contains(&("max_budget".into(), "4096".into())));
+        let (name, params) = scheduler_and_params("cfq", "slice_sync=100ms").unwrap();
+        assert_eq!((name.as_str(), params), ("cfq", vec![("slice_sync".into(), "100".into())]));
+        assert!(scheduler_and_params("no-such-scheduler", "").is_err());
+        assert!(scheduler_and_params("cfq", "no_such_tunable=1").is_err());
+    }
+
+    #[test]
+    fn weighted_workload_names_give_their_weights() {
+        assert_eq!(bandwidth_weights("5r-seq-w10:2:2:1:1"), Some((vec![10, 2, 2, 1, 1], false)));
+        assert_eq!(bandwidth_weights("2r-seq-128mb-far"), Some((vec![1, 1], true)));
+        assert_eq!(bandwidth_weights("3r-seq-w1:1"), None);
+    }
+}
