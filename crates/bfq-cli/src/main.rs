@@ -1,9 +1,10 @@
-//! The `bfq` command. One module per subcommand (`sim` now; `run`, `compare`, `suite` later), each with
+//! The `bfq` command. One module per subcommand (`sim`, `suite`), each with
 //! its own clap arguments and an `execute` function.
 
 use clap::{Parser, Subcommand};
 
 mod sim;
+mod suite_cmd;
 
 /// Budget Fair Queueing: simulate, run and compare storage I/O schedulers.
 #[derive(Parser, Debug)]
@@ -17,12 +18,15 @@ struct Cli {
 enum Command {
     /// Simulate a job file under one or more schedulers and compare them side by side.
     Sim(sim::SimArgs),
+    /// Run the papers' benchmark suite on the simulator and compare with the published results.
+    Suite(suite_cmd::SuiteArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => sim::execute(args),
+        Command::Suite(args) => suite_cmd::execute(args),
     };
     if let Err(err) = result {
         eprintln!("bfq: error: {err:#}");

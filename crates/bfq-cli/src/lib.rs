@@ -1,0 +1,4 @@
+//! The library behind the `bfq` command: the benchmark suite (`bfq suite`), usable from tests.
+#![warn(missing_docs)]
+
+pub mod suite;

@@ -1,0 +1,361 @@
+//! `bfq suite [--device PRESET] [--quick] [--json FILE] [--report DIR]`: the papers' benchmark suite
+//! (seed 001 sec. 6, seed 002, seed 003 sec. VI) re-run on the simulator, each published claim of
+//! data/published.toml checked on our figures, published figures printed beside ours
+//! (docs/experiments.md).
+
+pub mod claims;
+pub mod html;
+pub mod published;
+pub mod runs;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use bfq_sim::RunReport;
+use serde::Serialize;
+
+use claims::{ClaimResult, Verdict};
+use published::{Figure, Published};
+use runs::{plan, Profile, RunKey};
+
+/// The experiment families, in report order.
+pub const EXPERIMENTS: &[(&str, &str)] = &[
+    ("throughput", "Aggregate throughput (seed 001 sec. 6.2, seed 003 Fig. 2)"),
+    ("responsiveness", "Responsiveness: cold start-up times (seed 001 sec. 6.3, seed 003 Fig. 3/5)"),
+    ("video", "Video playback with start-ups every 3 s (seed 001 sec. 6.4)"),
+    ("bandwidth", "Bandwidth distribution (seed 002)"),
+    ("webserver", "Web server (seed 002)"),
+    ("dbms", "DBMS (seed 002)"),
+    ("streaming", "Video streaming (seed 002)"),
+    ("startup_reference", "Start-up reference points (traces README)"),
+];
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct SuiteOptions {
+    /// Preset of the rotational disk (`default` = the 89 MB/s disk of seed 001's third system).
+    pub device: String,
+    /// Reduced durations.
+    pub quick: bool,
+    /// Show a progress bar.
+    pub progress: bool,
+    /// Only claims whose id passes this filter (tests use it to run a slice).
+    pub only: Option<Vec<String>>,
+}
+
+/// One published figure beside ours.
+#[derive(Clone, Debug, Serialize)]
+pub struct FigureResult {
+    /// The published figure.
+    pub figure: Figure,
+    /// Our value, or why there is none.
+    pub ours: Result<runs::Value, String>,
+}
+
+/// One run with its report.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    /// What ran.
+    pub key: RunKey,
+    /// Its label.
+    pub label: String,
+    /// The report of each repetition (seeds 1, 2, ...), or the error.
+    pub report: Result<Vec<RunReport>, String>,
+}
+
+/// Everything the suite measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct SuiteResult {
+    /// Schema id.
+    pub schema: &'static str,
+    /// Rotational preset used.
+    pub device: String,
+    /// Quick or full.
+    pub quick: bool,
+    /// The durations used.
+    pub profile: Profile,
+    /// Host run time, seconds.
+    pub run_time_s: f64,
+    /// Claims and verdicts.
+    pub claims: Vec<ClaimResult>,
+    /// Figures beside ours.
+    pub figures: Vec<FigureResult>,
+    /// Every run.
+    pub runs: Vec<RunResult>,
+}
+
+/// The device class a paper's device maps to.
+fn class_of(published: &Published, device: &str) -> &'static str {
+    if published.rotational(device) {
+        "hdd"
+    } else if device.to_lowercase().contains("nvme") {
+        "nvme"
+    } else {
+        "ssd"
+    }
+}
+
+/// The runs a figure needs: one, or the four background workloads for a min/max over them.
+fn figure_keys(published: &Published, f: &Figure) -> Result<Vec<RunKey>, String> {
+    let (workloads, metric): (Vec<&str>, &str) = match (f.workload.as_str(), f.metric.as_str()) {
+        ("all-4", "startup_s_min" | "startup_s_max") => (runs::FOUR_WORKLOADS.to_vec(), "startup_s"),
+        ("all-4" | "unspecified", _) => {
+            return Err(format!(
+                "a {} figure over workload {} is checked by claims only",
+                f.metric, f.workload
+            ))
+        }
+        (w, m) => (vec![w], m),
+    };
+    workloads
+        .into_iter()
+        .map(|w| {
+            plan(
+                class_of(published, &f.device),
+                f.ncq,
+                &f.scheduler,
+                f.config.as_deref().unwrap_or(""),
+                w,
+                metric,
+                f.app.as_deref(),
+            )
+        })
+        .collect()
+}
+
+/// Runs the suite.
+pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
+    let started = Instant::now();
+    let published = published::load()?;
+    bfq_sim::device::build_device(&opts.device, &[]).map_err(|e| format!("--device: {e}"))?;
+    let profile = if opts.quick { Profile::QUICK } else { Profile::FULL };
+    let wanted = |id: &str| opts.only.as_ref().map_or(true, |o| o.iter().any(|x| x == id));
+    let claims: Vec<_> = published.claim.iter().filter(|c| wanted(&c.id)).collect();
+    let mut keys: BTreeSet<RunKey> = claims.iter().flat_map(|c| claims::runs_needed(c)).collect();
+    if opts.only.is_none() {
+        keys.extend(published.figure.iter().filter_map(|f| figure_keys(&published, f).ok()).flatten());
+    }
+    let keys: Vec<RunKey> = keys.into_iter().collect();
+    let reports = run_all(&keys, &opts.device, &profile, opts.progress);
+    let by_key: BTreeMap<&RunKey, &Result<Vec<RunReport>, String>> = keys.iter().zip(&reports).collect();
+    let measure = |key: &RunKey, metric: &str, app: Option<&str>| -> Result<runs::Value, String> {
+        match by_key.get(key) {
+            Some(Ok(r)) => runs::mean_value(r, metric, app, None),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("not run".into()),
+        }
+    };
+    let claim_results: Vec<ClaimResult> = claims.iter().map(|c| claims::evaluate(c, &measure)).collect();
+    let figures = if opts.only.is_some() {
+        Vec::new()
+    } else {
+        published
+            .figure
+            .iter()
+            .map(|f| {
+                let ours = figure_keys(&published, f).and_then(|keys| {
+                    let metric = if keys.len() > 1 { "startup_s" } else { f.metric.as_str() };
+                    let values = keys
+                        .iter()
+                        .map(|k| match by_key.get(k) {
+                            Some(Ok(r)) => runs::mean_value(r, metric, f.app.as_deref(), f.reader),
+                            Some(Err(e)) => Err(e.clone()),
+                            None => Err("not run".into()),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let pick = if f.metric.ends_with("_min") { f64::min } else { f64::max };
+                    let value = values.iter().map(|v| v.value).reduce(pick).unwrap_or(f64::NAN);
+                    Ok(runs::Value { value, lower_bound: values.iter().any(|v| v.lower_bound) })
+                });
+                FigureResult { figure: f.clone(), ours }
+            })
+            .collect()
+    };
+    let runs = keys
+        .iter()
+        .zip(reports)
+        .map(|(k, r)| RunResult { label: k.label(), key: k.clone(), report: r })
+        .collect();
+    Ok(SuiteResult {
+        schema: "bfq-suite/1",
+        device: opts.device.clone(),
+        quick: opts.quick,
+        profile,
+        run_time_s: started.elapsed().as_secs_f64(),
+        claims: claim_results,
+        figures,
+        runs,
+    })
+}
+
+/// The reports of a run's repetitions, or why it failed.
+type Repetitions = Result<Vec<RunReport>, String>;
+
+/// Runs every key on all cores, with a progress bar.
+fn run_all(
+    keys: &[RunKey],
+    device: &str,
+    profile: &Profile,
+    progress: bool,
+) -> Vec<Result<Vec<RunReport>, String>> {
+    let bar = if progress {
+        let b = indicatif::ProgressBar::new(keys.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Repetitions>>> = Mutex::new(vec![None; keys.len()]);
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(keys.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(key) = keys.get(i) else { break };
+                bar.set_message(key.label());
+                let r = (1..=u64::from(profile.repetitions))
+                    .map(|seed| runs::execute(key, device, profile, seed))
+                    .collect::<Result<Vec<_>, _>>();
+                if let Ok(mut all) = results.lock() {
+                    all[i] = Some(r);
+                }
+                bar.inc(1);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    results
+        .into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("run lost".into())))
+        .collect()
+}
+
+fn fmt_value(v: &Result<runs::Value, String>) -> String {
+    match v {
+        Ok(v) => format!("{}{:.3}", if v.lower_bound { ">=" } else { "" }, v.value),
+        Err(_) => "n/a".into(),
+    }
+}
+
+fn verdict_word(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "PASS",
+        Verdict::Fail => "FAIL",
+        Verdict::Inconclusive => "UNSURE",
+        Verdict::NotRun { .. } => "NOT RUN",
+    }
+}
+
+/// The terminal report: per experiment, the figures beside ours, then the verdicts.
+pub fn render_text(r: &SuiteResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "bfq suite{} on device `{}` ({} runs x {} repetitions, {:.1} s)\n",
+        if r.quick { " --quick" } else { "" },
+        r.device,
+        r.runs.len(),
+        r.profile.repetitions,
+        r.run_time_s
+    );
+    let failed_runs: Vec<_> =
+        r.runs.iter().filter_map(|x| x.report.as_ref().err().map(|e| (&x.label, e))).collect();
+    for (label, e) in &failed_runs {
+        let _ = writeln!(out, "run failed: {label}: {e}");
+    }
+    for (exp, title) in EXPERIMENTS {
+        let figs: Vec<_> = r.figures.iter().filter(|f| f.figure.experiment == *exp).collect();
+        let cls: Vec<_> = r.claims.iter().filter(|c| c.experiment == *exp).collect();
+        if figs.is_empty() && cls.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "== {title} ==");
+        if !figs.is_empty() {
+            let measured = figs.iter().filter(|f| f.ours.is_ok()).count();
+            let _ = writeln!(
+                out,
+                "published figures ({} of {} measured here; MB/s of a model are not the paper's machine):",
+                measured,
+                figs.len()
+            );
+            let _ = writeln!(out, "  {:<44} {:>10} {:>10}  unit", "figure", "paper", "ours");
+            for f in figs.iter().filter(|f| f.ours.is_ok()) {
+                let _ = writeln!(
+                    out,
+                    "  {:<44} {:>10.3} {:>10}  {}",
+                    f.figure.id,
+                    f.figure.value,
+                    fmt_value(&f.ours),
+                    f.figure.unit
+                );
+            }
+            let missing: BTreeSet<String> = figs
+                .iter()
+                .filter_map(|f| f.ours.as_ref().err().cloned())
+                .filter(|e| !e.contains("claims only"))
+                .collect();
+            for m in missing {
+                let _ = writeln!(out, "  (not measured: {m})");
+            }
+        }
+        if !cls.is_empty() {
+            let _ = writeln!(out, "claims:");
+            for c in cls {
+                let ours = c.ours.map_or("-".into(), |v| format!("{v:.2}"));
+                let paper = c.paper.map_or("-".into(), |v| format!("{v:.2}"));
+                let _ = writeln!(
+                    out,
+                    "  {:<7} {}{:<42} ours {:>7}  paper {:>6}  {}",
+                    verdict_word(&c.verdict),
+                    if c.headline { "*" } else { " " },
+                    c.id,
+                    ours,
+                    paper,
+                    c.check
+                );
+                match &c.verdict {
+                    Verdict::NotRun { reason } => {
+                        let _ = writeln!(out, "            {reason}");
+                    }
+                    _ => {
+                        let _ = writeln!(out, "            {}", c.detail);
+                    }
+                }
+            }
+        }
+        out.push('\n');
+    }
+    let count = |f: &dyn Fn(&ClaimResult) -> bool| r.claims.iter().filter(|c| f(c)).count();
+    let pass = |c: &ClaimResult| c.verdict == Verdict::Pass;
+    let fail = |c: &ClaimResult| c.verdict == Verdict::Fail;
+    let unsure = |c: &ClaimResult| c.verdict == Verdict::Inconclusive;
+    let not_run = |c: &ClaimResult| matches!(c.verdict, Verdict::NotRun { .. });
+    let _ = writeln!(
+        out,
+        "headline claims (*): {} pass, {} fail, {} unsure, {} not run; all {} claims: {} pass, {} fail, {} unsure, {} not run",
+        count(&|c| c.headline && pass(c)),
+        count(&|c| c.headline && fail(c)),
+        count(&|c| c.headline && unsure(c)),
+        count(&|c| c.headline && not_run(c)),
+        r.claims.len(),
+        count(&pass),
+        count(&fail),
+        count(&unsure),
+        count(&not_run),
+    );
+    let _ = writeln!(
+        out,
+        "(UNSURE: a value is only a lower bound, e.g. a start-up that did not finish before the run ended)"
+    );
+    let _ = writeln!(out, "run time: {:.1} s", r.run_time_s);
+    out
+}

@@ -1,0 +1,532 @@
+//! The simulated runs behind the suite: what each published selector needs run (a [`RunKey`]), the
+//! job file each run is (seed 001 sec. 6 set-ups, seed 002 set-ups), and how a metric is read out of
+//! the run's report.
+
+use std::fmt::Write as _;
+
+use bfq_sim::{run_job, Job, RunReport};
+use serde::Serialize;
+
+/// The four background workloads of seed 001 sec. 6.2.
+pub const FOUR_WORKLOADS: [&str; 4] = ["10r-seq", "10r-rand", "5r5w-seq", "5r5w-rand"];
+
+/// Bytes per MB (the papers' MB/s are decimal).
+const MB: f64 = 1e6;
+/// Bytes per MiB (the simulator reports MiB/s).
+const MIB: f64 = 1_048_576.0;
+
+/// Durations of the runs, quick or full.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Profile {
+    /// Long throughput runs: (duration, discarded warm-up), seconds. Paper: first 20 s discarded.
+    pub tput_long: (u32, u32),
+    /// Short throughput runs: the first 15 s (seed 001 sec. 6.2).
+    pub tput_short: u32,
+    /// Start-up runs: duration, seconds (a start-up every `startup_every` s from `startup_every` s on).
+    pub startup: u32,
+    /// Seconds between start-ups.
+    pub startup_every: u32,
+    /// Video runs: (duration, warm-up); the paper counts drops over the last 20 s.
+    pub video: (u32, u32),
+    /// Bandwidth-distribution runs: (duration, warm-up).
+    pub bandwidth: (u32, u32),
+    /// DBMS and web-server runs: (duration, warm-up).
+    pub dbms: (u32, u32),
+    /// Video-streaming runs: duration (a new stream every 15 s until 1% loss).
+    pub streaming: u32,
+    /// Runs of each experiment, with seeds 1, 2, ...; figures are the mean over them.
+    pub repetitions: u32,
+}
+
+impl Profile {
+    /// The reduced suite of `--quick`.
+    pub const QUICK: Profile = Profile {
+        tput_long: (20, 5),
+        tput_short: 15,
+        startup: 120,
+        startup_every: 3,
+        video: (25, 5),
+        bandwidth: (30, 2),
+        dbms: (10, 2),
+        streaming: 900,
+        repetitions: 1,
+    };
+    /// The full suite.
+    pub const FULL: Profile = Profile {
+        tput_long: (60, 20),
+        tput_short: 15,
+        startup: 120,
+        startup_every: 3,
+        video: (40, 20),
+        bandwidth: (30, 2),
+        dbms: (30, 5),
+        streaming: 1200,
+        repetitions: 3,
+    };
+}
+
+/// What is simulated, apart from scheduler and device.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Scenario {
+    /// A named workload (or `1r-seq`) alone; `short` = the first 15 s only.
+    Throughput {
+        /// Workload name.
+        workload: String,
+        /// Short run.
+        short: bool,
+    },
+    /// Cold start-ups of a replayed trace, repeated, with a background workload or none (`idle`).
+    Startup {
+        /// Built-in trace name.
+        trace: String,
+        /// Background workload, `idle` for none.
+        background: String,
+    },
+    /// A 27 frame/s video player with start-ups every few seconds and a background workload.
+    Video {
+        /// Background workload.
+        background: String,
+    },
+    /// Weighted sequential readers of seed 002.
+    Bandwidth {
+        /// Workload name (`5r-seq-w10:2:2:1:1` ...).
+        workload: String,
+    },
+    /// The seed 002 DBMS workload: 100 processes with `outstanding` requests each.
+    Dbms {
+        /// Requests outstanding per process.
+        outstanding: u32,
+    },
+    /// The seed 002 web server: 100 processes serving small and large files, with an access log.
+    Web,
+    /// The seed 002 video-streaming server with a competing sequential reader.
+    Streaming,
+}
+
+/// One simulated run.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct RunKey {
+    /// `hdd`, `ssd` or `nvme`.
+    pub class: String,
+    /// Internal queueing on.
+    pub ncq: bool,
+    /// The paper's scheduler name (`bfq-no-heuristics` ...).
+    pub scheduler: String,
+    /// The paper's config (`max_budget=4096` ...), `""` for defaults.
+    pub config: String,
+    /// What runs.
+    pub scenario: Scenario,
+}
+
+impl RunKey {
+    /// A one-line label.
+    pub fn label(&self) -> String {
+        let what = match &self.scenario {
+            Scenario::Throughput { workload, short } => {
+                format!("{workload}{}", if *short { " first 15 s" } else { "" })
+            }
+            Scenario::Startup { trace, background } => format!("{trace} start-up, {background}"),
+            Scenario::Video { background } => format!("video, {background}"),
+            Scenario::Bandwidth { workload } => workload.clone(),
+            Scenario::Dbms { outstanding } => format!("dbms-100p-{outstanding}out"),
+            Scenario::Web => "web-100p".into(),
+            Scenario::Streaming => "vlc-stream".into(),
+        };
+        let cfg = if self.config.is_empty() { String::new() } else { format!(" [{}]", self.config) };
+        format!("{}{} {}{cfg} | {what}", self.class, if self.ncq { "+ncq" } else { "" }, self.scheduler)
+    }
+}
+
+/// Why a selector cannot be measured in this build.
+pub type NotRun = String;
+
+/// The replayed trace standing for a paper's application, if there is one.
+pub fn trace_for(app: &str) -> Result<&'static str, NotRun> {
+    match app {
+        "xterm" => Ok("xterm"),
+        "gnome-terminal" => Ok("gnometerm"),
+        other => Err(format!("no replayed trace of {other} in this build (traces: xterm, gnome-terminal)")),
+    }
+}
+
+/// The run that measures `metric` of `workload` (a concrete workload, not `all-4` & co.).
+pub fn plan(
+    class: &str,
+    ncq: bool,
+    scheduler: &str,
+    config: &str,
+    workload: &str,
+    metric: &str,
+    app: Option<&str>,
+) -> Result<RunKey, NotRun> {
+    scheduler_and_params(scheduler, config)?;
+    let scenario = match metric {
+        "aggregate_mb_s"
+        | "aggregate_mb_s_first_15s"
+        | "reader_mb_s"
+        | "max_mb_s_per_weight"
+        | "min_mb_s_per_weight"
+        | "completion_s"
+        | "startup_s"
+        | "drop_rate_pct"
+        | "movies" => scenario_for(workload, metric, app)?,
+        other => return Err(format!("metric {other} is not measured in this build")),
+    };
+    Ok(RunKey {
+        class: class.to_string(),
+        ncq,
+        scheduler: scheduler.to_string(),
+        config: config.to_string(),
+        scenario,
+    })
+}
+
+fn scenario_for(workload: &str, metric: &str, app: Option<&str>) -> Result<Scenario, NotRun> {
+    if metric == "startup_s" || (metric == "aggregate_mb_s" && app.is_some()) {
+        let app = app.ok_or("a start-up metric needs an application")?;
+        if workload != "idle" && !FOUR_WORKLOADS.contains(&workload) {
+            return Err(format!("start-up under workload {workload} is not part of the suite"));
+        }
+        return Ok(Scenario::Startup { trace: trace_for(app)?.into(), background: workload.into() });
+    }
+    if metric == "drop_rate_pct" {
+        return Ok(Scenario::Video { background: workload.into() });
+    }
+    if FOUR_WORKLOADS.contains(&workload) || workload == "1r-seq" {
+        return match metric {
+            "aggregate_mb_s" => Ok(Scenario::Throughput { workload: workload.into(), short: false }),
+            "aggregate_mb_s_first_15s" => Ok(Scenario::Throughput { workload: workload.into(), short: true }),
+            _ => Err(format!("metric {metric} of {workload} is not measured")),
+        };
+    }
+    if bandwidth_weights(workload).is_some() {
+        return Ok(Scenario::Bandwidth { workload: workload.into() });
+    }
+    match workload {
+        "dbms-100p-1out" if metric == "completion_s" || metric == "aggregate_mb_s" => {
+            Ok(Scenario::Dbms { outstanding: 1 })
+        }
+        "dbms-100p-10out" if metric == "completion_s" || metric == "aggregate_mb_s" => {
+            Ok(Scenario::Dbms { outstanding: 10 })
+        }
+        "web-100p" if metric == "aggregate_mb_s" => Ok(Scenario::Web),
+        "web-100p" => Err(format!("metric {metric} of the web server is not reported by the simulator")),
+        "vlc-stream-5onoff" if metric == "movies" => Ok(Scenario::Streaming),
+        other => Err(format!("workload {other} is not available in this build")),
+    }
+}
+
+/// Weights of the readers of a seed 002 bandwidth workload, and whether its two files are far apart.
+pub fn bandwidth_weights(workload: &str) -> Option<(Vec<u32>, bool)> {
+    Some(match workload {
+        "2r-seq-128mb" => (vec![1, 1], false),
+        "2r-seq-128mb-far" => (vec![1, 1], true),
+        "5r-seq-128mb" => (vec![1; 5], false),
+        w => {
+            let (n, weights) = w.split_once("-seq-w")?;
+            let ws: Vec<u32> = weights.split(':').map(str::parse).collect::<Result<_, _>>().ok()?;
+            if n.trim_end_matches('r').parse::<usize>().ok()? != ws.len() {
+                return None;
+            }
+            (ws, false)
+        }
+    })
+}
+
+/// The registry scheduler and tunables standing for a paper's scheduler name and config.
+pub fn scheduler_and_params(
+    scheduler: &str,
+    config: &str,
+) -> Result<(String, Vec<(String, String)>), NotRun> {
+    let (name, mut params): (&str, Vec<(String, String)>) = match scheduler {
+        "bfq" => ("bfq", vec![]),
+        "bfq-low-latency-off" => ("bfq", vec![("low_latency".into(), "0".into())]),
+        "bfq-no-heuristics" => {
+            ("bfq", vec![("v1_heuristics".into(), "0".into()), ("low_latency".into(), "0".into())])
+        }
+        "any" => return Err("figure holds for any scheduler".into()),
+        other => match bfq_sched::canonical_name(other) {
+            Some(c) => (c, vec![]),
+            None => return Err(format!("scheduler {other} is not available in this build")),
+        },
+    };
+    for pair in config.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = pair.split_once('=').ok_or_else(|| format!("bad config {config:?}"))?;
+        // The papers write times with a unit; the tunables take milliseconds. Seed 002's Tw is the
+        // peers' `tw` tunable.
+        let k = if k == "idle_wait" { "tw" } else { k };
+        params.push((k.to_string(), v.trim_end_matches("ms").to_string()));
+    }
+    // Refuse configs the scheduler does not know now, rather than after the run is planned.
+    let info = bfq_sched::DeviceInfo::default();
+    bfq_sched::build(name, info, &params)
+        .map_err(|e| format!("{scheduler} [{config}] is not available in this build: {e}"))?;
+    Ok((name.to_string(), params))
+}
+
+/// The job file of a run (TOML, the format of docs/job-format.md).
+pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile, seed: u64) -> String {
+    let mut t = String::new();
+    let (duration, warmup) = match &key.scenario {
+        Scenario::Throughput { short: false, .. } => profile.tput_long,
+        Scenario::Throughput { short: true, .. } => (profile.tput_short, 0),
+        Scenario::Startup { .. } => (profile.startup, 0),
+        Scenario::Video { .. } => profile.video,
+        Scenario::Bandwidth { .. } => profile.bandwidth,
+        Scenario::Dbms { .. } | Scenario::Web => profile.dbms,
+        Scenario::Streaming => (profile.streaming, 0),
+    };
+    let _ = writeln!(
+        t,
+        "name = {:?}\nseed = {seed}\nduration = \"{duration}s\"\nwarmup = \"{warmup}s\"",
+        key.label()
+    );
+    let background = match &key.scenario {
+        Scenario::Throughput { workload, .. } => Some(workload.as_str()),
+        Scenario::Startup { background, .. } | Scenario::Video { background } => Some(background.as_str()),
+        _ => None,
+    };
+    if let Some(w) = background.filter(|w| FOUR_WORKLOADS.contains(w)) {
+        let _ = writeln!(t, "workload = {w:?}");
+    }
+    let preset = match key.class.as_str() {
+        "ssd" => "ssd-px256m5s",
+        "nvme" => "nvme-960evo",
+        _ if hdd_preset == "default" => bfq_sim::device::presets::DEFAULT_DEVICE,
+        _ => hdd_preset,
+    };
+    let _ = writeln!(t, "[device]\npreset = {preset:?}");
+    if key.ncq && key.class == "hdd" && preset.starts_with("hdd") {
+        let _ = writeln!(t, "params = {{ ncq = \"1\", queue_depth = \"32\" }}");
+    }
+    let every = profile.startup_every;
+    match &key.scenario {
+        Scenario::Throughput { workload, .. } if workload == "1r-seq" => {
+            t.push_str("[[app]]\nname = \"reader\"\nkind = \"seq-reader\"\n");
+        }
+        Scenario::Throughput { .. } => {}
+        Scenario::Startup { trace, .. } => {
+            let _ = writeln!(
+                t,
+                "[[app]]\nname = \"probe\"\nkind = \"startup\"\ntrace = {trace:?}\nstart = \"{every}s\"\nevery = \"{every}s\""
+            );
+        }
+        Scenario::Video { .. } => {
+            let _ = writeln!(
+                t,
+                "[[app]]\nname = \"video\"\nkind = \"video\"\nfps = 27\n[[app]]\nname = \"probe\"\nkind = \"startup\"\ntrace = \"xterm\"\nstart = \"{every}s\"\nevery = \"{every}s\""
+            );
+        }
+        Scenario::Bandwidth { workload } => {
+            let (weights, far) = bandwidth_weights(workload).unwrap_or_default();
+            // Seed 002 stores each file in its own disk slice: the N files are spread evenly over
+            // the disk (reader 1 outermost), and the `far` pair lies at the two ends. Files in
+            // different zones are what makes time slices (CFQ) unfair in bandwidth.
+            let capacity = capacity_bytes(preset);
+            let sizes: Vec<u64> = weights.iter().map(|w| 128_000_000u64 * u64::from(*w)).collect();
+            let slots = if far { 1 } else { weights.len().max(1) as u64 };
+            let mut at = 0u64;
+            for (i, (w, size)) in weights.iter().zip(&sizes).enumerate() {
+                let target = if far && i == 1 {
+                    capacity.saturating_sub(*size + (1 << 20))
+                } else {
+                    capacity / slots * i as u64
+                };
+                if target > at + (1 << 20) {
+                    // A file that is never read pushes the next reader's file to its slice.
+                    let _ = writeln!(
+                        t,
+                        "[[app]]\nname = \"spacer{i}\"\nkind = \"video\"\nstart = \"1000000s\"\nfile_size = \"{}\"",
+                        target - at
+                    );
+                    at = target;
+                }
+                let _ = writeln!(
+                    t,
+                    "[[app]]\nname = \"reader{}\"\nkind = \"seq-reader\"\nweight = {w}\nfile_size = \"{size}\"",
+                    i + 1,
+                );
+                at += size.next_multiple_of(4096);
+            }
+        }
+        Scenario::Dbms { outstanding } => {
+            let _ = writeln!(
+                t,
+                "[[app]]\nname = \"dbms\"\nkind = \"dbms\"\nprocesses = 100\nwindow = {outstanding}"
+            );
+        }
+        Scenario::Web => {
+            t.push_str(
+                "[[app]]\nname = \"httpd\"\nkind = \"web-server\"\nprocesses = 100\nfile_size = \"10GB\"\n",
+            );
+        }
+        Scenario::Streaming => {
+            // The set-up of examples/streaming.toml: 4 Mbit/s streams of 128 KiB chunks, 1 s of
+            // buffer, a new stream every 15 s, one competing sequential reader.
+            t.push_str(
+                "[[app]]\nname = \"server\"\nkind = \"streaming\"\nprocesses = 64\nrequest_size = \"128KiB\"\nfps = 4\nbuffer = \"1s\"\nevery = \"15s\"\nfile_size = \"64GB\"\n[[app]]\nname = \"background\"\nkind = \"seq-reader\"\n",
+            );
+        }
+    }
+    t
+}
+
+fn capacity_bytes(preset: &str) -> u64 {
+    bfq_sim::device::build_device(preset, &[]).map(|d| d.capacity_bytes()).unwrap_or(1 << 40) - (64 << 20)
+}
+
+/// Runs one key.
+pub fn execute(key: &RunKey, hdd_preset: &str, profile: &Profile, seed: u64) -> Result<RunReport, String> {
+    let text = job_toml(key, hdd_preset, profile, seed);
+    let job = Job::from_toml(&text, &key.label()).map_err(|e| format!("{}: {e}", key.label()))?;
+    let (name, params) = scheduler_and_params(&key.scheduler, &key.config)?;
+    run_job(&job, &name, &params).map_err(|e| format!("{}: {e}", key.label()))
+}
+
+/// A measured value; `lower_bound` when no start-up finished and the value is the time waited.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Value {
+    /// The number, in the metric's unit.
+    pub value: f64,
+    /// True when it is only a lower bound.
+    pub lower_bound: bool,
+}
+
+/// The mean of `metric` over the repetitions of a run (a lower bound if any repetition gave one).
+pub fn mean_value(
+    reports: &[RunReport],
+    metric: &str,
+    app: Option<&str>,
+    reader: Option<u32>,
+) -> Result<Value, String> {
+    let values = reports.iter().map(|r| value(r, metric, app, reader)).collect::<Result<Vec<_>, _>>()?;
+    if values.is_empty() {
+        return Err("no repetition".into());
+    }
+    Ok(Value {
+        value: values.iter().map(|v| v.value).sum::<f64>() / values.len() as f64,
+        lower_bound: values.iter().any(|v| v.lower_bound),
+    })
+}
+
+/// Reads `metric` out of a run's report.
+pub fn value(
+    report: &RunReport,
+    metric: &str,
+    app: Option<&str>,
+    reader: Option<u32>,
+) -> Result<Value, String> {
+    let v = |value: f64| Ok(Value { value, lower_bound: false });
+    let mb = |mib: f64| mib * MIB / MB;
+    match metric {
+        "aggregate_mb_s" | "aggregate_mb_s_first_15s" => v(mb(report.totals.throughput_mib_s)),
+        "startup_s" => {
+            let probe = report.apps.iter().find(|a| a.name == "probe").ok_or("no start-up in this run")?;
+            let s = probe.extra.startup.as_ref().ok_or("no start-up statistics")?;
+            if s.invocations == 0 {
+                // Started at the first period and never finished: it took at least the rest of the run.
+                let first = report.end_s.min(3.0);
+                Ok(Value { value: report.end_s - first, lower_bound: true })
+            } else {
+                v(s.mean_s)
+            }
+        }
+        "drop_rate_pct" => {
+            let video = report.apps.iter().find_map(|a| a.extra.video.as_ref()).ok_or("no video")?;
+            v(if video.frames == 0 { 0.0 } else { 100.0 * video.dropped as f64 / video.frames as f64 })
+        }
+        "reader_mb_s" => {
+            let i = reader.ok_or("reader_mb_s needs a reader")?;
+            let name = format!("reader{i}");
+            let a = report.apps.iter().find(|a| a.name == name).ok_or(format!("no {name}"))?;
+            v(mb(a.throughput_mib_s))
+        }
+        "max_mb_s_per_weight" | "min_mb_s_per_weight" => {
+            let per: Vec<f64> = report
+                .apps
+                .iter()
+                .filter(|a| a.name.starts_with("reader"))
+                .map(|a| mb(a.throughput_mib_s) / f64::from(a.weight.max(1)))
+                .collect();
+            let f = if metric.starts_with("max") { f64::max } else { f64::min };
+            let init = if metric.starts_with("max") { f64::MIN } else { f64::MAX };
+            v(per.into_iter().fold(init, f))
+        }
+        "movies" => {
+            let st =
+                report.apps.iter().find_map(|a| a.extra.streaming.as_ref()).ok_or("no streaming server")?;
+            // Never reaching 1% loss means the run ended first: the capacity is at least this.
+            Ok(Value {
+                value: st.streams_sustained as f64,
+                lower_bound: st.streams_sustained == st.streams_started,
+            })
+        }
+        "completion_s" => {
+            let a = report.apps.iter().find(|a| a.name.starts_with("dbms")).ok_or("no dbms")?;
+            v(a.latency.mean_us / 1e6)
+        }
+        other => Err(format!(
+            "metric {other} is not measured in this build{}",
+            app.map_or(String::new(), |_| String::new())
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(scheduler: &str, config: &str, workload: &str, metric: &str, app: Option<&str>) -> RunKey {
+        plan("hdd", false, scheduler, config, workload, metric, app).unwrap()
+    }
+
+    #[test]
+    fn every_scenario_is_a_valid_job_file() {
+        let keys = [
+            key("bfq", "", "10r-seq", "aggregate_mb_s", None),
+            key("cfq", "", "10r-seq", "aggregate_mb_s_first_15s", None),
+            key("noop", "", "1r-seq", "aggregate_mb_s", None),
+            key("bfq", "", "idle", "startup_s", Some("gnome-terminal")),
+            key("deadline", "", "5r5w-rand", "startup_s", Some("xterm")),
+            key("bfq", "", "10r-rand", "drop_rate_pct", None),
+            key("bfq-no-heuristics", "max_budget=4096", "5r-seq-w10:2:2:1:1", "reader_mb_s", None),
+            key("cfq", "slice_sync=100ms", "2r-seq-128mb-far", "aggregate_mb_s", None),
+            key("clook", "", "dbms-100p-10out", "completion_s", None),
+            key("anticipatory", "", "web-100p", "aggregate_mb_s", None),
+            key("cfq", "", "vlc-stream-5onoff", "movies", None),
+        ];
+        for k in &keys {
+            let text = job_toml(k, "default", &Profile::QUICK, 1);
+            Job::from_toml(&text, "suite").unwrap_or_else(|e| panic!("{}: {e}\n{text}", k.label()));
+        }
+    }
+
+    #[test]
+    fn seed_002_bandwidth_files_lie_in_their_own_slices_of_the_disk() {
+        // Seed 002: "each file in a distinct disk slice"; `-far`: the two ends of the disk.
+        let k = key("bfq", "", "5r-seq-128mb", "reader_mb_s", None);
+        let job = Job::from_toml(&job_toml(&k, "default", &Profile::QUICK, 1), "suite").unwrap();
+        let apps = bfq_sim::build_apps(&job, capacity_bytes("hdd-stm332061") + (64 << 20)).unwrap();
+        assert_eq!(apps.iter().filter(|(n, _)| n.starts_with("reader")).count(), 5);
+        assert_eq!(apps.iter().filter(|(n, _)| n.starts_with("spacer")).count(), 4);
+    }
+
+    #[test]
+    fn the_papers_scheduler_names_map_onto_registry_schedulers_and_tunables() {
+        let (name, params) = scheduler_and_params("bfq-no-heuristics", "max_budget=4096").unwrap();
+        assert_eq!(name, "bfq");
+        assert!(params.contains(&("v1_heuristics".into(), "0".into())));
+        assert!(params.contains(&("max_budget".into(), "4096".into())));
+        let (name, params) = scheduler_and_params("cfq", "slice_sync=100ms").unwrap();
+        assert_eq!((name.as_str(), params), ("cfq", vec![("slice_sync".into(), "100".into())]));
+        assert!(scheduler_and_params("no-such-scheduler", "").is_err());
+        assert!(scheduler_and_params("cfq", "no_such_tunable=1").is_err());
+    }
+
+    #[test]
+    fn weighted_workload_names_give_their_weights() {
+        assert_eq!(bandwidth_weights("5r-seq-w10:2:2:1:1"), Some((vec![10, 2, 2, 1, 1], false)));
+        assert_eq!(bandwidth_weights("2r-seq-128mb-far"), Some((vec![1, 1], true)));
+        assert_eq!(bandwidth_weights("3r-seq-w1:1"), None);
+    }
+}
