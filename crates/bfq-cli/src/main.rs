@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod run;
 mod sim;
 
 /// Budget Fair Queueing: simulate, run and compare storage I/O schedulers.
@@ -17,12 +18,15 @@ struct Cli {
 enum Command {
     /// Simulate a job file under one or more schedulers and compare them side by side.
     Sim(sim::SimArgs),
+    /// Run a job file against a real file or block device through the io_uring engine.
+    Run(run::RunArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => sim::execute(args),
+        Command::Run(args) => run::execute(args),
     };
     if let Err(err) = result {
         eprintln!("bfq: error: {err:#}");
