@@ -13,7 +13,7 @@ impl Drop for TempFile {
 
 const JOB: &str = r#"
 name = "small-real"
-duration = "600ms"
+duration = "2s"
 warmup = "100ms"
 [device]
 preset = "constant"
@@ -53,6 +53,7 @@ fn a_small_job_runs_against_a_tmpfs_file_with_the_simulator_report() {
     }
     assert!(report.apps[1].bytes_written > 0 && report.apps[0].bytes_read > 0);
     let startup = report.apps[2].extra.startup.as_ref().unwrap();
+    eprintln!("{startup:?}");
     assert!(startup.invocations >= 1 && startup.mean_s > 0.0);
     assert!(report.totals.requests > 0);
 }
