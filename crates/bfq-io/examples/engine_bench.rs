@@ -1,7 +1,7 @@
 //! 4 KiB random reads at a fixed queue depth through the engine, for comparison with fio's io_uring
 //! engine. Usage:
 //! `cargo run -p bfq-io --release --example engine_bench -- [--scheduler bfq] [--threads 4] [--depth 32]
-//!  [--seconds 5] [--file /dev/shm/bfq-engine-bench] [--size-mib 1024]`
+//!  [--params key=value,..] [--seconds 5] [--file /dev/shm/bfq-engine-bench] [--size-mib 1024]`
 //! The file is created (and filled) if missing and removed at the end only if this run created it.
 
 use std::collections::VecDeque;
@@ -21,6 +21,7 @@ fn cpu_seconds() -> f64 {
 
 fn main() {
     let mut scheduler = "bfq".to_string();
+    let mut params: Vec<(String, String)> = Vec::new();
     let (mut threads, mut depth, mut seconds, mut size_mib) = (4u32, 32u32, 5f64, 1024u64);
     let mut file = std::path::PathBuf::from("/dev/shm/bfq-engine-bench");
     let mut args = std::env::args().skip(1);
@@ -28,6 +29,12 @@ fn main() {
         let mut val = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
         match a.as_str() {
             "--scheduler" => scheduler = val(),
+            "--params" => {
+                for kv in val().split(',') {
+                    let (k, v) = kv.split_once('=').expect("--params key=value,...");
+                    params.push((k.to_string(), v.to_string()));
+                }
+            }
             "--threads" => threads = val().parse().expect("--threads N"),
             "--depth" => depth = val().parse().expect("--depth N"),
             "--seconds" => seconds = val().parse().expect("--seconds S"),
@@ -45,7 +52,7 @@ fn main() {
         }
     }
     let blocks = std::fs::metadata(&file).expect("bench file").len() / 4096;
-    let engine = Engine::open(&file, EngineConfig { scheduler: scheduler.clone(), params: vec![], depth })
+    let engine = Engine::open(&file, EngineConfig { scheduler: scheduler.clone(), params, depth })
         .expect("open engine");
     let stop = Arc::new(AtomicBool::new(false));
     let ios = Arc::new(AtomicU64::new(0));
