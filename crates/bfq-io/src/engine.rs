@@ -189,12 +189,25 @@ struct Shared {
     inbox: Mutex<Vec<Cmd>>,
     sleeping: AtomicBool,
     closed: AtomicBool,
+    /// Set (under the inbox lock) when the engine thread stops taking commands.
+    dead: AtomicBool,
     wake_fd: OwnedFd,
 }
 
 impl Shared {
     fn send(&self, cmd: Cmd) {
-        self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push(cmd);
+        {
+            let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            // The engine thread has exited: nobody will serve this request, so answer it here.
+            if self.dead.load(Ordering::SeqCst) {
+                drop(inbox);
+                if let Cmd::Submit(p) = cmd {
+                    p.cell.fulfil(Err(IoError::ShutDown));
+                }
+                return;
+            }
+            inbox.push(cmd);
+        }
         if self.sleeping.swap(false, Ordering::SeqCst) {
             let one: u64 = 1;
             // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
@@ -235,6 +248,7 @@ impl Engine {
             inbox: Mutex::new(Vec::with_capacity(1024)),
             sleeping: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
             wake_fd,
         });
         let mut worker = Worker {
@@ -512,6 +526,17 @@ impl Worker {
                 }
             }
             self.reap()?;
+        }
+        // Requests that raced with shutdown (sent after the last drain) get ShutDown, never silence.
+        let late = {
+            let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.dead.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *inbox)
+        };
+        for cmd in late {
+            if let Cmd::Submit(p) = cmd {
+                p.cell.fulfil(Err(IoError::ShutDown));
+            }
         }
         Ok(EngineStats {
             scheduler: self.sched.name().to_string(),
