@@ -118,6 +118,8 @@ pub struct Completion {
     pub bytes: usize,
     /// From arrival at the engine to completion.
     pub latency: Duration,
+    /// Engine-wide completion order (0 for the first request completed), for ordering across queues.
+    pub seq: u64,
 }
 
 /// What the engine did, returned by [`Engine::shutdown`].
@@ -666,6 +668,7 @@ impl Worker {
                     buf: entry.buf,
                     bytes: res as usize,
                     latency: Duration::from_nanos(now.saturating_sub(entry.arrived)),
+                    seq: self.completed + self.failed,
                 })
             };
             if result.is_ok() {

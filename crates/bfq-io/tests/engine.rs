@@ -105,10 +105,10 @@ fn weights_one_to_three_give_shares_within_ten_percent() {
                     *x ^= *x << 17;
                     (*x % (16384 - 1)) * 4096
                 };
-                for _ in 0..16 {
+                for _ in 0..64 {
                     window.push_back(client.read(next(&mut x), AlignedBuf::zeroed(4096), true));
                 }
-                // Keep 16 outstanding until the total is reached: both queues stay backlogged.
+                // Keep 64 outstanding until the total is reached: both queues stay backlogged.
                 while done.load(Ordering::Relaxed) < total_target {
                     let c = window.pop_front().unwrap().wait().unwrap();
                     mine.fetch_add(1, Ordering::Relaxed);
