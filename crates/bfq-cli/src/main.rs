@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod run;
 mod sim;
 mod suite_cmd;
 
@@ -20,6 +21,8 @@ enum Command {
     Sim(sim::SimArgs),
     /// Run the papers' benchmark suite on the simulator and compare with the published results.
     Suite(suite_cmd::SuiteArgs),
+    /// Run a job file against a real file or block device through the io_uring engine.
+    Run(run::RunArgs),
 }
 
 fn main() {
@@ -27,6 +30,7 @@ fn main() {
     let result = match cli.command {
         Command::Sim(args) => sim::execute(args),
         Command::Suite(args) => suite_cmd::execute(args),
+        Command::Run(args) => run::execute(args),
     };
     if let Err(err) = result {
         eprintln!("bfq: error: {err:#}");
