@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod compare;
 mod sim;
 
 /// Budget Fair Queueing: simulate, run and compare storage I/O schedulers.
@@ -17,12 +18,16 @@ struct Cli {
 enum Command {
     /// Simulate a job file under one or more schedulers and compare them side by side.
     Sim(sim::SimArgs),
+    /// Run a job through the engine and, with fio on a loop device, under the kernel's schedulers,
+    /// side by side (Linux, root).
+    Compare(compare::CompareArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => sim::execute(args),
+        Command::Compare(args) => compare::execute(args),
     };
     if let Err(err) = result {
         eprintln!("bfq: error: {err:#}");
