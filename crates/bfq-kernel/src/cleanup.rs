@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,7 @@ pub enum Action {
 static REGISTRY: Mutex<Vec<(u64, Action)>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static HANDLER: Once = Once::new();
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Undoes its action when dropped (unless [`Guard::disarm`]ed).
 #[derive(Debug)]
@@ -99,6 +100,7 @@ pub fn install_interrupt_handler() -> bool {
     let mut ok = true;
     HANDLER.call_once(|| {
         ok = ctrlc::set_handler(|| {
+            INTERRUPTED.store(true, Ordering::SeqCst);
             eprintln!("bfq: interrupted; removing the loop devices and cgroups it created");
             undo_all();
             std::process::exit(130);
@@ -106,6 +108,19 @@ pub fn install_interrupt_handler() -> bool {
         .is_ok();
     });
     ok
+}
+
+/// Whether Ctrl-C was pressed: the handler is then undoing everything and will exit the process, so
+/// work that sees its processes vanish should wait for that rather than report an error.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Blocks for good when interrupted (the handler exits the process); returns at once otherwise.
+pub fn park_if_interrupted() {
+    while interrupted() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Undoes one action, best effort: failures are reported on standard error, never panics.

@@ -44,6 +44,19 @@ pub struct Region {
     pub len: u64,
 }
 
+/// An application of the job with its place on the target.
+#[derive(Debug, Clone)]
+pub struct PlacedApp {
+    /// Its name in reports.
+    pub name: String,
+    /// What it does.
+    pub spec: AppSpec,
+    /// Its files' byte range on the target.
+    pub region: Region,
+    /// Its start-up trace, for `startup` applications.
+    pub trace: Option<Trace>,
+}
+
 /// The fio `prioclass` and `prio` of an I/O class.
 pub fn ioprio(class: IoClass) -> (u8, u8) {
     match class {
@@ -80,15 +93,13 @@ fn ms(ns: u64) -> u64 {
 /// The fio plan of one application. `iolog_dir` is where the iologs will be written; `seed`
 /// seeds fio's random offsets and the start-up replay's `Rand` offsets.
 pub fn plan_app(
-    name: &str,
-    spec: &AppSpec,
-    region: Region,
+    app: &PlacedApp,
     device: &Path,
     timing: Timing,
     seed: u64,
     iolog_dir: &Path,
-    trace: Option<&Trace>,
 ) -> Result<FioPlan, String> {
+    let (name, spec, region, trace) = (app.name.as_str(), &app.spec, app.region, app.trace.as_ref());
     let (prioclass, prio) = ioprio(spec.class.0);
     let mut out = String::new();
     let dev = device.display();
@@ -323,6 +334,10 @@ mod tests {
     use super::*;
     use bfq_sim::job::{Class, Duration, Size};
 
+    fn placed(name: &str, spec: AppSpec, region: Region, trace: Option<Trace>) -> PlacedApp {
+        PlacedApp { name: name.into(), spec, region, trace }
+    }
+
     const T: Timing = Timing { duration: 3_000_000_000, warmup: 500_000_000 };
 
     #[test]
@@ -330,14 +345,11 @@ mod tests {
         let spec =
             AppSpec { window: Some(4), request_size: Some(Size(65536)), ..AppSpec::new(AppKind::SeqReader) };
         let plan = plan_app(
-            "r",
-            &spec,
-            Region { start: 4096, len: 1 << 20 },
+            &placed("r", spec, Region { start: 4096, len: 1 << 20 }, None),
             Path::new("/dev/loop9"),
             T,
             7,
             Path::new("/x"),
-            None,
         )
         .unwrap();
         for line in [
@@ -364,14 +376,11 @@ mod tests {
         assert_eq!(ioprio(IoClass::Idle), (3, 0));
         let spec = AppSpec { class: Class(IoClass::Idle), ..AppSpec::new(AppKind::RandReader) };
         let plan = plan_app(
-            "i",
-            &spec,
-            Region { start: 0, len: 1 << 20 },
+            &placed("i", spec, Region { start: 0, len: 1 << 20 }, None),
             Path::new("/dev/loop9"),
             T,
             1,
             Path::new("/x"),
-            None,
         )
         .unwrap();
         assert!(plan.job_file.contains("prioclass=3\n"));
@@ -400,9 +409,14 @@ mod tests {
             start: Some(Duration(1_000_000_000)),
             ..AppSpec::new(AppKind::Startup)
         };
-        let plan =
-            plan_app("s", &spec, region, Path::new("/dev/loop9"), T, 3, Path::new("/tmp/d"), Some(&trace))
-                .unwrap();
+        let plan = plan_app(
+            &placed("s", spec, region, Some(trace.clone())),
+            Path::new("/dev/loop9"),
+            T,
+            3,
+            Path::new("/tmp/d"),
+        )
+        .unwrap();
         assert_eq!(plan.iologs.len(), trace.threads.len());
         assert!(plan.job_file.contains("startdelay=1000ms\n"));
         assert!(plan.job_file.contains("read_iolog=/tmp/d/s-t0.iolog\n"));
@@ -411,14 +425,11 @@ mod tests {
     #[test]
     fn video_has_no_fio_translation_and_says_which_kinds_do() {
         let err = plan_app(
-            "v",
-            &AppSpec::new(AppKind::Video),
-            Region { start: 0, len: 1 },
+            &placed("v", AppSpec::new(AppKind::Video), Region { start: 0, len: 1 }, None),
             Path::new("/d"),
             T,
             1,
             Path::new("/x"),
-            None,
         )
         .unwrap_err();
         assert!(err.contains("supported: seq-reader"), "{err}");

@@ -5,15 +5,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use bfq_sim::job::{AppKind, AppSpec, Job};
+use bfq_sim::job::{AppKind, Job};
 use bfq_sim::metrics::{jain_index, round3, MIB};
 use bfq_sim::report::{AppReport, RunReport, Totals, SCHEMA};
-use bfq_sim::workload::startup::{StartupStats, Trace};
+use bfq_sim::workload::startup::StartupStats;
 use bfq_sim::workload::AppExtra;
 
 use crate::cgroup::{self, CgroupTree};
 use crate::cleanup::{self, Action, Guard};
-use crate::fio::{self, FioPlan, JobResult, LatencyHist, Region, Timing};
+use crate::fio::{self, FioPlan, JobResult, LatencyHist, PlacedApp, Region, Timing};
 use crate::loopdev::LoopDevice;
 use crate::{sysfs, KernelError};
 
@@ -35,7 +35,7 @@ impl Default for KernelOptions {
 /// The region of each expanded application, laid out one after the other from the job's
 /// `layout_start` exactly as the simulator lays out its files (greedy apps: `file_size`, default
 /// 5 GB; start-up: one 20,000,000-byte file per traced process), with the end of the last.
-pub fn layout(job: &Job) -> Result<(Vec<(String, AppSpec, Region, Option<Trace>)>, u64), KernelError> {
+pub fn layout(job: &Job) -> Result<(Vec<PlacedApp>, u64), KernelError> {
     let mut next = job.layout_start.map_or(0, |s| s.0).next_multiple_of(4096);
     let mut out = Vec::new();
     for (name, spec) in job.expanded_apps() {
@@ -50,7 +50,7 @@ pub fn layout(job: &Job) -> Result<(Vec<(String, AppSpec, Region, Option<Trace>)
             None => spec.file_size.map_or(bfq_sim::DEFAULT_FILE_BYTES, |s| s.0),
         }
         .next_multiple_of(4096);
-        out.push((name, spec, Region { start: next, len: bytes }, trace));
+        out.push(PlacedApp { name, spec, region: Region { start: next, len: bytes }, trace });
         next += bytes;
     }
     Ok((out, next))
@@ -100,19 +100,10 @@ pub fn run_kernel_job(
     let mut groups = Vec::new();
     let mut plans: Vec<FioPlan> = Vec::new();
     let timing = Timing { duration: job.duration.0, warmup: job.warmup.0 };
-    for (i, (name, spec, region, trace)) in apps.iter().enumerate() {
-        let plan = fio::plan_app(
-            name,
-            spec,
-            *region,
-            device.path(),
-            timing,
-            job.seed.wrapping_add(i as u64),
-            &scratch,
-            trace.as_ref(),
-        )
-        .map_err(|message| KernelError::Job { app: name.clone(), message })?;
-        groups.push(tree.child(&format!("{i}-{name}"), spec.weight.0)?);
+    for (i, app) in apps.iter().enumerate() {
+        let plan = fio::plan_app(app, device.path(), timing, job.seed.wrapping_add(i as u64), &scratch)
+            .map_err(|message| KernelError::Job { app: app.name.clone(), message })?;
+        groups.push(tree.child(&format!("{i}-{}", app.name), app.spec.weight.0)?);
         plans.push(plan);
     }
     let mut procs: Vec<FioProcess> = Vec::new();
@@ -145,7 +136,7 @@ pub fn run_kernel_job(
             .stderr(err_file)
             .spawn()
             .map_err(|e| KernelError::Fio {
-                app: apps[i].0.clone(),
+                app: apps[i].name.clone(),
                 message: format!("cannot start: {e}"),
             })?;
         let guard = cleanup::register(Action::EndProcess(child.id()));
@@ -155,37 +146,39 @@ pub fn run_kernel_job(
     let mut results: Vec<Vec<JobResult>> = vec![Vec::new(); apps.len()];
     for p in &mut procs {
         let status = loop {
+            cleanup::park_if_interrupted();
             match p.child.try_wait() {
                 Ok(Some(status)) => break status,
                 Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
                 Ok(None) => {
                     return Err(KernelError::Fio {
-                        app: apps[p.app].0.clone(),
+                        app: apps[p.app].name.clone(),
                         message: format!("still running {:?} after the job's end; stopped", options.grace),
                     })
                 }
                 Err(e) => {
-                    return Err(KernelError::Fio { app: apps[p.app].0.clone(), message: e.to_string() })
+                    return Err(KernelError::Fio { app: apps[p.app].name.clone(), message: e.to_string() })
                 }
             }
         };
+        cleanup::park_if_interrupted();
         if let Some(g) = p.guard.take() {
             g.disarm();
         }
         let stderr = std::fs::read_to_string(&p.stderr).unwrap_or_default();
         if !status.success() {
             return Err(KernelError::Fio {
-                app: apps[p.app].0.clone(),
+                app: apps[p.app].name.clone(),
                 message: format!("exit status {status}: {}", stderr.trim()),
             });
         }
         let text = std::fs::read_to_string(&p.output)
             .map_err(|e| KernelError::Io { path: p.output.clone(), message: e.to_string() })?;
         results[p.app] = fio::parse_output(&text)
-            .map_err(|message| KernelError::Fio { app: apps[p.app].0.clone(), message })?;
+            .map_err(|message| KernelError::Fio { app: apps[p.app].name.clone(), message })?;
         if let Some(bad) = results[p.app].iter().find(|r| r.error != 0) {
             return Err(KernelError::Fio {
-                app: apps[p.app].0.clone(),
+                app: apps[p.app].name.clone(),
                 message: format!("job {} ended with error {}: {}", bad.name, bad.error, stderr.trim()),
             });
         }
@@ -209,7 +202,7 @@ fn build_report(
     job: &Job,
     scheduler: &str,
     target: &Path,
-    apps: &[(String, AppSpec, Region, Option<Trace>)],
+    apps: &[PlacedApp],
     plans: &[FioPlan],
     results: &[Vec<JobResult>],
     params: Vec<(String, String)>,
@@ -222,7 +215,7 @@ fn build_report(
     let total_bytes: u64 = results.iter().map(|r| bytes_of(r)).sum();
     let mut greedy = Vec::new();
     let mut reports = Vec::new();
-    for (i, (name, spec, _, trace)) in apps.iter().enumerate() {
+    for (i, PlacedApp { name, spec, trace, .. }) in apps.iter().enumerate() {
         let rs = &results[i];
         let mut lat = LatencyHist::default();
         for r in rs {
