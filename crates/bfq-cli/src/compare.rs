@@ -120,9 +120,8 @@ pub fn execute(args: CompareArgs) -> Result<()> {
 }
 
 /// One run through the engine (bfq-io).
-fn engine_run(_job: &Job, _target: &Path, _name: &str, _params: &[(String, String)]) -> Result<RunReport> {
-    // Replaced by bfq_io::run_job once the engine branch is merged.
-    bail!("the io_uring engine is not built into this bfq yet; use --engine ''")
+fn engine_run(job: &Job, target: &Path, name: &str, params: &[(String, String)]) -> Result<RunReport> {
+    Ok(bfq_io::run_job(job, target, name, params, &bfq_io::RunOptions::default())?)
 }
 
 /// The target must exist and hold every application's file.
