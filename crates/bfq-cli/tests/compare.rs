@@ -79,7 +79,7 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
         .arg(&job)
         .arg("--target")
         .arg(&target)
-        .args(["--kernel", "bfq,none", "--engine", ""])
+        .args(["--kernel", "bfq,none", "--engine", "bfq,fifo"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -96,7 +96,7 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
     assert!(leftover_loops.is_empty(), "loop device left: {leftover_loops:?}");
     assert!(leftover_cgroups.is_empty(), "cgroups left: {leftover_cgroups:?}");
     let header = stdout.lines().next().unwrap_or_default();
-    for column in ["kernel-bfq", "kernel-none"] {
+    for column in [" bfq ", " fifo ", "kernel-bfq", "kernel-none"] {
         assert!(header.contains(column), "no {column} column:\n{stdout}");
     }
     for label in ["aggregate (MiB/s)", "read p99 (ms)", "b share error", "startup-0 start-up (s)"] {

@@ -222,9 +222,8 @@ impl Engine {
         for (k, v) in &config.params {
             sched.set_param(k, v).map_err(bfq_sched::SchedError::from)?;
         }
-        let ring = IoUring::builder()
-            .build((config.depth + 1).next_power_of_two())
-            .map_err(EngineError::Ring)?;
+        let ring =
+            IoUring::builder().build((config.depth + 1).next_power_of_two()).map_err(EngineError::Ring)?;
         // SAFETY: eventfd returns a new fd or -1.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -572,9 +571,10 @@ impl Worker {
     }
 
     fn arm_wake(&mut self) -> Result<(), EngineError> {
-        let sqe = opcode::Read::new(types::Fd(self.shared.wake_fd.as_raw_fd()), self.wake_buf.as_mut_ptr(), 8)
-            .build()
-            .user_data(WAKE_TOKEN);
+        let sqe =
+            opcode::Read::new(types::Fd(self.shared.wake_fd.as_raw_fd()), self.wake_buf.as_mut_ptr(), 8)
+                .build()
+                .user_data(WAKE_TOKEN);
         self.push_sqe(&sqe)
     }
 
@@ -630,7 +630,12 @@ impl Worker {
             let result = if res < 0 {
                 Err(IoError::Os { op, offset: entry.req.offset, len: entry.req.len, errno: -res })
             } else if (res as u32) < entry.req.len {
-                Err(IoError::Short { op, offset: entry.req.offset, len: entry.req.len, transferred: res as u32 })
+                Err(IoError::Short {
+                    op,
+                    offset: entry.req.offset,
+                    len: entry.req.len,
+                    transferred: res as u32,
+                })
             } else {
                 Ok(Completion {
                     buf: entry.buf,

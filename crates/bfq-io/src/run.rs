@@ -124,9 +124,11 @@ pub fn run_job(
             AppKind::SeqReader | AppKind::RandReader | AppKind::SeqWriter | AppKind::RandWriter => {
                 (1, round_up(spec.file_size.map_or(DEFAULT_FILE, |s| s.0)), None)
             }
-            AppKind::Dbms => {
-                (spec.processes.unwrap_or(4).max(1), round_up(spec.file_size.map_or(DEFAULT_FILE, |s| s.0)), None)
-            }
+            AppKind::Dbms => (
+                spec.processes.unwrap_or(4).max(1),
+                round_up(spec.file_size.map_or(DEFAULT_FILE, |s| s.0)),
+                None,
+            ),
             AppKind::Startup => {
                 let tname = spec.trace.clone().unwrap_or_else(|| "xterm".into());
                 let trace = match Trace::builtin(&tname) {
@@ -136,8 +138,10 @@ pub fn run_job(
                             app: name.clone(),
                             what: format!("trace `{tname}` is neither built in nor a readable file: {e}"),
                         })?;
-                        Trace::parse(&text)
-                            .map_err(|e| RunError::Unsupported { app: name.clone(), what: format!("{tname}: {e}") })?
+                        Trace::parse(&text).map_err(|e| RunError::Unsupported {
+                            app: name.clone(),
+                            what: format!("{tname}: {e}"),
+                        })?
                     }
                 };
                 let len = trace.threads.len() as u64 * round_up(THREAD_FILE_BYTES);
@@ -146,7 +150,10 @@ pub fn run_job(
             AppKind::Video | AppKind::Interleaved => {
                 return Err(RunError::Unsupported {
                     app: name,
-                    what: format!("`{}` applications are not supported by `bfq run` (simulator only)", spec.kind.as_str()),
+                    what: format!(
+                        "`{}` applications are not supported by `bfq run` (simulator only)",
+                        spec.kind.as_str()
+                    ),
                 })
             }
         };
@@ -194,7 +201,8 @@ pub fn run_job(
         let ctx = Ctx { clock: clock.clone(), stats, qstats: qstats.clone(), totals: totals_lat.clone() };
         match plan.spec.kind {
             AppKind::Startup => {
-                let (trace, spec, start) = (plan.trace.clone().expect("planned"), plan.spec.clone(), plan.start);
+                let (trace, spec, start) =
+                    (plan.trace.clone().expect("planned"), plan.spec.clone(), plan.start);
                 threads.push(std::thread::spawn(move || startup(ctx, clients, trace, spec, start, seed)));
             }
             _ => {
@@ -229,27 +237,39 @@ pub fn run_job(
             owners[*q as usize] = plan.name.clone();
         }
         st.series.pad_to(end);
-        apps.push((plan, st.requests, st.bytes_read, st.bytes_written, st.latency.summary(), st.series.mib_per_s(), {
-            let extra = if plan.spec.kind == AppKind::Startup {
-                let t = &st.startup_times;
-                let n = t.len() as f64;
-                AppExtra {
-                    startup: Some(StartupStats {
-                        invocations: t.len() as u64,
-                        mean_s: if t.is_empty() { 0.0 } else { round3(t.iter().sum::<f64>() / n) },
-                        min_s: if t.is_empty() { 0.0 } else { round3(t.iter().cloned().fold(f64::INFINITY, f64::min)) },
-                        max_s: round3(t.iter().cloned().fold(0.0, f64::max)),
-                        times_s: t.iter().take(100).map(|x| round3(*x)).collect(),
-                        requests_issued: st.startup_issued,
-                        trace_requests: plan.trace.as_ref().map_or(0, |t| t.requests.len() as u64),
-                    }),
-                    ..Default::default()
-                }
-            } else {
-                AppExtra::default()
-            };
-            extra
-        }));
+        apps.push((
+            plan,
+            st.requests,
+            st.bytes_read,
+            st.bytes_written,
+            st.latency.summary(),
+            st.series.mib_per_s(),
+            {
+                let extra = if plan.spec.kind == AppKind::Startup {
+                    let t = &st.startup_times;
+                    let n = t.len() as f64;
+                    AppExtra {
+                        startup: Some(StartupStats {
+                            invocations: t.len() as u64,
+                            mean_s: if t.is_empty() { 0.0 } else { round3(t.iter().sum::<f64>() / n) },
+                            min_s: if t.is_empty() {
+                                0.0
+                            } else {
+                                round3(t.iter().cloned().fold(f64::INFINITY, f64::min))
+                            },
+                            max_s: round3(t.iter().cloned().fold(0.0, f64::max)),
+                            times_s: t.iter().take(100).map(|x| round3(*x)).collect(),
+                            requests_issued: st.startup_issued,
+                            trace_requests: plan.trace.as_ref().map_or(0, |t| t.requests.len() as u64),
+                        }),
+                        ..Default::default()
+                    }
+                } else {
+                    AppExtra::default()
+                };
+                extra
+            },
+        ));
     }
     let total_read: u64 = apps.iter().map(|a| a.2).sum();
     let total_written: u64 = apps.iter().map(|a| a.3).sum();
@@ -383,7 +403,11 @@ impl Ctx {
                     st.series.record(now, c.bytes as u64);
                     drop(st);
                     let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
-                    if write { t.1.record(lat) } else { t.0.record(lat) }
+                    if write {
+                        t.1.record(lat)
+                    } else {
+                        t.0.record(lat)
+                    }
                     drop(t);
                     let q = &self.qstats[queue as usize];
                     q.completed.fetch_add(1, Ordering::Relaxed);
@@ -439,7 +463,13 @@ fn greedy(ctx: Ctx, client: Client, spec: AppSpec, start: u64, len: u64, seed: u
         };
         start + slot * size
     };
-    let issue = |buf: AlignedBuf, off: u64| if write { client.write(off, buf, true) } else { client.read(off, buf, true) };
+    let issue = |buf: AlignedBuf, off: u64| {
+        if write {
+            client.write(off, buf, true)
+        } else {
+            client.read(off, buf, true)
+        }
+    };
     let mut inflight = std::collections::VecDeque::new();
     for _ in 0..window {
         let off = next(&mut rng);
@@ -518,7 +548,11 @@ fn startup(ctx: Ctx, clients: Vec<Client>, trace: Trace, spec: AppSpec, start: u
         }
         let t1 = ctx.clock.now();
         if t0 >= ctx.clock.warmup && t1 <= ctx.clock.end {
-            ctx.stats.lock().unwrap_or_else(|e| e.into_inner()).startup_times.push((t1 - t0) as f64 / SEC as f64);
+            ctx.stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .startup_times
+                .push((t1 - t0) as f64 / SEC as f64);
         }
         done += 1;
         begin = if every == 0 { t1 } else { (t0 + every).max(t1) };

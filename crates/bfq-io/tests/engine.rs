@@ -143,7 +143,9 @@ fn read_past_end_reaches_its_caller_and_nothing_else_is_lost() {
     for (b, t) in tickets.into_iter().enumerate() {
         match t.wait() {
             Ok(c) if b < 16 => assert!(c.buf.as_slice().iter().all(|&x| x == 0xab)),
-            Err(IoError::Short { transferred: 0, offset, .. }) if b >= 16 => assert_eq!(offset, b as u64 * 4096),
+            Err(IoError::Short { transferred: 0, offset, .. }) if b >= 16 => {
+                assert_eq!(offset, b as u64 * 4096)
+            }
             other => panic!("block {b}: unexpected {other:?}"),
         }
     }
@@ -172,7 +174,8 @@ fn shutdown_drains_pending_requests_and_tickets_are_futures() {
     let file = TempFile::new("drain", 256 * 4096);
     let engine = Engine::open(&file.0, config("bfq", 2)).unwrap();
     let client = engine.client(QueueId(7), QueueSpec::with_weight(50)).unwrap();
-    let tickets: Vec<_> = (0..256u64).map(|b| client.read(b * 4096, AlignedBuf::zeroed(4096), false)).collect();
+    let tickets: Vec<_> =
+        (0..256u64).map(|b| client.read(b * 4096, AlignedBuf::zeroed(4096), false)).collect();
     drop(client);
     let stats = engine.shutdown().unwrap();
     assert_eq!(stats.completed, 256);
