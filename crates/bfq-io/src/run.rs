@@ -449,7 +449,7 @@ fn greedy(ctx: Ctx, client: Client, spec: AppSpec, start: u64, len: u64, seed: u
     };
     let default_size = if random { 4096 } else { 128 * 1024 };
     let size = round_up(spec.request_size.map_or(default_size, |s| s.0)).min(len);
-    let window = spec.window.unwrap_or(if spec.kind == AppKind::Dbms { 1 } else { 1 }).max(1);
+    let window = spec.window.unwrap_or(1).max(1);
     let slots = (len / size).max(1);
     let mut rng = Rng(seed | 1);
     let mut next_seq = 0u64;

@@ -1,0 +1,72 @@
+//! `run_job` runs a small simulator job against a real tmpfs file (issue 6 part 3, 5).
+
+use bfq_io::{run_job, RunOptions};
+use bfq_sim::job::Job;
+
+struct TempFile(std::path::PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+const JOB: &str = r#"
+name = "small-real"
+duration = "2s"
+warmup = "100ms"
+[device]
+preset = "constant"
+[[app]]
+name = "light"
+kind = "rand-reader"
+weight = 100
+window = 4
+file_size = "8MiB"
+[[app]]
+name = "heavy"
+kind = "seq-writer"
+weight = 300
+window = 4
+request_size = "64KiB"
+file_size = "8MiB"
+[[app]]
+name = "xterm"
+kind = "startup"
+trace = "xterm"
+start = "150ms"
+"#;
+
+/// Every application issues and completes requests, the report follows the simulator's schema, and
+/// the start-up replay finishes at least once.
+#[test]
+fn a_small_job_runs_against_a_tmpfs_file_with_the_simulator_report() {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/var/tmp" };
+    let file = TempFile(format!("{dir}/bfq-io-runjob-{}", std::process::id()).into());
+    std::fs::File::create(&file.0).unwrap();
+    let job = Job::from_toml(JOB, "small-real.toml").unwrap();
+    let report = run_job(&job, &file.0, "bfq", &[], &RunOptions::default()).unwrap();
+    assert_eq!(report.schema, bfq_sim::report::SCHEMA);
+    assert_eq!(report.apps.len(), 3);
+    for app in &report.apps {
+        assert!(app.requests > 0, "{} completed nothing", app.name);
+    }
+    assert!(report.apps[1].bytes_written > 0 && report.apps[0].bytes_read > 0);
+    let startup = report.apps[2].extra.startup.as_ref().unwrap();
+    eprintln!("{startup:?}");
+    assert!(startup.invocations >= 1 && startup.mean_s > 0.0);
+    assert!(report.totals.requests > 0);
+}
+
+/// Video applications are refused with a message naming the application.
+#[test]
+fn unsupported_application_kinds_are_refused_by_name() {
+    let job = Job::from_toml(
+        "duration = \"1s\"\n[device]\npreset = \"constant\"\n[[app]]\nname = \"movie\"\nkind = \"video\"\n",
+        "v.toml",
+    )
+    .unwrap();
+    let err =
+        run_job(&job, std::path::Path::new("/dev/null"), "bfq", &[], &RunOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("movie") && err.to_string().contains("not supported"), "{err}");
+}
