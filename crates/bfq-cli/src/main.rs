@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod compare;
+mod run;
 mod sim;
 
 /// Budget Fair Queueing: simulate, run and compare storage I/O schedulers.
@@ -18,6 +19,8 @@ struct Cli {
 enum Command {
     /// Simulate a job file under one or more schedulers and compare them side by side.
     Sim(sim::SimArgs),
+    /// Run a job file against a real file or block device through the io_uring engine.
+    Run(run::RunArgs),
     /// Run a job through the engine and, with fio on a loop device, under the kernel's schedulers,
     /// side by side (Linux, root).
     Compare(compare::CompareArgs),
@@ -27,6 +30,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => sim::execute(args),
+        Command::Run(args) => run::execute(args),
         Command::Compare(args) => compare::execute(args),
     };
     if let Err(err) = result {

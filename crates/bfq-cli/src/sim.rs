@@ -100,7 +100,7 @@ pub fn execute(args: SimArgs) -> Result<()> {
 }
 
 /// The side-by-side table: one column per scheduler.
-fn table(reports: &[RunReport]) -> String {
+pub(crate) fn table(reports: &[RunReport]) -> String {
     let Some(first) = reports.first() else { return String::new() };
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     let mut row = |label: &str, f: &dyn Fn(&RunReport) -> String| {
