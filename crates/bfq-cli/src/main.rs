@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod compare;
 mod run;
 mod sim;
 mod suite_cmd;
@@ -23,6 +24,9 @@ enum Command {
     Suite(suite_cmd::SuiteArgs),
     /// Run a job file against a real file or block device through the io_uring engine.
     Run(run::RunArgs),
+    /// Run a job through the engine and, with fio on a loop device, under the kernel's schedulers,
+    /// side by side (Linux, root).
+    Compare(compare::CompareArgs),
 }
 
 fn main() {
@@ -31,6 +35,7 @@ fn main() {
         Command::Sim(args) => sim::execute(args),
         Command::Suite(args) => suite_cmd::execute(args),
         Command::Run(args) => run::execute(args),
+        Command::Compare(args) => compare::execute(args),
     };
     if let Err(err) = result {
         eprintln!("bfq: error: {err:#}");

@@ -1,0 +1,292 @@
+//! One job under one kernel scheduler: loop device, scheduler, cgroups, fio processes, report.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use bfq_sim::job::{AppKind, Job};
+use bfq_sim::metrics::{jain_index, round3, MIB};
+use bfq_sim::report::{AppReport, RunReport, Totals, SCHEMA};
+use bfq_sim::workload::startup::StartupStats;
+use bfq_sim::workload::AppExtra;
+
+use crate::cgroup::{self, CgroupTree};
+use crate::cleanup::{self, Action, Guard};
+use crate::fio::{self, FioPlan, JobResult, LatencyHist, PlacedApp, Region, Timing};
+use crate::loopdev::LoopDevice;
+use crate::{sysfs, KernelError};
+
+/// Options of a kernel run.
+#[derive(Debug, Clone)]
+pub struct KernelOptions {
+    /// Where scratch files (job files, iologs, fio output) go; removed afterwards.
+    pub scratch_dir: PathBuf,
+    /// Extra time allowed beyond the job's duration before fio is stopped and the run fails.
+    pub grace: Duration,
+}
+
+impl Default for KernelOptions {
+    fn default() -> Self {
+        KernelOptions { scratch_dir: std::env::temp_dir(), grace: Duration::from_secs(60) }
+    }
+}
+
+/// The region of each expanded application, laid out one after the other from the job's
+/// `layout_start` exactly as the simulator lays out its files (greedy apps: `file_size`, default
+/// 5 GB; start-up: one 20,000,000-byte file per traced process), with the end of the last.
+pub fn layout(job: &Job) -> Result<(Vec<PlacedApp>, u64), KernelError> {
+    let mut next = job.layout_start.map_or(0, |s| s.0).next_multiple_of(4096);
+    let mut out = Vec::new();
+    for (name, spec) in job.expanded_apps() {
+        let trace = match (&spec.kind, &spec.trace) {
+            (AppKind::Startup, Some(t)) => Some(
+                bfq_sim::load_trace(t).map_err(|message| KernelError::Job { app: name.clone(), message })?,
+            ),
+            _ => None,
+        };
+        let bytes = match &trace {
+            Some(t) => fio::startup_region_bytes(t),
+            None => spec.file_size.map_or(bfq_sim::DEFAULT_FILE_BYTES, |s| s.0),
+        }
+        .next_multiple_of(4096);
+        out.push(PlacedApp { name, spec, region: Region { start: next, len: bytes }, trace });
+        next += bytes;
+    }
+    Ok((out, next))
+}
+
+static RUN_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A running fio process, ended on drop if still running.
+struct FioProcess {
+    app: usize,
+    child: Child,
+    output: PathBuf,
+    stderr: PathBuf,
+    guard: Option<Guard>,
+}
+
+/// Runs `job` with fio against a loop device of `target` under the kernel scheduler `scheduler`
+/// (`bfq`, `mq-deadline`, `kyber`, `none`), and reports it like the simulator.
+pub fn run_kernel_job(
+    job: &Job,
+    target: &Path,
+    scheduler: &str,
+    options: &KernelOptions,
+) -> Result<RunReport, KernelError> {
+    crate::check_prerequisites("running a job under a kernel scheduler")?;
+    cleanup::install_interrupt_handler();
+    let (apps, end) = layout(job)?;
+    let target_len = std::fs::metadata(target)
+        .map_err(|e| KernelError::Io { path: target.to_path_buf(), message: e.to_string() })?
+        .len();
+    if end > target_len {
+        return Err(KernelError::Setup(format!(
+            "{} has {target_len} bytes but the job's files need {end}; make it larger or give the applications a smaller file_size",
+            target.display()
+        )));
+    }
+    let run_id =
+        format!("bfq-compare-{}-{}", std::process::id(), RUN_COUNTER.fetch_add(1, Ordering::Relaxed));
+    // Declared in creation order, so they are undone in reverse: processes, cgroups, device, files.
+    let scratch = options.scratch_dir.join(&run_id);
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| KernelError::Io { path: scratch.clone(), message: e.to_string() })?;
+    let _scratch_guard = cleanup::register(Action::RemovePath(scratch.clone()));
+    let device = LoopDevice::attach(target)?;
+    sysfs::select_scheduler(device.name(), scheduler)?;
+    let tree = CgroupTree::create(cgroup::detect()?, &run_id)?;
+    let mut groups = Vec::new();
+    let mut plans: Vec<FioPlan> = Vec::new();
+    let timing = Timing { duration: job.duration.0, warmup: job.warmup.0 };
+    for (i, app) in apps.iter().enumerate() {
+        let plan = fio::plan_app(app, device.path(), timing, job.seed.wrapping_add(i as u64), &scratch)
+            .map_err(|message| KernelError::Job { app: app.name.clone(), message })?;
+        groups.push(tree.child(&format!("{i}-{}", app.name), app.spec.weight.0)?);
+        plans.push(plan);
+    }
+    let mut procs: Vec<FioProcess> = Vec::new();
+    for (i, plan) in plans.iter().enumerate() {
+        let write = |file: &str, text: &str| {
+            let p = scratch.join(file);
+            std::fs::write(&p, text)
+                .map_err(|e| KernelError::Io { path: p.clone(), message: e.to_string() })?;
+            Ok::<PathBuf, KernelError>(p)
+        };
+        for (file, text) in &plan.iologs {
+            write(file, text)?;
+        }
+        let job_file = write(&format!("app{i}.fio"), &plan.job_file)?;
+        let output = scratch.join(format!("app{i}.json"));
+        let stderr = scratch.join(format!("app{i}.stderr"));
+        let err_file = std::fs::File::create(&stderr)
+            .map_err(|e| KernelError::Io { path: stderr.clone(), message: e.to_string() })?;
+        // The shell moves itself into the application's cgroup, then becomes fio: every I/O fio
+        // issues is charged to that cgroup from the first one on.
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(r#"echo $$ > "$1" && exec fio --output-format=json+ --output="$2" "$3""#)
+            .arg("sh")
+            .arg(groups[i].procs_file())
+            .arg(&output)
+            .arg(&job_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err_file)
+            .spawn()
+            .map_err(|e| KernelError::Fio {
+                app: apps[i].name.clone(),
+                message: format!("cannot start: {e}"),
+            })?;
+        let guard = cleanup::register(Action::EndProcess(child.id()));
+        procs.push(FioProcess { app: i, child, output, stderr, guard: Some(guard) });
+    }
+    let deadline = Instant::now() + Duration::from_nanos(job.duration.0) + options.grace;
+    let mut results: Vec<Vec<JobResult>> = vec![Vec::new(); apps.len()];
+    for p in &mut procs {
+        let status = loop {
+            cleanup::park_if_interrupted();
+            match p.child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Ok(None) => {
+                    return Err(KernelError::Fio {
+                        app: apps[p.app].name.clone(),
+                        message: format!("still running {:?} after the job's end; stopped", options.grace),
+                    })
+                }
+                Err(e) => {
+                    return Err(KernelError::Fio { app: apps[p.app].name.clone(), message: e.to_string() })
+                }
+            }
+        };
+        cleanup::park_if_interrupted();
+        if let Some(g) = p.guard.take() {
+            g.disarm();
+        }
+        let stderr = std::fs::read_to_string(&p.stderr).unwrap_or_default();
+        if !status.success() {
+            return Err(KernelError::Fio {
+                app: apps[p.app].name.clone(),
+                message: format!("exit status {status}: {}", stderr.trim()),
+            });
+        }
+        let text = std::fs::read_to_string(&p.output)
+            .map_err(|e| KernelError::Io { path: p.output.clone(), message: e.to_string() })?;
+        results[p.app] = fio::parse_output(&text)
+            .map_err(|message| KernelError::Fio { app: apps[p.app].name.clone(), message })?;
+        if let Some(bad) = results[p.app].iter().find(|r| r.error != 0) {
+            return Err(KernelError::Fio {
+                app: apps[p.app].name.clone(),
+                message: format!("job {} ended with error {}: {}", bad.name, bad.error, stderr.trim()),
+            });
+        }
+    }
+    drop(procs);
+    let weight_file = groups.first().and_then(|g| g.weight_file().map(str::to_string));
+    let mut params = vec![
+        ("device".to_string(), device.path().display().to_string()),
+        ("loop_direct_io".to_string(), device.direct_io().to_string()),
+        ("cgroup_weight_file".to_string(), weight_file.unwrap_or_else(|| "none".into())),
+        ("fio".to_string(), crate::fio_version().unwrap_or_default()),
+    ];
+    params.sort();
+    drop(groups);
+    drop(tree);
+    drop(device);
+    Ok(build_report(job, scheduler, target, &apps, &plans, &results, params))
+}
+
+fn build_report(
+    job: &Job,
+    scheduler: &str,
+    target: &Path,
+    apps: &[PlacedApp],
+    plans: &[FioPlan],
+    results: &[Vec<JobResult>],
+    params: Vec<(String, String)>,
+) -> RunReport {
+    let measured_s = job.duration.0.saturating_sub(job.warmup.0) as f64 / 1e9;
+    let secs = measured_s.max(1e-9);
+    let mut read_all = LatencyHist::default();
+    let mut write_all = LatencyHist::default();
+    let bytes_of = |rs: &[JobResult]| rs.iter().map(|r| r.bytes_read + r.bytes_written).sum::<u64>();
+    let total_bytes: u64 = results.iter().map(|r| bytes_of(r)).sum();
+    let mut greedy = Vec::new();
+    let mut reports = Vec::new();
+    for (i, PlacedApp { name, spec, trace, .. }) in apps.iter().enumerate() {
+        let rs = &results[i];
+        let mut lat = LatencyHist::default();
+        for r in rs {
+            read_all.merge(&r.read_latency);
+            write_all.merge(&r.write_latency);
+            lat.merge(&r.read_latency);
+            lat.merge(&r.write_latency);
+        }
+        let bytes = bytes_of(rs);
+        if spec.kind != AppKind::Startup {
+            greedy.push(bytes as f64 / f64::from(spec.weight.0));
+        }
+        let startup = trace.as_ref().map(|t| {
+            let expected = &plans[i].trace_requests;
+            let done = rs.len() == expected.len() && rs.iter().zip(expected).all(|(r, n)| r.reads == *n);
+            let time = rs.iter().map(|r| r.runtime_ms).max().unwrap_or(0) as f64 / 1000.0;
+            StartupStats {
+                invocations: u64::from(done),
+                mean_s: if done { time } else { 0.0 },
+                min_s: if done { time } else { 0.0 },
+                max_s: if done { time } else { 0.0 },
+                times_s: if done { vec![time] } else { Vec::new() },
+                requests_issued: rs.iter().map(|r| r.reads).sum(),
+                trace_requests: t.requests.len() as u64,
+            }
+        });
+        reports.push(AppReport {
+            name: name.clone(),
+            kind: spec.kind.as_str().to_string(),
+            weight: spec.weight.0,
+            class: spec.class.0.to_string(),
+            queues: Vec::new(),
+            requests: rs.iter().map(|r| r.reads + r.writes).sum(),
+            bytes_read: rs.iter().map(|r| r.bytes_read).sum(),
+            bytes_written: rs.iter().map(|r| r.bytes_written).sum(),
+            throughput_mib_s: round3(bytes as f64 / MIB / secs),
+            share: if total_bytes > 0 { round3(bytes as f64 / total_bytes as f64) } else { 0.0 },
+            latency: lat.summary(),
+            max_lag_kib: 0.0,
+            min_lag_kib: 0.0,
+            throughput_series_mib_s: Vec::new(),
+            extra: AppExtra { startup, video: None },
+        });
+    }
+    RunReport {
+        schema: SCHEMA,
+        job: job.name.clone().unwrap_or_else(|| "job".into()),
+        scheduler: format!("kernel-{scheduler}"),
+        scheduler_params: params,
+        device: format!("loop:{}", target.display()),
+        seed: job.seed,
+        end_s: job.duration.0 as f64 / 1e9,
+        measured_s,
+        totals: Totals {
+            requests: reports.iter().map(|a| a.requests).sum(),
+            bytes_read: reports.iter().map(|a| a.bytes_read).sum(),
+            bytes_written: reports.iter().map(|a| a.bytes_written).sum(),
+            throughput_mib_s: round3(total_bytes as f64 / MIB / secs),
+            read_latency: read_all.summary(),
+            write_latency: write_all.summary(),
+            jain_index: if greedy.len() >= 2 {
+                jain_index(&greedy).map(|j| (j * 1e6).round() / 1e6)
+            } else {
+                None
+            },
+            max_lag_kib: 0.0,
+            dispatched_all: reports.iter().map(|a| a.requests).sum(),
+        },
+        bucket_s: 0.0,
+        throughput_mib_s: Vec::new(),
+        apps: reports,
+        queues: Vec::new(),
+    }
+}
