@@ -147,7 +147,7 @@ pub fn run_job(
                 let len = trace.threads.len() as u64 * round_up(THREAD_FILE_BYTES);
                 (trace.threads.len() as u32, len, Some(trace))
             }
-            AppKind::Video | AppKind::Interleaved => {
+            AppKind::Video | AppKind::Interleaved | AppKind::WebServer | AppKind::Streaming => {
                 return Err(RunError::Unsupported {
                     app: name,
                     what: format!(

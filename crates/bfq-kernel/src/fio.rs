@@ -164,7 +164,7 @@ pub fn plan_app(
                 plan.trace_requests.push(count);
             }
         }
-        AppKind::Video | AppKind::Interleaved => {
+        AppKind::Video | AppKind::Interleaved | AppKind::WebServer | AppKind::Streaming => {
             return Err(format!(
                 "application kind {} has no fio equivalent here (supported: seq-reader, rand-reader, seq-writer, rand-writer, dbms, startup)",
                 spec.kind.as_str()

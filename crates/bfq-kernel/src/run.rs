@@ -257,7 +257,7 @@ fn build_report(
             max_lag_kib: 0.0,
             min_lag_kib: 0.0,
             throughput_series_mib_s: Vec::new(),
-            extra: AppExtra { startup, video: None },
+            extra: AppExtra { startup, ..Default::default() },
         });
     }
     RunReport {
