@@ -1,7 +1,6 @@
 //! Integration tests of the io_uring engine on a temporary file in a tmpfs (issue 6, "Done when").
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bfq_io::{AlignedBuf, Engine, EngineConfig, IoError, QueueId, QueueSpec};
@@ -83,51 +82,61 @@ fn every_byte_written_is_read_back_under_bfq() {
 
 /// Two continuously backlogged queues with weights 1:3 get 25%/75% of the service within 10%
 /// (seed 001 sec. 3, BFQ's service guarantee), measured on the real tmpfs file.
+///
+/// A RAM-backed file serves requests faster than a client thread can issue them, so a client that
+/// refills a small window would leave its queue empty most of the time and get its arrival rate, not
+/// its weight (BFQ is work-conserving). Each queue therefore gets all its requests up front, and the
+/// shares are counted over the engine-wide completion order (`Completion::seq`) in the window where
+/// both queues are certainly still backlogged: after both clients have finished submitting, and before
+/// the heavier queue could have drained at its 3/4 share.
 #[test]
 fn weights_one_to_three_give_shares_within_ten_percent() {
+    const PER_QUEUE: u64 = 12_288;
     let file = TempFile::new("weights", 64 << 20);
     let engine = Engine::open(&file.0, config("bfq", 4)).unwrap();
-    let total_target = 60_000u64;
-    let done = Arc::new(AtomicU64::new(0));
-    let counts: Vec<Arc<AtomicU64>> = (0..2).map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let submitted = Arc::new(std::sync::Barrier::new(3));
     let handles: Vec<_> = [(1u32, 100u32), (2, 300)]
         .into_iter()
-        .enumerate()
-        .map(|(i, (q, w))| {
+        .map(|(q, w)| {
             let client = engine.client(QueueId(q), QueueSpec::with_weight(w)).unwrap();
-            let (done, mine) = (done.clone(), counts[i].clone());
+            let submitted = submitted.clone();
             std::thread::spawn(move || {
                 let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ q as u64;
-                let mut window = std::collections::VecDeque::new();
-                let next = |x: &mut u64| {
-                    *x ^= *x << 13;
-                    *x ^= *x >> 7;
-                    *x ^= *x << 17;
-                    (*x % (16384 - 1)) * 4096
-                };
-                for _ in 0..64 {
-                    window.push_back(client.read(next(&mut x), AlignedBuf::zeroed(4096), true));
-                }
-                // Keep 64 outstanding until the total is reached: both queues stay backlogged.
-                while done.load(Ordering::Relaxed) < total_target {
-                    let c = window.pop_front().unwrap().wait().unwrap();
-                    mine.fetch_add(1, Ordering::Relaxed);
-                    done.fetch_add(1, Ordering::Relaxed);
-                    window.push_back(client.read(next(&mut x), c.buf, true));
-                }
-                for t in window {
-                    t.wait().unwrap();
-                }
+                let tickets: Vec<_> = (0..PER_QUEUE)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        client.read((x % (16384 - 1)) * 4096, AlignedBuf::zeroed(4096), true)
+                    })
+                    .collect();
+                submitted.wait();
+                // How many of this queue's requests had completed once both queues had everything
+                // queued (counted a little late, which only moves the window later: safe).
+                let done_at_barrier = tickets.iter().filter(|t| t.is_done()).count() as u64;
+                let seqs: Vec<u64> = tickets.into_iter().map(|t| t.wait().unwrap().seq).collect();
+                (done_at_barrier, seqs)
             })
         })
         .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
+    submitted.wait();
+    let results: Vec<(u64, Vec<u64>)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    // Every request was queued when both had reached the barrier; start after what had completed then.
+    let window_start = results.iter().map(|r| r.0).sum::<u64>() + 256;
+    let seqs: Vec<&Vec<u64>> = results.iter().map(|r| &r.1).collect();
     engine.shutdown().unwrap();
-    let (a, b) = (counts[0].load(Ordering::Relaxed) as f64, counts[1].load(Ordering::Relaxed) as f64);
-    let share_heavy = b / (a + b);
-    eprintln!("weight-300 queue share: {share_heavy:.3} ({a} vs {b} requests)");
+    // The heavy queue drains after about PER_QUEUE / 0.75 completions; stop well before that.
+    let window_end = PER_QUEUE * 5 / 4;
+    assert!(
+        window_start + 2048 <= window_end,
+        "submission took too long to leave a measurement window (started at completion {window_start})"
+    );
+    let count = |v: &&Vec<u64>| v.iter().filter(|&&s| s >= window_start && s < window_end).count() as f64;
+    let (light, heavy) = (count(&seqs[0]), count(&seqs[1]));
+    let share_heavy = heavy / (light + heavy);
+    eprintln!(
+        "weight-300 queue share: {share_heavy:.3} ({light} vs {heavy} completions in [{window_start}, {window_end}))"
+    );
     assert!((share_heavy - 0.75).abs() <= 0.075, "weight-300 queue got {share_heavy:.3} of the service");
 }
 
