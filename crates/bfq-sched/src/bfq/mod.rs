@@ -161,6 +161,8 @@ struct Queue {
     waited_until: Option<Nanos>,
     merged_into: Option<u32>,
     merged_from: Vec<u32>,
+    /// When its first request arrived (Early Queue Merge is only tried early in a queue's life).
+    first_io: Option<Nanos>,
     /// The weight under which it is counted among the busy queues, if busy.
     counted_weight: Option<u64>,
 }
@@ -191,6 +193,7 @@ impl Queue {
             waited_until: None,
             merged_into: None,
             merged_from: Vec::new(),
+            first_io: None,
             counted_weight: None,
         }
     }
@@ -544,12 +547,17 @@ impl Bfq {
             return s;
         }
         let (qs, qi) = (&self.queues[s as usize], &self.queues[i as usize]);
+        let threshold = self.cfg.seeky_threshold;
         let c = merge::MergeCandidate {
             sector: request.sector(),
             sync_read: request.sync && request.op == crate::types::Op::Read && qi.sync,
             in_service_next: qi.seek.last_end(),
             classes_allow: qs.spec.class != IoClass::Idle && qi.spec.class != IoClass::Idle,
             both_unmerged: qs.merged_into.is_none() && qs.merged_from.is_empty() && qi.merged_into.is_none(),
+            same_weight_and_class: qs.spec == qi.spec,
+            neither_seeky: !qs.seek.seeky(threshold) && !qi.seek.seeky(threshold),
+            early_enough: qs.service == 0
+                || qs.first_io.is_some_and(|t| now.saturating_sub(t) <= merge::MERGE_TIME_LIMIT),
         };
         if !merge::should_merge(&c, self.cfg.merge_distance) {
             return s;
@@ -648,6 +656,7 @@ impl Scheduler for Bfq {
 
     fn insert(&mut self, request: Request, now: Nanos) {
         let s = self.slot_of(request.queue);
+        self.queues[s as usize].first_io.get_or_insert(now);
         let mut target = s;
         let mut recorded = false;
         if let Some(t) = self.queues[s as usize].merged_into {
