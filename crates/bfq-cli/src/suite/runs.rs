@@ -252,9 +252,7 @@ pub fn scheduler_and_params(
     };
     for pair in config.split(',').filter(|s| !s.is_empty()) {
         let (k, v) = pair.split_once('=').ok_or_else(|| format!("bad config {config:?}"))?;
-        // The papers write times with a unit; the tunables take milliseconds. Seed 002's Tw is the
-        // peers' `tw` tunable.
-        let k = if k == "idle_wait" { "tw" } else { k };
+        // The papers write times with a unit; the tunables take milliseconds.
         params.push((k.to_string(), v.trim_end_matches("ms").to_string()));
     }
     // Refuse configs the scheduler does not know now, rather than after the run is planned.
