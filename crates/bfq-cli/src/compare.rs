@@ -17,7 +17,7 @@ use clap::Args;
 /// Arguments of `bfq compare`.
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// The job file (TOML, see docs/job-format.md).
+    /// The job file (TOML, see docs/simulator.md, "Job format").
     pub job: PathBuf,
     /// The file both the engine and the loop device use (it must be large enough for the job's files).
     #[arg(long)]
@@ -124,28 +124,27 @@ fn engine_run(job: &Job, target: &Path, name: &str, params: &[(String, String)])
     Ok(bfq_io::run_job(job, target, name, params, &bfq_io::RunOptions::default())?)
 }
 
-/// The target must exist and hold every application's file.
+/// The target must be a regular file (a loop device goes over it) holding every application's file
+/// with real data: it is created or grown as needed and its holes filled (reads of holes never reach
+/// the device, which would make every scheduler look alike).
 fn check_target(job: &Job, target: &Path) -> Result<()> {
     let (_, needed) = bfq_kernel::layout(job)?;
-    let meta = std::fs::metadata(target).with_context(|| {
-        format!(
-            "--target {}: cannot use it; create it first, e.g.: dd if=/dev/urandom of={} bs=1M count={}",
-            target.display(),
-            target.display(),
-            needed.div_ceil(1 << 20)
-        )
-    })?;
-    if !meta.is_file() {
-        bail!(
-            "--target {}: must be a regular file (the kernel runs put a loop device over it)",
-            target.display()
-        );
+    if let Ok(meta) = std::fs::metadata(target) {
+        if !meta.is_file() {
+            bail!(
+                "--target {}: must be a regular file (the kernel runs put a loop device over it)",
+                target.display()
+            );
+        }
     }
-    if meta.len() < needed {
-        bail!(
-            "--target {} has {} bytes but the job's files need {needed}; enlarge it (truncate -s {needed}) or lower file_size",
-            target.display(),
-            meta.len()
+    let filled = bfq_io::prepare_file(target, needed).with_context(|| {
+        format!("--target {}: cannot create or fill it to {needed} bytes", target.display())
+    })?;
+    if filled > 0 {
+        eprintln!(
+            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
+            filled >> 20,
+            target.display()
         );
     }
     Ok(())

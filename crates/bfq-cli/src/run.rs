@@ -11,7 +11,7 @@ use bfq_sim::RunReport;
 /// Arguments of `bfq run`.
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// The job file (TOML, see docs/job-format.md).
+    /// The job file (TOML, see docs/simulator.md, "Job format").
     pub job: PathBuf,
     /// The file or block device to run against (opened with O_DIRECT; regular files are grown to fit).
     #[arg(long, short)]

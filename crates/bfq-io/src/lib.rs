@@ -9,8 +9,10 @@
 pub mod buf;
 pub mod engine;
 pub mod run;
+pub mod target;
 
 pub use bfq_sched::{IoClass, QueueId, QueueSpec};
 pub use buf::{AlignedBuf, ALIGN};
 pub use engine::{Client, Completion, Engine, EngineConfig, EngineError, EngineStats, IoError, Ticket};
 pub use run::{run_job, RunError, RunOptions};
+pub use target::prepare_file;

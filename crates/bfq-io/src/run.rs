@@ -44,7 +44,7 @@ pub enum RunError {
         what: String,
     },
     /// The target could not be prepared.
-    #[error("target {path}: {source}")]
+    #[error("target {path}: cannot prepare it")]
     Target {
         /// The target.
         path: String,
@@ -367,11 +367,16 @@ pub fn run_job(
 }
 
 fn prepare_target(target: &Path, needed: u64) -> Result<(), RunError> {
-    let err = |source| RunError::Target { path: target.display().to_string(), source };
-    let meta = std::fs::metadata(target).map_err(err)?;
-    if meta.is_file() && meta.len() < needed {
-        // A regular file is grown to hold every application's region (sparse).
-        std::fs::OpenOptions::new().write(true).open(target).and_then(|f| f.set_len(needed)).map_err(err)?;
+    // A regular file is created or grown to hold every application's region, with real data in
+    // place of holes (reads of holes never reach the device; see `crate::target`).
+    let filled = crate::target::prepare_file(target, needed)
+        .map_err(|source| RunError::Target { path: target.display().to_string(), source })?;
+    if filled > 0 {
+        eprintln!(
+            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
+            filled >> 20,
+            target.display()
+        );
     }
     Ok(())
 }

@@ -262,7 +262,7 @@ pub fn scheduler_and_params(
     Ok((name.to_string(), params))
 }
 
-/// The job file of a run (TOML, the format of docs/job-format.md).
+/// The job file of a run (TOML, the format of docs/simulator.md, "Job format").
 pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile, seed: u64) -> String {
     let mut t = String::new();
     let (duration, warmup) = match &key.scenario {
