@@ -1,4 +1,4 @@
-//! The schedulers BFQ is measured against, behind the same [`Scheduler`](crate::Scheduler) trait.
+//! The schedulers BFQ is measured against, behind the same [`crate::Scheduler`] trait.
 //!
 //! Seed 002 compares BFQ with YFQ, SCAN-EDF, CFQ, C-LOOK and Anticipatory (Linux 2.6.21); seed 001
 //! sec. 6 with CFQ and NOOP; seed 003 sec. VI with CFQ, DEADLINE and NOOP. Today's Linux offers BFQ,
