@@ -15,11 +15,21 @@
 //! The application may be started again and again (seed 001 sec. 6.3-6.4: "invoked with cold caches
 //! every N seconds"): a new invocation starts `every` after the previous one started, or as soon as it
 //! finished if it took longer.
+//!
+//! Each invocation is a new set of processes (seed 001 sec. 6.4: "each execution of bash enjoys the
+//! maximum weight raising"; the S suite starts the command anew each time), hence new scheduler queues:
+//! the replay owns [`QUEUE_SETS`] sets of one queue per thread and uses them in turn, so a queue is
+//! reused only after [`QUEUE_SETS`] - 1 other invocations, long idle (a scheduler treats a queue idle for
+//! that long as a newly started process, seed 001 sec. 4.1 T_idle). Reusing one set for every invocation
+//! made each start-up after the first look like the continuation of an old process: never raised again.
 
 use bfq_sched::{Nanos, Op, QueueSpec, SEC};
 use serde::Serialize;
 
 use super::{App, Ctx, Done, NewRequest, Region};
+
+/// How many sets of queues (one per trace thread) the invocations use in turn.
+pub const QUEUE_SETS: usize = 8;
 
 /// The size of each replay thread's file.
 pub const THREAD_FILE_BYTES: u64 = 20_000_000;
@@ -233,8 +243,9 @@ impl StartupReplay {
                 offset = file.start;
             }
             self.cursors[r.thread] = offset + len;
+            let set = (self.started as usize).saturating_sub(1) % QUEUE_SETS;
             ctx.submit(NewRequest {
-                queue: r.thread,
+                queue: set * self.trace.threads.len() + r.thread,
                 op: Op::Read,
                 offset,
                 len: r.bytes,
@@ -287,7 +298,7 @@ impl App for StartupReplay {
     }
 
     fn queues(&self) -> Vec<QueueSpec> {
-        vec![self.spec; self.trace.threads.len()]
+        vec![self.spec; self.trace.threads.len() * QUEUE_SETS]
     }
 
     fn start(&mut self, ctx: &mut Ctx) {
