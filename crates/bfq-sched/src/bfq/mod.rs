@@ -486,6 +486,14 @@ impl Bfq {
             sync: self.queues[s as usize].sync,
         };
         let charged = budget::charge(&self.cfg, &outcome, self.b_max);
+        // An overcharge is service for B-WF2Q+ (seed 000 sec. 3.5: the queue is charged "an entire
+        // budget even if it has used only part of it"): V advances by it as by any service (sec. 3.1),
+        // as the kernel's overcharge does. Otherwise a random reader's disk time would push only its own
+        // timestamps, and a queue served a moment before (an interactive one) would wait ineligible
+        // behind one timed-out reader after another.
+        if charged > svc.served {
+            self.wf2q.served(s, charged - svc.served);
+        }
         if self.peak.on_expiry(&self.cfg, svc.served_sectors, outcome.elapsed, seeky, reason) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
         }
