@@ -7,7 +7,12 @@
 //! - requests issued strictly in trace order, one at a time across all threads;
 //! - `RA` (read-ahead) requests are submitted asynchronously; any other request first waits for pending
 //!   asynchronous reads, then is a synchronous read (the one `WS` is replayed as a read; `RM` is a
-//!   metadata read);
+//!   metadata read). "Asynchronous" is about the submitter, which does not wait for a read-ahead; the
+//!   scheduler sees every read as synchronous, as the Linux block layer classifies every read (only
+//!   writes can be asynchronous there): the replayed process's read-ahead goes to its own synchronous
+//!   queue. Flagging read-ahead as asynchronous turned idling off whenever the last request was one
+//!   (no idling after an asynchronous request, seed 001 sec. 3), which let other queues in between the
+//!   bursts of one start-up, and with internal queueing let the drive mix them;
 //! - `Seq` continues from the thread's current offset, `Rand` goes to a random 512-byte-aligned offset
 //!   of the thread's file;
 //! - the start-up time runs from the first request to the completion of the last.
@@ -49,7 +54,8 @@ pub struct TraceRequest {
     pub bytes: u32,
     /// Continues the thread's previous request (`Seq`) or not (`Rand`).
     pub sequential: bool,
-    /// Read-ahead: submitted asynchronously.
+    /// Read-ahead: submitted asynchronously (the replay does not wait for it; still a synchronous read
+    /// for the scheduler).
     pub readahead: bool,
     /// Metadata read.
     pub meta: bool,
@@ -249,7 +255,8 @@ impl StartupReplay {
                 op: Op::Read,
                 offset,
                 len: r.bytes,
-                sync: !r.readahead,
+                // Every read is synchronous for the block layer (see the module doc).
+                sync: true,
                 meta: r.meta,
                 tag: if r.readahead { TAG_ASYNC } else { TAG_SYNC },
             });
