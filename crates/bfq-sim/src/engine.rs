@@ -416,9 +416,10 @@ impl Engine {
             self.series.record(c.time, bytes);
             self.apps[app].stats.series.record(c.time, bytes);
         }
-        let parts = self.parts.remove(&(index as u64)).unwrap_or_else(|| {
-            vec![Part { offset: c.request.offset, len: c.request.len, tag: slot.tag }]
-        });
+        let parts = self
+            .parts
+            .remove(&(index as u64))
+            .unwrap_or_else(|| vec![Part { offset: c.request.offset, len: c.request.len, tag: slot.tag }]);
         for part in parts {
             let bytes = u64::from(part.len);
             if measure {
