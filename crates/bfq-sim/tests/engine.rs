@@ -394,3 +394,26 @@ buffer = "100ms"
     // A small overload builds a backlog slowly, so the loss shows a few streams late.
     assert!((55..=68).contains(&s.streams_sustained), "{s:?}");
 }
+
+/// The S suite pauses between invocations (traces README, `comm_startup_lat.sh`: 3 s + 1 s): with
+/// `pause`, the next start-up waits that long after the previous one ended even if `every` came first.
+/// On the 100 us constant device an xterm start-up lasts well under 0.2 s, so in 5 s with `every = 1s`
+/// and `pause = 2s` there are 3 invocations (at 0 s, ~2.0 s, ~4.0 s) instead of 5.
+#[test]
+fn a_pause_after_each_startup_delays_the_next_one() {
+    let r = run(
+        r#"
+duration = "5s"
+[device]
+preset = "constant"
+[[app]]
+kind = "startup"
+trace = "xterm"
+every = "1s"
+pause = "2s"
+"#,
+        "fifo",
+    );
+    let s = r.apps[0].extra.startup.as_ref().unwrap();
+    assert_eq!(s.invocations, 3, "{s:?}");
+}

@@ -270,6 +270,11 @@ pub fn scheduler_and_params(
     Ok((name.to_string(), params))
 }
 
+/// Start-up runs: the pause after each invocation before the next (the S suite's `comm_startup_lat.sh`
+/// sleeps 3 s, then 1 s, before each invocation; seed 001 sec. 6.3: "a one-second pause between
+/// consecutive invocations"), so that start-ups are not back to back when one takes about `every`.
+const STARTUP_PAUSE_S: u32 = 4;
+
 /// Video runs: the start-ups begin 10 s after the player (seed 001 sec. 6.4: "bash starts to be
 /// repeatedly invoked only after 10 seconds since mplayer started, so as to make sure that the latter is
 /// not taking advantage of any weight raising").
@@ -320,7 +325,7 @@ pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile, seed: u64) ->
         Scenario::Startup { trace, .. } => {
             let _ = writeln!(
                 t,
-                "[[app]]\nname = \"probe\"\nkind = \"startup\"\ntrace = {trace:?}\nstart = \"{first}s\"\nevery = \"{every}s\""
+                "[[app]]\nname = \"probe\"\nkind = \"startup\"\ntrace = {trace:?}\nstart = \"{first}s\"\nevery = \"{every}s\"\npause = \"{STARTUP_PAUSE_S}s\""
             );
         }
         Scenario::Video { .. } => {

@@ -19,7 +19,8 @@
 //!
 //! The application may be started again and again (seed 001 sec. 6.3-6.4: "invoked with cold caches
 //! every N seconds"): a new invocation starts `every` after the previous one started, or as soon as it
-//! finished if it took longer.
+//! finished if it took longer — or, with a `pause`, no earlier than `pause` after it finished (the S
+//! suite sleeps 3 s + 1 s between invocations).
 //!
 //! Each invocation is a new set of processes (seed 001 sec. 6.4: "each execution of bash enjoys the
 //! maximum weight raising"; the S suite starts the command anew each time), hence new scheduler queues:
@@ -160,6 +161,7 @@ pub struct StartupReplay {
     first_start: Nanos,
     every: Option<Nanos>,
     max_invocations: Option<u64>,
+    pause: Nanos,
     // Replay state.
     running: bool,
     next: usize,
@@ -198,6 +200,7 @@ impl StartupReplay {
             first_start,
             every,
             max_invocations,
+            pause: 0,
             running: false,
             next: 0,
             pending_async: 0,
@@ -214,6 +217,12 @@ impl StartupReplay {
             issued: 0,
             finished: false,
         }
+    }
+
+    /// The next invocation starts no earlier than `pause` after the previous one ended.
+    pub fn with_pause(mut self, pause: Nanos) -> Self {
+        self.pause = pause;
+        self
     }
 
     fn thread_file(&self, thread: usize) -> Region {
@@ -288,7 +297,9 @@ impl StartupReplay {
         }
         let more = self.max_invocations.map_or(true, |m| self.started < m);
         match self.every {
-            Some(every) if more => ctx.timer_at(self.started_at + every, TOKEN_START),
+            Some(every) if more => {
+                ctx.timer_at((self.started_at + every).max(ctx.now + self.pause), TOKEN_START)
+            }
             _ => self.finished = true,
         }
     }
