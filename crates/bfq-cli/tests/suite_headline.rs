@@ -58,3 +58,10 @@ fn cfq_and_deadline_start_up_under_10r_seq_is_at_least_3x_idle() {
 fn bfq_start_up_under_10r_seq_is_within_1_5x_of_idle() {
     check(&["resp_xterm_10rseq_bfq_near_idle", "resp_gnometerm_10rseq_bfq_near_idle"]);
 }
+
+/// Seed 003 sec. V-C: BFQ-v7r8 keeps start-up near idle with internal queueing (NCQ) too, because
+/// raised queues are always idled, so the drive does not prefetch other queues' requests meanwhile.
+#[test]
+fn bfq_start_up_under_10r_seq_with_ncq_is_within_1_5x_of_idle() {
+    check(&["resp_hdd_ncq_xterm_10rseq_bfq_near_idle", "resp_hdd_ncq_gnometerm_10rseq_bfq_near_idle"]);
+}

@@ -145,12 +145,13 @@ fn budget_exhaustion_ends_the_service_and_quadruples_the_next_budget() {
 #[test]
 fn budget_timeout_expires_a_slow_queue_and_charges_per_the_variant() {
     // Seed 001 sec. 3.3: served at most T_max, then deactivated and (over)charged a full budget;
-    // seed 000 sec. 4.4 exception 1 (BFQ+): not overcharged after little service (<= B_max / 8).
-    for (v1, expected_charge) in [(true, 8), (false, 16384)] {
+    // seed 000 sec. 4.4 exception 1 (BFQ+): a sequential queue is not overcharged after little service
+    // (<= B_max / 8); a random one still is, its full budget (B_max / 2 at first with BFQ+; sec. 3.5).
+    for (v1, next_sector, expected_charge) in [(true, 8, 8), (false, 8, 16384), (true, 1 << 28, 8192)] {
         let cfg = BfqConfig { max_budget: 16384, v1_heuristics: v1, ..no_raising() };
         let mut t = Rig::new(DISK, cfg);
         let a = t.read(1, 0);
-        t.read(1, 1 << 28);
+        t.read(1, next_sector);
         t.read(2, 1 << 30);
         assert_eq!(t.dispatched(), a);
         t.now = 130 * MSEC; // a very slow device: the budget timeout (125 ms) passed
@@ -489,4 +490,40 @@ fn stats_and_events_report_service_weights_budgets_and_expiry_reasons() {
     ] {
         assert!(kinds.contains(&std::mem::discriminant(&k)), "{k:?} missing");
     }
+}
+
+#[test]
+fn an_overcharge_advances_the_virtual_time_like_service() {
+    // Seed 000 sec. 3.5: a random queue timing out is charged an entire budget "even if it has used
+    // only part of it"; for B-WF2Q+ that charge is service, so the system virtual time V advances by it
+    // (sec. 3.1) as the kernel's overcharge does, not only by the 8 sectors actually transferred.
+    let cfg = BfqConfig { max_budget: 16384, ..no_raising() };
+    let mut t = Rig::new(DISK, cfg);
+    let a = t.read(1, 0);
+    t.read(1, 1 << 28);
+    t.read(2, 1 << 30);
+    assert_eq!(t.dispatched(), a);
+    let before = t.b.vtime(1);
+    t.now = 130 * MSEC;
+    t.b.complete(&a, t.now);
+    assert_eq!(t.dispatched().queue, QueueId(2));
+    assert_eq!(t.expiries(1), vec![(ExpiryReason::BudgetTimeout, 8192)]);
+    // Two busy queues of weight 100: V grows by charge / 200 in units of 2^-22.
+    let advanced = t.b.vtime(1) - before;
+    assert!(advanced >= ((8192 - 8) << 22) / 200, "V advanced by {advanced}");
+}
+
+#[test]
+fn no_asynchronous_request_is_dispatched_while_synchronous_ones_are_in_flight() {
+    // Seed 001 sec. 4.5 (device write caching lets writes starve reads) and seed 003 sec. V-C (with
+    // internal queueing the drive reorders what it was given): BFQ up to v7r8, like CFQ, held
+    // asynchronous requests back while synchronous ones were in the device.
+    let mut t = Rig::new(FLASH_NCQ, no_raising());
+    let read = t.read(1, 0);
+    let write = t.request(1, Op::Write, 1 << 20, 64, false);
+    assert_eq!(t.dispatched(), read);
+    assert_eq!(t.dispatch(), Decision::Wait, "the write waits while the read is in the device");
+    t.now = MSEC;
+    t.b.complete(&read, t.now);
+    assert_eq!(t.dispatched(), write);
 }

@@ -5,6 +5,12 @@
 //! request insertion, a device completion, the scheduler's own timer (`next_timer`, then `timer` and
 //! `dispatch`), or an application's timer.
 //!
+//! Requests an application submits in one call (one plug, in block-layer terms) are merged when each
+//! continues the previous one of the same queue — same operation, direction of sync, metadata flag — up
+//! to [`MAX_MERGE_BYTES`], as the Linux block layer merges contiguous bios before the elevator sees them
+//! (plug and back merges). The scheduler sees one request; its completion completes every part, and the
+//! application is told of each part separately.
+//!
 //! Simultaneous events are handled in a fixed order (device completions, scheduler timer, application
 //! timers by (time, sequence number)), so a run is bit-for-bit reproducible from its job and seed.
 //! Everything the run keeps is bounded by the number of outstanding requests and applications, never by
@@ -20,6 +26,18 @@ use crate::metrics::{LagTracker, LatencyHistogram, ThroughputSeries};
 use crate::rng::SimRng;
 use crate::workload::{App, Ctx, Done, NewRequest};
 use crate::writeback::Writeback;
+
+/// The largest request a merge builds: 512 KiB, the Linux block layer's default request size limit
+/// (`max_sectors_kb`) on the kernels the papers measured.
+pub const MAX_MERGE_BYTES: u32 = 512 << 10;
+
+/// One application request inside a merged scheduler request.
+#[derive(Clone, Copy, Debug)]
+struct Part {
+    offset: u64,
+    len: u32,
+    tag: u64,
+}
 
 /// How a run is set up, apart from its device, scheduler and applications.
 #[derive(Clone, Debug)]
@@ -152,6 +170,8 @@ pub struct Engine {
     timer_seq: u64,
     slab: Vec<Slot>,
     free_slots: Vec<u32>,
+    /// The parts of merged requests, by slab index (absent for unmerged requests).
+    parts: std::collections::HashMap<u64, Vec<Part>>,
     writeback: Writeback,
     writeback_queue: u32,
     queues: Vec<QueueCounters>,
@@ -224,6 +244,7 @@ impl Engine {
             timer_seq: 0,
             slab: Vec::new(),
             free_slots: Vec::new(),
+            parts: std::collections::HashMap::new(),
             writeback_queue,
             read_latency: LatencyHistogram::new(),
             write_latency: LatencyHistogram::new(),
@@ -393,35 +414,44 @@ impl Engine {
         let app = slot.app as usize;
         if measure {
             self.series.record(c.time, bytes);
-            let stats = &mut self.apps[app].stats;
-            stats.series.record(c.time, bytes);
-            match c.request.op {
-                Op::Write => {
-                    self.write_latency.record(latency);
-                    stats.bytes_written += bytes;
-                }
-                _ => {
-                    self.read_latency.record(latency);
-                    stats.bytes_read += bytes;
-                }
-            }
-            if !slot.writeback {
-                stats.requests += 1;
-                stats.latency.record(latency);
-            }
+            self.apps[app].stats.series.record(c.time, bytes);
         }
-        if slot.writeback {
-            let mut wake = std::mem::take(&mut self.wake);
-            self.writeback.cleaned(app, c.request.len, &mut wake);
-            let done = Done { request: c.request, tag: slot.tag, inserted: slot.inserted };
-            self.with_app(app, |a, ctx| a.on_complete(ctx, &done));
-            for w in wake.drain(..) {
-                self.with_app(w, |a, ctx| a.on_writeback_space(ctx));
+        let parts = self
+            .parts
+            .remove(&(index as u64))
+            .unwrap_or_else(|| vec![Part { offset: c.request.offset, len: c.request.len, tag: slot.tag }]);
+        for part in parts {
+            let bytes = u64::from(part.len);
+            if measure {
+                let stats = &mut self.apps[app].stats;
+                match c.request.op {
+                    Op::Write => {
+                        self.write_latency.record(latency);
+                        stats.bytes_written += bytes;
+                    }
+                    _ => {
+                        self.read_latency.record(latency);
+                        stats.bytes_read += bytes;
+                    }
+                }
+                if !slot.writeback {
+                    stats.requests += 1;
+                    stats.latency.record(latency);
+                }
             }
-            self.wake = wake;
-        } else {
-            let done = Done { request: c.request, tag: slot.tag, inserted: slot.inserted };
-            self.with_app(app, |a, ctx| a.on_complete(ctx, &done));
+            let request = Request { offset: part.offset, len: part.len, ..c.request };
+            let done = Done { request, tag: part.tag, inserted: slot.inserted };
+            if slot.writeback {
+                let mut wake = std::mem::take(&mut self.wake);
+                self.writeback.cleaned(app, part.len, &mut wake);
+                self.with_app(app, |a, ctx| a.on_complete(ctx, &done));
+                for w in wake.drain(..) {
+                    self.with_app(w, |a, ctx| a.on_writeback_space(ctx));
+                }
+                self.wake = wake;
+            } else {
+                self.with_app(app, |a, ctx| a.on_complete(ctx, &done));
+            }
         }
     }
 
@@ -440,9 +470,29 @@ impl Engine {
         let base = slot.queue_base;
         let nqueues = slot.specs.len() as u32;
         let mut requests = std::mem::take(&mut self.out_requests);
+        // The plug: a request continuing the previous one of the same queue joins it.
+        let mut plugged: Option<(NewRequest, Vec<Part>)> = None;
         for r in requests.drain(..) {
-            let queue = base + (r.queue as u32).min(nqueues.saturating_sub(1));
-            self.insert(index, queue, r.op, r.offset, r.len, r.sync, r.meta, r.tag, false);
+            if let Some((p, parts)) = plugged.as_mut() {
+                if p.queue == r.queue
+                    && p.op == r.op
+                    && p.sync == r.sync
+                    && p.meta == r.meta
+                    && p.offset + u64::from(p.len) == r.offset
+                    && p.len + r.len <= MAX_MERGE_BYTES
+                {
+                    p.len += r.len;
+                    parts.push(Part { offset: r.offset, len: r.len, tag: r.tag });
+                    continue;
+                }
+            }
+            if let Some((p, parts)) = plugged.take() {
+                self.insert_plugged(index, base, nqueues, p, parts);
+            }
+            plugged = Some((r, vec![Part { offset: r.offset, len: r.len, tag: r.tag }]));
+        }
+        if let Some((p, parts)) = plugged.take() {
+            self.insert_plugged(index, base, nqueues, p, parts);
         }
         self.out_requests = requests;
         for (t, token) in self.out_timers.drain(..) {
@@ -451,6 +501,15 @@ impl Engine {
         }
         while let Some(e) = self.writeback.next_flush() {
             self.insert(e.app, self.writeback_queue, Op::Write, e.offset, e.len, false, false, e.tag, true);
+        }
+    }
+
+    /// Inserts a request built by the plug; `parts` are the application requests it is made of.
+    fn insert_plugged(&mut self, app: usize, base: u32, nqueues: u32, r: NewRequest, parts: Vec<Part>) {
+        let queue = base + (r.queue as u32).min(nqueues.saturating_sub(1));
+        let id = self.insert(app, queue, r.op, r.offset, r.len, r.sync, r.meta, r.tag, false);
+        if parts.len() > 1 {
+            self.parts.insert(id, parts);
         }
     }
 
@@ -466,7 +525,7 @@ impl Engine {
         meta: bool,
         tag: u64,
         writeback: bool,
-    ) {
+    ) -> u64 {
         let slot = Slot { app: app as u32, writeback, tag, inserted: self.now };
         let id = match self.free_slots.pop() {
             Some(i) => {
@@ -487,5 +546,6 @@ impl Engine {
         }
         self.lag.on_insert(queue as usize, self.now);
         self.sched.insert(request, self.now);
+        id
     }
 }

@@ -282,6 +282,10 @@ pub struct AppSpec {
     /// Start-up: at most this many invocations.
     #[serde(default)]
     pub invocations: Option<u64>,
+    /// Start-up: the next invocation starts no earlier than this long after the previous one ended
+    /// (the S suite pauses 3 s + 1 s between invocations).
+    #[serde(default)]
+    pub pause: Option<Duration>,
     /// DBMS, interleaved, web server: number of processes (queues); streaming: most streams.
     #[serde(default)]
     pub processes: Option<u32>,
@@ -316,6 +320,7 @@ impl AppSpec {
             start: None,
             every: None,
             invocations: None,
+            pause: None,
             processes: None,
             fps: None,
             buffer: None,
@@ -511,6 +516,7 @@ impl Job {
                     ("trace", app.trace.is_some()),
                     ("every", app.every.is_some() && app.kind != AppKind::Streaming),
                     ("invocations", app.invocations.is_some()),
+                    ("pause", app.pause.is_some()),
                 ] {
                     if set {
                         return fail(

@@ -185,14 +185,17 @@ pub fn build_apps(job: &Job, capacity: u64) -> Result<NamedApps, SimError> {
                 spec.buffer.map_or(bfq_sched::SEC, |d| d.0),
                 spec.every.map_or(15 * bfq_sched::SEC, |d| d.0),
             )),
-            AppKind::Startup => Box::new(StartupReplay::new(
-                trace.ok_or_else(|| fail("a startup application needs a trace".into()))?,
-                qspec,
-                region,
-                spec.start.map_or(0, |d| d.0),
-                spec.every.map(|d| d.0),
-                spec.invocations,
-            )),
+            AppKind::Startup => Box::new(
+                StartupReplay::new(
+                    trace.ok_or_else(|| fail("a startup application needs a trace".into()))?,
+                    qspec,
+                    region,
+                    spec.start.map_or(0, |d| d.0),
+                    spec.every.map(|d| d.0),
+                    spec.invocations,
+                )
+                .with_pause(spec.pause.map_or(0, |d| d.0)),
+            ),
         };
         apps.push((name, app));
     }

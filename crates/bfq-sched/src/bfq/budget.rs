@@ -124,7 +124,11 @@ pub fn is_slow(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> bool {
 /// What the queue is charged for the slot: its service, or more on a budget timeout or when slow
 /// (seed 001 sec. 3.3: a full budget), with the seed 000 sec. 4.4 exceptions under the v1 heuristics
 /// (no overcharge after little service, at most B_max/8, nor after consuming at least 2/3 of the
-/// budget).
+/// budget). The exceptions are for *sequential* applications (4.4 case 1: "a sequential application
+/// [that] has started doing I/O", case 2: ZBR slow zones); a queue detected as random keeps the full
+/// overcharge of sec. 3.5 ("random applications are also (over)charged the full budget on a budget
+/// timeout"), else a random reader that gets a few sectors per T_max is charged almost nothing for
+/// its disk time and delays every other queue's virtual time.
 pub fn charge(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
     let slow = is_slow(cfg, o, b_max);
     let candidate = o.reason == ExpiryReason::BudgetTimeout || slow;
@@ -142,7 +146,7 @@ pub fn charge(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
         }
         return o.served;
     }
-    if o.served <= b_max / 8 || 3 * o.served >= 2 * o.budget {
+    if !o.seeky && (o.served <= b_max / 8 || 3 * o.served >= 2 * o.budget) {
         o.served
     } else {
         o.budget.max(o.served)
@@ -256,6 +260,17 @@ mod tests {
         assert_eq!(charge(&cfg, &o, BMAX), BMAX / 8);
         let orig = BfqConfig { v1_heuristics: false, ..BfqConfig::default() };
         assert_eq!(charge(&orig, &o, BMAX), 12_000, "the original algorithm always overcharges");
+    }
+
+    #[test]
+    fn a_random_queue_timing_out_is_overcharged_even_after_little_service() {
+        // Seed 000 sec. 3.5: random applications are (over)charged the full budget on a budget
+        // timeout; the sec. 4.4 exceptions are for sequential applications.
+        let cfg = BfqConfig::default();
+        let o = SlotOutcome { seeky: true, ..outcome(ExpiryReason::BudgetTimeout, 12_000, 200) };
+        assert_eq!(charge(&cfg, &o, BMAX), 12_000);
+        let seq = SlotOutcome { seeky: false, ..o };
+        assert_eq!(charge(&cfg, &seq, BMAX), 200);
     }
 
     #[test]

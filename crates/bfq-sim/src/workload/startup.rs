@@ -7,19 +7,35 @@
 //! - requests issued strictly in trace order, one at a time across all threads;
 //! - `RA` (read-ahead) requests are submitted asynchronously; any other request first waits for pending
 //!   asynchronous reads, then is a synchronous read (the one `WS` is replayed as a read; `RM` is a
-//!   metadata read);
+//!   metadata read). "Asynchronous" is about the submitter, which does not wait for a read-ahead; the
+//!   scheduler sees every read as synchronous, as the Linux block layer classifies every read (only
+//!   writes can be asynchronous there): the replayed process's read-ahead goes to its own synchronous
+//!   queue. Flagging read-ahead as asynchronous turned idling off whenever the last request was one
+//!   (no idling after an asynchronous request, seed 001 sec. 3), which let other queues in between the
+//!   bursts of one start-up, and with internal queueing let the drive mix them;
 //! - `Seq` continues from the thread's current offset, `Rand` goes to a random 512-byte-aligned offset
 //!   of the thread's file;
 //! - the start-up time runs from the first request to the completion of the last.
 //!
 //! The application may be started again and again (seed 001 sec. 6.3-6.4: "invoked with cold caches
 //! every N seconds"): a new invocation starts `every` after the previous one started, or as soon as it
-//! finished if it took longer.
+//! finished if it took longer — or, with a `pause`, no earlier than `pause` after it finished (the S
+//! suite sleeps 3 s + 1 s between invocations).
+//!
+//! Each invocation is a new set of processes (seed 001 sec. 6.4: "each execution of bash enjoys the
+//! maximum weight raising"; the S suite starts the command anew each time), hence new scheduler queues:
+//! the replay owns [`QUEUE_SETS`] sets of one queue per thread and uses them in turn, so a queue is
+//! reused only after [`QUEUE_SETS`] - 1 other invocations, long idle (a scheduler treats a queue idle for
+//! that long as a newly started process, seed 001 sec. 4.1 T_idle). Reusing one set for every invocation
+//! made each start-up after the first look like the continuation of an old process: never raised again.
 
 use bfq_sched::{Nanos, Op, QueueSpec, SEC};
 use serde::Serialize;
 
 use super::{App, Ctx, Done, NewRequest, Region};
+
+/// How many sets of queues (one per trace thread) the invocations use in turn.
+pub const QUEUE_SETS: usize = 8;
 
 /// The size of each replay thread's file.
 pub const THREAD_FILE_BYTES: u64 = 20_000_000;
@@ -39,7 +55,8 @@ pub struct TraceRequest {
     pub bytes: u32,
     /// Continues the thread's previous request (`Seq`) or not (`Rand`).
     pub sequential: bool,
-    /// Read-ahead: submitted asynchronously.
+    /// Read-ahead: submitted asynchronously (the replay does not wait for it; still a synchronous read
+    /// for the scheduler).
     pub readahead: bool,
     /// Metadata read.
     pub meta: bool,
@@ -144,6 +161,7 @@ pub struct StartupReplay {
     first_start: Nanos,
     every: Option<Nanos>,
     max_invocations: Option<u64>,
+    pause: Nanos,
     // Replay state.
     running: bool,
     next: usize,
@@ -182,6 +200,7 @@ impl StartupReplay {
             first_start,
             every,
             max_invocations,
+            pause: 0,
             running: false,
             next: 0,
             pending_async: 0,
@@ -198,6 +217,12 @@ impl StartupReplay {
             issued: 0,
             finished: false,
         }
+    }
+
+    /// The next invocation starts no earlier than `pause` after the previous one ended.
+    pub fn with_pause(mut self, pause: Nanos) -> Self {
+        self.pause = pause;
+        self
     }
 
     fn thread_file(&self, thread: usize) -> Region {
@@ -233,12 +258,14 @@ impl StartupReplay {
                 offset = file.start;
             }
             self.cursors[r.thread] = offset + len;
+            let set = (self.started as usize).saturating_sub(1) % QUEUE_SETS;
             ctx.submit(NewRequest {
-                queue: r.thread,
+                queue: set * self.trace.threads.len() + r.thread,
                 op: Op::Read,
                 offset,
                 len: r.bytes,
-                sync: !r.readahead,
+                // Every read is synchronous for the block layer (see the module doc).
+                sync: true,
                 meta: r.meta,
                 tag: if r.readahead { TAG_ASYNC } else { TAG_SYNC },
             });
@@ -270,7 +297,9 @@ impl StartupReplay {
         }
         let more = self.max_invocations.map_or(true, |m| self.started < m);
         match self.every {
-            Some(every) if more => ctx.timer_at(self.started_at + every, TOKEN_START),
+            Some(every) if more => {
+                ctx.timer_at((self.started_at + every).max(ctx.now + self.pause), TOKEN_START)
+            }
             _ => self.finished = true,
         }
     }
@@ -287,7 +316,7 @@ impl App for StartupReplay {
     }
 
     fn queues(&self) -> Vec<QueueSpec> {
-        vec![self.spec; self.trace.threads.len()]
+        vec![self.spec; self.trace.threads.len() * QUEUE_SETS]
     }
 
     fn start(&mut self, ctx: &mut Ctx) {
