@@ -498,6 +498,7 @@ fn startup(ctx: Ctx, clients: Vec<Client>, trace: Trace, spec: AppSpec, start: u
     let file = round_up(THREAD_FILE_BYTES);
     let first = spec.start.map_or(0, |d| d.0);
     let every = spec.every.map_or(0, |d| d.0);
+    let pause = spec.pause.map_or(0, |d| d.0);
     let limit = spec.invocations.unwrap_or(if every == 0 { 1 } else { u64::MAX });
     let mut rng = Rng(seed | 1);
     let mut begin = first;
@@ -530,7 +531,9 @@ fn startup(ctx: Ctx, clients: Vec<Client>, trace: Trace, spec: AppSpec, start: u
             let client = &clients[r.thread];
             let queue = client.queue().0;
             ctx.stats.lock().unwrap_or_else(|e| e.into_inner()).startup_issued += 1;
-            let ticket = client.read(off, AlignedBuf::zeroed(size as usize), !r.readahead);
+            // Not waited for when it is read-ahead, but synchronous for the scheduler: Linux classifies
+            // every read as synchronous (as the simulator's replay does).
+            let ticket = client.read(off, AlignedBuf::zeroed(size as usize), true);
             if r.readahead {
                 pending.push((queue, ticket));
                 ctx.outstanding(queue, pending.len() as u64);
@@ -560,6 +563,7 @@ fn startup(ctx: Ctx, clients: Vec<Client>, trace: Trace, spec: AppSpec, start: u
                 .push((t1 - t0) as f64 / SEC as f64);
         }
         done += 1;
-        begin = if every == 0 { t1 } else { (t0 + every).max(t1) };
+        // As the simulator: every `every`, but no earlier than `pause` after the previous ended.
+        begin = if every == 0 { t1 + pause } else { (t0 + every).max(t1 + pause) };
     }
 }
