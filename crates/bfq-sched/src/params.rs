@@ -71,8 +71,11 @@ pub fn parse_bool(scheduler: &'static str, key: &str, value: &str) -> Result<boo
     }
 }
 
-/// Parses a duration in the tunable's own unit (`unit_ns` nanoseconds per unit, e.g. `MSEC` for a
-/// kernel tunable in milliseconds), in `min..=max` of that unit, into nanoseconds.
+/// Parses a duration for a tunable kept in its own unit (`unit_ns` nanoseconds per unit, e.g. `MSEC`
+/// for a kernel tunable in milliseconds), into nanoseconds. A plain number is in that unit (as the
+/// kernel's sysfs files take it); a number with a unit (`ns`, `us`, `ms`, `s`, e.g. `80ms`, `4.5ms`,
+/// as the papers and job files write times) is converted. Either way it must lie in `min..=max` of
+/// the tunable's unit.
 pub fn parse_duration(
     scheduler: &'static str,
     key: &str,
@@ -81,7 +84,52 @@ pub fn parse_duration(
     min: u64,
     max: u64,
 ) -> Result<Nanos, ParamError> {
-    parse_u64(scheduler, key, value, min, max).map(|v| v * unit_ns)
+    let unit_name = match unit_ns {
+        1 => "ns",
+        1_000 => "us",
+        1_000_000 => "ms",
+        1_000_000_000 => "s",
+        _ => "units",
+    };
+    let invalid = || {
+        ParamError::invalid(
+            scheduler,
+            key,
+            value,
+            format!(
+                "a duration from {min} to {max} {unit_name}: a plain number in {unit_name}, or a number \
+                 with a unit (ns, us, ms, s), e.g. `{min}` or `{min}{unit_name}`"
+            ),
+        )
+    };
+    let text = value.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let scale = match suffix.trim() {
+        "" => unit_ns,
+        "ns" => 1,
+        "us" | "\u{b5}s" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        _ => return Err(invalid()),
+    };
+    let nanos = if number.contains('.') {
+        let x: f64 = number.parse().map_err(|_| invalid())?;
+        let ns = x * scale as f64;
+        if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 || ns.fract() != 0.0 {
+            return Err(invalid());
+        }
+        ns as u64
+    } else {
+        let x: u64 = number.parse().map_err(|_| invalid())?;
+        x.checked_mul(scale).ok_or_else(invalid)?
+    };
+    let (lo, hi) = (min.saturating_mul(unit_ns), max.saturating_mul(unit_ns));
+    if (lo..=hi).contains(&nanos) {
+        Ok(nanos)
+    } else {
+        Err(invalid())
+    }
 }
 
 /// Parses a list of `key=value` pairs separated by commas (`"slice_idle=0,low_latency=0"`), as the CLI
@@ -112,6 +160,30 @@ mod tests {
     #[test]
     fn durations_are_scaled_to_nanoseconds() {
         assert_eq!(parse_duration("bfq", "slice_idle", "8", MSEC, 0, 1000).unwrap(), 8 * MSEC);
+    }
+
+    #[test]
+    fn durations_accept_a_unit_as_the_papers_write_them() {
+        // data/published.toml and job files write "80ms", "4ms", "125ms" (seed 002's Tw = 4 ms).
+        let d = |v: &str| parse_duration("scan-edf", "idle_wait", v, MSEC, 0, 1000);
+        assert_eq!(d("4ms").unwrap(), 4 * MSEC);
+        assert_eq!(d("4 ms").unwrap(), 4 * MSEC);
+        assert_eq!(d("2500us").unwrap(), 2_500_000);
+        assert_eq!(d("1.5ms").unwrap(), 1_500_000);
+        assert_eq!(d("1s").unwrap(), 1000 * MSEC);
+        assert_eq!(d("0").unwrap(), 0);
+    }
+
+    #[test]
+    fn bad_durations_name_the_field_and_what_was_expected() {
+        let d = |v: &str| parse_duration("scan-edf", "idle_wait", v, MSEC, 0, 1000);
+        for bad in ["2s", "4 min", "ms", "-1ms", "1.0000001ns", "x"] {
+            let text = d(bad).unwrap_err().to_string();
+            assert!(
+                text.contains("idle_wait") && text.contains("scan-edf") && text.contains("0 to 1000 ms"),
+                "{bad}: {text}"
+            );
+        }
     }
 
     #[test]

@@ -302,5 +302,34 @@ fn every_scheduler_lists_its_params_and_accepts_them_back() {
         }
         let err = s.set_param("no_such_tunable", "1").unwrap_err();
         assert!(err.to_string().contains("no_such_tunable"), "{name}: {err}");
+        // An invalid value is refused with an error naming the scheduler and the field.
+        let keys: Vec<&str> = s.params().into_iter().map(|(k, _)| k).collect();
+        for key in keys {
+            let err = s.set_param(key, "not-a-value").unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains(name), "{name}: {key}: {err}");
+        }
+    }
+}
+
+#[test]
+fn every_scheduler_takes_times_with_units_as_job_files_write_them() {
+    // data/published.toml and the papers write "80ms", "4ms"; the kernel's sysfs files plain numbers.
+    let with_units: &[(&str, &str, &str)] = &[
+        ("bfq", "slice_idle", "8ms"),
+        ("bfq", "timeout_sync", "125ms"),
+        ("cfq", "slice_sync", "0.1s"),
+        ("deadline", "read_expire", "500ms"),
+        ("anticipatory", "antic_expire", "6ms"),
+        ("scan-edf", "idle_wait", "4ms"),
+        ("scan-edf", "deadline_granularity", "80ms"),
+        ("yfq", "idle_wait", "4ms"),
+        ("mq-deadline", "read_expire", "500ms"),
+        ("kyber", "read_lat_nsec", "2ms"),
+    ];
+    for (name, key, value) in with_units {
+        let mut s = build(name, DeviceInfo::default(), &[]).unwrap();
+        let before = s.params();
+        s.set_param(key, value).unwrap_or_else(|e| panic!("{name}: {key}={value}: {e}"));
+        assert_eq!(s.params(), before, "{name}: {key}={value} is its default, written with a unit");
     }
 }

@@ -36,7 +36,7 @@
 use std::collections::VecDeque;
 
 use crate::accounting::QueueTable;
-use crate::params::{parse_u64, ParamError};
+use crate::params::{parse_duration, ParamError};
 use crate::peers::InFlight;
 use crate::scheduler::{Decision, QueueStats, Scheduler};
 use crate::types::{Nanos, Op, QueueId, QueueSpec, Request, MSEC, SEC};
@@ -283,7 +283,8 @@ impl Scheduler for Kyber {
     }
 
     fn set_param(&mut self, key: &str, value: &str) -> Result<(), ParamError> {
-        let v = parse_u64(NAME, key, value, 1, 3_600 * SEC);
+        // Nanoseconds, as the kernel's sysfs files; or with a unit ("2ms").
+        let v = parse_duration(NAME, key, value, 1, 1, 3_600 * SEC);
         match key {
             "read_lat_nsec" => self.targets[Domain::Read as usize] = v?,
             "write_lat_nsec" => self.targets[Domain::Write as usize] = v?,
