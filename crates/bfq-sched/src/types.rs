@@ -179,7 +179,10 @@ pub const DEFAULT_WEIGHT: u32 = 100;
 pub struct QueueSpec {
     /// Proportional share, `MIN_WEIGHT..=MAX_WEIGHT`.
     pub weight: u32,
-    /// Priority class and level.
+    /// Priority class and level. BFQ serves RT before BE before IDLE, and scales the weight by the
+    /// level as the kernel maps an ioprio to a weight, relative to the default level 4: level 0 counts
+    /// twice, level 7 a quarter (see the `bfq` module). Schedulers with time slices (CFQ) scale
+    /// slices by the level instead.
     pub class: IoClass,
 }
 

@@ -4,14 +4,18 @@
 
 use bfq_sched::bfq::{Bfq, BfqConfig};
 use bfq_sched::testing::{Client, Harness, SimpleDisk};
-use bfq_sched::{DeviceInfo, QueueId, QueueSpec, Scheduler, SEC};
+use bfq_sched::{DeviceInfo, IoClass, QueueId, QueueSpec, Scheduler, SEC};
 
 /// Runs three greedy sequential readers with the given weights for `seconds` of virtual time and
 /// returns the bytes each read.
 fn shares(cfg: BfqConfig, weights: [u32; 3], seconds: u64) -> [u64; 3] {
+    shares_of(cfg, weights.map(QueueSpec::with_weight), seconds)
+}
+
+fn shares_of(cfg: BfqConfig, specs: [QueueSpec; 3], seconds: u64) -> [u64; 3] {
     let mut bfq = Bfq::with_config(DeviceInfo { rotational: true, queue_depth: 1 }, cfg);
-    for (q, w) in weights.iter().enumerate() {
-        bfq.configure_queue(QueueId(q as u32), QueueSpec::with_weight(*w), 0).unwrap();
+    for (q, spec) in specs.iter().enumerate() {
+        bfq.configure_queue(QueueId(q as u32), *spec, 0).unwrap();
     }
     let mut h = Harness::new(&mut bfq, SimpleDisk::hdd());
     for q in 0..3u32 {
@@ -52,4 +56,14 @@ fn with_low_latency_the_ratios_hold_once_the_start_up_raising_is_over() {
     let late = shares(BfqConfig::default(), [1, 2, 10], 90);
     let window = [late[0] - early[0], late[1] - early[1], late[2] - early[2]];
     assert_ratios(window, [1, 2, 10], 0.02);
+}
+
+#[test]
+fn priority_levels_inside_the_class_scale_the_weight_as_the_kernel_maps_ioprio() {
+    // Kernel reference: weight = (8 - ioprio) * 10, so BE levels 0, 4 and 6 weigh 80, 40 and 20:
+    // equal configured weights at those levels share 4:2:1.
+    let cfg = BfqConfig { low_latency: false, ..BfqConfig::default() };
+    let spec = |level| QueueSpec { weight: 100, class: IoClass::BestEffort(level) };
+    let bytes = shares_of(cfg, [spec(0), spec(4), spec(6)], 60);
+    assert_ratios(bytes, [4, 2, 1], 0.02);
 }

@@ -129,6 +129,22 @@ fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
     }
 }
 
+/// The weight B-WF2Q+ uses for a queue before any raising: its configured weight scaled by its
+/// priority level inside the class, as the kernel turns an ioprio into a weight
+/// (kernel reference: weight = (8 - ioprio) * 10, so level 4, the default, is 40 and level 0 is 80).
+/// The scale is relative to the default level 4, so a caller who sets only weights (level 4) gets
+/// exactly those weights, and one who sets only levels gets the kernel's ratios (level 0 twice level
+/// 4, level 7 a quarter). The IDLE class has a single level; its weight is used as given.
+fn level_weight(spec: QueueSpec) -> u32 {
+    match spec.class {
+        IoClass::Idle => spec.weight,
+        class => {
+            let scaled = u64::from(spec.weight) * (8 - u64::from(class.level().min(7))) / 4;
+            scaled.clamp(1, u64::from(u32::MAX)) as u32
+        }
+    }
+}
+
 /// One queue (application): its requests, counters and heuristic state.
 #[derive(Debug)]
 struct Queue {
@@ -327,10 +343,11 @@ impl Bfq {
 
     fn effective_weight(&self, s: u32) -> u64 {
         let q = &self.queues[s as usize];
+        let weight = level_weight(q.spec);
         if self.raising_on() {
-            q.raising.weight(&self.cfg, q.spec.weight)
+            q.raising.weight(&self.cfg, weight)
         } else {
-            u64::from(q.spec.weight)
+            u64::from(weight)
         }
     }
 
