@@ -452,6 +452,34 @@ fn interleaved_readers_are_merged_and_split_again_when_the_merged_queue_turns_ra
     assert!(events.iter().any(|e| e.queue == QueueId(2) && e.kind == EventKind::Activated));
 }
 
+/// Queue 2 is merged into queue 1 (both new, so both interactively raised), then split after `wait`.
+fn merge_then_split_after(wait: Nanos) -> Rig {
+    let mut t = Rig::new(DISK, BfqConfig::default());
+    let a = t.read(1, 0);
+    assert_eq!(t.dispatched(), a);
+    let b = t.read(2, 8);
+    assert_eq!(t.dispatched(), b, "merged into the in-service queue");
+    t.b.complete(&a, t.now);
+    t.b.complete(&b, t.now);
+    t.now += wait;
+    t.read(2, 50_000_000);
+    let events = t.events();
+    assert!(events.iter().any(|e| e.queue == QueueId(2) && e.kind == EventKind::Merged { with: QueueId(1) }));
+    assert!(events.iter().any(|e| e.queue == QueueId(2) && e.kind == EventKind::Split), "{events:?}");
+    t
+}
+
+#[test]
+fn a_split_queue_gets_back_its_own_weight_raising() {
+    // Seed 003 sec. V-D: EQM "kept compatible with weight raising": a process whose queue was merged
+    // keeps its raising when the merged queue is split (kernel: raising state saved at merge time,
+    // restored at split).
+    let t = merge_then_split_after(MSEC);
+    let s = t.b.queue_stats(QueueId(2)).unwrap();
+    assert_eq!(s.raising, Some(RaiseKind::Interactive), "{s:?}");
+    assert!(s.effective_weight > s.weight, "{s:?}");
+}
+
 #[test]
 fn an_invalid_tunable_is_rejected_naming_the_field_and_leaves_the_config_unchanged() {
     // Issue 2, "One configuration".

@@ -614,6 +614,10 @@ impl Bfq {
         for src in sources {
             self.queues[src as usize].merged_into = None;
             self.event(now, src, EventKind::Split);
+            // The split queue gets back the raising state it had when merged (kept untouched in its
+            // slot, as the kernel saves and restores it), unless that raising period ran out while it
+            // was merged (kernel: raising that would have ended meanwhile ends at the split).
+            self.check_raising_end(src, now);
         }
     }
 
