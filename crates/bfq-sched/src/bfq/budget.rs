@@ -125,7 +125,7 @@ pub fn is_slow(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> bool {
 /// (seed 001 sec. 3.3: a full budget), with the seed 000 sec. 4.4 exceptions under the v1 heuristics
 /// (no overcharge after little service, at most B_max/8, nor after consuming at least 2/3 of the
 /// budget). The exceptions are for *sequential* applications (4.4 case 1: "a sequential application
-/// [that] has started doing I/O", case 2: ZBR slow zones); a queue detected as random keeps the full
+/// \[that\] has started doing I/O", case 2: ZBR slow zones); a queue detected as random keeps the full
 /// overcharge of sec. 3.5 ("random applications are also (over)charged the full budget on a budget
 /// timeout"), else a random reader that gets a few sectors per T_max is charged almost nothing for
 /// its disk time and delays every other queue's virtual time.
