@@ -373,6 +373,15 @@ impl Bfq {
         }
     }
 
+    /// One internal-queueing sample (see [`HwTag::sample`]).
+    fn sample_hw_tag(&mut self) {
+        let short = self.service.as_ref().is_some_and(|svc| {
+            let q = &self.queues[svc.slot as usize];
+            q.reqs.len() + q.serving_in_flight <= 3
+        });
+        self.hw_tag.sample(self.queued, self.in_flight, short);
+    }
+
     fn idle_inputs(&self, s: u32, served: u64) -> IdleInputs {
         let q = &self.queues[s as usize];
         IdleInputs {
@@ -621,7 +630,7 @@ impl Bfq {
         if self.peak.on_dispatch(&self.cfg, now, r.sector(), r.sectors()) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
         }
-        self.hw_tag.sample(self.queued, self.in_flight);
+        self.sample_hw_tag();
         r
     }
 }
@@ -689,7 +698,7 @@ impl Scheduler for Bfq {
                 svc.idle_until = None;
             }
         }
-        self.hw_tag.sample(self.queued, self.in_flight);
+        self.sample_hw_tag();
     }
 
     fn dispatch(&mut self, now: Nanos) -> Decision {
@@ -773,7 +782,7 @@ impl Scheduler for Bfq {
             o.own_in_flight = o.own_in_flight.saturating_sub(1);
             o.completed += 1;
         }
-        self.hw_tag.sample(self.queued, self.in_flight);
+        self.sample_hw_tag();
         let q = &self.queues[s as usize];
         let drained = q.reqs.is_empty() && q.serving_in_flight == 0;
         match self.service.as_ref().map(|x| (x.slot, x.idle_until, x.served)) {
