@@ -481,6 +481,30 @@ fn a_split_queue_gets_back_its_own_weight_raising() {
 }
 
 #[test]
+fn interleaved_readers_issuing_before_any_service_are_merged_into_one_sequential_queue() {
+    // Seed 003 sec. V-D (EQM) with kernel-bfq-reference.md "Queue merge" (the other queue's next
+    // request within 8192 sectors): QEMU-like processes that issue their first chunks together find no
+    // in-service queue, yet their requests are close to a waiting queue's and must be merged, or each
+    // one, served alone, reads every fourth chunk (examples/interleaved.toml: 20.9 vs FIFO 84.8 MiB/s).
+    let mut t = Rig::new(DISK, no_raising());
+    let reqs: Vec<Request> =
+        (0..4).map(|q| t.request(q + 1, Op::Read, u64::from(q) * 128, 64, true)).collect();
+    let events = t.events();
+    for q in 2..=4 {
+        assert!(
+            events.iter().any(|e| e.queue == QueueId(q) && e.kind == EventKind::Merged { with: QueueId(1) }),
+            "queue {q} merged into queue 1: {events:?}"
+        );
+    }
+    // One queue, served in sector order: the four chunks go out back to back.
+    let order: Vec<u64> = (0..4).map(|_| t.dispatched().offset).collect();
+    assert_eq!(order, reqs.iter().map(|r| r.offset).collect::<Vec<_>>());
+    // A random reader far away is not merged.
+    t.read(9, 40_000_000);
+    assert!(!t.events().iter().any(|e| e.queue == QueueId(9) && matches!(e.kind, EventKind::Merged { .. })));
+}
+
+#[test]
 fn an_invalid_tunable_is_rejected_naming_the_field_and_leaves_the_config_unchanged() {
     // Issue 2, "One configuration".
     let mut b = Bfq::new(DISK);

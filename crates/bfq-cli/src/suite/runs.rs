@@ -177,7 +177,9 @@ pub fn plan(
         | "completion_s"
         | "startup_s"
         | "drop_rate_pct"
-        | "movies" => scenario_for(workload, metric, app)?,
+        | "movies"
+        | "small_file_completion_s"
+        | "large_file_mb_s" => scenario_for(workload, metric, app)?,
         other => return Err(format!("metric {other} is not measured in this build")),
     };
     Ok(RunKey {
@@ -217,7 +219,9 @@ fn scenario_for(workload: &str, metric: &str, app: Option<&str>) -> Result<Scena
         "dbms-100p-10out" if metric == "completion_s" || metric == "aggregate_mb_s" => {
             Ok(Scenario::Dbms { outstanding: 10 })
         }
-        "web-100p" if metric == "aggregate_mb_s" => Ok(Scenario::Web),
+        "web-100p" if matches!(metric, "aggregate_mb_s" | "small_file_completion_s" | "large_file_mb_s") => {
+            Ok(Scenario::Web)
+        }
         "web-100p" => Err(format!("metric {metric} of the web server is not reported by the simulator")),
         "vlc-stream-5onoff" if metric == "movies" => Ok(Scenario::Streaming),
         other => Err(format!("workload {other} is not available in this build")),
@@ -477,6 +481,20 @@ pub fn value(
                 value: st.streams_sustained as f64,
                 lower_bound: st.streams_sustained == st.streams_started,
             })
+        }
+        "small_file_completion_s" | "large_file_mb_s" => {
+            let web = report.apps.iter().find_map(|a| a.extra.web.as_ref()).ok_or("no web server")?;
+            if metric == "small_file_completion_s" {
+                if web.small_files == 0 {
+                    return Err("no small file was read to its end".into());
+                }
+                v(web.small_file_mean_s)
+            } else {
+                if web.large_files == 0 {
+                    return Err("no large file was read to its end".into());
+                }
+                v(web.large_file_mean_mb_s)
+            }
         }
         "completion_s" => {
             let a = report.apps.iter().find(|a| a.name.starts_with("dbms")).ok_or("no dbms")?;

@@ -62,9 +62,13 @@ impl HwTag {
         HwTag { detected: queue_depth_hint > 3, samples: 0, max_in_flight: 0 }
     }
 
-    /// One sample of the load.
-    pub fn sample(&mut self, queued: usize, in_flight: usize) {
-        if queued + in_flight <= 3 {
+    /// One sample of the load. `in_service_short` says that the in-service queue has at most 3
+    /// requests queued or in flight: BFQ, serving one queue at a time, is then what keeps the device
+    /// shallow, and a sample with few requests in flight says nothing about the device (kernel-bfq-
+    /// reference.md "hw_tag"; without this rule idling itself hid NCQ and random readers were idled on
+    /// an NCQ disk against seed 003 sec. V-C).
+    pub fn sample(&mut self, queued: usize, in_flight: usize, in_service_short: bool) {
+        if queued + in_flight <= 3 || (in_service_short && in_flight <= 3) {
             return;
         }
         self.max_in_flight = self.max_in_flight.max(in_flight);
@@ -232,12 +236,27 @@ mod tests {
         let mut h = HwTag::new(1);
         assert!(!h.detected);
         for _ in 0..32 {
-            h.sample(10, 8);
+            h.sample(10, 8, false);
         }
         assert!(h.detected);
         for _ in 0..32 {
-            h.sample(10, 1);
+            h.sample(10, 1, false);
         }
         assert!(!h.detected);
+    }
+
+    #[test]
+    fn hw_tag_ignores_samples_where_the_in_service_queue_keeps_the_device_shallow() {
+        // Seed 003 sec. V-C: random queues are not idled on NCQ disks, which needs hw_tag to survive
+        // the times when BFQ itself, serving one short queue, has a single request in flight.
+        let mut h = HwTag::new(32);
+        for _ in 0..64 {
+            h.sample(9, 1, true);
+        }
+        assert!(h.detected, "in-service queue short: samples skipped");
+        for _ in 0..32 {
+            h.sample(9, 1, false);
+        }
+        assert!(!h.detected, "a deep in-service queue with one request in flight: no internal queueing");
     }
 }

@@ -393,6 +393,15 @@ impl Bfq {
         }
     }
 
+    /// One internal-queueing sample (see [`HwTag::sample`]).
+    fn sample_hw_tag(&mut self) {
+        let short = self.service.as_ref().is_some_and(|svc| {
+            let q = &self.queues[svc.slot as usize];
+            q.reqs.len() + q.serving_in_flight <= 3
+        });
+        self.hw_tag.sample(self.queued, self.in_flight, short);
+    }
+
     fn idle_inputs(&self, s: u32, served: u64) -> IdleInputs {
         let q = &self.queues[s as usize];
         IdleInputs {
@@ -563,16 +572,10 @@ impl Bfq {
         }
     }
 
-    /// Early Queue Merge of `s` into the in-service queue (seed 003 sec. V-D); returns the queue that
-    /// will serve the request.
-    fn try_merge(&mut self, s: u32, request: &Request, now: Nanos) -> u32 {
-        if !(self.cfg.merge && self.cfg.v1_heuristics) {
-            return s;
-        }
-        let Some(svc) = self.service else { return s };
-        let i = svc.slot;
+    /// Whether the queue of `request` (slot `s`) may be merged into slot `i` (seed 003 sec. V-D).
+    fn merge_allowed(&self, s: u32, i: u32, request: &Request, now: Nanos) -> bool {
         if i == s {
-            return s;
+            return false;
         }
         let (qs, qi) = (&self.queues[s as usize], &self.queues[i as usize]);
         let threshold = self.cfg.seeky_threshold;
@@ -587,9 +590,38 @@ impl Bfq {
             early_enough: qs.service == 0
                 || qs.first_io.is_some_and(|t| now.saturating_sub(t) <= merge::MERGE_TIME_LIMIT),
         };
-        if !merge::should_merge(&c, self.cfg.merge_distance) {
+        merge::should_merge(&c, self.cfg.merge_distance)
+    }
+
+    /// Early Queue Merge of `s` into the in-service queue (seed 003 sec. V-D) or, failing that, into
+    /// another queue with requests waiting whose I/O is close (kernel-bfq-reference.md "Queue merge":
+    /// the other queue's next request within 8192 sectors). The second look matters when interleaved
+    /// processes issue together, before any queue is in service, or while one of them is served and
+    /// the others wait: their new requests then never arrive during the partner's service. Returns the
+    /// queue that will serve the request.
+    fn try_merge(&mut self, s: u32, request: &Request, now: Nanos) -> u32 {
+        if !(self.cfg.merge && self.cfg.v1_heuristics) {
             return s;
         }
+        let in_service = self.service.map(|svc| svc.slot).filter(|&i| self.merge_allowed(s, i, request, now));
+        // The scan over all queues only for an arriving queue that could merge at all: early, not
+        // seeky, a synchronous read (this keeps steady-state inserts O(1)).
+        let qs = &self.queues[s as usize];
+        let could_merge = request.sync
+            && request.op == crate::types::Op::Read
+            && qs.merged_into.is_none()
+            && qs.merged_from.is_empty()
+            && !qs.seek.seeky(self.cfg.seeky_threshold)
+            && (qs.service == 0
+                || qs.first_io.is_some_and(|t| now.saturating_sub(t) <= merge::MERGE_TIME_LIMIT));
+        let partner = in_service.or_else(|| {
+            if !could_merge {
+                return None;
+            }
+            (0..self.queues.len() as u32)
+                .find(|&i| !self.queues[i as usize].reqs.is_empty() && self.merge_allowed(s, i, request, now))
+        });
+        let Some(i) = partner else { return s };
         {
             let (src, dst) = two_mut(&mut self.queues, s as usize, i as usize);
             src.reqs.move_all(&mut self.slab, &mut dst.reqs);
@@ -654,7 +686,7 @@ impl Bfq {
         if self.peak.on_dispatch(&self.cfg, now, r.sector(), r.sectors()) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
         }
-        self.hw_tag.sample(self.queued, self.in_flight);
+        self.sample_hw_tag();
         r
     }
 }
@@ -722,7 +754,7 @@ impl Scheduler for Bfq {
                 svc.idle_until = None;
             }
         }
-        self.hw_tag.sample(self.queued, self.in_flight);
+        self.sample_hw_tag();
     }
 
     fn dispatch(&mut self, now: Nanos) -> Decision {
@@ -815,7 +847,7 @@ impl Scheduler for Bfq {
             o.own_in_flight = o.own_in_flight.saturating_sub(1);
             o.completed += 1;
         }
-        self.hw_tag.sample(self.queued, self.in_flight);
+        self.sample_hw_tag();
         let q = &self.queues[s as usize];
         let drained = q.reqs.is_empty() && q.serving_in_flight == 0;
         match self.service.as_ref().map(|x| (x.slot, x.idle_until, x.served)) {

@@ -18,10 +18,10 @@
 //!   most `idle_wait` (the seed's Tw) for the next request of the process whose synchronous request
 //!   just completed, before choosing the next request. `idle_wait` = 0 is the original algorithm.
 //!
-//! # Parameters (seed 002; milliseconds)
+//! # Parameters (seed 002; milliseconds, `relative_deadline` in microseconds)
 //! | name | default | source |
 //! |---|---|---|
-//! | `relative_deadline` | 100 | relative deadline of a weight-100 process; the seed does not give its value (only that it is inversely proportional to the weight) |
+//! | `relative_deadline` | 20 | relative deadline (µs) of a weight-100 process, 2 ms at weight 1. The seed gives no value, only that it is inversely proportional to the weight and that with an 80 ms granularity SCAN-EDF's aggregate throughput is "close to BFQ" while deadlines "may be missed": both need deadlines well inside one granularity window, i.e. a fully loaded server. With 100 ms at weight 100 (10 s at weight 1) every request had its own window, two readers alternated with a seek per request (16 MB/s against BFQ's 64) and the deadlines ran ahead of time, making SCAN-EDF an exact virtual clock that never missed a weight |
 //! | `deadline_granularity` | 80 | seed 002 bandwidth-distribution experiments (640 in the throughput table) |
 //! | `idle_wait` | 4 | Tw; seed 002 bandwidth-distribution experiments (`Tw=4ms`); the name used in data/published.toml |
 
@@ -31,7 +31,7 @@ use crate::accounting::QueueTable;
 use crate::params::{parse_duration, ParamError};
 use crate::peers::InFlight;
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{Nanos, QueueId, QueueSpec, Request, DEFAULT_WEIGHT, MSEC};
+use crate::types::{Nanos, QueueId, QueueSpec, Request, DEFAULT_WEIGHT, MSEC, USEC};
 use crate::SchedError;
 
 const NAME: &str = "scan-edf";
@@ -62,7 +62,7 @@ pub struct ScanEdf {
 impl Default for ScanEdf {
     fn default() -> Self {
         ScanEdf {
-            relative_deadline: 100 * MSEC,
+            relative_deadline: 20 * USEC,
             granularity: 80 * MSEC,
             tw: 4 * MSEC,
             queued: BTreeMap::new(),
@@ -180,7 +180,7 @@ impl Scheduler for ScanEdf {
     fn set_param(&mut self, key: &str, value: &str) -> Result<(), ParamError> {
         match key {
             "relative_deadline" => {
-                self.relative_deadline = parse_duration(NAME, key, value, MSEC, 1, 3_600_000)?
+                self.relative_deadline = parse_duration(NAME, key, value, USEC, 1, 3_600_000_000)?
             }
             "deadline_granularity" => {
                 self.granularity = parse_duration(NAME, key, value, MSEC, 1, 3_600_000)?
@@ -193,7 +193,7 @@ impl Scheduler for ScanEdf {
 
     fn params(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("relative_deadline", (self.relative_deadline / MSEC).to_string()),
+            ("relative_deadline", (self.relative_deadline / USEC).to_string()),
             ("deadline_granularity", (self.granularity / MSEC).to_string()),
             ("idle_wait", (self.tw / MSEC).to_string()),
         ]

@@ -92,6 +92,9 @@ pub struct AppExtra {
     /// Streams sustained and chunks lost by a streaming server (seed 002).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub streaming: Option<streaming::StreamingStats>,
+    /// Small-file completion times and large-file bandwidth of a web server (seed 002).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web: Option<web::WebStats>,
 }
 
 /// An application: a set of processes issuing I/O.

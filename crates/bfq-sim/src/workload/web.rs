@@ -4,9 +4,10 @@
 //! appends are buffered writes that reach the disk through the system-wide write-back path. A process
 //! that finds the dirty limit reached blocks until write-back frees room, as a real one would.
 
-use bfq_sched::{Op, QueueSpec};
+use bfq_sched::{Nanos, Op, QueueSpec};
+use serde::Serialize;
 
-use super::{App, Ctx, Done, NewRequest, Region};
+use super::{App, AppExtra, Ctx, Done, NewRequest, Region};
 
 /// Probability that a request is for a small file (seed 002).
 pub const SMALL_FILE_PROBABILITY: f64 = 0.9;
@@ -38,11 +39,28 @@ impl Default for WebFiles {
     }
 }
 
+/// What the web server measured (seed 002: "the completion time of each small file (latency), the
+/// (average) bandwidth at which large files were read").
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WebStats {
+    /// Small files read to their end.
+    pub small_files: u64,
+    /// Their mean completion time (first read issued to last read done), seconds.
+    pub small_file_mean_s: f64,
+    /// Large files read to their end.
+    pub large_files: u64,
+    /// The mean over large files of each file's size divided by its read time, MB/s (10^6 bytes).
+    pub large_file_mean_mb_s: f64,
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Process {
     /// Next byte to read of the current file, and its end.
     cursor: u64,
     end: u64,
+    /// When the current file's first read was issued, and whether it is a small file.
+    started: Nanos,
+    small: bool,
     /// Waiting for write-back room to append its log record.
     blocked: bool,
 }
@@ -57,6 +75,9 @@ pub struct WebServer {
     files: WebFiles,
     log_cursor: u64,
     procs: Vec<Process>,
+    small_total_s: f64,
+    large_total_mb_s: f64,
+    stats: WebStats,
 }
 
 impl WebServer {
@@ -75,20 +96,23 @@ impl WebServer {
             files,
             log_cursor: log.start,
             procs: vec![Process::default(); processes.max(1)],
+            small_total_s: 0.0,
+            large_total_mb_s: 0.0,
+            stats: WebStats::default(),
         }
     }
 
     /// Picks the next file of process `p` and issues its first read.
     fn next_file(&mut self, ctx: &mut Ctx, p: usize) {
-        let (region, len) = if ctx.rng.chance(SMALL_FILE_PROBABILITY) {
+        let small = ctx.rng.chance(SMALL_FILE_PROBABILITY);
+        let (region, len) = if small {
             let pages = (self.files.small_max_bytes / 4096).max(1);
             (self.small, ctx.rng.range_inclusive(1, pages) * 4096)
         } else {
             (self.large, self.files.large_bytes.max(4096))
         };
         let start = region.random_offset(ctx.rng, len, 4096);
-        self.procs[p].cursor = start;
-        self.procs[p].end = start + len;
+        self.procs[p] = Process { cursor: start, end: start + len, started: ctx.now, small, blocked: false };
         self.read_more(ctx, p);
     }
 
@@ -120,8 +144,17 @@ impl WebServer {
         true
     }
 
-    /// Process `p` has read its whole file: log it and go on with the next.
-    fn file_served(&mut self, ctx: &mut Ctx, p: usize) {
+    /// Process `p` has read its whole file: count it, log it and go on with the next.
+    fn file_served(&mut self, ctx: &mut Ctx, p: usize, len: u64) {
+        let proc = self.procs[p];
+        let secs = ctx.now.saturating_sub(proc.started) as f64 / 1e9;
+        if proc.small {
+            self.stats.small_files += 1;
+            self.small_total_s += secs;
+        } else if secs > 0.0 {
+            self.stats.large_files += 1;
+            self.large_total_mb_s += len as f64 / 1e6 / secs;
+        }
         if self.append_log(ctx, p) {
             self.next_file(ctx, p);
         } else {
@@ -153,7 +186,8 @@ impl App for WebServer {
         if self.procs[p].cursor < self.procs[p].end {
             self.read_more(ctx, p);
         } else {
-            self.file_served(ctx, p);
+            let len = if self.procs[p].small { 0 } else { self.files.large_bytes.max(4096) };
+            self.file_served(ctx, p, len);
         }
     }
 
@@ -171,6 +205,17 @@ impl App for WebServer {
 
     fn greedy(&self) -> bool {
         true
+    }
+
+    fn extra(&self, _end: Nanos) -> AppExtra {
+        let mut stats = self.stats.clone();
+        if stats.small_files > 0 {
+            stats.small_file_mean_s = self.small_total_s / stats.small_files as f64;
+        }
+        if stats.large_files > 0 {
+            stats.large_file_mean_mb_s = self.large_total_mb_s / stats.large_files as f64;
+        }
+        AppExtra { web: Some(stats), ..Default::default() }
     }
 }
 
@@ -229,9 +274,36 @@ mod tests {
             writeback: &mut writeback,
             app: 0,
         };
-        web.file_served(&mut ctx, 0);
-        web.file_served(&mut ctx, 1);
+        web.file_served(&mut ctx, 0, 0);
+        web.file_served(&mut ctx, 1, 0);
         assert_eq!(web.log_cursor, web.log.start + 2 * 512);
         assert_eq!(ctx.requests.len(), 2, "each process goes on with its next file");
+    }
+
+    /// Seed 002, web server: "we measured the completion time of each small file (latency), the
+    /// (average) bandwidth at which large files were read".
+    #[test]
+    fn small_file_completion_time_and_large_file_bandwidth_are_measured_seed002_web_server() {
+        let region = Region { start: 0, len: 1 << 30 };
+        let spec = QueueSpec { weight: 100, class: Default::default() };
+        let mut web = WebServer::new(spec, region, 2, WebFiles::default());
+        let (mut rng, mut requests, mut timers) = (SimRng::new(7, 0), Vec::new(), Vec::new());
+        let mut writeback = Writeback::new(1, 1 << 30, 16);
+        let mut ctx = Ctx {
+            now: 500_000_000,
+            rng: &mut rng,
+            requests: &mut requests,
+            timers: &mut timers,
+            writeback: &mut writeback,
+            app: 0,
+        };
+        web.procs[0] = Process { small: true, started: 100_000_000, ..Process::default() };
+        web.procs[1] = Process { small: false, started: 0, ..Process::default() };
+        web.file_served(&mut ctx, 0, 0);
+        web.file_served(&mut ctx, 1, 4_000_000);
+        let stats = web.extra(ctx.now).web.expect("a web server reports web stats");
+        assert_eq!((stats.small_files, stats.large_files), (1, 1));
+        assert!((stats.small_file_mean_s - 0.4).abs() < 1e-9, "{stats:?}");
+        assert!((stats.large_file_mean_mb_s - 8.0).abs() < 1e-9, "4 MB in 0.5 s: {stats:?}");
     }
 }
