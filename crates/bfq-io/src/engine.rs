@@ -13,17 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bfq_sched::{
-    Decision, DeviceInfo, Nanos, Op, QueueId, QueueSpec, QueueStats, Request, RequestId, Scheduler,
-};
-use io_uring::{opcode, types, IoUring};
+use bfq_sched::{Nanos, Op, QueueId, QueueSpec, QueueStats};
+use io_uring::{opcode, types};
 
-use crate::buf::{AlignedBuf, ALIGN};
-
-/// User data of the eventfd read that wakes the engine thread.
-const WAKE_TOKEN: u64 = u64::MAX;
+use crate::buf::AlignedBuf;
+use crate::core::{check_alignment, Core, Submission, CONTROL_TOKEN};
 
 /// How the engine is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +58,12 @@ pub enum EngineError {
     /// The configuration is invalid.
     #[error("invalid engine configuration: {0}")]
     Config(String),
+    /// The scheduler holds requests with none on the device and no timer to wake it.
+    #[error("the scheduler holds {queued} requests with none in flight and no timer set")]
+    Stalled {
+        /// Requests held.
+        queued: usize,
+    },
     /// The engine thread failed.
     #[error("engine thread failed: {0}")]
     Thread(String),
@@ -227,18 +229,8 @@ pub struct Engine {
 impl Engine {
     /// Opens `path` (file or block device) with O_DIRECT and starts the engine thread.
     pub fn open(path: &Path, config: EngineConfig) -> Result<Engine, EngineError> {
-        if config.depth == 0 || config.depth > 4096 {
-            return Err(EngineError::Config(format!("depth {} is not in 1..=4096", config.depth)));
-        }
-        let file = open_direct(path)?;
-        let rotational = rotational(&file);
-        let mut sched =
-            bfq_sched::build(&config.scheduler, DeviceInfo { rotational, queue_depth: config.depth }, &[])?;
-        for (k, v) in &config.params {
-            sched.set_param(k, v).map_err(bfq_sched::SchedError::from)?;
-        }
-        let ring =
-            IoUring::builder().build((config.depth + 1).next_power_of_two()).map_err(EngineError::Ring)?;
+        // One extra ring entry for the eventfd read that wakes the engine thread.
+        let core = Core::open(path, &config, 1, false)?;
         // SAFETY: eventfd returns a new fd or -1.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -255,18 +247,9 @@ impl Engine {
         });
         let mut worker = Worker {
             shared: shared.clone(),
-            ring,
-            sched,
-            file,
-            depth: config.depth as usize,
-            slab: Vec::new(),
-            free: Vec::new(),
-            in_flight: 0,
-            start: Instant::now(),
+            core,
             local: Vec::with_capacity(1024),
             wake_buf: Box::new([0u8; 8]),
-            completed: 0,
-            failed: 0,
         };
         let thread = std::thread::Builder::new()
             .name("bfq-io-engine".into())
@@ -312,32 +295,6 @@ impl Drop for Engine {
     }
 }
 
-fn open_direct(path: &Path) -> Result<std::fs::File, EngineError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |source| EngineError::Open { path: path.display().to_string(), source };
-    let rw = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path);
-    match rw {
-        Ok(f) => Ok(f),
-        Err(e) if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EROFS) => {
-            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).map_err(err)
-        }
-        Err(e) => Err(err(e)),
-    }
-}
-
-fn rotational(file: &std::fs::File) -> bool {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let Ok(meta) = file.metadata() else { return false };
-    if !meta.file_type().is_block_device() {
-        return false;
-    }
-    let rdev = meta.rdev();
-    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
-    std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/queue/rotational"))
-        .map(|s| s.trim() == "1")
-        .unwrap_or(false)
-}
-
 struct ClientInner {
     shared: Arc<Shared>,
     queue: QueueId,
@@ -370,10 +327,8 @@ impl Client {
     fn submit(&self, op: Op, offset: u64, buf: AlignedBuf, sync: bool) -> Ticket {
         let cell = self.inner.pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_else(Cell::new);
         let ticket = Ticket { cell: cell.clone(), client: self.inner.clone() };
-        let early = if offset % ALIGN as u64 != 0 {
-            Some(IoError::Unaligned { what: "offset", value: offset, align: ALIGN })
-        } else if buf.is_empty() || buf.len() % ALIGN != 0 || buf.len() > (1 << 30) {
-            Some(IoError::Unaligned { what: "length", value: buf.len() as u64, align: ALIGN })
+        let early = if let Err(e) = check_alignment(offset, buf.len()) {
+            Some(e)
         } else if self.inner.shared.closed.load(Ordering::SeqCst) {
             Some(IoError::ShutDown)
         } else {
@@ -453,81 +408,35 @@ impl Drop for Ticket {
     }
 }
 
-struct Entry {
-    req: Request,
-    buf: AlignedBuf,
-    cell: Arc<Cell>,
-    arrived: Nanos,
-}
-
 struct Worker {
     shared: Arc<Shared>,
-    ring: IoUring,
-    sched: Box<dyn Scheduler>,
-    file: std::fs::File,
-    depth: usize,
-    slab: Vec<Option<Entry>>,
-    free: Vec<u32>,
-    in_flight: usize,
-    start: Instant,
+    core: Core<Arc<Cell>>,
     local: Vec<Cmd>,
     wake_buf: Box<[u8; 8]>,
-    completed: u64,
-    failed: u64,
 }
 
 impl Worker {
-    fn now(&self) -> Nanos {
-        self.start.elapsed().as_nanos() as Nanos
-    }
-
     fn run(&mut self) -> Result<EngineStats, EngineError> {
+        self.core.enable()?;
         self.arm_wake()?;
         let mut shutting = false;
         loop {
-            let now = self.now();
+            let now = self.core.now();
             shutting |= self.drain_inbox(now);
-            if self.sched.next_timer().is_some_and(|t| t <= now) {
-                self.sched.timer(now);
-            }
-            let mut deadline = None;
-            while self.in_flight < self.depth {
-                match self.sched.dispatch(now) {
-                    Decision::Dispatch(req) => self.push_io(req)?,
-                    Decision::Idle { until } => {
-                        deadline = Some(until);
-                        break;
-                    }
-                    Decision::Wait | Decision::Empty => break,
-                }
-            }
-            if shutting && self.in_flight == 0 && self.sched.queued() == 0 && self.inbox_empty() {
+            let deadline = self.core.pump(now)?;
+            if shutting && self.core.in_flight() == 0 && self.core.queued() == 0 && self.inbox_empty() {
                 break;
             }
-            let deadline = match (deadline, self.sched.next_timer()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
             // Sleep only if nothing new arrived; a client seeing `sleeping` writes the eventfd.
             self.shared.sleeping.store(true, Ordering::SeqCst);
             let want = if self.inbox_empty() { 1 } else { 0 };
-            let res = match deadline {
-                Some(d) if want == 1 => {
-                    let wait = d.saturating_sub(self.now()).max(1);
-                    let ts = types::Timespec::from(Duration::from_nanos(wait));
-                    let args = types::SubmitArgs::new().timespec(&ts);
-                    self.ring.submitter().submit_with_args(want, &args)
-                }
-                _ => self.ring.submitter().submit_and_wait(want),
-            };
+            let res = self.core.submit_and_wait(want, deadline);
             self.shared.sleeping.store(false, Ordering::SeqCst);
-            if let Err(e) = res {
-                match e.raw_os_error() {
-                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN) => {}
-                    _ => return Err(EngineError::Ring(e)),
-                }
+            res?;
+            let woken = self.core.reap(|_, cell, result| cell.fulfil(result));
+            if woken {
+                self.arm_wake()?;
             }
-            self.reap()?;
         }
         // Requests that raced with shutdown (sent after the last drain) get ShutDown, never silence.
         let late = {
@@ -540,13 +449,7 @@ impl Worker {
                 p.cell.fulfil(Err(IoError::ShutDown));
             }
         }
-        Ok(EngineStats {
-            scheduler: self.sched.name().to_string(),
-            params: self.sched.params().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-            completed: self.completed,
-            failed: self.failed,
-            queues: self.sched.all_queue_stats(),
-        })
+        Ok(self.core.stats())
     }
 
     fn inbox_empty(&self) -> bool {
@@ -567,28 +470,12 @@ impl Worker {
         for cmd in cmds.drain(..) {
             match cmd {
                 Cmd::Submit(p) => {
-                    let idx = match self.free.pop() {
-                        Some(i) => i,
-                        None => {
-                            self.slab.push(None);
-                            (self.slab.len() - 1) as u32
-                        }
-                    };
-                    let req = Request {
-                        id: RequestId(idx as u64),
-                        queue: p.queue,
-                        op: p.op,
-                        offset: p.offset,
-                        len: p.buf.len() as u32,
-                        sync: p.sync,
-                        meta: false,
-                    };
-                    self.slab[idx as usize] = Some(Entry { req, buf: p.buf, cell: p.cell, arrived: now });
-                    self.sched.insert(req, now);
+                    let what = Submission { queue: p.queue, op: p.op, offset: p.offset, sync: p.sync };
+                    self.core.insert(what, p.buf, p.cell, now);
                 }
                 Cmd::Configure(q, spec) => {
                     // Validated by `Engine::client`; a failure here cannot be reported to anyone.
-                    let _ = self.sched.configure_queue(q, spec, now);
+                    let _ = self.core.configure(q, spec, now);
                 }
                 Cmd::Shutdown => shutdown = true,
             }
@@ -601,86 +488,7 @@ impl Worker {
         let sqe =
             opcode::Read::new(types::Fd(self.shared.wake_fd.as_raw_fd()), self.wake_buf.as_mut_ptr(), 8)
                 .build()
-                .user_data(WAKE_TOKEN);
-        self.push_sqe(&sqe)
-    }
-
-    fn push_sqe(&mut self, sqe: &io_uring::squeue::Entry) -> Result<(), EngineError> {
-        // SAFETY: every buffer referenced by an SQE (request buffers in the slab, the wake buffer) stays
-        // alive and unmoved until its completion is reaped.
-        while unsafe { self.ring.submission().push(sqe) }.is_err() {
-            self.ring.submit().map_err(EngineError::Ring)?;
-        }
-        Ok(())
-    }
-
-    fn push_io(&mut self, req: Request) -> Result<(), EngineError> {
-        let idx = req.id.0 as usize;
-        let fd = types::Fd(self.file.as_raw_fd());
-        let Some(entry) = self.slab.get_mut(idx).and_then(|e| e.as_mut()) else {
-            // The scheduler handed back a request we never gave it: acknowledge and move on.
-            self.sched.complete(&req, self.start.elapsed().as_nanos() as Nanos);
-            return Ok(());
-        };
-        let ptr = entry.buf.as_mut_ptr();
-        let sqe = match req.op {
-            Op::Read => opcode::Read::new(fd, ptr, req.len).offset(req.offset).build(),
-            _ => opcode::Write::new(fd, ptr, req.len).offset(req.offset).build(),
-        }
-        .user_data(idx as u64);
-        self.push_sqe(&sqe)?;
-        self.in_flight += 1;
-        Ok(())
-    }
-
-    fn reap(&mut self) -> Result<(), EngineError> {
-        let now = self.now();
-        let mut rearm = false;
-        let mut cq = self.ring.completion();
-        cq.sync();
-        let cqes: usize = cq.len();
-        drop(cq);
-        for _ in 0..cqes {
-            let Some(cqe) = self.ring.completion().next() else { break };
-            let token = cqe.user_data();
-            if token == WAKE_TOKEN {
-                rearm = true;
-                continue;
-            }
-            let idx = token as usize;
-            let Some(entry) = self.slab.get_mut(idx).and_then(Option::take) else { continue };
-            self.free.push(idx as u32);
-            self.in_flight -= 1;
-            self.sched.complete(&entry.req, now);
-            let res = cqe.result();
-            let op = if entry.req.op.is_write() { "write" } else { "read" };
-            let result = if res < 0 {
-                Err(IoError::Os { op, offset: entry.req.offset, len: entry.req.len, errno: -res })
-            } else if (res as u32) < entry.req.len {
-                Err(IoError::Short {
-                    op,
-                    offset: entry.req.offset,
-                    len: entry.req.len,
-                    transferred: res as u32,
-                })
-            } else {
-                Ok(Completion {
-                    buf: entry.buf,
-                    bytes: res as usize,
-                    latency: Duration::from_nanos(now.saturating_sub(entry.arrived)),
-                    seq: self.completed + self.failed,
-                })
-            };
-            if result.is_ok() {
-                self.completed += 1;
-            } else {
-                self.failed += 1;
-            }
-            entry.cell.fulfil(result);
-        }
-        if rearm {
-            self.arm_wake()?;
-        }
-        Ok(())
+                .user_data(CONTROL_TOKEN);
+        self.core.push_sqe(&sqe)
     }
 }

@@ -1,0 +1,349 @@
+//! What both engine front ends share: the O_DIRECT target, the io_uring, the scheduler and the table of
+//! requests, driven in the scheduler's call order (bfq-sched scheduler.rs, "Call order") with a
+//! monotonic clock. [`crate::Engine`] runs it on its own thread behind an inbox; [`crate::LocalEngine`]
+//! runs it on the caller's thread, as fio does, with no hand-off between threads.
+//!
+//! Each request carries a token of the front end's choosing (a completion cell, or the caller's user
+//! data) that is handed back with its result. Per request the steady state allocates nothing: requests
+//! live in a slab indexed by their id, which is also the io_uring user data.
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bfq_sched::{Decision, DeviceInfo, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler};
+use io_uring::{opcode, types, IoUring};
+
+use crate::buf::AlignedBuf;
+use crate::engine::{Completion, EngineConfig, EngineError, EngineStats, IoError};
+
+/// io_uring user data that is not a request (e.g. the threaded engine's wake-up read).
+pub(crate) const CONTROL_TOKEN: u64 = u64::MAX;
+
+/// A request as a front end hands it over: where it goes and what it does (its data is the buffer).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Submission {
+    pub(crate) queue: QueueId,
+    pub(crate) op: Op,
+    pub(crate) offset: u64,
+    pub(crate) sync: bool,
+}
+
+struct Slot<T> {
+    req: Request,
+    buf: AlignedBuf,
+    token: T,
+    arrived: Nanos,
+}
+
+/// The ring, the scheduler and the requests they hold; `T` is what a request's result is delivered to.
+pub(crate) struct Core<T> {
+    pub(crate) ring: IoUring,
+    /// The ring was created disabled for another thread (see [`Core::open`]).
+    needs_enable: bool,
+    sched: Box<dyn Scheduler>,
+    file: std::fs::File,
+    depth: usize,
+    slab: Vec<Option<Slot<T>>>,
+    free: Vec<u32>,
+    in_flight: usize,
+    start: Instant,
+    completed: u64,
+    failed: u64,
+}
+
+impl<T> Core<T> {
+    /// Opens `path` with O_DIRECT, builds the scheduler with its tunables and a ring with room for
+    /// `depth` requests plus `control` entries.
+    /// `same_thread`: the calling thread is the one that will drive the ring; otherwise the driving
+    /// thread must call [`Core::enable`] first.
+    pub(crate) fn open(
+        path: &Path,
+        config: &EngineConfig,
+        control: u32,
+        same_thread: bool,
+    ) -> Result<Core<T>, EngineError> {
+        if config.depth == 0 || config.depth > 4096 {
+            return Err(EngineError::Config(format!("depth {} is not in 1..=4096", config.depth)));
+        }
+        let file = open_direct(path)?;
+        let rotational = rotational(&file);
+        let mut sched =
+            bfq_sched::build(&config.scheduler, DeviceInfo { rotational, queue_depth: config.depth }, &[])?;
+        for (k, v) in &config.params {
+            sched.set_param(k, v).map_err(bfq_sched::SchedError::from)?;
+        }
+        let entries = (config.depth + control).next_power_of_two();
+        // One thread submits and reaps: completions run as task work when that thread asks for them
+        // (as fio sets up its rings), instead of interrupting it. Rings of a thread other than the
+        // creator's start disabled and are enabled by that thread (`enable`). Kernels before 6.1 lack
+        // these flags: plain ring then.
+        let mut builder = IoUring::builder();
+        builder.setup_coop_taskrun().setup_single_issuer().setup_defer_taskrun();
+        if !same_thread {
+            builder.setup_r_disabled();
+        }
+        let (ring, enable) = match builder.build(entries) {
+            Ok(ring) => (ring, !same_thread),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                (IoUring::builder().build(entries).map_err(EngineError::Ring)?, false)
+            }
+            Err(e) => return Err(EngineError::Ring(e)),
+        };
+        Ok(Core {
+            ring,
+            needs_enable: enable,
+            sched,
+            file,
+            depth: config.depth as usize,
+            slab: Vec::with_capacity(config.depth as usize),
+            free: Vec::new(),
+            in_flight: 0,
+            start: Instant::now(),
+            completed: 0,
+            failed: 0,
+        })
+    }
+
+    /// Makes the calling thread the ring's only submitter (rings opened for another thread).
+    pub(crate) fn enable(&mut self) -> Result<(), EngineError> {
+        if std::mem::take(&mut self.needs_enable) {
+            self.ring.submitter().register_enable_rings().map_err(EngineError::Ring)?;
+        }
+        Ok(())
+    }
+
+    /// Nanoseconds since the engine started: the scheduler's clock.
+    pub(crate) fn now(&self) -> Nanos {
+        self.start.elapsed().as_nanos() as Nanos
+    }
+
+    /// Requests inside the scheduler, not yet dispatched.
+    pub(crate) fn queued(&self) -> usize {
+        self.sched.queued()
+    }
+
+    /// Requests on the device.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Sets a queue's weight and class.
+    pub(crate) fn configure(
+        &mut self,
+        queue: QueueId,
+        spec: QueueSpec,
+        now: Nanos,
+    ) -> Result<(), EngineError> {
+        self.sched.configure_queue(queue, spec, now).map_err(EngineError::from)
+    }
+
+    /// Hands one request to the scheduler (offset and buffer already checked by the front end).
+    pub(crate) fn insert(&mut self, what: Submission, buf: AlignedBuf, token: T, now: Nanos) {
+        let Submission { queue, op, offset, sync } = what;
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slab.push(None);
+                (self.slab.len() - 1) as u32
+            }
+        };
+        let req = Request {
+            id: RequestId(idx as u64),
+            queue,
+            op,
+            offset,
+            len: buf.len() as u32,
+            sync,
+            meta: false,
+        };
+        self.slab[idx as usize] = Some(Slot { req, buf, token, arrived: now });
+        self.sched.insert(req, now);
+    }
+
+    /// Fires a due timer and moves requests from the scheduler to the ring while the device has room.
+    /// Returns when the scheduler wants to be asked again (an idling deadline or a timer), if ever.
+    pub(crate) fn pump(&mut self, now: Nanos) -> Result<Option<Nanos>, EngineError> {
+        if self.sched.next_timer().is_some_and(|t| t <= now) {
+            self.sched.timer(now);
+        }
+        let mut deadline = None;
+        while self.in_flight < self.depth {
+            match self.sched.dispatch(now) {
+                Decision::Dispatch(req) => self.push_io(req)?,
+                Decision::Idle { until } => {
+                    deadline = Some(until);
+                    break;
+                }
+                Decision::Wait | Decision::Empty => break,
+            }
+        }
+        Ok(match (deadline, self.sched.next_timer()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+
+    /// Submits what is in the submission queue and, if `want` > 0, waits for that many completions or
+    /// until `deadline` (engine clock). Interruptions and timeouts are not errors.
+    pub(crate) fn submit_and_wait(
+        &mut self,
+        want: usize,
+        deadline: Option<Nanos>,
+    ) -> Result<(), EngineError> {
+        let res = match deadline {
+            Some(d) if want > 0 => {
+                let wait = d.saturating_sub(self.now()).max(1);
+                let ts = types::Timespec::from(Duration::from_nanos(wait));
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+            _ => self.ring.submitter().submit_and_wait(want),
+        };
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN) => Ok(()),
+                _ => Err(EngineError::Ring(e)),
+            },
+        }
+    }
+
+    /// Queues one SQE, submitting first if the submission queue is full.
+    pub(crate) fn push_sqe(&mut self, sqe: &io_uring::squeue::Entry) -> Result<(), EngineError> {
+        // SAFETY: every buffer an SQE references (request buffers in the slab, a front end's control
+        // buffer) stays alive and unmoved until its completion is reaped.
+        while unsafe { self.ring.submission().push(sqe) }.is_err() {
+            self.ring.submit().map_err(EngineError::Ring)?;
+        }
+        Ok(())
+    }
+
+    fn push_io(&mut self, req: Request) -> Result<(), EngineError> {
+        let idx = req.id.0 as usize;
+        let fd = types::Fd(self.file.as_raw_fd());
+        let Some(slot) = self.slab.get_mut(idx).and_then(|e| e.as_mut()) else {
+            // The scheduler handed back a request it was never given: acknowledge and move on.
+            let now = self.now();
+            self.sched.complete(&req, now);
+            return Ok(());
+        };
+        let ptr = slot.buf.as_mut_ptr();
+        let sqe = match req.op {
+            Op::Read => opcode::Read::new(fd, ptr, req.len).offset(req.offset).build(),
+            _ => opcode::Write::new(fd, ptr, req.len).offset(req.offset).build(),
+        }
+        .user_data(idx as u64);
+        self.push_sqe(&sqe)?;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Takes every completion off the ring: tells the scheduler, then hands each result with its token
+    /// to `deliver`. Returns whether a control completion ([`CONTROL_TOKEN`]) was among them.
+    pub(crate) fn reap(&mut self, mut deliver: impl FnMut(QueueId, T, Result<Completion, IoError>)) -> bool {
+        let now = self.now();
+        let mut control = false;
+        // Disjoint borrows: the completion queue of the ring, the slab and the scheduler.
+        let mut cq = self.ring.completion();
+        cq.sync();
+        for cqe in &mut cq {
+            let token = cqe.user_data();
+            if token == CONTROL_TOKEN {
+                control = true;
+                continue;
+            }
+            let idx = token as usize;
+            let Some(slot) = self.slab.get_mut(idx).and_then(Option::take) else { continue };
+            self.free.push(idx as u32);
+            self.in_flight -= 1;
+            self.sched.complete(&slot.req, now);
+            let res = cqe.result();
+            let req = slot.req;
+            let op = if req.op.is_write() { "write" } else { "read" };
+            let result = if res < 0 {
+                Err(IoError::Os { op, offset: req.offset, len: req.len, errno: -res })
+            } else if (res as u32) < req.len {
+                Err(IoError::Short { op, offset: req.offset, len: req.len, transferred: res as u32 })
+            } else {
+                Ok(Completion {
+                    buf: slot.buf,
+                    bytes: res as usize,
+                    latency: Duration::from_nanos(now.saturating_sub(slot.arrived)),
+                    seq: self.completed + self.failed,
+                })
+            };
+            if result.is_ok() {
+                self.completed += 1;
+            } else {
+                self.failed += 1;
+            }
+            deliver(req.queue, slot.token, result);
+        }
+        control
+    }
+
+    /// What the engine did so far.
+    pub(crate) fn stats(&self) -> EngineStats {
+        EngineStats {
+            scheduler: self.sched.name().to_string(),
+            params: self.sched.params().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            completed: self.completed,
+            failed: self.failed,
+            queues: self.sched.all_queue_stats(),
+        }
+    }
+}
+
+impl<T> Drop for Core<T> {
+    fn drop(&mut self) {
+        // The kernel still writes into the buffers of requests in flight: wait for them before the
+        // slab is freed. If the ring cannot be waited on any more, leak the buffers rather than free
+        // memory the kernel may write.
+        while self.in_flight > 0 {
+            if self.submit_and_wait(1, None).is_err() {
+                std::mem::forget(std::mem::take(&mut self.slab));
+                return;
+            }
+            self.reap(|_, _, _| {});
+        }
+    }
+}
+
+fn open_direct(path: &Path) -> Result<std::fs::File, EngineError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |source| EngineError::Open { path: path.display().to_string(), source };
+    let rw = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path);
+    match rw {
+        Ok(f) => Ok(f),
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EROFS) => {
+            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).map_err(err)
+        }
+        Err(e) => Err(err(e)),
+    }
+}
+
+fn rotational(file: &std::fs::File) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(meta) = file.metadata() else { return false };
+    if !meta.file_type().is_block_device() {
+        return false;
+    }
+    let rdev = meta.rdev();
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/queue/rotational"))
+        .map(|s| s.trim() == "1")
+        .unwrap_or(false)
+}
+
+/// Checks what O_DIRECT needs of a request before it is queued.
+pub(crate) fn check_alignment(offset: u64, len: usize) -> Result<(), IoError> {
+    use crate::buf::ALIGN;
+    if offset % ALIGN as u64 != 0 {
+        Err(IoError::Unaligned { what: "offset", value: offset, align: ALIGN })
+    } else if len == 0 || len % ALIGN != 0 || len > (1 << 30) {
+        Err(IoError::Unaligned { what: "length", value: len as u64, align: ALIGN })
+    } else {
+        Ok(())
+    }
+}
