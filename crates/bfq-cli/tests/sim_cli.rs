@@ -64,3 +64,20 @@ fn a_bad_job_is_reported_with_file_line_and_field() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("bad.toml:4: field `weight`"), "{stderr}");
 }
+
+/// A tunable the scheduler does not have is named once, with what the scheduler does accept (the
+/// error chain must not repeat the cause).
+#[test]
+fn an_unknown_tunable_is_reported_once_with_the_known_ones() {
+    let job = examples().into_iter().find(|p| p.ends_with("10r-seq.toml")).unwrap();
+    let out =
+        bfq().args(["sim", job.to_str().unwrap(), "-s", "clook", "-p", "slice_idle=0"]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("unknown parameter `slice_idle`").count(), 1, "{stderr}");
+    assert!(stderr.contains("it has no tunables"), "{stderr}");
+    let out =
+        bfq().args(["sim", job.to_str().unwrap(), "-s", "bfq", "-p", "slice_idle=soon"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("parameter `slice_idle` = \"soon\"").count(), 1, "{stderr}");
+}

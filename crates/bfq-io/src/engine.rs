@@ -42,7 +42,7 @@ impl Default for EngineConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// The target could not be opened with O_DIRECT.
-    #[error("cannot open {path} with O_DIRECT: {source}")]
+    #[error("cannot open {path} with O_DIRECT")]
     Open {
         /// The target.
         path: String,

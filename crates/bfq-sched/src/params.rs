@@ -34,7 +34,8 @@ pub enum ParamError {
 impl ParamError {
     /// An unknown key; `known` lists the keys the scheduler does accept.
     pub fn unknown(scheduler: &'static str, key: &str, known: &[&str]) -> Self {
-        ParamError::Unknown { scheduler, key: key.to_string(), known: known.join(", ") }
+        let known = if known.is_empty() { "none: it has no tunables".to_string() } else { known.join(", ") };
+        ParamError::Unknown { scheduler, key: key.to_string(), known }
     }
 
     /// An invalid value for a known key.

@@ -62,7 +62,7 @@ pub struct EngineConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// The scheduler refused a queue's weight or class.
-    #[error("application `{app}`: {source}")]
+    #[error("application `{app}`")]
     Queue {
         /// The application.
         app: String,

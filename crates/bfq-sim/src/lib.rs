@@ -46,13 +46,13 @@ pub const DEFAULT_FILE_BYTES: u64 = 5_000_000_000;
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     /// The device could not be built.
-    #[error("device: {0}")]
+    #[error("device")]
     Device(#[from] device::DeviceError),
     /// The scheduler could not be built or configured.
-    #[error("scheduler: {0}")]
+    #[error("scheduler")]
     Scheduler(#[from] bfq_sched::SchedError),
     /// An application could not be set up.
-    #[error("{0}")]
+    #[error(transparent)]
     Engine(#[from] engine::EngineError),
     /// A workload is inconsistent with the device or its inputs.
     #[error("application `{app}`: {message}")]
