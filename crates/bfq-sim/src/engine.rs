@@ -174,6 +174,8 @@ pub struct Engine {
     parts: std::collections::HashMap<u64, Vec<Part>>,
     writeback: Writeback,
     writeback_queue: u32,
+    /// While the applications start, the flusher waits (see `run`).
+    flush_deferred: bool,
     queues: Vec<QueueCounters>,
     lag: LagTracker,
     series: ThroughputSeries,
@@ -246,6 +248,7 @@ impl Engine {
             free_slots: Vec::new(),
             parts: std::collections::HashMap::new(),
             writeback_queue,
+            flush_deferred: false,
             read_latency: LatencyHistogram::new(),
             write_latency: LatencyHistogram::new(),
             idle_until: None,
@@ -267,8 +270,18 @@ impl Engine {
             self.begin_measuring();
         }
         for i in 0..self.apps.len() {
+            if self.apps[i].app.writes_from_start() {
+                self.writeback.register(i);
+            }
+        }
+        // Applications started together dirty their data before the flusher runs: flushing after each
+        // start would send the first writer's data alone to the scheduler, ahead of everyone else's.
+        self.flush_deferred = true;
+        for i in 0..self.apps.len() {
             self.with_app(i, |app, ctx| app.start(ctx));
         }
+        self.flush_deferred = false;
+        self.flush();
         self.dispatch();
         let mut end = self.cfg.duration;
         while let Some(t) = self.next_time() {
@@ -499,6 +512,13 @@ impl Engine {
             self.timer_seq += 1;
             self.timers.push(Reverse((t, self.timer_seq, index, token)));
         }
+        if !self.flush_deferred {
+            self.flush();
+        }
+    }
+
+    /// The flusher: moves dirty data into the scheduler while the write-back queue has room.
+    fn flush(&mut self) {
         while let Some(e) = self.writeback.next_flush() {
             self.insert(e.app, self.writeback_queue, Op::Write, e.offset, e.len, false, false, e.tag, true);
         }

@@ -158,6 +158,10 @@ impl App for GreedyWriter {
         self.fill(ctx);
     }
 
+    fn writes_from_start(&self) -> bool {
+        true
+    }
+
     fn greedy(&self) -> bool {
         true
     }

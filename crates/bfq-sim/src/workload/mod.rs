@@ -122,6 +122,13 @@ pub trait App {
         false
     }
 
+    /// Whether it dirties page cache from the start of the run (a greedy writer): it is counted among the
+    /// writers sharing the dirty limit before any application starts, so that the first one started
+    /// cannot take the whole limit.
+    fn writes_from_start(&self) -> bool {
+        false
+    }
+
     /// Whether it always has work (a greedy reader or writer): such applications enter Jain's index.
     fn greedy(&self) -> bool {
         false
