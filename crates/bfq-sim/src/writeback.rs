@@ -96,7 +96,7 @@ impl Writeback {
             return None;
         }
         let apps = self.backlog.len();
-        if self.chunk_left == 0 || self.backlog.get(self.flushing).is_none_or(VecDeque::is_empty) {
+        if self.chunk_left == 0 || !self.backlog.get(self.flushing).is_some_and(|b| !b.is_empty()) {
             // Next file with dirty data, round the applications.
             let next =
                 (1..=apps).map(|k| (self.flushing + k) % apps).find(|&a| !self.backlog[a].is_empty())?;
@@ -146,17 +146,17 @@ mod tests {
         wb.register(1);
         let len = 1 << 20;
         let mut taken = [0u64; 2];
-        for app in 0..2 {
+        for (app, taken) in taken.iter_mut().enumerate() {
             let mut offset = 0;
             while wb.dirty(app, offset, len, 0) {
                 offset += u64::from(len);
-                taken[app] += u64::from(len);
+                *taken += u64::from(len);
             }
         }
         assert_eq!(taken, [8 << 20, 8 << 20], "each writer gets half of the limit");
         let order: Vec<usize> = std::iter::from_fn(|| wb.next_flush()).map(|e| e.app).collect();
         let chunk = (WRITEBACK_CHUNK / u64::from(len)) as usize;
-        let expected: Vec<usize> = (0..4).flat_map(|pass| std::iter::repeat_n(pass % 2, chunk)).collect();
+        let expected: Vec<usize> = (0..4).flat_map(|pass| std::iter::repeat(pass % 2).take(chunk)).collect();
         assert_eq!(order, expected);
     }
 }
