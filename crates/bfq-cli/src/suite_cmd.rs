@@ -9,7 +9,9 @@ use clap::Args;
 /// Arguments of `bfq suite`.
 #[derive(Args, Debug)]
 pub struct SuiteArgs {
-    /// Rotational device preset for the hdd experiments (`default`: the 89 MB/s disk of seed 001).
+    /// Disk of the rotational experiments: `default` (every one on the 89 MB/s disk of seed 001's
+    /// third system), `testbed` (each on the simulated disk of its own paper's test bed: seed 001's
+    /// three systems, seed 002's IBM-DTLA-307030, seed 003's ST1000DM003), or any device preset.
     #[arg(long, default_value = "default")]
     pub device: String,
     /// Reduced durations (under 2 minutes).

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::published::{Claim, Selector};
-use super::runs::{plan, RunKey, Value, FOUR_WORKLOADS};
+use super::runs::{plan, testbed, Bed, RunKey, Value, FOUR_WORKLOADS};
 
 /// A claim's outcome.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -59,9 +59,7 @@ pub fn runs_needed(claim: &Claim) -> Vec<RunKey> {
     let mut keys = Vec::new();
     for (sched, cfg, workload, metric, app) in selections(claim) {
         for w in concrete(&workload) {
-            if let Ok(k) =
-                plan(&claim.device_class, claim.ncq, &sched, &cfg, w, &base_metric(&metric), app.as_deref())
-            {
+            if let Ok(k) = plan(bed_of(claim), &sched, &cfg, w, &base_metric(&metric), app.as_deref()) {
                 keys.push(k);
             }
         }
@@ -70,6 +68,12 @@ pub fn runs_needed(claim: &Claim) -> Vec<RunKey> {
 }
 
 type Selection = (String, String, String, String, Option<String>);
+
+/// The device of the claim's paper's test bed.
+fn bed_of(claim: &Claim) -> Bed<'_> {
+    let preset = testbed(&claim.seed, &claim.experiment, &claim.device_class, claim.ncq);
+    Bed { class: &claim.device_class, ncq: claim.ncq, preset }
+}
 
 fn selections(claim: &Claim) -> Vec<Selection> {
     let of = |s: &Selector| {
@@ -119,7 +123,7 @@ fn base_metric(metric: &str) -> String {
 fn measure_one(claim: &Claim, sel: &Selection, workload: &str, measure: &Measure) -> Result<Value, String> {
     let (sched, cfg, _, metric, app) = sel;
     let get = |w: &str| -> Result<Value, String> {
-        let key = plan(&claim.device_class, claim.ncq, sched, cfg, w, &base_metric(metric), app.as_deref())?;
+        let key = plan(bed_of(claim), sched, cfg, w, &base_metric(metric), app.as_deref())?;
         measure(&key, &base_metric(metric), app.as_deref())
     };
     match (workload, metric.as_str()) {

@@ -113,9 +113,11 @@ fn figure_keys(published: &Published, f: &Figure) -> Result<Vec<RunKey>, String>
     workloads
         .into_iter()
         .map(|w| {
+            let class = class_of(published, &f.device);
+            let preset = runs::preset_of_device(&f.device)
+                .unwrap_or_else(|| runs::testbed(&f.seed, &f.experiment, class, f.ncq));
             plan(
-                class_of(published, &f.device),
-                f.ncq,
+                runs::Bed { class, ncq: f.ncq, preset },
                 &f.scheduler,
                 f.config.as_deref().unwrap_or(""),
                 w,
@@ -130,19 +132,24 @@ fn figure_keys(published: &Published, f: &Figure) -> Result<Vec<RunKey>, String>
 pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
     let started = Instant::now();
     let published = published::load()?;
-    bfq_sim::device::build_device(&opts.device, &[]).map_err(|e| format!("--device: {e}"))?;
+    if opts.device != runs::TESTBED {
+        bfq_sim::device::build_device(&opts.device, &[]).map_err(|e| format!("--device: {e}"))?;
+    }
     let profile = if opts.quick { Profile::QUICK } else { Profile::FULL };
     let wanted = |id: &str| opts.only.as_ref().map_or(true, |o| o.iter().any(|x| x == id));
     let claims: Vec<_> = published.claim.iter().filter(|c| wanted(&c.id)).collect();
-    let mut keys: BTreeSet<RunKey> = claims.iter().flat_map(|c| claims::runs_needed(c)).collect();
+    let device = |k: RunKey| runs::on_device(k, &opts.device);
+    let mut keys: BTreeSet<RunKey> = claims.iter().flat_map(|c| claims::runs_needed(c)).map(device).collect();
     if opts.only.is_none() {
-        keys.extend(published.figure.iter().filter_map(|f| figure_keys(&published, f).ok()).flatten());
+        keys.extend(
+            published.figure.iter().filter_map(|f| figure_keys(&published, f).ok()).flatten().map(device),
+        );
     }
     let keys: Vec<RunKey> = keys.into_iter().collect();
-    let reports = run_all(&keys, &opts.device, &profile, opts.progress);
+    let reports = run_all(&keys, &profile, opts.progress);
     let by_key: BTreeMap<&RunKey, &Result<Vec<RunReport>, String>> = keys.iter().zip(&reports).collect();
     let measure = |key: &RunKey, metric: &str, app: Option<&str>| -> Result<runs::Value, String> {
-        match by_key.get(key) {
+        match by_key.get(&device(key.clone())) {
             Some(Ok(r)) => runs::mean_value(r, metric, app, None),
             Some(Err(e)) => Err(e.clone()),
             None => Err("not run".into()),
@@ -160,7 +167,7 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
                     let metric = if keys.len() > 1 { "startup_s" } else { f.metric.as_str() };
                     let values = keys
                         .iter()
-                        .map(|k| match by_key.get(k) {
+                        .map(|k| match by_key.get(&device(k.clone())) {
                             Some(Ok(r)) => runs::mean_value(r, metric, f.app.as_deref(), f.reader),
                             Some(Err(e)) => Err(e.clone()),
                             None => Err("not run".into()),
@@ -195,12 +202,7 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
 type Repetitions = Result<Vec<RunReport>, String>;
 
 /// Runs every key on all cores, with a progress bar.
-fn run_all(
-    keys: &[RunKey],
-    device: &str,
-    profile: &Profile,
-    progress: bool,
-) -> Vec<Result<Vec<RunReport>, String>> {
+fn run_all(keys: &[RunKey], profile: &Profile, progress: bool) -> Vec<Result<Vec<RunReport>, String>> {
     let bar = if progress {
         let b = indicatif::ProgressBar::new(keys.len() as u64);
         b.set_style(
@@ -221,7 +223,7 @@ fn run_all(
                 let Some(key) = keys.get(i) else { break };
                 bar.set_message(key.label());
                 let r = (1..=u64::from(profile.repetitions))
-                    .map(|seed| runs::execute(key, device, profile, seed))
+                    .map(|seed| runs::execute(key, profile, seed))
                     .collect::<Result<Vec<_>, _>>();
                 if let Ok(mut all) = results.lock() {
                     all[i] = Some(r);

@@ -111,6 +111,61 @@ pub enum Scenario {
     Streaming,
 }
 
+/// `bfq suite --device testbed` (the default): every experiment on the simulated disk of the test bed
+/// its paper measured on ([`testbed`]).
+pub const TESTBED: &str = "testbed";
+
+/// The device preset standing for the test bed of a paper's experiment: seed 001 sec. 6.1 Table 1 (the
+/// third system for most results, the first, slowest one for video playback, the second for NCQ),
+/// seed 002's IBM-DTLA-307030, seed 003 sec. VI's ST1000DM003 and PX-256M5S; the 2010 announcement
+/// (004) and the technical report (000) share seed 001's set-up. NVMe: the traces README's reference.
+pub fn testbed(seed: &str, experiment: &str, class: &str, ncq: bool) -> &'static str {
+    match (class, seed) {
+        ("ssd", _) => "ssd-px256m5s",
+        ("nvme", _) => "nvme-960evo",
+        (_, "002") => "hdd-dtla307030",
+        (_, "003") => "hdd-st1000dm003",
+        _ if ncq => "hdd-7l250s0",
+        _ if experiment == "video" => "hdd-6l080l0",
+        _ => bfq_sim::device::presets::DEFAULT_DEVICE,
+    }
+}
+
+/// The preset of a device named in data/published.toml, if one models it.
+pub fn preset_of_device(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "MAXTOR 6L080L0" => "hdd-6l080l0",
+        "MAXTOR 7L250S0" => "hdd-7l250s0",
+        "MAXTOR STM332061" => "hdd-stm332061",
+        "IBM-DTLA-307030" => "hdd-dtla307030",
+        "ST1000DM003" => "hdd-st1000dm003",
+        "PX-256M5S" => "ssd-px256m5s",
+        "Samsung NVMe" => "nvme-960evo",
+        _ => return None,
+    })
+}
+
+/// The run as `bfq suite --device DEVICE` makes it: with a preset name (or `default`, seed 001's disk),
+/// every rotational experiment runs on that disk instead of its test bed's.
+pub fn on_device(mut key: RunKey, device: &str) -> RunKey {
+    if key.class == "hdd" && device != TESTBED {
+        let preset = if device == "default" { bfq_sim::device::presets::DEFAULT_DEVICE } else { device };
+        key.preset = preset.to_string();
+    }
+    key
+}
+
+/// The device side of a run: class, internal queueing, and the preset that models it.
+#[derive(Clone, Copy, Debug)]
+pub struct Bed<'a> {
+    /// `hdd`, `ssd` or `nvme`.
+    pub class: &'a str,
+    /// Internal queueing on.
+    pub ncq: bool,
+    /// Device preset.
+    pub preset: &'a str,
+}
+
 /// One simulated run.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct RunKey {
@@ -118,6 +173,9 @@ pub struct RunKey {
     pub class: String,
     /// Internal queueing on.
     pub ncq: bool,
+    /// The test bed's device preset (for `hdd`, replaced by `bfq suite --device PRESET` unless that is
+    /// `testbed`).
+    pub preset: String,
     /// The paper's scheduler name (`bfq-no-heuristics` ...).
     pub scheduler: String,
     /// The paper's config (`max_budget=4096` ...), `""` for defaults.
@@ -141,7 +199,7 @@ impl RunKey {
             Scenario::Streaming => "vlc-stream".into(),
         };
         let cfg = if self.config.is_empty() { String::new() } else { format!(" [{}]", self.config) };
-        format!("{}{} {}{cfg} | {what}", self.class, if self.ncq { "+ncq" } else { "" }, self.scheduler)
+        format!("{}{} {}{cfg} | {what}", self.preset, if self.ncq { "+ncq" } else { "" }, self.scheduler)
     }
 }
 
@@ -159,8 +217,7 @@ pub fn trace_for(app: &str) -> Result<&'static str, NotRun> {
 
 /// The run that measures `metric` of `workload` (a concrete workload, not `all-4` & co.).
 pub fn plan(
-    class: &str,
-    ncq: bool,
+    bed: Bed,
     scheduler: &str,
     config: &str,
     workload: &str,
@@ -183,8 +240,9 @@ pub fn plan(
         other => return Err(format!("metric {other} is not measured in this build")),
     };
     Ok(RunKey {
-        class: class.to_string(),
-        ncq,
+        class: bed.class.to_string(),
+        ncq: bed.ncq,
+        preset: bed.preset.to_string(),
         scheduler: scheduler.to_string(),
         config: config.to_string(),
         scenario,
@@ -285,7 +343,7 @@ const STARTUP_PAUSE_S: u32 = 4;
 const VIDEO_STARTUPS_FROM_S: u32 = 10;
 
 /// The job file of a run (TOML, the format of docs/simulator.md, "Job format").
-pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile, seed: u64) -> String {
+pub fn job_toml(key: &RunKey, profile: &Profile, seed: u64) -> String {
     let mut t = String::new();
     let (duration, warmup) = match &key.scenario {
         Scenario::Throughput { short: false, .. } => profile.tput_long,
@@ -309,15 +367,12 @@ pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile, seed: u64) ->
     if let Some(w) = background.filter(|w| FOUR_WORKLOADS.contains(w)) {
         let _ = writeln!(t, "workload = {w:?}");
     }
-    let preset = match key.class.as_str() {
-        "ssd" => "ssd-px256m5s",
-        "nvme" => "nvme-960evo",
-        _ if hdd_preset == "default" => bfq_sim::device::presets::DEFAULT_DEVICE,
-        _ => hdd_preset,
-    };
+    let preset = key.preset.as_str();
     let _ = writeln!(t, "[device]\npreset = {preset:?}");
-    if key.ncq && key.class == "hdd" && preset.starts_with("hdd") {
-        let _ = writeln!(t, "params = {{ ncq = \"1\", queue_depth = \"32\" }}");
+    if key.class == "hdd" && preset.starts_with("hdd") {
+        // The experiment says whether internal queueing is on, whatever the preset's own default.
+        let (ncq, depth) = if key.ncq { (1, 32) } else { (0, 1) };
+        let _ = writeln!(t, "params = {{ ncq = \"{ncq}\", queue_depth = \"{depth}\" }}");
     }
     let every = profile.startup_every;
     let first = profile.startup_first;
@@ -383,9 +438,13 @@ pub fn job_toml(key: &RunKey, hdd_preset: &str, profile: &Profile, seed: u64) ->
         }
         Scenario::Streaming => {
             // The set-up of examples/streaming.toml: 4 Mbit/s streams of 128 KiB chunks, 1 s of
-            // buffer, a new stream every 15 s, one competing sequential reader.
-            t.push_str(
-                "[[app]]\nname = \"server\"\nkind = \"streaming\"\nprocesses = 64\nrequest_size = \"128KiB\"\nfps = 4\nbuffer = \"1s\"\nevery = \"15s\"\nfile_size = \"64GB\"\n[[app]]\nname = \"background\"\nkind = \"seq-reader\"\n",
+            // buffer, a new stream every 15 s, one competing sequential reader (its default 5 GB
+            // file after the movies). The movies' slices cover the disk up to 64 GB (seed 002: "each
+            // movie was stored in a distinct disk slice", on a 30 GB disk).
+            let movies = (capacity_bytes(preset) - bfq_sim::DEFAULT_FILE_BYTES).min(64_000_000_000);
+            let _ = writeln!(
+                t,
+                "[[app]]\nname = \"server\"\nkind = \"streaming\"\nprocesses = 64\nrequest_size = \"128KiB\"\nfps = 4\nbuffer = \"1s\"\nevery = \"15s\"\nfile_size = \"{movies}\"\n[[app]]\nname = \"background\"\nkind = \"seq-reader\""
             );
         }
     }
@@ -397,8 +456,8 @@ fn capacity_bytes(preset: &str) -> u64 {
 }
 
 /// Runs one key.
-pub fn execute(key: &RunKey, hdd_preset: &str, profile: &Profile, seed: u64) -> Result<RunReport, String> {
-    let text = job_toml(key, hdd_preset, profile, seed);
+pub fn execute(key: &RunKey, profile: &Profile, seed: u64) -> Result<RunReport, String> {
+    let text = job_toml(key, profile, seed);
     let job = Job::from_toml(&text, &key.label()).map_err(|e| format!("{}: {e}", key.label()))?;
     let (name, params) = scheduler_and_params(&key.scheduler, &key.config)?;
     run_job(&job, &name, &params).map_err(|e| format!("{}: {e}", key.label()))
@@ -512,7 +571,15 @@ mod tests {
     use super::*;
 
     fn key(scheduler: &str, config: &str, workload: &str, metric: &str, app: Option<&str>) -> RunKey {
-        plan("hdd", false, scheduler, config, workload, metric, app).unwrap()
+        plan(
+            Bed { class: "hdd", ncq: false, preset: "hdd-stm332061" },
+            scheduler,
+            config,
+            workload,
+            metric,
+            app,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -531,7 +598,7 @@ mod tests {
             key("cfq", "", "vlc-stream-5onoff", "movies", None),
         ];
         for k in &keys {
-            let text = job_toml(k, "default", &Profile::QUICK, 1);
+            let text = job_toml(k, &Profile::QUICK, 1);
             Job::from_toml(&text, "suite").unwrap_or_else(|e| panic!("{}: {e}\n{text}", k.label()));
         }
     }
@@ -540,7 +607,7 @@ mod tests {
     fn seed_002_bandwidth_files_lie_in_their_own_slices_of_the_disk() {
         // Seed 002: "each file in a distinct disk slice"; `-far`: the two ends of the disk.
         let k = key("bfq", "", "5r-seq-128mb", "reader_mb_s", None);
-        let job = Job::from_toml(&job_toml(&k, "default", &Profile::QUICK, 1), "suite").unwrap();
+        let job = Job::from_toml(&job_toml(&k, &Profile::QUICK, 1), "suite").unwrap();
         let apps = bfq_sim::build_apps(&job, capacity_bytes("hdd-stm332061") + (64 << 20)).unwrap();
         assert_eq!(apps.iter().filter(|(n, _)| n.starts_with("reader")).count(), 5);
         assert_eq!(apps.iter().filter(|(n, _)| n.starts_with("spacer")).count(), 4);
@@ -563,5 +630,43 @@ mod tests {
         assert_eq!(bandwidth_weights("5r-seq-w10:2:2:1:1"), Some((vec![10, 2, 2, 1, 1], false)));
         assert_eq!(bandwidth_weights("2r-seq-128mb-far"), Some((vec![1, 1], true)));
         assert_eq!(bandwidth_weights("3r-seq-w1:1"), None);
+    }
+
+    /// Each experiment runs on its own paper's test bed (seed 001 sec. 6.1 Table 1, seed 002, seed 003
+    /// sec. VI), every published device has a preset, and every scenario fits on the smallest of them
+    /// (seed 002's 30 GB disk).
+    #[test]
+    fn experiments_run_on_their_papers_test_beds_and_fit_there() {
+        assert_eq!(testbed("001", "throughput", "hdd", false), "hdd-stm332061");
+        assert_eq!(testbed("001", "video", "hdd", false), "hdd-6l080l0");
+        assert_eq!(testbed("001", "responsiveness", "hdd", true), "hdd-7l250s0");
+        assert_eq!(testbed("002", "streaming", "hdd", false), "hdd-dtla307030");
+        assert_eq!(testbed("003", "throughput", "hdd", true), "hdd-st1000dm003");
+        assert_eq!(testbed("003", "throughput", "ssd", true), "ssd-px256m5s");
+        let published = super::super::published::load().unwrap();
+        for d in &published.device {
+            let preset = preset_of_device(&d.name).unwrap_or_else(|| panic!("no preset for {}", d.name));
+            bfq_sim::device::build_device(preset, &[]).unwrap();
+        }
+        for workload in ["2r-seq-128mb-far", "5r-seq-128mb", "dbms-100p-1out", "web-100p", "vlc-stream-5onoff"] {
+            let metric = match workload {
+                "vlc-stream-5onoff" => "movies",
+                "dbms-100p-1out" => "completion_s",
+                _ => "aggregate_mb_s",
+            };
+            let bed = Bed { class: "hdd", ncq: false, preset: "hdd-dtla307030" };
+            let k = plan(bed, "cfq", "", workload, metric, None).unwrap();
+            let job = Job::from_toml(&job_toml(&k, &Profile::QUICK, 1), "suite").unwrap();
+            bfq_sim::build_apps(&job, capacity_bytes("hdd-dtla307030") + (64 << 20))
+                .unwrap_or_else(|e| panic!("{workload} does not fit on the DTLA: {e}"));
+        }
+        // `--device PRESET` moves rotational runs, not flash ones.
+        let k = key("bfq", "", "10r-seq", "aggregate_mb_s", None);
+        assert_eq!(on_device(k.clone(), "hdd-dtla307030").preset, "hdd-dtla307030");
+        assert_eq!(on_device(k.clone(), TESTBED).preset, "hdd-stm332061");
+        let mut flash = k;
+        flash.class = "ssd".into();
+        flash.preset = "ssd-px256m5s".into();
+        assert_eq!(on_device(flash, "default").preset, "ssd-px256m5s");
     }
 }
