@@ -323,17 +323,19 @@ fn open_direct(path: &Path) -> Result<std::fs::File, EngineError> {
     }
 }
 
+/// Whether the device under `file` is rotational, from sysfs: the block device itself, or for a regular
+/// file the device of its file system (a partition's answer is its disk's). A file system without a
+/// block device (tmpfs) counts as non-rotational.
 fn rotational(file: &std::fs::File) -> bool {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let Ok(meta) = file.metadata() else { return false };
-    if !meta.file_type().is_block_device() {
-        return false;
-    }
-    let rdev = meta.rdev();
-    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
-    std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/queue/rotational"))
-        .map(|s| s.trim() == "1")
-        .unwrap_or(false)
+    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let base = format!("/sys/dev/block/{major}:{minor}");
+    [format!("{base}/queue/rotational"), format!("{base}/../queue/rotational")]
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .is_some_and(|s| s.trim() == "1")
 }
 
 /// Checks what O_DIRECT needs of a request before it is queued.
@@ -345,5 +347,29 @@ pub(crate) fn check_alignment(offset: u64, len: usize) -> Result<(), IoError> {
         Err(IoError::Unaligned { what: "length", value: len as u64, align: ALIGN })
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file on tmpfs has no block device under it: non-rotational. A file on the root file system
+    /// takes the answer of the block device mounted there (opened directly when it can be).
+    #[test]
+    fn a_files_rotational_flag_is_its_file_systems_disks() {
+        if let Ok(f) = std::fs::File::open("/dev/shm") {
+            assert!(!rotational(&f));
+        }
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        let root_dev =
+            mounts.lines().map(|l| l.split(' ').collect::<Vec<_>>()).find(|f| f.get(1) == Some(&"/"));
+        let Some(Ok(disk)) = root_dev.map(|f| std::fs::File::open(f[0])) else { return };
+        let path = std::path::PathBuf::from(format!("/bfq-io-rot-{}", std::process::id()));
+        let Ok(()) = std::fs::write(&path, b"x") else { return };
+        let file = std::fs::File::open(&path).unwrap();
+        let (on_file, on_disk) = (rotational(&file), rotational(&disk));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(on_file, on_disk);
     }
 }

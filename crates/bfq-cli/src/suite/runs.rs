@@ -648,7 +648,9 @@ mod tests {
             let preset = preset_of_device(&d.name).unwrap_or_else(|| panic!("no preset for {}", d.name));
             bfq_sim::device::build_device(preset, &[]).unwrap();
         }
-        for workload in ["2r-seq-128mb-far", "5r-seq-128mb", "dbms-100p-1out", "web-100p", "vlc-stream-5onoff"] {
+        for workload in
+            ["2r-seq-128mb-far", "5r-seq-128mb", "dbms-100p-1out", "web-100p", "vlc-stream-5onoff"]
+        {
             let metric = match workload {
                 "vlc-stream-5onoff" => "movies",
                 "dbms-100p-1out" => "completion_s",
