@@ -9,8 +9,9 @@
 //!   `write_expire`). Service goes in batches of one kind: a sync batch lasts `read_batch_expire`, an
 //!   async batch `write_batch_expire`; when a batch ends and the other kind has requests, the batch
 //!   switches, after the requests of the old batch in flight have completed. Inside a batch the oldest
-//!   request goes first if it has expired; otherwise the nearest to the head, a backward seek (of at
-//!   most 1 GiB) counting twice its distance.
+//!   request goes first if it has expired, the FIFO being looked at no more than once per expire
+//!   period; otherwise the nearest to the head, a backward seek (of at most 1 GiB) counting twice its
+//!   distance.
 //! - **Anticipation.** When a sync request completes and the device is empty, the process that issued
 //!   it is likely to issue another request nearby after a short think time. If the request the
 //!   elevator would serve next belongs to another process and is not close to the head, AS keeps the
@@ -92,6 +93,8 @@ pub struct Anticipatory {
     /// End of the wait in progress, if AS is anticipating.
     antic_until: Option<Nanos>,
     processes: BTreeMap<QueueId, ProcessStats>,
+    /// When each FIFO was last looked at for an expired request.
+    last_fifo_check: [Nanos; 2],
     in_flight: InFlight,
     queues: QueueTable,
 }
@@ -111,6 +114,7 @@ impl Default for Anticipatory {
             antic_start: None,
             antic_until: None,
             processes: BTreeMap::new(),
+            last_fifo_check: [0; 2],
             in_flight: InFlight::default(),
             queues: QueueTable::new(),
         }
@@ -224,9 +228,17 @@ impl Scheduler for Anticipatory {
             self.stop_anticipating();
         }
         let Some(dir) = self.choose_dir(now) else { return Decision::Wait };
+        // The FIFO is looked at no more than once per expire period of its kind (as-iosched's
+        // last_check_fifo): an expired request then goes first, and the elevator goes on from it.
+        // Checking at every dispatch would serve nothing but expired requests, in arrival order, as
+        // soon as a sweep takes longer than the expiry (100 random readers, seed 002 "DBMS").
+        let fifo_due = now.saturating_sub(self.last_fifo_check[dir]) >= self.expire[dir];
+        if fifo_due {
+            self.last_fifo_check[dir] = now;
+        }
         let list = &self.lists[dir];
         let key = match list.oldest() {
-            Some((k, expire)) if expire <= now => Some(k),
+            Some((k, expire)) if fifo_due && expire <= now => Some(k),
             _ => list.nearest_with_back_seek(self.head, MAX_BACK_SECTORS, BACK_PENALTY),
         };
         let Some(key) = key else { return Decision::Wait };
