@@ -579,3 +579,23 @@ fn no_asynchronous_request_is_dispatched_while_synchronous_ones_are_in_flight() 
     t.b.complete(&read, t.now);
     assert_eq!(t.dispatched(), write);
 }
+
+/// Kernel-bfq-reference.md "Intra-queue order" (FIFO expiry) with BFQ's once-per-slot FIFO check (as
+/// in CFQ): when every queued request of the in-service queue has expired, the oldest goes first and
+/// the rest follow in C-LOOK order from there, not in arrival order.
+#[test]
+fn expired_requests_are_checked_once_per_slot_then_c_look_order_resumes() {
+    let mut rig = Rig::new(DISK, no_raising());
+    // Arrival order 500, 100, 400, 200, 300 (thousands of sectors).
+    for sector in [500_000, 100_000, 400_000, 200_000, 300_000] {
+        rig.read(1, sector);
+    }
+    rig.advance(200 * MSEC); // all past fifo_expire_sync (125 ms)
+    let mut order = Vec::new();
+    for _ in 0..5 {
+        let r = rig.dispatched();
+        order.push(r.sector());
+        rig.b.complete(&r, rig.now);
+    }
+    assert_eq!(order, [500_000, 100_000, 200_000, 300_000, 400_000]);
+}

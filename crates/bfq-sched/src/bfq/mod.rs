@@ -226,6 +226,8 @@ struct Service {
     started: Nanos,
     deadline: Nanos,
     idle_until: Option<Nanos>,
+    /// The FIFO was looked at in this slot (see `OrderParams::check_fifo`).
+    fifo_checked: bool,
 }
 
 /// The BFQ scheduler.
@@ -323,6 +325,7 @@ impl Bfq {
             back_seek_penalty: self.cfg.back_seek_penalty,
             fifo_expire_sync: self.cfg.fifo_expire_sync,
             fifo_expire_async: self.cfg.fifo_expire_async,
+            check_fifo: true,
         }
     }
 
@@ -495,6 +498,7 @@ impl Bfq {
             started: now,
             deadline: now + timeout,
             idle_until: None,
+            fifo_checked: false,
         });
         self.event(now, s, EventKind::Selected { budget: b });
     }
@@ -772,8 +776,8 @@ impl Scheduler for Bfq {
                 }
                 continue;
             };
-            let (s, deadline, served, budget, idle_until) =
-                (svc.slot, svc.deadline, svc.served, svc.budget, svc.idle_until);
+            let (s, deadline, served, budget, idle_until, fifo_checked) =
+                (svc.slot, svc.deadline, svc.served, svc.budget, svc.idle_until, svc.fifo_checked);
             if self.preempt {
                 self.expire(ExpiryReason::Preempted, now);
                 continue;
@@ -782,7 +786,7 @@ impl Scheduler for Bfq {
                 self.expire(ExpiryReason::BudgetTimeout, now);
                 continue;
             }
-            let p = self.order_params();
+            let p = OrderParams { check_fifo: !fifo_checked, ..self.order_params() };
             let head = self.last_position;
             let next = self.queues[s as usize].reqs.peek_next(&self.slab, head, now, &p);
             if let Some(index) = next {
@@ -798,6 +802,9 @@ impl Scheduler for Bfq {
                 if served > 0 && cost > budget.saturating_sub(served) {
                     self.expire(ExpiryReason::BudgetExhausted, now);
                     continue;
+                }
+                if let Some(x) = self.service.as_mut() {
+                    x.fifo_checked = true;
                 }
                 let r = self.dispatch_from(s, index, now);
                 // Kernel: an IDLE-class queue yields after each request when other classes have work.

@@ -76,6 +76,10 @@ pub struct OrderParams {
     pub fifo_expire_sync: Nanos,
     /// Async request expiry.
     pub fifo_expire_async: Nanos,
+    /// Whether an expired request may be picked now: the FIFO is looked at once per service slot
+    /// (at its first dispatch), not at every one, as in CFQ and kernel BFQ; otherwise a queue whose
+    /// requests have all expired would be served in arrival order, not in C-LOOK order.
+    pub check_fifo: bool,
 }
 
 /// An arrival-ordered list threaded through the slab.
@@ -187,9 +191,11 @@ impl QueueRequests {
             return None;
         }
         // 1. An expired request, sync first (the heads of the FIFOs are the oldest).
-        for fifo in &self.fifo {
-            if fifo.head != NIL && slab.get(fifo.head).deadline <= now {
-                return Some(fifo.head);
+        if p.check_fifo {
+            for fifo in &self.fifo {
+                if fifo.head != NIL && slab.get(fifo.head).deadline <= now {
+                    return Some(fifo.head);
+                }
             }
         }
         // 2. Metadata first.
@@ -279,6 +285,7 @@ mod tests {
         back_seek_penalty: 2,
         fifo_expire_sync: 125 * MSEC,
         fifo_expire_async: 250 * MSEC,
+        check_fifo: true,
     };
 
     fn req(id: u64, sector: u64, sync: bool, meta: bool) -> Request {
@@ -360,6 +367,9 @@ mod tests {
         let (slab, q) = setup(&[req(1, 5, true, false), req(2, 1000, true, false)]);
         assert_eq!(slab.get(q.peek_next(&slab, 500, 124 * MSEC, &P).unwrap()).request.id.0, 2);
         assert_eq!(slab.get(q.peek_next(&slab, 500, 125 * MSEC, &P).unwrap()).request.id.0, 1);
+        // Once the FIFO was looked at in this slot, C-LOOK order again.
+        let later = OrderParams { check_fifo: false, ..P };
+        assert_eq!(slab.get(q.peek_next(&slab, 500, 125 * MSEC, &later).unwrap()).request.id.0, 2);
     }
 
     #[test]
