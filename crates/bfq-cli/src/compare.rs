@@ -87,6 +87,13 @@ pub fn execute(args: CompareArgs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("{e} (or leave the kernel out with --kernel '')"))?;
         bfq_kernel::cleanup::install_interrupt_handler();
     }
+    // Start-ups under the kernel are replayed as S does (one request at a time across the traced
+    // processes), by this same program in its own process (`bfq replay-startup`), so that they
+    // compare with the engine's replay; fio's replay runs the processes concurrently.
+    let kernel_options = bfq_kernel::KernelOptions {
+        replayer: std::env::current_exe().ok(),
+        ..bfq_kernel::KernelOptions::default()
+    };
     let mut reports = Vec::new();
     for name in &engine {
         eprintln!("bfq compare: engine, scheduler {name} ...");
@@ -96,9 +103,8 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     }
     for name in &kernel {
         eprintln!("bfq compare: kernel {name} via fio on a loop device ...");
-        let report =
-            bfq_kernel::run_kernel_job(&job, &args.target, name, &bfq_kernel::KernelOptions::default())
-                .with_context(|| format!("running {} under the kernel's {name}", args.job.display()))?;
+        let report = bfq_kernel::run_kernel_job(&job, &args.target, name, &kernel_options)
+            .with_context(|| format!("running {} under the kernel's {name}", args.job.display()))?;
         reports.push(report);
     }
     print!("{}", table(&reports));

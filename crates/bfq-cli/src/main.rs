@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod compare;
+mod replay_cmd;
 mod run;
 mod sim;
 mod suite_cmd;
@@ -27,6 +28,9 @@ enum Command {
     /// Run a job through the engine and, with fio on a loop device, under the kernel's schedulers,
     /// side by side (Linux, root).
     Compare(compare::CompareArgs),
+    /// The S-suite start-up replay `bfq compare` runs under the kernel's schedulers (internal).
+    #[command(hide = true)]
+    ReplayStartup(replay_cmd::ReplayArgs),
 }
 
 fn main() {
@@ -36,6 +40,7 @@ fn main() {
         Command::Suite(args) => suite_cmd::execute(args),
         Command::Run(args) => run::execute(args),
         Command::Compare(args) => compare::execute(args),
+        Command::ReplayStartup(args) => replay_cmd::execute(args),
     };
     if let Err(err) = result {
         eprintln!("bfq: error: {err:#}");

@@ -102,6 +102,14 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
     for label in ["aggregate (MiB/s)", "read p99 (ms)", "b share error", "startup-0 start-up (s)"] {
         assert!(stdout.lines().any(|l| l.starts_with(label)), "no row {label}:\n{stdout}");
     }
+    // The kernel side replays the start-up as S does (`bfq replay-startup`): under none it completes,
+    // and every column has a start-up time.
+    let columns: Vec<&str> = header.split_whitespace().skip(1).collect();
+    let startup = stdout.lines().find(|l| l.starts_with("startup-0 start-up (s)")).unwrap();
+    let values: Vec<&str> = startup.trim_start_matches("startup-0 start-up (s)").split_whitespace().collect();
+    assert_eq!(values.len(), columns.len(), "{startup}");
+    let none = columns.iter().position(|c| *c == "kernel-none").unwrap();
+    assert!(values[none].parse::<f64>().is_ok_and(|v| v > 0.0), "kernel-none start-up: {startup}");
 }
 
 #[test]

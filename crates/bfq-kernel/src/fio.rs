@@ -180,15 +180,27 @@ pub fn startup_region_bytes(trace: &Trace) -> u64 {
     trace.threads.len() as u64 * THREAD_FILE_BYTES.next_multiple_of(4096)
 }
 
-/// One fio version-2 iolog per traced process, with its request count.
-pub fn startup_iologs(trace: &Trace, region: Region, device: &Path, seed: u64) -> Vec<(String, u64)> {
+/// One request of a start-up replay, placed on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayRequest {
+    /// The traced process (replay thread) issuing it.
+    pub thread: usize,
+    /// Byte offset on the device.
+    pub offset: u64,
+    /// Bytes.
+    pub len: u32,
+    /// Read-ahead: submitted without waiting (traces README).
+    pub readahead: bool,
+}
+
+/// Where each request of `trace` goes on the device, as the S suite places them (traces README):
+/// each traced process has its own 20,000,000-byte file inside `region`; `Seq` continues at the
+/// process's offset, `Rand` jumps to a seeded random 512-byte-aligned offset of its file.
+pub fn startup_requests(trace: &Trace, region: Region, seed: u64) -> Vec<ReplayRequest> {
     let file_bytes = THREAD_FILE_BYTES.next_multiple_of(4096);
-    let dev = device.display();
     let mut rng = SplitMix(seed ^ 0x5eed_57a7_0000_0001);
-    let mut logs: Vec<(String, u64)> = (0..trace.threads.len())
-        .map(|_| (format!("fio version 2 iolog\n{dev} add\n{dev} open\n"), 0))
-        .collect();
     let mut cursors = vec![0u64; trace.threads.len()];
+    let mut out = Vec::with_capacity(trace.requests.len());
     for req in &trace.requests {
         let len = u64::from(req.bytes);
         let max_start = (THREAD_FILE_BYTES - len.min(THREAD_FILE_BYTES)) / 512;
@@ -197,9 +209,21 @@ pub fn startup_iologs(trace: &Trace, region: Region, device: &Path, seed: u64) -
             at = 0;
         }
         cursors[req.thread] = at + len;
-        let base = region.start + req.thread as u64 * file_bytes;
-        let (text, count) = &mut logs[req.thread];
-        let _ = writeln!(text, "{dev} read {} {len}", base + at);
+        let offset = region.start + req.thread as u64 * file_bytes + at;
+        out.push(ReplayRequest { thread: req.thread, offset, len: req.bytes, readahead: req.readahead });
+    }
+    out
+}
+
+/// One fio version-2 iolog per traced process, with its request count.
+pub fn startup_iologs(trace: &Trace, region: Region, device: &Path, seed: u64) -> Vec<(String, u64)> {
+    let dev = device.display();
+    let mut logs: Vec<(String, u64)> = (0..trace.threads.len())
+        .map(|_| (format!("fio version 2 iolog\n{dev} add\n{dev} open\n"), 0))
+        .collect();
+    for r in startup_requests(trace, region, seed) {
+        let (text, count) = &mut logs[r.thread];
+        let _ = writeln!(text, "{dev} read {} {}", r.offset, r.len);
         *count += 1;
     }
     for (text, _) in &mut logs {

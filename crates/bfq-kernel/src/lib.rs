@@ -16,6 +16,7 @@ pub mod cgroup;
 pub mod cleanup;
 pub mod fio;
 pub mod loopdev;
+pub mod replay;
 pub mod run;
 pub mod sysfs;
 

@@ -24,11 +24,79 @@ pub struct KernelOptions {
     pub scratch_dir: PathBuf,
     /// Extra time allowed beyond the job's duration before fio is stopped and the run fails.
     pub grace: Duration,
+    /// A program that replays start-ups as the S suite does ([`crate::replay`]), called as
+    /// `PROGRAM replay-startup ...` (the `bfq` binary); without it, start-ups are replayed by fio,
+    /// which runs the traced processes concurrently.
+    pub replayer: Option<PathBuf>,
 }
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions { scratch_dir: std::env::temp_dir(), grace: Duration::from_secs(60) }
+        KernelOptions { scratch_dir: std::env::temp_dir(), grace: Duration::from_secs(60), replayer: None }
+    }
+}
+
+/// The arguments of `PROGRAM replay-startup` for one start-up application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayArgs {
+    /// The loop device.
+    pub device: PathBuf,
+    /// The trace (built-in name or file).
+    pub trace: String,
+    /// Start of the application's region on the device.
+    pub region_start: u64,
+    /// Seed of the random offsets.
+    pub seed: u64,
+    /// I/O priority class and level.
+    pub ioprio: (u32, u32),
+    /// When the replay starts, from the process start.
+    pub delay: Duration,
+    /// When it gives up, from the process start.
+    pub stop: Duration,
+    /// Where the JSON outcome goes.
+    pub output: PathBuf,
+}
+
+impl ReplayArgs {
+    /// As command-line arguments (after `replay-startup`).
+    pub fn to_args(&self) -> Vec<String> {
+        vec![
+            "--device".into(),
+            self.device.display().to_string(),
+            "--trace".into(),
+            self.trace.clone(),
+            "--region-start".into(),
+            self.region_start.to_string(),
+            "--seed".into(),
+            self.seed.to_string(),
+            "--ioprio".into(),
+            format!("{},{}", self.ioprio.0, self.ioprio.1),
+            "--delay-ms".into(),
+            self.delay.as_millis().to_string(),
+            "--stop-ms".into(),
+            self.stop.as_millis().to_string(),
+            "--output".into(),
+            self.output.display().to_string(),
+        ]
+    }
+
+    /// Runs the replay these arguments describe and writes its outcome.
+    pub fn execute(&self) -> Result<crate::replay::ReplayOutcome, KernelError> {
+        let trace = bfq_sim::load_trace(&self.trace)
+            .map_err(|message| KernelError::Job { app: self.trace.clone(), message })?;
+        let region = Region { start: self.region_start, len: fio::startup_region_bytes(&trace) };
+        let requests = fio::startup_requests(&trace, region, self.seed);
+        let outcome = crate::replay::replay_startup(
+            &self.device,
+            trace.threads.len(),
+            &requests,
+            self.ioprio,
+            self.delay,
+            self.stop,
+        )?;
+        std::fs::write(&self.output, outcome.to_json())
+            .map_err(|e| KernelError::Io { path: self.output.clone(), message: e.to_string() })?;
+        Ok(outcome)
     }
 }
 
@@ -65,6 +133,8 @@ struct FioProcess {
     output: PathBuf,
     stderr: PathBuf,
     guard: Option<Guard>,
+    /// It is the S-suite replayer, not fio (its output is a [`crate::replay::ReplayOutcome`]).
+    replay: bool,
 }
 
 /// Runs `job` with fio against a loop device of `target` under the kernel scheduler `scheduler`
@@ -117,30 +187,49 @@ pub fn run_kernel_job(
         for (file, text) in &plan.iologs {
             write(file, text)?;
         }
-        let job_file = write(&format!("app{i}.fio"), &plan.job_file)?;
         let output = scratch.join(format!("app{i}.json"));
         let stderr = scratch.join(format!("app{i}.stderr"));
         let err_file = std::fs::File::create(&stderr)
             .map_err(|e| KernelError::Io { path: stderr.clone(), message: e.to_string() })?;
-        // The shell moves itself into the application's cgroup, then becomes fio: every I/O fio
-        // issues is charged to that cgroup from the first one on.
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg(r#"echo $$ > "$1" && exec fio --output-format=json+ --output="$2" "$3""#)
-            .arg("sh")
-            .arg(groups[i].procs_file())
-            .arg(&output)
-            .arg(&job_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(err_file)
-            .spawn()
-            .map_err(|e| KernelError::Fio {
-                app: apps[i].name.clone(),
-                message: format!("cannot start: {e}"),
+        // The shell moves itself into the application's cgroup, then becomes fio (or the replayer):
+        // every I/O it issues is charged to that cgroup from the first one on.
+        let mut command = Command::new("sh");
+        let replay = replay_args(&apps[i], options, device.path(), job, i, &output);
+        match (&replay, &options.replayer) {
+            (Some(args), Some(program)) => {
+                command
+                    .arg("-c")
+                    .arg(r#"echo $$ > "$1" && shift && exec "$@""#)
+                    .arg("sh")
+                    .arg(groups[i].procs_file())
+                    .arg(program)
+                    .arg("replay-startup")
+                    .args(args.to_args());
+            }
+            _ => {
+                let job_file = write(&format!("app{i}.fio"), &plan.job_file)?;
+                command
+                    .arg("-c")
+                    .arg(r#"echo $$ > "$1" && exec fio --output-format=json+ --output="$2" "$3""#)
+                    .arg("sh")
+                    .arg(groups[i].procs_file())
+                    .arg(&output)
+                    .arg(&job_file);
+            }
+        }
+        let child =
+            command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(err_file).spawn().map_err(|e| {
+                KernelError::Fio { app: apps[i].name.clone(), message: format!("cannot start: {e}") }
             })?;
         let guard = cleanup::register(Action::EndProcess(child.id()));
-        procs.push(FioProcess { app: i, child, output, stderr, guard: Some(guard) });
+        procs.push(FioProcess {
+            app: i,
+            child,
+            output,
+            stderr,
+            guard: Some(guard),
+            replay: replay.is_some(),
+        });
     }
     let deadline = Instant::now() + Duration::from_nanos(job.duration.0) + options.grace;
     let mut results: Vec<Vec<JobResult>> = vec![Vec::new(); apps.len()];
@@ -174,8 +263,14 @@ pub fn run_kernel_job(
         }
         let text = std::fs::read_to_string(&p.output)
             .map_err(|e| KernelError::Io { path: p.output.clone(), message: e.to_string() })?;
-        results[p.app] = fio::parse_output(&text)
-            .map_err(|message| KernelError::Fio { app: apps[p.app].name.clone(), message })?;
+        results[p.app] = if p.replay {
+            crate::replay::ReplayOutcome::from_json(&text)
+                .map(|o| replay_results(&o))
+                .map_err(|message| KernelError::Job { app: apps[p.app].name.clone(), message })?
+        } else {
+            fio::parse_output(&text)
+                .map_err(|message| KernelError::Fio { app: apps[p.app].name.clone(), message })?
+        };
         if let Some(bad) = results[p.app].iter().find(|r| r.error != 0) {
             return Err(KernelError::Fio {
                 app: apps[p.app].name.clone(),
@@ -196,6 +291,59 @@ pub fn run_kernel_job(
     drop(tree);
     drop(device);
     Ok(build_report(job, scheduler, target, &apps, &plans, &results, params))
+}
+
+/// The replayer's arguments for application `i`, if it is a start-up and a replayer is configured.
+fn replay_args(
+    app: &PlacedApp,
+    options: &KernelOptions,
+    device: &Path,
+    job: &Job,
+    i: usize,
+    output: &Path,
+) -> Option<ReplayArgs> {
+    options.replayer.as_ref()?;
+    if app.spec.kind != AppKind::Startup {
+        return None;
+    }
+    let (class, level) = fio::ioprio(app.spec.class.0);
+    Some(ReplayArgs {
+        device: device.to_path_buf(),
+        trace: app.spec.trace.clone()?,
+        region_start: app.region.start,
+        // The seed fio's iologs would use, so both replays read the same places.
+        seed: job.seed.wrapping_add(i as u64),
+        ioprio: (u32::from(class), u32::from(level)),
+        delay: Duration::from_nanos(app.spec.start.map_or(0, |d| d.0)),
+        stop: Duration::from_nanos(job.duration.0),
+        output: output.to_path_buf(),
+    })
+}
+
+/// A replay's outcome as one result per traced process, like fio's per-job results: each ran for
+/// the whole replay's time.
+fn replay_results(o: &crate::replay::ReplayOutcome) -> Vec<JobResult> {
+    o.threads
+        .iter()
+        .enumerate()
+        .map(|(t, th)| {
+            let mut read_latency = LatencyHist::default();
+            for &ns in &th.latency_ns {
+                read_latency.record_ns(ns, 1);
+            }
+            JobResult {
+                name: format!("replay-t{t}"),
+                error: 0,
+                runtime_ms: (o.time_s * 1000.0).round() as u64,
+                bytes_read: th.bytes,
+                bytes_written: 0,
+                reads: th.reads,
+                writes: 0,
+                read_latency,
+                write_latency: LatencyHist::default(),
+            }
+        })
+        .collect()
 }
 
 fn build_report(
