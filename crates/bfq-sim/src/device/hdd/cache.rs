@@ -226,6 +226,16 @@ impl WriteCache {
             || self.extents.len() * 100 > self.max_extents * percent as usize
     }
 
+    /// How many extents must be destaged to bring the cache under `percent` (of its bytes and of its
+    /// extent slots), counting the average extent for the bytes.
+    pub fn excess_extents(&self, percent: u32) -> usize {
+        let n = self.extents.len();
+        let by_slots = n.saturating_sub(self.max_extents * percent as usize / 100);
+        let over = self.dirty.saturating_sub(self.capacity * u64::from(percent) / 100);
+        let average = (self.dirty / n.max(1) as u64).max(1);
+        by_slots.max(over.div_ceil(average) as usize).min(n)
+    }
+
     /// Whether `[start, end)` is entirely dirty (a read there is served from the buffer).
     pub fn contains(&self, start: u64, end: u64) -> bool {
         self.extents.iter().any(|e| e.contains(start, end))

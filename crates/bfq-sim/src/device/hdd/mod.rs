@@ -14,9 +14,10 @@
 //!   sequential requests flow at the zone's peak rate (seed 001 sec. 3.2): [`seek`] plus read-ahead;
 //! - cache hits at bus rate (seed 001 sec. 4.2) and early write acknowledgements with later destage,
 //!   which let writes starve reads (seed 001 sec. 4.5): [`cache`]. Destaging happens when the drive is
-//!   idle for `destage_idle` or, before any queued read, whenever the dirty data exceed the high-water
-//!   mark or a write is waiting for room; a Flush destages everything before completing, and commands
-//!   submitted after a Flush wait for it;
+//!   idle for `destage_idle` or, before queued reads, whenever the dirty data exceed the high-water
+//!   mark or a write is waiting for room: as many extents as bring the cache under the mark as it was
+//!   when that run began, then one queued command, and so on; a Flush destages everything before
+//!   completing, and commands submitted after a Flush wait for it;
 //! - with NCQ (seed 001 sec. 5.1, seed 003 sec. V-C) up to `queue_depth` commands are reordered by the
 //!   drive: it serves the one with the least `seek + rotational wait - aging * time waited`
 //!   (aged SPTF, Worthington, Ganger & Patt 1994), so prefetched requests far from the head may wait
@@ -210,6 +211,8 @@ pub struct HddDevice {
     /// Where the head is when it is not reading ahead.
     head_offset: u64,
     idle_destage_at: Option<Nanos>,
+    /// Destages left in the current run under cache pressure (see `start_next`).
+    pressure_run: Option<usize>,
     read_cache: ReadCache,
     write_cache: WriteCache,
 }
@@ -246,6 +249,7 @@ impl HddDevice {
             bus_free: 0,
             head_offset: 0,
             idle_destage_at: None,
+            pressure_run: None,
             read_cache: ReadCache::new(params.cache_segments, segment, params.read_ahead_bytes),
             write_cache: WriteCache::new(
                 params.write_cache_bytes,
@@ -362,11 +366,29 @@ impl HddDevice {
             return;
         }
         let pressure = self.write_cache.above(self.params.destage_high_water_pct) || !self.blocked.is_empty();
-        if pressure && !self.write_cache.is_empty() {
-            self.destage(t);
-            return;
-        }
         let eligible = barrier.unwrap_or(self.queue.len()).min(self.depth);
+        if pressure && !self.write_cache.is_empty() {
+            // Under pressure the drive destages before queued commands: as much as brings the cache
+            // back under the high-water mark as it stood when a command started waiting, then it
+            // serves one command. Counting the writes that take the freed room would let a steady
+            // write stream keep the cache full and postpone reads for ever; seed 001 sec. 4.5's
+            // writes delay reads, and the NCQ drive of seed 001 Table 2 finished every start-up
+            // under NOOP.
+            if eligible == 0 {
+                self.pressure_run = None;
+                self.destage(t);
+                return;
+            }
+            let left = *self.pressure_run.get_or_insert_with(|| {
+                self.write_cache.excess_extents(self.params.destage_high_water_pct).max(1)
+            });
+            if left > 0 {
+                self.pressure_run = Some(left - 1);
+                self.destage(t);
+                return;
+            }
+        }
+        self.pressure_run = None;
         if eligible > 0 {
             let i = self.choose(t, eligible);
             let q = self.queue.remove(i);
