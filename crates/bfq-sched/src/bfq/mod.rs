@@ -365,7 +365,12 @@ impl Bfq {
     }
 
     /// Keeps the count of busy queues per weight (for the symmetric/asymmetric test, seed 003 V-C).
+    /// Weight-raised queues are not counted, as the kernel leaves them out of its weights tree: they are
+    /// idled by their own rule, and counting their raised weight would make every other queue idled
+    /// too, so that a start-up would wait for a reader's whole slot after each of its own pauses.
     fn set_busy_weight(&mut self, s: u32, weight: Option<u64>) {
+        let raised = self.raising_on() && self.queues[s as usize].raising.active();
+        let weight = weight.filter(|_| !raised);
         let old = self.queues[s as usize].counted_weight;
         if old == weight {
             return;
