@@ -181,6 +181,8 @@ struct Queue {
     first_io: Option<Nanos>,
     /// The weight under which it is counted among the busy queues, if busy.
     counted_weight: Option<u64>,
+    /// The bucket of `pos_index` this queue is filed under, if any.
+    pos_bucket: Option<u64>,
 }
 
 impl Queue {
@@ -211,6 +213,7 @@ impl Queue {
             merged_from: Vec::new(),
             first_io: None,
             counted_weight: None,
+            pos_bucket: None,
         }
     }
 }
@@ -251,6 +254,10 @@ pub struct Bfq {
     last_position: u64,
     hw_tag: HwTag,
     weight_counts: IdMap<u64, u32>,
+    /// Queues that could take an Early Queue Merge partner, by where their I/O is (the kernel's
+    /// position tree): bucket `last_end / merge_distance` -> slot, one queue per bucket. Lets an
+    /// arriving queue find a close queue in O(1) instead of scanning every queue.
+    pos_index: IdMap<u64, u32>,
     preempt: bool,
     events_on: bool,
     events: VecDeque<Event>,
@@ -282,6 +289,7 @@ impl Bfq {
             last_position: 0,
             hw_tag: HwTag::new(device.queue_depth),
             weight_counts: IdMap::default(),
+            pos_index: IdMap::default(),
             preempt: false,
             events_on: false,
             events: VecDeque::new(),
@@ -602,6 +610,34 @@ impl Bfq {
         merge::should_merge(&c, self.cfg.merge_distance)
     }
 
+    /// Files queue `s` in `pos_index` under where its last request ended, if it could be a merge
+    /// partner (synchronous, not seeky, not merged into another, not IDLE class, requests waiting),
+    /// or takes it out.
+    fn index_position(&mut self, s: u32) {
+        let q = &self.queues[s as usize];
+        let wanted = (q.sync
+            && q.merged_into.is_none()
+            && q.spec.class != IoClass::Idle
+            && !q.reqs.is_empty()
+            && !q.seek.seeky(self.cfg.seeky_threshold))
+        .then(|| q.seek.last_end())
+        .flatten()
+        .map(|end| end / self.cfg.merge_distance.max(1));
+        let old = q.pos_bucket;
+        if old == wanted {
+            return;
+        }
+        if let Some(b) = old {
+            if self.pos_index.get(&b) == Some(&s) {
+                self.pos_index.remove(&b);
+            }
+        }
+        if let Some(b) = wanted {
+            self.pos_index.insert(b, s);
+        }
+        self.queues[s as usize].pos_bucket = wanted;
+    }
+
     /// Early Queue Merge of `s` into the in-service queue (seed 003 sec. V-D) or, failing that, into
     /// another queue with requests waiting whose I/O is close (kernel-bfq-reference.md "Queue merge":
     /// the other queue's next request within 8192 sectors). The second look matters when interleaved
@@ -627,7 +663,12 @@ impl Bfq {
             if !could_merge {
                 return None;
             }
-            (0..self.queues.len() as u32)
+            // A queue whose last request ended within merge_distance of this one is filed in this
+            // bucket or a neighbour.
+            let bucket = request.sector() / self.cfg.merge_distance.max(1);
+            [bucket, bucket.wrapping_sub(1), bucket + 1]
+                .into_iter()
+                .filter_map(|b| self.pos_index.get(&b).copied())
                 .find(|&i| !self.queues[i as usize].reqs.is_empty() && self.merge_allowed(s, i, request, now))
         });
         let Some(i) = partner else { return s };
@@ -646,6 +687,8 @@ impl Bfq {
         let with = dst.id;
         self.queues[s as usize].merged_into = Some(i);
         self.event(now, s, EventKind::Merged { with });
+        self.index_position(s);
+        self.index_position(i);
         i
     }
 
@@ -654,6 +697,7 @@ impl Bfq {
         let sources = std::mem::take(&mut self.queues[t as usize].merged_from);
         for src in sources {
             self.queues[src as usize].merged_into = None;
+            self.index_position(src);
             self.event(now, src, EventKind::Split);
             // The split queue gets back the raising state it had when merged (kept untouched in its
             // slot, as the kernel saves and restores it), unless that raising period ran out while it
@@ -665,6 +709,9 @@ impl Bfq {
     /// Dispatches the slab request `index` of the in-service queue `s`.
     fn dispatch_from(&mut self, s: u32, index: u32, now: Nanos) -> Request {
         let slot = self.queues[s as usize].reqs.remove(&mut self.slab, index);
+        if self.queues[s as usize].reqs.is_empty() && self.queues[s as usize].pos_bucket.is_some() {
+            self.index_position(s);
+        }
         let r = slot.request;
         let cost = budget::request_cost(&self.cfg, &r);
         if let Some(svc) = self.service.as_mut() {
@@ -710,6 +757,7 @@ impl Scheduler for Bfq {
         let s = self.slot_of(queue);
         let old_class = self.queues[s as usize].spec.class.index();
         self.queues[s as usize].spec = spec;
+        self.index_position(s);
         // A new weight takes effect at the queue's next (re)activation, as in the kernel; a new class
         // moves a waiting queue to its class's tree at once.
         if old_class != spec.class.index() && self.wf2q.entities[s as usize].state == EntityState::Active {
@@ -738,6 +786,7 @@ impl Scheduler for Bfq {
             recorded = true;
             if self.queues[t as usize].seek.seeky(self.cfg.seeky_threshold) {
                 self.split(t, now);
+                self.index_position(t);
             } else {
                 target = t;
             }
@@ -752,6 +801,7 @@ impl Scheduler for Bfq {
         let index = self.slab.insert(request, s);
         self.queues[target as usize].reqs.add(&mut self.slab, index, now, &p);
         self.queues[target as usize].sync = request.sync;
+        self.index_position(target);
         self.queues[s as usize].own_queued += 1;
         self.queued += 1;
         let state = self.wf2q.entities[target as usize].state;
