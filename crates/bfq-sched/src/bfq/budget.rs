@@ -65,6 +65,9 @@ pub struct SlotOutcome {
     pub seeky: bool,
     /// Whether its requests are synchronous.
     pub sync: bool,
+    /// It emptied and was expired at once because idling was not worth it (seed 003 sec. V-C: no
+    /// idling for symmetric queues on devices with internal queueing).
+    pub not_idled: bool,
 }
 
 /// The next budget after a service slot (seed 001 sec. 4.3; original rules with `v1_heuristics=0`).
@@ -98,6 +101,13 @@ pub fn next_budget(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
     } else {
         // Seed 001 sec. 4.3: multiplicative increase, linear decrease.
         match o.reason {
+            // Without idling a queue is expired as soon as it empties, its request still in flight:
+            // the doubling for outstanding requests would then keep every such queue at B_max, and
+            // back-shifting (seed 000 sec. 3.1) would give it S a whole B_max/w below V on each
+            // return, ahead of a raised queue arriving later (seed 003 sec. V-A). As the kernel
+            // (kernel-bfq-reference.md "NO_MORE_REQUESTS -> max(service, min)"), the budget follows
+            // what it used.
+            ExpiryReason::NoMoreRequests if o.not_idled => o.served,
             ExpiryReason::NoMoreRequests | ExpiryReason::TooIdle if o.outstanding => 2 * b,
             ExpiryReason::NoMoreRequests | ExpiryReason::TooIdle => b.saturating_sub(b_max / 8),
             ExpiryReason::BudgetTimeout => 2 * b,
@@ -166,6 +176,7 @@ mod tests {
             budget,
             served,
             elapsed: 10 * MSEC,
+            not_idled: false,
             outstanding: false,
             seeky: false,
             sync: true,
@@ -187,6 +198,25 @@ mod tests {
         let cfg = BfqConfig::default();
         let o = SlotOutcome { outstanding: true, ..outcome(ExpiryReason::NoMoreRequests, 2000, 500) };
         assert_eq!(next_budget(&cfg, &o, BMAX), 4000);
+    }
+
+    #[test]
+    fn a_queue_expired_without_idling_gets_the_service_it_used_as_next_budget() {
+        // Seed 003 sec. V-C (no idling for symmetric queues with internal queueing) with seed 000
+        // sec. 3.1 (back-shifting): doubling for the request still in flight would keep such a queue
+        // at B_max and let it return a whole B_max/w behind V, ahead of a raised queue (seed 003
+        // sec. V-A). Kernel-bfq-reference.md: NO_MORE_REQUESTS -> max(service, min).
+        let cfg = BfqConfig::default();
+        let o = SlotOutcome {
+            outstanding: true,
+            not_idled: true,
+            ..outcome(ExpiryReason::NoMoreRequests, BMAX, 256)
+        };
+        assert_eq!(next_budget(&cfg, &o, BMAX), min_budget(BMAX), "floored at the minimum budget");
+        let o = SlotOutcome { served: 6000, ..o };
+        assert_eq!(next_budget(&cfg, &o, BMAX), 6000);
+        let idled = SlotOutcome { not_idled: false, ..o };
+        assert_eq!(next_budget(&cfg, &idled, BMAX), BMAX, "after idling: seed 001 sec. 4.3 doubling");
     }
 
     #[test]

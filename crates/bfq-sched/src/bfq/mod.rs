@@ -530,6 +530,8 @@ impl Bfq {
             outstanding: self.queues[s as usize].serving_in_flight > 0,
             seeky,
             sync: self.queues[s as usize].sync,
+            // Expired for an empty queue without an idle window (`dispatch` idles otherwise).
+            not_idled: reason == ExpiryReason::NoMoreRequests,
         };
         let charged = budget::charge(&self.cfg, &outcome, self.b_max);
         // An overcharge is service for B-WF2Q+ (seed 000 sec. 3.5: the queue is charged "an entire
