@@ -134,8 +134,29 @@ impl MinHeap {
             return Some(last);
         }
         let top = self.v[0];
+        self.fill_root(last);
+        Some(top)
+    }
+
+    /// Pushes `e` and pops the minimum in one pass: `e` itself when it ranks first (the heap is not
+    /// touched), otherwise the old top, with `e` taking its place. Same result as `push` then `pop`.
+    fn push_pop(&mut self, e: HeapEntry) -> HeapEntry {
+        match self.v.first() {
+            Some(top) if top.rank() < e.rank() => {
+                let top = *top;
+                self.fill_root(e);
+                top
+            }
+            _ => e,
+        }
+    }
+
+    /// Replaces the root (already taken out) by `e`: the hole goes down to a leaf along the smallest
+    /// children (3 comparisons per level instead of 4), then `e` rises from there. The element that
+    /// refills the root is usually a late one (the last leaf, or a just-requeued entity), so it rarely
+    /// rises far.
+    fn fill_root(&mut self, e: HeapEntry) {
         let n = self.v.len();
-        let rank = last.rank();
         let mut i = 0;
         loop {
             let first = 4 * i + 1;
@@ -151,14 +172,19 @@ impl MinHeap {
                     min_rank = r;
                 }
             }
-            if min_rank >= rank {
-                break;
-            }
             self.v[i] = self.v[min];
             i = min;
         }
-        self.v[i] = last;
-        Some(top)
+        let rank = e.rank();
+        while i > 0 {
+            let parent = (i - 1) / 4;
+            if self.v[parent].rank() <= rank {
+                break;
+            }
+            self.v[i] = self.v[parent];
+            i = parent;
+        }
+        self.v[i] = e;
     }
 }
 
@@ -219,20 +245,26 @@ impl ServiceTree {
         }
     }
 
-    /// Moves every pending entity whose S <= V to the eligible heap.
-    fn promote(&mut self, entities: &[Entity]) {
+    /// Moves every pending entity whose S <= V to the eligible heap, except the last one moved, which
+    /// is returned (with its new eligible-heap entry) so that the caller can push and pop in one pass.
+    fn promote(&mut self, entities: &[Entity]) -> Option<HeapEntry> {
+        let mut carry: Option<HeapEntry> = None;
         while let Some(top) = self.pending.peek().copied() {
             if !live(&top, entities, EntityState::Active) {
                 self.pending.pop();
             } else if top.key <= self.vtime {
                 self.pending.pop();
+                if let Some(c) = carry {
+                    self.eligible.push(c);
+                }
                 self.seq += 1;
                 let finish = entities[top.slot as usize].finish;
-                self.eligible.push(HeapEntry { key: finish, seq: self.seq, ..top });
+                carry = Some(HeapEntry { key: finish, seq: self.seq, ..top });
             } else {
                 break;
             }
         }
+        carry
     }
 
     fn clean_top(heap: &mut MinHeap, entities: &[Entity], state: EntityState) {
@@ -249,15 +281,20 @@ impl ServiceTree {
         if self.active == 0 {
             return None;
         }
-        self.promote(entities);
+        let mut carry = self.promote(entities);
         Self::clean_top(&mut self.eligible, entities, EntityState::Active);
-        if self.eligible.is_empty() {
+        if self.eligible.is_empty() && carry.is_none() {
             Self::clean_top(&mut self.pending, entities, EntityState::Active);
             let top = *self.pending.peek()?;
             self.vtime = self.vtime.max(top.key);
-            self.promote(entities);
+            carry = self.promote(entities);
         }
-        let top = self.eligible.pop()?;
+        // The eligible top is live (cleaned above), and so is the carried entry: the minimum of the two
+        // is the eligible entity with the smallest F, as if the carry had been pushed first.
+        let top = match carry {
+            Some(c) => self.eligible.push_pop(c),
+            None => self.eligible.pop()?,
+        };
         self.active -= 1;
         Some(top.slot)
     }
@@ -642,5 +679,66 @@ mod tests {
             assert_eq!(h.pop(), Some(e));
         }
         assert!(h.is_empty());
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_heap_with_push_pop_agrees_with_a_sorted_set(ops in prop::collection::vec((0u8..3, 0u64..50), 1..400)) {
+            // The eligible-min-finish selection (seed 000 sec. 3.1) relies on push, pop and the one-pass
+            // push_pop returning exactly the minimum rank, as a sorted set does.
+            let mut h = MinHeap::default();
+            let mut reference = std::collections::BTreeSet::new();
+            for (seq, (op, key)) in ops.into_iter().enumerate() {
+                let e = HeapEntry { key, seq: seq as u64, slot: seq as u32, gen: 0 };
+                match op {
+                    0 => {
+                        h.push(e);
+                        reference.insert((e.rank(), seq));
+                    }
+                    1 => {
+                        let expected = reference.pop_first().map(|(r, _)| r);
+                        prop_assert_eq!(h.pop().map(|e| e.rank()), expected);
+                    }
+                    _ => {
+                        reference.insert((e.rank(), seq));
+                        let expected = reference.pop_first().map(|(r, _)| r);
+                        prop_assert_eq!(Some(h.push_pop(e).rank()), expected);
+                    }
+                }
+                prop_assert_eq!(h.len(), reference.len());
+            }
+        }
+
+        #[test]
+        fn the_selected_entity_is_eligible_with_the_smallest_finish(
+            ops in prop::collection::vec((0u8..4, 0u32..12, 1u64..400, 1u64..5000), 1..300)
+        ) {
+            // Seed 000 sec. 3.1, checked against a plain scan of all entities: the chosen entity has
+            // S <= V and no eligible active entity has a smaller F (ties may go either way here).
+            let mut w = wf2q(12);
+            for (op, slot, weight, amount) in ops {
+                match op {
+                    0 => w.activate(slot, 1, weight, amount, None),
+                    1 => w.activate(slot, 1, weight, amount, Some(1 + amount % 3)),
+                    _ => {
+                        if w.in_service.is_none() {
+                            let Some(s) = w.select(0, GUARD) else { continue };
+                            let v = w.trees[1].vtime;
+                            let chosen = w.entities[s as usize];
+                            prop_assert!(chosen.start <= v);
+                            for e in w.entities.iter().filter(|e| e.state == EntityState::Active) {
+                                prop_assert!(e.start > v || e.finish >= chosen.finish);
+                            }
+                        }
+                        let s = w.in_service.unwrap();
+                        w.served(s, amount % 2000);
+                        let next = if op == 2 { Some((weight, amount)) } else { None };
+                        w.expire(s, amount % 2000 + 1, next);
+                    }
+                }
+            }
+        }
     }
 }
