@@ -347,6 +347,8 @@ impl Bfq {
         }
         let s = self.queues.len() as u32;
         self.queues.push(Queue::new(id, QueueSpec::default()));
+        // At most one position-index entry per queue: room for it now, none to make per request.
+        self.pos_index.reserve(self.queues.len().saturating_sub(self.pos_index.len()));
         self.index.insert(id, s);
         self.wf2q.ensure_slot(s as usize);
         s
