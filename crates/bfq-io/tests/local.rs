@@ -1,28 +1,10 @@
 //! Integration tests of the engine driven from the caller's thread ([`LocalEngine`], issue 7 part 2),
 //! on temporary files: data integrity, BFQ's weighted shares, per-request errors, drain.
 
-use std::path::PathBuf;
-
 use bfq_io::{AlignedBuf, EngineConfig, IoError, LocalCompletion, LocalEngine, QueueId, QueueSpec};
 
-/// A temporary file removed on drop, even when the test fails.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(name: &str, len: u64) -> TempFile {
-        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/var/tmp" };
-        let path = PathBuf::from(format!("{dir}/bfq-io-local-{}-{name}", std::process::id()));
-        let f = std::fs::File::create(&path).unwrap();
-        f.set_len(len).unwrap();
-        TempFile(path)
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+mod common;
+use common::TempFile;
 
 fn config(sched: &str, depth: u32) -> EngineConfig {
     EngineConfig { scheduler: sched.into(), params: Vec::new(), depth }

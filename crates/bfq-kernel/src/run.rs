@@ -184,9 +184,6 @@ pub fn run_kernel_job(
                 .map_err(|e| KernelError::Io { path: p.clone(), message: e.to_string() })?;
             Ok::<PathBuf, KernelError>(p)
         };
-        for (file, text) in &plan.iologs {
-            write(file, text)?;
-        }
         let output = scratch.join(format!("app{i}.json"));
         let stderr = scratch.join(format!("app{i}.stderr"));
         let err_file = std::fs::File::create(&stderr)
@@ -207,6 +204,9 @@ pub fn run_kernel_job(
                     .args(args.to_args());
             }
             _ => {
+                for (file, text) in &plan.iologs {
+                    write(file, text)?;
+                }
                 let job_file = write(&format!("app{i}.fio"), &plan.job_file)?;
                 command
                     .arg("-c")

@@ -114,9 +114,15 @@ impl MinHeap {
     }
 
     fn push(&mut self, e: HeapEntry) {
-        let rank = e.rank();
-        let mut i = self.v.len();
+        let i = self.v.len();
         self.v.push(e);
+        self.sift_up(i, e);
+    }
+
+    /// Puts `e` into the hole at `i`, moving it up past every parent that ranks after it.
+    #[inline]
+    fn sift_up(&mut self, mut i: usize, e: HeapEntry) {
+        let rank = e.rank();
         while i > 0 {
             let parent = (i - 1) / 4;
             if self.v[parent].rank() <= rank {
@@ -175,16 +181,7 @@ impl MinHeap {
             self.v[i] = self.v[min];
             i = min;
         }
-        let rank = e.rank();
-        while i > 0 {
-            let parent = (i - 1) / 4;
-            if self.v[parent].rank() <= rank {
-                break;
-            }
-            self.v[i] = self.v[parent];
-            i = parent;
-        }
-        self.v[i] = e;
+        self.sift_up(i, e);
     }
 }
 
