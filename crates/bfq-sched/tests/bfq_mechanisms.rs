@@ -636,3 +636,96 @@ fn a_raised_queue_does_not_make_symmetric_readers_idle_on_flash_with_internal_qu
     let second = rig.dispatched();
     assert_ne!(first.queue, second.queue, "the reader was idled");
 }
+
+#[test]
+fn tenants_that_start_together_are_not_idled_on_flash_while_every_busy_queue_is_raised() {
+    // Kernel-bfq-reference.md "Idling" (the `kernel` idling policy, refining seed 003 sec. V-C): a
+    // raised queue needs idling only against non-raised busy queues or when other queues keep the
+    // device loaded (>= 4 requests in flight).
+    let run = |policy: &str| {
+        let mut cfg = BfqConfig::default();
+        cfg.set("idling_policy", policy).unwrap();
+        let mut rig = Rig::new(FLASH_NCQ, cfg);
+        for i in 0..4 {
+            rig.read(1, i * 8);
+        }
+        for i in 0..3 {
+            rig.read(2, 1_000_000 + i * 8);
+        }
+        let mut order = Vec::new();
+        while let Decision::Dispatch(r) = rig.dispatch() {
+            order.push(r.queue.0);
+        }
+        (order, rig.dispatch())
+    };
+    let (order, last) = run("kernel");
+    assert_eq!(order, [1, 1, 1, 1, 2, 2, 2], "queue 1 empty, not idled: queue 2 served at once");
+    assert_eq!(last, Decision::Wait, "queue 2 empty while 4 requests of queue 1 are in flight: idled");
+    let (order, _) = run("v7r8");
+    assert_eq!(order, [1, 1, 1, 1], "seed 003 sec. V-C: raised queues are always idled");
+}
+
+#[test]
+fn the_only_busy_queue_is_idled_on_flash_with_internal_queueing() {
+    // Kernel-bfq-reference.md "Idling": needed for guarantees when the queue is the only busy one.
+    let cfg = BfqConfig { low_latency: false, ..BfqConfig::default() };
+    let mut rig = Rig::new(FLASH_NCQ, cfg.clone());
+    let r = rig.read(1, 0);
+    assert_eq!(rig.dispatched(), r);
+    rig.advance(100_000);
+    rig.b.complete(&r, rig.now);
+    assert!(matches!(rig.dispatch(), Decision::Idle { .. }), "alone: idled");
+    // With another queue busy, a symmetric non-raised reader on flash is not idled (seed 003 sec. V-C).
+    let mut rig = Rig::new(FLASH_NCQ, cfg);
+    let r = rig.read(1, 0);
+    rig.read(2, 5_000_000);
+    assert_eq!(rig.dispatched(), r);
+    rig.advance(100_000);
+    rig.b.complete(&r, rig.now);
+    assert_eq!(rig.dispatched().queue, QueueId(2), "another queue busy: no idling");
+}
+
+#[test]
+fn a_new_raised_queue_ends_the_idling_for_a_raised_queue_with_nothing_queued() {
+    // Hand-over between the processes of a starting application: the in-service raised queue's backlog
+    // is empty (seed 000 sec. 3: its turn may end), and idling for it would only delay the new raised
+    // queue by the raised idle window (seed 003 sec. V-A). `kernel` idling policy only.
+    for (policy, handed_over) in [("kernel", true), ("v7r8", false)] {
+        let mut cfg = BfqConfig::default();
+        cfg.set("idling_policy", policy).unwrap();
+        let mut rig = Rig::new(DISK, cfg);
+        let r = rig.read(1, 0);
+        assert_eq!(rig.dispatched(), r);
+        rig.advance(MSEC);
+        rig.b.complete(&r, rig.now);
+        assert!(matches!(rig.dispatch(), Decision::Idle { .. }), "{policy}: raised queue idled");
+        rig.advance(MSEC);
+        let next = rig.read(2, 9_000_000);
+        assert!(rig.b.queue_stats(QueueId(2)).unwrap().raising.is_some());
+        match rig.dispatch() {
+            Decision::Dispatch(got) => assert!(handed_over && got == next, "{policy}: {got:?}"),
+            other => assert!(!handed_over, "{policy}: still idling: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn queues_appearing_in_a_large_burst_are_not_raised() {
+    // Kernel-bfq-reference.md "Burst": queues created < 180 ms apart; 8 => large burst, no raising
+    // (interactive raising of seed 003 sec. V-A ends for the burst's members).
+    let run = |large_burst: bool| {
+        let cfg = BfqConfig { large_burst, ..BfqConfig::default() };
+        let mut rig = Rig::new(DISK, cfg);
+        for q in 1..=10u32 {
+            rig.read(q, u64::from(q) * 1_000_000);
+            rig.advance(100 * MSEC);
+        }
+        rig.advance(SEC);
+        rig.read(11, 50_000_000); // alone, long after the burst
+        (1..=11).map(|q| rig.b.queue_stats(QueueId(q)).unwrap().raising.is_some()).collect::<Vec<_>>()
+    };
+    let raised = run(true);
+    assert!(raised[..10].iter().all(|r| !r), "burst members raised: {raised:?}");
+    assert!(raised[10], "a queue appearing alone later is raised");
+    assert!(run(false).iter().all(|r| *r), "without burst detection every new queue is raised");
+}

@@ -21,14 +21,14 @@ use proptest::prelude::*;
 fn config() -> impl Strategy<Value = BfqConfig> {
     (
         (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
-        (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+        (any::<bool>(), any::<bool>(), 0u8..3, any::<bool>(), any::<bool>()),
         prop_oneof![Just(0u64), 64u64..20_000],
         prop_oneof![Just(0), 1..20 * MSEC],
     )
         .prop_map(
             |(
                 (low_latency, v1, wr_v1, strict),
-                (pr_kernel, bf_kernel, idle_v1, merge),
+                (pr_kernel, bf_kernel, idling, merge, large_burst),
                 max_budget,
                 slice_idle,
             )| {
@@ -39,8 +39,10 @@ fn config() -> impl Strategy<Value = BfqConfig> {
                     strict_guarantees: strict,
                     peak_rate_estimator: if pr_kernel { Variant::Kernel } else { Variant::Paper },
                     budget_feedback: if bf_kernel { Variant::Kernel } else { Variant::Paper },
-                    idling_policy: if idle_v1 { IdlingPolicy::V1 } else { IdlingPolicy::V7r8 },
+                    idling_policy: [IdlingPolicy::V1, IdlingPolicy::V7r8, IdlingPolicy::Kernel]
+                        [usize::from(idling)],
                     merge,
+                    large_burst,
                     max_budget,
                     slice_idle,
                     ..BfqConfig::default()

@@ -38,6 +38,10 @@ pub enum IdlingPolicy {
     /// Seed 003 sec. V-C: with internal queueing, idle only for weight-raised queues or in asymmetric
     /// scenarios; on rotational devices keep idling for sequential queues.
     V7r8,
+    /// `V7r8` with today's kernel rule for raised queues (kernel-bfq-reference.md "Idling"): with
+    /// internal queueing a raised queue is idled only while some non-raised queue is busy or other
+    /// queues have at least 4 requests in the device.
+    Kernel,
 }
 
 /// All of BFQ's tunables. Durations are in nanoseconds, sizes in sectors.
@@ -72,7 +76,7 @@ pub struct BfqConfig {
     /// `budget_feedback` (`paper`): seed 001 sec. 4.3-4.4 rules, or the kernel's table and its
     /// time-proportional overcharge.
     pub budget_feedback: Variant,
-    /// `idling_policy` (`v7r8`): what to do on devices with internal queueing.
+    /// `idling_policy` (`kernel`): what to do on devices with internal queueing.
     pub idling_policy: IdlingPolicy,
     /// `write_charge` (10): write (over)charge coefficient (seed 001 sec. 4.5).
     pub write_charge: u64,
@@ -101,6 +105,9 @@ pub struct BfqConfig {
     /// `merge_distance` (8192 sectors): how close a new request must be to the in-service queue's next
     /// one for EQM.
     pub merge_distance: u64,
+    /// `large_burst` (1): large-burst detection for v7r8 interactive raising (kernel-bfq-reference.md
+    /// "Burst": 8 queues appearing < 180 ms apart are not raised).
+    pub large_burst: bool,
 }
 
 impl Default for BfqConfig {
@@ -119,7 +126,7 @@ impl Default for BfqConfig {
             weight_raising: WeightRaising::V7r8,
             peak_rate_estimator: Variant::Paper,
             budget_feedback: Variant::Paper,
-            idling_policy: IdlingPolicy::V7r8,
+            idling_policy: IdlingPolicy::Kernel,
             write_charge: 10,
             wr_coeff: 0,
             wr_budget: 49_152,
@@ -132,6 +139,7 @@ impl Default for BfqConfig {
             seeky_threshold: 8192,
             merge: true,
             merge_distance: 8192,
+            large_burst: true,
         }
     }
 }
@@ -165,7 +173,11 @@ pub const PARAM_NAMES: &[&str] = &[
     "seeky_threshold",
     "merge",
     "merge_distance",
+    "large_burst",
 ];
+
+const IDLING_POLICIES: [(&str, IdlingPolicy); 3] =
+    [("v1", IdlingPolicy::V1), ("v7r8", IdlingPolicy::V7r8), ("kernel", IdlingPolicy::Kernel)];
 
 fn parse_choice<T: Copy>(key: &str, value: &str, choices: &[(&str, T)]) -> Result<T, ParamError> {
     let v = value.trim().to_ascii_lowercase();
@@ -212,10 +224,7 @@ impl BfqConfig {
                 self.budget_feedback =
                     parse_choice(key, value, &[("paper", Variant::Paper), ("kernel", Variant::Kernel)])?
             }
-            "idling_policy" => {
-                self.idling_policy =
-                    parse_choice(key, value, &[("v1", IdlingPolicy::V1), ("v7r8", IdlingPolicy::V7r8)])?
-            }
+            "idling_policy" => self.idling_policy = parse_choice(key, value, &IDLING_POLICIES)?,
             "write_charge" => self.write_charge = parse_u64(NAME, key, value, 1, 100)?,
             "wr_coeff" => self.wr_coeff = parse_u64(NAME, key, value, 0, 1000)? as u32,
             "wr_budget" => self.wr_budget = parse_u64(NAME, key, value, 1, 1 << 30)?,
@@ -228,6 +237,7 @@ impl BfqConfig {
             "seeky_threshold" => self.seeky_threshold = parse_u64(NAME, key, value, 1, 1 << 40)?,
             "merge" => self.merge = parse_bool(NAME, key, value)?,
             "merge_distance" => self.merge_distance = parse_u64(NAME, key, value, 0, 1 << 40)?,
+            "large_burst" => self.large_burst = parse_bool(NAME, key, value)?,
             _ => return Err(ParamError::unknown(NAME, key, PARAM_NAMES)),
         }
         Ok(())
@@ -255,7 +265,14 @@ impl BfqConfig {
             ),
             ("peak_rate_estimator", variant(self.peak_rate_estimator)),
             ("budget_feedback", variant(self.budget_feedback)),
-            ("idling_policy", if self.idling_policy == IdlingPolicy::V1 { "v1" } else { "v7r8" }.to_string()),
+            (
+                "idling_policy",
+                IDLING_POLICIES
+                    .iter()
+                    .find(|(_, p)| *p == self.idling_policy)
+                    .map_or("kernel", |(n, _)| n)
+                    .to_string(),
+            ),
             ("write_charge", self.write_charge.to_string()),
             ("wr_coeff", self.wr_coeff.to_string()),
             ("wr_budget", self.wr_budget.to_string()),
@@ -268,6 +285,7 @@ impl BfqConfig {
             ("seeky_threshold", self.seeky_threshold.to_string()),
             ("merge", b(self.merge)),
             ("merge_distance", self.merge_distance.to_string()),
+            ("large_burst", b(self.large_burst)),
         ]
     }
 }

@@ -12,6 +12,10 @@ pub const SEEKY_IDLE: Nanos = 2 * MSEC;
 /// The idle window of a raised queue is at least this long (kernel, seed 003 sec. V-A).
 pub const RAISED_IDLE: Nanos = 20 * MSEC;
 
+/// With internal queueing, a raised queue is idled when at least this many requests of other queues
+/// are in flight even if every busy queue is raised (kernel: in-driver requests >= the queue's + 4).
+pub const RAISED_LOAD_LIMIT: usize = 4;
+
 /// Low-pass filtered seek distance of a queue (seed 000 sec. 4).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SeekTracker {
@@ -98,6 +102,12 @@ pub struct IdleInputs {
     pub rotational: bool,
     /// Busy queues have different weights or classes.
     pub asymmetric: bool,
+    /// Some busy queue is not weight-raised.
+    pub non_raised_busy: bool,
+    /// Requests of other queues in flight in the device.
+    pub others_in_flight: usize,
+    /// No other queue has requests queued.
+    pub only_busy: bool,
     /// Service received in this slot.
     pub served: u64,
     /// B_max.
@@ -121,10 +131,21 @@ pub fn idle_window(cfg: &BfqConfig, i: &IdleInputs) -> Option<Nanos> {
         match cfg.idling_policy {
             // Seed 001 sec. 5.1: BFQ+ disables idling altogether with internal queueing.
             IdlingPolicy::V1 => return None,
-            // Seed 003 sec. V-C.
-            IdlingPolicy::V7r8 => {
+            // Seed 003 sec. V-C; `Kernel` adds the kernel's refinement for raised queues
+            // (kernel-bfq-reference.md "Idling", needed for guarantees): idling a raised queue protects it from the requests of
+            // non-raised queues, so it is needed only while some non-raised queue is busy or other
+            // queues keep the device loaded. When every busy queue is raised (tenants that all started
+            // at once) idling would only cut the device's queue to one queue's requests. The kernel also
+            // idles for the only busy queue.
+            IdlingPolicy::V7r8 | IdlingPolicy::Kernel => {
                 let sequential_on_disk = i.rotational && !i.seeky;
-                if !(raised || i.asymmetric || sequential_on_disk) {
+                let kernel = cfg.idling_policy == IdlingPolicy::Kernel;
+                let raised_needs_idling =
+                    raised && (!kernel || i.non_raised_busy || i.others_in_flight >= RAISED_LOAD_LIMIT);
+                // Kernel: idling for the only busy queue costs nothing (there is nothing else to
+                // serve) and keeps its slot, with its budget and raising, for its next request.
+                let alone = kernel && i.only_busy;
+                if !(raised_needs_idling || i.asymmetric || sequential_on_disk || alone) {
                     return None;
                 }
             }
@@ -197,8 +218,8 @@ mod tests {
 
     #[test]
     fn internal_queueing_idles_only_when_needed_under_the_v7r8_policy() {
-        // Seed 003 sec. V-C.
-        let cfg = BfqConfig::default();
+        // Seed 003 sec. V-C: raised queues always idled.
+        let cfg = BfqConfig { idling_policy: IdlingPolicy::V7r8, ..BfqConfig::default() };
         let flash = IdleInputs { hw_tag: true, rotational: false, ..seq() };
         assert_eq!(idle_window(&cfg, &flash), None, "symmetric on flash: no idling");
         assert!(idle_window(&cfg, &IdleInputs { asymmetric: true, ..flash }).is_some());
@@ -206,6 +227,29 @@ mod tests {
         let disk = IdleInputs { hw_tag: true, ..seq() };
         assert!(idle_window(&cfg, &disk).is_some(), "sequential on a rotational disk: keep idling");
         assert_eq!(idle_window(&cfg, &IdleInputs { seeky: true, ..disk }), None);
+    }
+
+    #[test]
+    fn with_internal_queueing_a_raised_queue_is_idled_only_against_non_raised_or_loading_queues() {
+        // Seed 003 sec. V-C (raised queues idled to keep their guarantees) with the kernel's rule, the
+        // default `kernel` policy (kernel-bfq-reference.md "Idling": needed for guarantees if raised and
+        // some busy non-raised queue, or in-driver requests >= the queue's + 4).
+        let cfg = BfqConfig::default();
+        assert_eq!(cfg.idling_policy, IdlingPolicy::Kernel);
+        let raised = IdleInputs { hw_tag: true, rotational: false, raised: true, seeky: true, ..seq() };
+        assert_eq!(idle_window(&cfg, &raised), None, "every busy queue raised, device not loaded");
+        assert_eq!(idle_window(&cfg, &IdleInputs { only_busy: true, ..raised }), Some(20 * MSEC), "alone");
+        let plain = IdleInputs { raised: false, ..raised };
+        assert_eq!(idle_window(&cfg, &plain), None, "a random queue on flash is not idled");
+        assert_eq!(idle_window(&cfg, &IdleInputs { only_busy: true, ..plain }), Some(8 * MSEC), "alone");
+        let others = IdleInputs { others_in_flight: RAISED_LOAD_LIMIT - 1, ..raised };
+        assert_eq!(idle_window(&cfg, &others), None);
+        let loaded = IdleInputs { others_in_flight: RAISED_LOAD_LIMIT, ..raised };
+        assert_eq!(idle_window(&cfg, &loaded), Some(20 * MSEC));
+        let beside = IdleInputs { non_raised_busy: true, ..raised };
+        assert_eq!(idle_window(&cfg, &beside), Some(20 * MSEC));
+        // Without internal queueing raised queues stay idled whatever else is busy (seed 003 sec. V-A).
+        assert_eq!(idle_window(&cfg, &IdleInputs { hw_tag: false, ..raised }), Some(20 * MSEC));
     }
 
     #[test]

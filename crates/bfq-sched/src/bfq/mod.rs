@@ -29,6 +29,7 @@
 //! buffers have grown to the workload (docs/performance.md, "Scheduler core: per-request cost").
 
 pub mod budget;
+pub mod burst;
 pub mod config;
 pub mod idling;
 pub mod inflight;
@@ -46,6 +47,7 @@ use crate::scheduler::{Decision, Event, EventKind, ExpiryReason, QueueStats, Rai
 use crate::types::{DeviceInfo, IoClass, Nanos, QueueId, QueueSpec, Request};
 use crate::SchedError;
 
+use burst::{BurstDetector, BurstOutcome};
 pub use config::BfqConfig;
 use config::WeightRaising;
 use idling::{HwTag, IdleInputs, SeekTracker};
@@ -168,6 +170,8 @@ struct Queue {
     sync: bool,
     seek: SeekTracker,
     raising: Raising,
+    /// It appeared in a large burst of queues and is not raised (kernel-bfq-reference.md "Burst").
+    in_large_burst: bool,
     ever_backlogged: bool,
     idle_since: Nanos,
     backlogged_since: Nanos,
@@ -203,6 +207,7 @@ impl Queue {
             sync: true,
             seek: SeekTracker::default(),
             raising: Raising::default(),
+            in_large_burst: false,
             ever_backlogged: false,
             idle_since: 0,
             backlogged_since: 0,
@@ -258,6 +263,7 @@ pub struct Bfq {
     /// position tree): bucket `last_end / merge_distance` -> slot, one queue per bucket. Lets an
     /// arriving queue find a close queue in O(1) instead of scanning every queue.
     pos_index: IdMap<u64, u32>,
+    burst: BurstDetector,
     preempt: bool,
     events_on: bool,
     events: VecDeque<Event>,
@@ -290,6 +296,7 @@ impl Bfq {
             hw_tag: HwTag::new(device.queue_depth),
             weight_counts: IdMap::default(),
             pos_index: IdMap::default(),
+            burst: BurstDetector::default(),
             preempt: false,
             events_on: false,
             events: VecDeque::new(),
@@ -430,6 +437,9 @@ impl Bfq {
             hw_tag: self.hw_tag.detected,
             rotational: self.device.rotational,
             asymmetric: self.asymmetric(),
+            non_raised_busy: !self.weight_counts.is_empty(),
+            others_in_flight: self.in_flight - q.serving_in_flight,
+            only_busy: self.queued == q.reqs.len(),
             served,
             b_max: self.b_max,
         }
@@ -442,18 +452,28 @@ impl Bfq {
         let seeky_threshold = self.cfg.seeky_threshold;
         let rate = self.peak.rate;
         let rotational = self.device.rotational;
-        let q = &mut self.queues[t as usize];
+        let q = &self.queues[t as usize];
         let was_idle = q.serving_in_flight == 0;
+        let may_raise = raising_on && sync && q.spec.class != IoClass::Idle;
+        // The activations that would raise the queue as interactive: it is new, or back after a long
+        // idle time (seed 001 sec. 4.1, seed 003 sec. V-A).
+        let appeared = may_raise
+            && (!q.ever_backlogged
+                || (was_idle && now.saturating_sub(q.idle_since) >= self.cfg.wr_min_idle_time));
+        if appeared && self.cfg.large_burst && self.cfg.weight_raising == WeightRaising::V7r8 {
+            self.handle_burst(t, now);
+        }
+        let q = &mut self.queues[t as usize];
         if was_idle {
             q.backlogged_since = now;
             q.service_since_backlogged = 0;
         }
         let mut raised = None;
-        if raising_on && sync && q.spec.class != IoClass::Idle {
-            let interactive = !q.ever_backlogged
-                || (was_idle && now.saturating_sub(q.idle_since) >= self.cfg.wr_min_idle_time);
+        if may_raise {
+            let interactive = appeared && !q.in_large_burst;
             let soft_rt = self.cfg.weight_raising == WeightRaising::V7r8
                 && was_idle
+                && !q.in_large_burst
                 && !q.seek.seeky(seeky_threshold)
                 && now >= q.soft_rt_next_start;
             if interactive {
@@ -485,9 +505,45 @@ impl Bfq {
         self.set_busy_weight(t, Some(w));
         self.event(now, t, EventKind::Activated);
         if let Some(svc) = self.service {
-            let in_service_class = self.queues[svc.slot as usize].spec.class.index();
-            if class < in_service_class {
+            let in_service = &self.queues[svc.slot as usize];
+            if class < in_service.spec.class.index() {
                 self.preempt = true;
+            }
+            // Hand-over within a start-up: a queue that appears (raised as interactive) while the
+            // in-service raised queue has nothing queued is most likely the next process of the same
+            // starting application. Idling for the old one would only delay the new one by the idle
+            // window; raised queues are idled to protect them from non-raised ones, not from each other
+            // (the `kernel` idling policy; seed 000 sec. 3: a queue whose backlog empties ends its turn).
+            if self.cfg.idling_policy == config::IdlingPolicy::Kernel
+                && raised == Some(RaiseKind::Interactive)
+                && in_service.raising.active()
+                && in_service.reqs.is_empty()
+                && svc.slot != t
+            {
+                self.preempt = true;
+            }
+        }
+    }
+
+    /// Queue `t` appeared at `now`: files it in the current burst and, if the burst just became
+    /// large, ends the interactive raising of its earlier members (kernel-bfq-reference.md "Burst").
+    fn handle_burst(&mut self, t: u32, now: Nanos) {
+        let outcome = self.burst.appeared(t, now);
+        self.queues[t as usize].in_large_burst = outcome != BurstOutcome::Small;
+        let BurstOutcome::BecameLarge(members) = outcome else { return };
+        for m in members {
+            let q = &mut self.queues[m as usize];
+            q.in_large_burst = true;
+            if q.raising.kind != Some(RaiseKind::Interactive) {
+                continue;
+            }
+            q.raising.end = now;
+            self.check_raising_end(m, now);
+            // A busy member counts among the non-raised queues from now on; its B-WF2Q+ weight drops
+            // at its next expiry or activation, as for any raising that ends.
+            if matches!(self.wf2q.entities[m as usize].state, EntityState::Active | EntityState::InService) {
+                let w = self.effective_weight(m);
+                self.set_busy_weight(m, Some(w));
             }
         }
     }

@@ -1,0 +1,112 @@
+//! Large-burst detection (kernel-bfq-reference.md "Burst"; a refinement of seed 003 sec. V-A's
+//! interactive weight raising made after the paper).
+//!
+//! Interactive raising assumes that a queue that appears (or comes back after a long idle time) belongs
+//! to an application starting up. When many queues appear at once — the threads of one parallel job,
+//! the tenants of a server that all start together, the readers of a benchmark — raising all of them
+//! only multiplies every weight by the same coefficient, and the raised queues' idling cuts the device's
+//! queue to one queue's requests. So queues that appear less than [`BURST_INTERVAL`] after the previous
+//! one form a burst; once a burst has [`LARGE_BURST_THRESHOLD`] members it is "large": its members lose
+//! their raising and later members of the same burst are not raised.
+//!
+//! A queue "appears" when it is backlogged for the first time, or again after the interactive idle time
+//! (`wr_min_idle_time`): those are the activations that would raise it as interactive. (The kernel
+//! creates a queue per process; this core keeps queues for application-defined ids, so a queue's
+//! return after a long idle time stands for a new process.)
+
+use crate::types::{Nanos, MSEC};
+
+/// Two queues appearing closer than this belong to the same burst (kernel constant, 180 ms).
+pub const BURST_INTERVAL: Nanos = 180 * MSEC;
+/// A burst with this many queues is large (kernel constant).
+pub const LARGE_BURST_THRESHOLD: usize = 8;
+
+/// The current burst of appearing queues.
+#[derive(Clone, Debug, Default)]
+pub struct BurstDetector {
+    /// When the last queue joined the burst.
+    last_arrival: Option<Nanos>,
+    /// The members (queue slots) while the burst is still small.
+    members: Vec<u32>,
+    /// The current burst is large.
+    large: bool,
+}
+
+/// What a queue's appearance means for raising.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BurstOutcome {
+    /// The queue is not (yet) part of a large burst: it may be raised.
+    Small,
+    /// The queue belongs to a large burst: it must not be raised.
+    Large,
+    /// The queue made its burst large: neither it nor these earlier members should stay raised.
+    BecameLarge(Vec<u32>),
+}
+
+impl BurstDetector {
+    /// Queue `slot` appeared at `now`.
+    pub fn appeared(&mut self, slot: u32, now: Nanos) -> BurstOutcome {
+        let in_burst = self.last_arrival.is_some_and(|last| now.saturating_sub(last) < BURST_INTERVAL);
+        self.last_arrival = Some(now);
+        if !in_burst {
+            self.members.clear();
+            self.large = false;
+        }
+        if self.large {
+            return BurstOutcome::Large;
+        }
+        if !self.members.contains(&slot) {
+            self.members.push(slot);
+        }
+        if self.members.len() >= LARGE_BURST_THRESHOLD {
+            self.large = true;
+            let mut members = std::mem::take(&mut self.members);
+            members.retain(|&m| m != slot);
+            return BurstOutcome::BecameLarge(members);
+        }
+        BurstOutcome::Small
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eight_queues_appearing_less_than_180_ms_apart_make_a_large_burst() {
+        // Kernel-bfq-reference.md "Burst": queues created < 180 ms apart; 8 => large burst.
+        let mut b = BurstDetector::default();
+        for q in 0..7 {
+            assert_eq!(b.appeared(q, u64::from(q) * 100 * MSEC), BurstOutcome::Small, "queue {q}");
+        }
+        assert_eq!(b.appeared(7, 700 * MSEC), BurstOutcome::BecameLarge((0..7).collect()));
+        assert_eq!(b.appeared(8, 850 * MSEC), BurstOutcome::Large, "later members of a large burst");
+    }
+
+    #[test]
+    fn a_gap_of_180_ms_starts_a_new_burst() {
+        let mut b = BurstDetector::default();
+        for q in 0..8 {
+            b.appeared(q, 0);
+        }
+        assert_eq!(b.appeared(8, BURST_INTERVAL), BurstOutcome::Small, "a large burst ends with a gap");
+        for q in 9..15 {
+            assert_eq!(b.appeared(q, BURST_INTERVAL + 10 * MSEC), BurstOutcome::Small);
+        }
+        assert!(
+            matches!(b.appeared(15, BURST_INTERVAL + 20 * MSEC), BurstOutcome::BecameLarge(m) if m.len() == 7)
+        );
+    }
+
+    #[test]
+    fn a_queue_counts_once_per_burst() {
+        let mut b = BurstDetector::default();
+        for _ in 0..10 {
+            assert_eq!(b.appeared(3, 0), BurstOutcome::Small);
+        }
+        for q in 10..16 {
+            assert_eq!(b.appeared(q, 0), BurstOutcome::Small);
+        }
+        assert!(matches!(b.appeared(16, 0), BurstOutcome::BecameLarge(m) if m.len() == 7));
+    }
+}
