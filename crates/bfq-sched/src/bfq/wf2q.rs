@@ -169,15 +169,26 @@ impl MinHeap {
             if first >= n {
                 break;
             }
-            let mut min = first;
-            let mut min_rank = self.v[first].rank();
-            for c in (first + 1)..(first + 4).min(n) {
-                let r = self.v[c].rank();
-                if r < min_rank {
-                    min = c;
-                    min_rank = r;
+            let min = if first + 4 <= n {
+                // A full node: a tournament of independent comparisons, which the compiler turns
+                // into conditional moves (the children's order is unpredictable, so branches miss).
+                let c = &self.v[first..first + 4];
+                let (r0, r1, r2, r3) = (c[0].rank(), c[1].rank(), c[2].rank(), c[3].rank());
+                let (a, ra) = if r1 < r0 { (1, r1) } else { (0, r0) };
+                let (b, rb) = if r3 < r2 { (3, r3) } else { (2, r2) };
+                first + if rb < ra { b } else { a }
+            } else {
+                let mut min = first;
+                let mut min_rank = self.v[first].rank();
+                for c in (first + 1)..n {
+                    let r = self.v[c].rank();
+                    if r < min_rank {
+                        min = c;
+                        min_rank = r;
+                    }
                 }
-            }
+                min
+            };
             self.v[i] = self.v[min];
             i = min;
         }
