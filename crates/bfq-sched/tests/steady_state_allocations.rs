@@ -54,8 +54,8 @@ fn steady_state_makes_no_heap_allocation_per_request() {
                     "{name:>14} {mix:?} {queues:>6} queues: {per_request:.4} allocations/request"
                 ));
                 if HELD_TO_ZERO.contains(name) {
-                    assert!(
-                        per_request < 0.001,
+                    assert_eq!(
+                        allocations, 0,
                         "{name} {mix:?} with {queues} queues allocates {per_request} times per request"
                     );
                 }
@@ -87,8 +87,8 @@ fn steady_state_makes_no_heap_allocation_per_request() {
                 report.push(format!(
                     "bfq ({label}) {mix:?} {queues:>6} queues: {per_request:.4} allocations/request"
                 ));
-                assert!(
-                    per_request < 0.001,
+                assert_eq!(
+                    allocations, 0,
                     "bfq ({label}) {mix:?} with {queues} queues allocates {per_request} times per request"
                 );
             }

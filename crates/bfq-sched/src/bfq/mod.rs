@@ -354,8 +354,10 @@ impl Bfq {
         }
         let s = self.queues.len() as u32;
         self.queues.push(Queue::new(id, QueueSpec::default()));
-        // At most one position-index entry per queue: room for it now, none to make per request.
-        self.pos_index.reserve(self.queues.len().saturating_sub(self.pos_index.len()));
+        // At most one position-index entry per queue: room for it now, none to make per request. Twice
+        // that, because entries move between buckets as queues advance, and a hash table that fills
+        // with deleted entries grows unless it is at most half full (then it rehashes in place).
+        self.pos_index.reserve((2 * self.queues.len()).saturating_sub(self.pos_index.len()));
         self.index.insert(id, s);
         self.wf2q.ensure_slot(s as usize);
         s
