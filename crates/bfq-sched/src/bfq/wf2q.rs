@@ -229,6 +229,7 @@ impl RunHeap {
         self.run.len() + self.heap.len()
     }
 
+    #[inline]
     fn is_empty(&self) -> bool {
         self.run.is_empty() && self.heap.is_empty()
     }
@@ -251,6 +252,7 @@ impl RunHeap {
         }
     }
 
+    #[inline]
     fn peek(&self) -> Option<&HeapEntry> {
         if self.min_in_run() {
             self.run.front()
@@ -259,6 +261,7 @@ impl RunHeap {
         }
     }
 
+    #[inline]
     fn push(&mut self, e: HeapEntry) {
         match self.run.back() {
             Some(b) if b.rank() > e.rank() => self.heap.push(e),
@@ -266,6 +269,7 @@ impl RunHeap {
         }
     }
 
+    #[inline]
     fn pop(&mut self) -> Option<HeapEntry> {
         if self.min_in_run() {
             self.run.pop_front()
@@ -411,6 +415,9 @@ impl ServiceTree {
 
     /// Forgets the idle entities whose F <= V (their history no longer matters: S = V on return).
     fn forget_idle(&mut self, entities: &mut [Entity]) {
+        if self.idle_count == 0 && self.idle.is_empty() {
+            return;
+        }
         while let Some(top) = self.idle.peek().copied() {
             if !live(&top, entities, HeapKind::Idle) {
                 self.idle.pop();
