@@ -15,6 +15,7 @@
 
 use super::budget::DEFAULT_MAX_BUDGET;
 use super::config::{BfqConfig, Variant};
+use super::weight_raising::{REF_RATE_NONROT, REF_RATE_ROT};
 use crate::scheduler::ExpiryReason;
 use crate::types::{Nanos, MSEC, SEC};
 
@@ -42,6 +43,19 @@ impl PeakRate {
             sectors: 0,
             last_end: 0,
         }
+    }
+
+    /// The initial estimate for a device under `cfg`: the kernel variant starts, as the kernel does,
+    /// from 2/3 of its reference rate for the device kind (kernel-bfq-reference.md "Interactive weight
+    /// raising": rotational 14000, non-rotational 33000 units), so that raising on a fast device does
+    /// not last for the slow default's duration; the paper variants from [`PeakRate::new`].
+    pub fn for_device(cfg: &BfqConfig, rotational: bool, timeout: Nanos) -> Self {
+        let mut p = PeakRate::new(timeout);
+        if cfg.v1_heuristics && cfg.peak_rate_estimator == Variant::Kernel {
+            let reference = if rotational { REF_RATE_ROT } else { REF_RATE_NONROT };
+            p.rate = reference * 2 / 3;
+        }
+        p
     }
 
     /// The paper's update at the end of a slot (no-op under the kernel variant). Returns whether the
@@ -155,6 +169,17 @@ mod tests {
         assert_eq!(p.rate, 200_000);
         assert!(!p.on_expiry(&cfg, 1_000, 100 * MSEC, false, ExpiryReason::BudgetTimeout));
         assert_eq!(p.rate, 200_000);
+    }
+
+    #[test]
+    fn the_kernel_estimator_starts_from_two_thirds_of_the_reference_rate() {
+        // Kernel: initial peak rate = ref_rate[nonrot] * 2 / 3; the paper variant keeps the default
+        // maximum budget per T_max.
+        let kernel = BfqConfig { peak_rate_estimator: Variant::Kernel, ..BfqConfig::default() };
+        assert_eq!(PeakRate::for_device(&kernel, false, 125 * MSEC).rate, REF_RATE_NONROT * 2 / 3);
+        assert_eq!(PeakRate::for_device(&kernel, true, 125 * MSEC).rate, REF_RATE_ROT * 2 / 3);
+        let paper = BfqConfig::default();
+        assert_eq!(PeakRate::for_device(&paper, false, 125 * MSEC).rate, PeakRate::new(125 * MSEC).rate);
     }
 
     #[test]
