@@ -729,3 +729,26 @@ fn queues_appearing_in_a_large_burst_are_not_raised() {
     assert!(raised[10], "a queue appearing alone later is raised");
     assert!(run(false).iter().all(|r| *r), "without burst detection every new queue is raised");
 }
+
+#[test]
+fn raised_tenants_with_different_weights_are_still_idled_for_their_shares() {
+    // Seed 003 sec. V-C: different weights make the scenario asymmetric, which needs idling for the
+    // weighted shares. Queues count with their configured weights whether raised or not, so two new
+    // (raised) tenants of weights 100 and 300 keep their 1:3 shares on flash from the start.
+    for (weights, idled) in [([100, 300], true), ([100, 100], false)] {
+        let mut rig = Rig::new(FLASH_NCQ, BfqConfig::default());
+        for (q, w) in [1u32, 2].into_iter().zip(weights) {
+            rig.b.configure_queue(QueueId(q), QueueSpec::with_weight(w), 0).unwrap();
+            rig.read(q, u64::from(q) * 1_000_000);
+            rig.read(q, u64::from(q) * 1_000_000 + 8);
+        }
+        let first = rig.dispatched().queue;
+        assert_eq!(rig.dispatched().queue, first);
+        assert!(rig.b.queue_stats(first).unwrap().raising.is_some(), "new tenants are raised");
+        match rig.dispatch() {
+            Decision::Wait => assert!(idled, "{weights:?}: equal raised tenants are not idled"),
+            Decision::Dispatch(r) => assert!(!idled && r.queue != first, "{weights:?}: not idled"),
+            other => panic!("{weights:?}: {other:?}"),
+        }
+    }
+}

@@ -183,8 +183,9 @@ struct Queue {
     merged_from: Vec<u32>,
     /// When its first request arrived (Early Queue Merge is only tried early in a queue's life).
     first_io: Option<Nanos>,
-    /// The weight under which it is counted among the busy queues, if busy.
-    counted_weight: Option<u64>,
+    /// The configured weight under which it is counted among the busy queues, and whether it was
+    /// raised then, if busy.
+    counted_weight: Option<(u64, bool)>,
     /// The bucket of `pos_index` this queue is filed under, if any.
     pos_bucket: Option<u64>,
 }
@@ -259,6 +260,8 @@ pub struct Bfq {
     last_position: u64,
     hw_tag: HwTag,
     weight_counts: IdMap<u64, u32>,
+    /// Busy queues that are not weight-raised.
+    busy_non_raised: usize,
     /// Queues that could take an Early Queue Merge partner, by where their I/O is (the kernel's
     /// position tree): bucket `last_end / merge_distance` -> slot, one queue per bucket. Lets an
     /// arriving queue find a close queue in O(1) instead of scanning every queue.
@@ -302,6 +305,7 @@ impl Bfq {
             last_position: 0,
             hw_tag: HwTag::new(device.queue_depth),
             weight_counts: IdMap::default(),
+            busy_non_raised: 0,
             pos_index: IdMap::default(),
             burst: BurstDetector::default(),
             preempt: false,
@@ -390,29 +394,38 @@ impl Bfq {
         self.events.push_back(Event { time, queue: self.queues[s as usize].id, kind });
     }
 
-    /// Keeps the count of busy queues per weight (for the symmetric/asymmetric test, seed 003 V-C).
-    /// Weight-raised queues are not counted, as the kernel leaves them out of its weights tree: they are
-    /// idled by their own rule, and counting their raised weight would make every other queue idled
-    /// too, so that a start-up would wait for a reader's whole slot after each of its own pauses.
-    fn set_busy_weight(&mut self, s: u32, weight: Option<u64>) {
-        let raised = self.raising_on() && self.queues[s as usize].raising.active();
-        let weight = weight.filter(|_| !raised);
-        let old = self.queues[s as usize].counted_weight;
-        if old == weight {
+    /// Keeps the count of busy queues per weight (for the symmetric/asymmetric test, seed 003 V-C) and
+    /// the count of busy queues that are not weight-raised (for the kernel idling rule).
+    ///
+    /// Queues count with their configured weight, not the raised one: the guarantees that idling
+    /// protects are the configured shares, and counting raised weights would make every scenario with
+    /// one raised queue asymmetric (every reader idled, a start-up waiting for a reader's whole slot
+    /// after each of its pauses). The kernel leaves raised queues out of its weights tree for the same
+    /// reason; leaving them out altogether would also drop their configured shares, so that two
+    /// tenants of weights 1 and 3 that start together, both raised, would not be idled and would split
+    /// a fast device by their request rates for the whole raising period.
+    fn set_busy(&mut self, s: u32, busy: bool) {
+        let q = &self.queues[s as usize];
+        let counted =
+            busy.then(|| (u64::from(level_weight(q.spec)), self.raising_on() && q.raising.active()));
+        let old = q.counted_weight;
+        if old == counted {
             return;
         }
-        if let Some(w) = old {
+        if let Some((w, raised)) = old {
             if let Some(c) = self.weight_counts.get_mut(&w) {
                 *c -= 1;
                 if *c == 0 {
                     self.weight_counts.remove(&w);
                 }
             }
+            self.busy_non_raised -= usize::from(!raised);
         }
-        if let Some(w) = weight {
+        if let Some((w, raised)) = counted {
             *self.weight_counts.entry(w).or_insert(0) += 1;
+            self.busy_non_raised += usize::from(!raised);
         }
-        self.queues[s as usize].counted_weight = weight;
+        self.queues[s as usize].counted_weight = counted;
     }
 
     fn asymmetric(&self) -> bool {
@@ -446,7 +459,7 @@ impl Bfq {
             hw_tag: self.hw_tag.detected,
             rotational: self.device.rotational,
             asymmetric: self.asymmetric(),
-            non_raised_busy: !self.weight_counts.is_empty(),
+            non_raised_busy: self.busy_non_raised > 0,
             others_in_flight: self.in_flight - q.serving_in_flight,
             only_busy: self.queued == q.reqs.len(),
             served,
@@ -511,7 +524,7 @@ impl Bfq {
             self.event(now, t, EventKind::WeightRaised { kind, weight: w.min(u64::from(u32::MAX)) as u32 });
         }
         self.wf2q.activate(t, class, w, budget, backshift);
-        self.set_busy_weight(t, Some(w));
+        self.set_busy(t, true);
         self.event(now, t, EventKind::Activated);
         if let Some(svc) = self.service {
             let in_service = &self.queues[svc.slot as usize];
@@ -551,8 +564,7 @@ impl Bfq {
             // A busy member counts among the non-raised queues from now on; its B-WF2Q+ weight drops
             // at its next expiry or activation, as for any raising that ends.
             if matches!(self.wf2q.entities[m as usize].state, EntityState::Active | EntityState::InService) {
-                let w = self.effective_weight(m);
-                self.set_busy_weight(m, Some(w));
+                self.set_busy(m, true);
             }
         }
     }
@@ -632,10 +644,10 @@ impl Bfq {
                 self.wf2q.expire(s, charged, None);
                 self.wf2q.activate(s, class, w, next, None);
             }
-            self.set_busy_weight(s, Some(w));
+            self.set_busy(s, true);
         } else {
             self.wf2q.expire(s, charged, None);
-            self.set_busy_weight(s, None);
+            self.set_busy(s, false);
             let slice_idle = self.cfg.slice_idle;
             let q = &mut self.queues[s as usize];
             // A sync queue expired while its next request may still come "in time" (seed 000 3.1).
@@ -746,7 +758,7 @@ impl Bfq {
             src.reqs.move_all(&mut self.slab, &mut dst.reqs);
         }
         self.wf2q.remove(s);
-        self.set_busy_weight(s, None);
+        self.set_busy(s, false);
         let src_raising = self.queues[s as usize].raising;
         let dst = &mut self.queues[i as usize];
         if src_raising.active() && (!dst.raising.active() || src_raising.end > dst.raising.end) {
@@ -834,7 +846,7 @@ impl Scheduler for Bfq {
             let w = self.effective_weight(s);
             let b = self.queues[s as usize].budget.clamp(1, self.b_max);
             self.wf2q.activate(s, spec.class.index(), w, b, None);
-            self.set_busy_weight(s, Some(w));
+            self.set_busy(s, true);
             if let Some(svc) = self.service {
                 if spec.class.index() < self.queues[svc.slot as usize].spec.class.index() {
                     self.preempt = true;
