@@ -752,3 +752,18 @@ fn raised_tenants_with_different_weights_are_still_idled_for_their_shares() {
         }
     }
 }
+
+#[test]
+fn with_wr_default_weight_only_a_queue_with_an_explicit_weight_is_not_raised() {
+    // Kernel-bfq-reference.md "Interactive weight raising": sync, default weight. Off by default.
+    for (only_default, raised_300) in [(true, false), (false, true)] {
+        let cfg = BfqConfig { wr_default_weight_only: only_default, ..BfqConfig::default() };
+        let mut rig = Rig::new(FLASH_NCQ, cfg);
+        rig.b.configure_queue(QueueId(1), QueueSpec::with_weight(100), 0).unwrap();
+        rig.b.configure_queue(QueueId(2), QueueSpec::with_weight(300), 0).unwrap();
+        rig.read(1, 0);
+        rig.read(2, 1_000_000);
+        assert!(rig.b.queue_stats(QueueId(1)).unwrap().raising.is_some(), "default weight: raised");
+        assert_eq!(rig.b.queue_stats(QueueId(2)).unwrap().raising.is_some(), raised_300);
+    }
+}

@@ -108,6 +108,11 @@ pub struct BfqConfig {
     /// `large_burst` (1): large-burst detection for v7r8 interactive raising (kernel-bfq-reference.md
     /// "Burst": 8 queues appearing < 180 ms apart are not raised).
     pub large_burst: bool,
+    /// `wr_default_weight_only` (0): 1 = raise only queues with the default weight, as the kernel
+    /// does (kernel-bfq-reference.md "Interactive weight raising"). Off by default, because an
+    /// application-defined queue configured with the default weight beside others with explicit
+    /// weights would be raised over them, breaking configured shares for the raising period.
+    pub wr_default_weight_only: bool,
 }
 
 impl Default for BfqConfig {
@@ -140,6 +145,7 @@ impl Default for BfqConfig {
             merge: true,
             merge_distance: 8192,
             large_burst: true,
+            wr_default_weight_only: false,
         }
     }
 }
@@ -174,6 +180,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "merge",
     "merge_distance",
     "large_burst",
+    "wr_default_weight_only",
 ];
 
 const IDLING_POLICIES: [(&str, IdlingPolicy); 3] =
@@ -238,6 +245,7 @@ impl BfqConfig {
             "merge" => self.merge = parse_bool(NAME, key, value)?,
             "merge_distance" => self.merge_distance = parse_u64(NAME, key, value, 0, 1 << 40)?,
             "large_burst" => self.large_burst = parse_bool(NAME, key, value)?,
+            "wr_default_weight_only" => self.wr_default_weight_only = parse_bool(NAME, key, value)?,
             _ => return Err(ParamError::unknown(NAME, key, PARAM_NAMES)),
         }
         Ok(())
@@ -286,6 +294,7 @@ impl BfqConfig {
             ("merge", b(self.merge)),
             ("merge_distance", self.merge_distance.to_string()),
             ("large_burst", b(self.large_burst)),
+            ("wr_default_weight_only", b(self.wr_default_weight_only)),
         ]
     }
 }

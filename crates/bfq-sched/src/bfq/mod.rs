@@ -491,7 +491,13 @@ impl Bfq {
             q.service_since_backlogged = 0;
         }
         let mut raised = None;
-        if may_raise {
+        // `wr_default_weight_only` (kernel-bfq-reference.md "Interactive weight raising": "sync,
+        // default weight"): a queue whose weight was set away from the default is taken to be under the
+        // user's explicit control and is not raised. Off by default: tenants configured 100:300 would
+        // get the default-weight one raised x30 over the other for the whole raising period.
+        let default_weight =
+            !self.cfg.wr_default_weight_only || level_weight(q.spec) == crate::types::DEFAULT_WEIGHT;
+        if may_raise && default_weight {
             let interactive = appeared && !q.in_large_burst;
             let soft_rt = self.cfg.weight_raising == WeightRaising::V7r8
                 && was_idle
