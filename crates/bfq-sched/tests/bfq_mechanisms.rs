@@ -767,3 +767,20 @@ fn with_wr_default_weight_only_a_queue_with_an_explicit_weight_is_not_raised() {
         assert_eq!(rig.b.queue_stats(QueueId(2)).unwrap().raising.is_some(), raised_300);
     }
 }
+
+#[test]
+fn a_queue_that_used_its_whole_budget_is_expired_as_exhausted_even_when_empty() {
+    // Seed 000 sec. 3: the in-service application is served until its budget is exhausted or its
+    // backlog empties; with the budget used up there is nothing to idle for (its next request could not
+    // be served in this slot anyway).
+    let mut cfg = BfqConfig::default();
+    cfg.set("max_budget", "8").unwrap();
+    let mut rig = Rig::new(DISK, cfg);
+    let r = rig.read(1, 0);
+    assert_eq!(rig.dispatched(), r);
+    rig.advance(MSEC);
+    rig.b.complete(&r, rig.now);
+    assert_eq!(rig.dispatch(), Decision::Empty, "not idled");
+    let reasons: Vec<_> = rig.expiries(1).into_iter().map(|(reason, _)| reason).collect();
+    assert_eq!(reasons, [ExpiryReason::BudgetExhausted]);
+}

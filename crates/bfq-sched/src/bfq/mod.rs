@@ -928,6 +928,11 @@ impl Scheduler for Bfq {
                 self.expire(ExpiryReason::BudgetTimeout, now);
                 continue;
             }
+            if served > 0 && served >= budget {
+                // The whole budget is used: no request can fit, so do not look for one.
+                self.expire(ExpiryReason::BudgetExhausted, now);
+                continue;
+            }
             let p = OrderParams { check_fifo: !fifo_checked, ..self.order_params() };
             let head = self.last_position;
             let next = self.queues[s as usize].reqs.peek_next(&self.slab, head, now, &p);
