@@ -218,6 +218,8 @@ enum Cmd {
 struct Shared {
     inbox: Mutex<Vec<Cmd>>,
     sleeping: AtomicBool,
+    /// Whether the inbox holds commands (kept under the inbox lock, read without it).
+    pending: AtomicBool,
     closed: AtomicBool,
     /// Set (under the inbox lock) when the engine thread stops taking commands.
     dead: AtomicBool,
@@ -237,8 +239,11 @@ impl Shared {
                 return;
             }
             inbox.push(cmd);
+            self.pending.store(true, Ordering::SeqCst);
         }
-        if self.sleeping.swap(false, Ordering::SeqCst) {
+        // Only a sleeping engine thread needs the eventfd; the plain load keeps the flag's cache line
+        // shared while the engine is awake.
+        if self.sleeping.load(Ordering::SeqCst) && self.sleeping.swap(false, Ordering::SeqCst) {
             let one: u64 = 1;
             // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
             unsafe { libc::write(self.wake_fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
@@ -267,6 +272,7 @@ impl Engine {
         let shared = Arc::new(Shared {
             inbox: Mutex::new(Vec::with_capacity(1024)),
             sleeping: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             wake_fd,
@@ -491,17 +497,21 @@ impl Worker {
     }
 
     fn inbox_empty(&self) -> bool {
-        self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        !self.shared.pending.load(Ordering::SeqCst)
     }
 
     /// Moves every command into the scheduler; returns whether shutdown was asked.
     fn drain_inbox(&mut self, now: Nanos) -> bool {
+        if self.inbox_empty() {
+            return false;
+        }
         {
             let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
             if inbox.is_empty() {
                 return false;
             }
             std::mem::swap(&mut *inbox, &mut self.local);
+            self.shared.pending.store(false, Ordering::SeqCst);
         }
         let mut shutdown = false;
         let mut cmds = std::mem::take(&mut self.local);
