@@ -99,7 +99,7 @@ impl<T> Core<T> {
             file,
             depth: config.depth as usize,
             slab: Vec::with_capacity(config.depth as usize),
-            free: Vec::new(),
+            free: Vec::with_capacity(config.depth as usize),
             in_flight: 0,
             start: Instant::now(),
             completed: 0,

@@ -436,8 +436,9 @@ impl Future for Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        // Recycle the cell if the engine is done with it (no allocation for the next request).
-        if Arc::strong_count(&self.cell) == 1 {
+        // Recycle the cell if the engine is done with it (no allocation for the next request): once the
+        // result is stored the engine only drops its reference, which may still be on its way.
+        if self.cell.done.load(Ordering::Acquire) || Arc::strong_count(&self.cell) == 1 {
             if let Ok(mut st) = self.cell.state.lock() {
                 st.result = None;
                 st.waker = None;
