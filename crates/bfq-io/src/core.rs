@@ -76,10 +76,12 @@ impl<T> Core<T> {
         let entries = (config.depth + control).next_power_of_two();
         // One thread submits and reaps: completions run as task work when that thread asks for them
         // (as fio sets up its rings), instead of interrupting it. Rings of a thread other than the
-        // creator's start disabled and are enabled by that thread (`enable`). Kernels before 6.1 lack
-        // these flags: plain ring then.
+        // creator's start disabled and are enabled by that thread (`enable`). The task-run flag tells
+        // the submitter that completions are pending, so that an enter that only submits (nothing to
+        // wait for, e.g. while clients keep the inbox full) still posts them to the scheduler instead
+        // of leaving them until the next wait. Kernels before 6.1 lack these flags: plain ring then.
         let mut builder = IoUring::builder();
-        builder.setup_coop_taskrun().setup_single_issuer().setup_defer_taskrun();
+        builder.setup_coop_taskrun().setup_taskrun_flag().setup_single_issuer().setup_defer_taskrun();
         if !same_thread {
             builder.setup_r_disabled();
         }
@@ -97,7 +99,7 @@ impl<T> Core<T> {
             file,
             depth: config.depth as usize,
             slab: Vec::with_capacity(config.depth as usize),
-            free: Vec::new(),
+            free: Vec::with_capacity(config.depth as usize),
             in_flight: 0,
             start: Instant::now(),
             completed: 0,

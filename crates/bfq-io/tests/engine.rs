@@ -198,3 +198,61 @@ fn block_on<F: std::future::Future>(fut: F) -> F::Output {
         std::thread::park();
     }
 }
+
+/// Results are handed over a whole ring pass at a time (issue 7, engine hand-off): every client still
+/// gets exactly its own results, and every client is woken, whether it blocks on its newest ticket
+/// while older ones finish, on its oldest, or awaits tickets as futures. A lost wake-up would hang a
+/// client: the watchdog turns that into a failure (a generous bound, not a timing check).
+#[test]
+fn batched_hand_off_wakes_every_waiting_client_with_its_own_data() {
+    const BLOCKS: u64 = 1024;
+    const ROUNDS: u64 = 200;
+    const WINDOW: u64 = 16;
+    let file = TempFile::new("handoff", BLOCKS * 4096);
+    let mut data = vec![0u8; (BLOCKS * 4096) as usize];
+    for (b, chunk) in data.chunks_mut(4096).enumerate() {
+        pattern(b as u64, chunk);
+    }
+    std::fs::write(&file.0, &data).unwrap();
+    let engine = Engine::open(&file.0, config("bfq", 8)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for t in 0..4u32 {
+        let client = engine.client(QueueId(t + 1), QueueSpec::default()).unwrap();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut x = 0x2545_f491_4f6c_dd1du64 ^ (t as u64 + 1);
+            let mut checked = 0u64;
+            for _ in 0..ROUNDS {
+                let mut window: Vec<_> = (0..WINDOW)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let b = x % BLOCKS;
+                        (b, client.read(b * 4096, AlignedBuf::zeroed(4096), true))
+                    })
+                    .collect();
+                if t == 0 {
+                    window.reverse();
+                }
+                for (b, ticket) in window {
+                    let done = if t == 3 { block_on(ticket) } else { ticket.wait() }.unwrap();
+                    let mut want = vec![0u8; 4096];
+                    pattern(b, &mut want);
+                    assert!(done.buf.as_slice() == &want[..], "client {t}: block {b} has another's data");
+                    checked += 1;
+                }
+            }
+            let _ = tx.send(checked);
+        });
+    }
+    drop(tx);
+    for _ in 0..4 {
+        let checked = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("a client was never woken for its result (or panicked)");
+        assert_eq!(checked, ROUNDS * WINDOW);
+    }
+    let stats = engine.shutdown().unwrap();
+    assert_eq!(stats.completed, 4 * ROUNDS * WINDOW);
+}

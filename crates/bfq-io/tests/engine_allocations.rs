@@ -1,0 +1,107 @@
+//! No heap allocation per request in steady state through the threaded engine (issue 7, target 3): a
+//! counting global allocator, and client threads that keep a window of reads in flight, each reusing
+//! the buffer its last read gave back.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+
+use bfq_io::{AlignedBuf, Engine, EngineConfig, QueueId, QueueSpec};
+
+mod common;
+use common::TempFile;
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Requests per client, after a warm-up of the same length; `measure` returns the allocations made
+/// by every thread (clients and engine) while the clients issued them.
+fn allocations_in_steady_state(sched: &str, file: &TempFile) -> u64 {
+    const CLIENTS: u32 = 3;
+    const WINDOW: usize = 8;
+    const REQUESTS: u64 = 10_000;
+    let config = EngineConfig { scheduler: sched.into(), params: Vec::new(), depth: 16 };
+    let engine = Engine::open(&file.0, config).unwrap();
+    let blocks = std::fs::metadata(&file.0).unwrap().len() / 4096;
+    // Phases: warm-up, measured, drain; the main thread reads the counter between them.
+    let phase = Arc::new(Barrier::new(CLIENTS as usize + 1));
+    let handles: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let client = engine.client(QueueId(c + 1), QueueSpec::default()).unwrap();
+            let phase = phase.clone();
+            std::thread::spawn(move || {
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(c);
+                let mut next = move || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % blocks) * 4096
+                };
+                let mut window: VecDeque<_> =
+                    (0..WINDOW).map(|_| client.read(next(), AlignedBuf::zeroed(4096), true)).collect();
+                for round in 0..2 {
+                    for _ in 0..REQUESTS {
+                        let done = window.pop_front().unwrap().wait().unwrap();
+                        window.push_back(client.read(next(), done.buf, true));
+                    }
+                    phase.wait();
+                    if round == 0 {
+                        phase.wait();
+                    }
+                }
+                for t in window {
+                    t.wait().unwrap();
+                }
+            })
+        })
+        .collect();
+    phase.wait();
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    phase.wait();
+    phase.wait();
+    let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    for h in handles {
+        h.join().unwrap();
+    }
+    engine.shutdown().unwrap();
+    allocations
+}
+
+/// The engine's own hand-off (inbox, request slab, completion cells, wake list) does not allocate per
+/// request: with FIFO, whose scheduler allocates nothing, at most one allocation per thousand requests
+/// (what remains is vectors and the cell pool growing to a new high-water mark, once). BFQ is measured
+/// and reported, not held: its queue merging (`Bfq::try_merge`, cooperating random readers) allocates
+/// the merged-from list again after each split has taken it.
+#[test]
+fn threaded_engine_makes_no_heap_allocation_per_request_in_steady_state() {
+    // One test function: the counter is global, and tests of one binary run in parallel threads.
+    let file = TempFile::new("alloc", 4096 * 4096);
+    let fifo = allocations_in_steady_state("fifo", &file);
+    let bfq = allocations_in_steady_state("bfq", &file);
+    eprintln!("allocations in 30,000 requests through the engine: fifo {fifo}, bfq {bfq}");
+    assert!(fifo <= 30, "fifo: {fifo} allocations in 30,000 requests through the engine");
+}
