@@ -74,6 +74,27 @@ fn every_byte_written_is_read_back_under_bfq() {
 /// the heavier queue could have drained at its 3/4 share.
 #[test]
 fn weights_one_to_three_give_shares_within_ten_percent() {
+    // The measurement needs both queues fully submitted well before the heavy one could drain; on a
+    // loaded machine the clients' submission can be slow enough that no such window is left. That is
+    // a precondition, not a result: try again (at most three times) rather than judge the shares.
+    for attempt in 1..=3 {
+        match measure_one_to_three_shares() {
+            Some(share_heavy) => {
+                assert!(
+                    (share_heavy - 0.75).abs() <= 0.075,
+                    "weight-300 queue got {share_heavy:.3} of the service"
+                );
+                return;
+            }
+            None => eprintln!("attempt {attempt}: submission too slow to leave a measurement window"),
+        }
+    }
+    panic!("three attempts in a row left no measurement window (clients' submission too slow)");
+}
+
+/// One run of the 1:3 measurement: the heavy queue's share of the completions in the window where both
+/// queues are backlogged, or `None` if submission took too long to leave a window.
+fn measure_one_to_three_shares() -> Option<f64> {
     const PER_QUEUE: u64 = 12_288;
     let file = TempFile::on_disk("weights", 64 << 20);
     // Shares hold at the granularity of budgets (seed 001 sec. 3): the automatic B_max of a fast disk
@@ -114,17 +135,16 @@ fn weights_one_to_three_give_shares_within_ten_percent() {
     engine.shutdown().unwrap();
     // The heavy queue drains after about PER_QUEUE / 0.75 completions; stop well before that.
     let window_end = PER_QUEUE * 5 / 4;
-    assert!(
-        window_start + 2048 <= window_end,
-        "submission took too long to leave a measurement window (started at completion {window_start})"
-    );
+    if window_start + 2048 > window_end {
+        return None;
+    }
     let count = |v: &&Vec<u64>| v.iter().filter(|&&s| s >= window_start && s < window_end).count() as f64;
     let (light, heavy) = (count(&seqs[0]), count(&seqs[1]));
     let share_heavy = heavy / (light + heavy);
     eprintln!(
         "weight-300 queue share: {share_heavy:.3} ({light} vs {heavy} completions in [{window_start}, {window_end}))"
     );
-    assert!((share_heavy - 0.75).abs() <= 0.075, "weight-300 queue got {share_heavy:.3} of the service");
+    Some(share_heavy)
 }
 
 /// A read past the end of the file fails with a short-transfer error for that request only; every

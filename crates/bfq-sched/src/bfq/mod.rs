@@ -781,8 +781,10 @@ impl Bfq {
 
     /// Splits every queue merged into `t` (the merged stream turned random).
     fn split(&mut self, t: u32, now: Nanos) {
-        let sources = std::mem::take(&mut self.queues[t as usize].merged_from);
-        for src in sources {
+        // The list is taken out and put back empty, keeping its buffer: a queue that merges and splits
+        // again and again (early in its life) must not allocate each time.
+        let mut sources = std::mem::take(&mut self.queues[t as usize].merged_from);
+        for &src in &sources {
             self.queues[src as usize].merged_into = None;
             self.index_position(src);
             self.event(now, src, EventKind::Split);
@@ -791,6 +793,8 @@ impl Bfq {
             // was merged (kernel: raising that would have ended meanwhile ends at the split).
             self.check_raising_end(src, now);
         }
+        sources.clear();
+        self.queues[t as usize].merged_from = sources;
     }
 
     /// Dispatches the slab request `index` of the in-service queue `s`.
