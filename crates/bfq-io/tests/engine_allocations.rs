@@ -2,41 +2,17 @@
 //! counting global allocator, and client threads that keep a window of reads in flight, each reusing
 //! the buffer its last read gave back.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
 use bfq_io::{AlignedBuf, Engine, EngineConfig, QueueId, QueueSpec};
+use bfq_sched::testing::{self, CountingAllocator};
 
 mod common;
 use common::TempFile;
 
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Requests per client, after a warm-up of the same length; `measure` returns the allocations made
 /// by every thread (clients and engine) while the clients issued them.
@@ -80,10 +56,10 @@ fn allocations_in_steady_state(sched: &str, file: &TempFile) -> u64 {
         })
         .collect();
     phase.wait();
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = testing::allocations();
     phase.wait();
     phase.wait();
-    let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    let allocations = testing::allocations() - before;
     for h in handles {
         h.join().unwrap();
     }

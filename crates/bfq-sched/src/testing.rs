@@ -374,3 +374,38 @@ impl SteadyLoad {
         self.scheduler.as_ref()
     }
 }
+
+/// Heap allocations made through [`CountingAllocator`] so far, by every thread.
+static ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The system allocator, counting allocations and reallocations, for the "no allocation per request
+/// in steady state" tests (issue 7). A test binary installs it with
+/// `#[global_allocator] static GLOBAL: CountingAllocator = CountingAllocator;` and reads
+/// [`allocations`] before and after the steps it measures.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CountingAllocator;
+
+// SAFETY: every call is forwarded unchanged to the system allocator; counting has no effect on memory.
+unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract is the system allocator's.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: `ptr` came from `alloc`/`realloc` above, i.e. from the system allocator.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as `dealloc`.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// Allocations counted by [`CountingAllocator`] so far (0 if it is not the global allocator).
+pub fn allocations() -> u64 {
+    ALLOCATIONS.load(std::sync::atomic::Ordering::SeqCst)
+}

@@ -1,36 +1,10 @@
 //! No heap allocation per request in steady state (issue "Performance", target 3): a counting global
 //! allocator around the system one, and every scheduler driven by `SteadyLoad` after its warm-up.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use bfq_sched::testing::{Mix, SteadyLoad};
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use bfq_sched::testing::{self, CountingAllocator, Mix, SteadyLoad};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Schedulers held to the no-allocation target; the peers are measured but not held to it.
 const HELD_TO_ZERO: &[&str] = &["fifo", "bfq"];
@@ -43,12 +17,12 @@ fn steady_state_makes_no_heap_allocation_per_request() {
         for mix in [Mix::Sequential, Mix::Random, Mix::Mixed] {
             for queues in [1, 100, 5_000] {
                 let mut load = SteadyLoad::new(name, &[], queues, mix).expect("scheduler builds");
-                let before = ALLOCATIONS.load(Ordering::Relaxed);
+                let before = testing::allocations();
                 let steps = 20_000;
                 for _ in 0..steps {
                     load.step();
                 }
-                let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+                let allocations = testing::allocations() - before;
                 let per_request = allocations as f64 / f64::from(steps);
                 report.push(format!(
                     "{name:>14} {mix:?} {queues:>6} queues: {per_request:.4} allocations/request"
@@ -77,12 +51,12 @@ fn steady_state_makes_no_heap_allocation_per_request() {
         for mix in [Mix::Random, Mix::Mixed] {
             for queues in [1, 100, 5_000] {
                 let mut load = SteadyLoad::new("bfq", &p, queues, mix).expect("bfq builds");
-                let before = ALLOCATIONS.load(Ordering::Relaxed);
+                let before = testing::allocations();
                 let steps = 20_000;
                 for _ in 0..steps {
                     load.step();
                 }
-                let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+                let allocations = testing::allocations() - before;
                 let per_request = allocations as f64 / f64::from(steps);
                 report.push(format!(
                     "bfq ({label}) {mix:?} {queues:>6} queues: {per_request:.4} allocations/request"

@@ -204,6 +204,12 @@ impl BfqConfig {
         }
     }
 
+    /// Whether the kernel's peak-rate sampler is in force (it is a BFQ+ heuristic: the original
+    /// algorithm, `v1_heuristics=0`, keeps its own estimator).
+    pub fn kernel_peak_rate(&self) -> bool {
+        self.v1_heuristics && self.peak_rate_estimator == Variant::Kernel
+    }
+
     /// Sets the tunable `key` from its textual value.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ParamError> {
         let ms = |min, max| parse_duration(NAME, key, value, MSEC, min, max);

@@ -132,9 +132,9 @@ pub fn idle_window(cfg: &BfqConfig, i: &IdleInputs) -> Option<Nanos> {
             // Seed 001 sec. 5.1: BFQ+ disables idling altogether with internal queueing.
             IdlingPolicy::V1 => return None,
             // Seed 003 sec. V-C; `Kernel` adds the kernel's refinement for raised queues
-            // (kernel-bfq-reference.md "Idling", needed for guarantees): idling a raised queue protects it from the requests of
-            // non-raised queues, so it is needed only while some non-raised queue is busy or other
-            // queues keep the device loaded. When every busy queue is raised (tenants that all started
+            // (kernel-bfq-reference.md "Idling", needed for guarantees): idling a raised queue
+            // protects it from the requests of non-raised queues, so it is needed only while some
+            // non-raised queue is busy or other queues keep the device loaded. When every busy queue is raised (tenants that all started
             // at once) idling would only cut the device's queue to one queue's requests. The kernel also
             // idles for the only busy queue.
             IdlingPolicy::V7r8 | IdlingPolicy::Kernel => {

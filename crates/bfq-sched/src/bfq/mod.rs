@@ -283,8 +283,7 @@ impl Bfq {
         let peak = PeakRate::for_device(&cfg, device.rotational, cfg.timeout_sync);
         // The kernel starts from its default maximum budget and recomputes it from the estimate once
         // the estimator has measured; the paper's initial estimate gives that same budget.
-        let kernel_estimator = cfg.v1_heuristics && cfg.peak_rate_estimator == config::Variant::Kernel;
-        let b_max = if kernel_estimator && cfg.max_budget == 0 {
+        let b_max = if cfg.kernel_peak_rate() && cfg.max_budget == 0 {
             budget::DEFAULT_MAX_BUDGET
         } else {
             budget::max_budget(&cfg, peak.rate)

@@ -14,7 +14,7 @@
 //! Rates are integers in sectors per second.
 
 use super::budget::DEFAULT_MAX_BUDGET;
-use super::config::{BfqConfig, Variant};
+use super::config::BfqConfig;
 use super::weight_raising::{REF_RATE_NONROT, REF_RATE_ROT};
 use crate::scheduler::ExpiryReason;
 use crate::types::{Nanos, MSEC, SEC};
@@ -51,7 +51,7 @@ impl PeakRate {
     /// not last for the slow default's duration; the paper variants from [`PeakRate::new`].
     pub fn for_device(cfg: &BfqConfig, rotational: bool, timeout: Nanos) -> Self {
         let mut p = PeakRate::new(timeout);
-        if cfg.v1_heuristics && cfg.peak_rate_estimator == Variant::Kernel {
+        if cfg.kernel_peak_rate() {
             let reference = if rotational { REF_RATE_ROT } else { REF_RATE_NONROT };
             p.rate = reference * 2 / 3;
         }
@@ -68,7 +68,7 @@ impl PeakRate {
         seeky: bool,
         reason: ExpiryReason,
     ) -> bool {
-        if cfg.v1_heuristics && cfg.peak_rate_estimator == Variant::Kernel {
+        if cfg.kernel_peak_rate() {
             return false;
         }
         if elapsed < 20 * MSEC {
@@ -92,7 +92,7 @@ impl PeakRate {
 
     /// The kernel variant's per-dispatch sample. Returns whether the estimate changed.
     pub fn on_dispatch(&mut self, cfg: &BfqConfig, now: Nanos, sector: u64, sectors: u64) -> bool {
-        if !(cfg.v1_heuristics && cfg.peak_rate_estimator == Variant::Kernel) {
+        if !cfg.kernel_peak_rate() {
             return false;
         }
         let start = *self.window_start.get_or_insert(now);
@@ -126,6 +126,7 @@ impl PeakRate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bfq::config::Variant;
 
     #[test]
     fn paper_estimator_low_pass_filters_a_higher_measurement() {

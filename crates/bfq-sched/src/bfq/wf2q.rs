@@ -281,10 +281,12 @@ impl RunHeap {
     /// Pushes `e` and pops the minimum: `e` itself when it ranks first. Same result as `push` then
     /// `pop`.
     fn push_pop(&mut self, e: HeapEntry) -> HeapEntry {
-        if self.peek().map_or(true, |m| e.rank() < m.rank()) {
+        let in_run = self.min_in_run();
+        let min = if in_run { self.run.front() } else { self.heap.peek() };
+        if min.map_or(true, |m| e.rank() < m.rank()) {
             return e;
         }
-        if self.min_in_run() {
+        if in_run {
             let top = self.run.pop_front();
             self.push(e);
             top.unwrap_or(e)
