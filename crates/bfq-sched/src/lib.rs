@@ -60,4 +60,17 @@ pub enum SchedError {
     /// A queue's weight or class is out of range.
     #[error("invalid queue spec: {0}")]
     InvalidQueueSpec(String),
+    /// A group call named an unknown group, the root group, or would make a cycle.
+    #[error("invalid group: {0}")]
+    InvalidGroup(String),
+    /// The queue still has requests queued or in flight.
+    #[error("queue {queue} is busy: {queued} queued, {in_flight} in flight")]
+    QueueBusy {
+        /// The queue.
+        queue: u32,
+        /// Requests waiting in the scheduler.
+        queued: usize,
+        /// Requests dispatched and not completed.
+        in_flight: usize,
+    },
 }

@@ -11,7 +11,7 @@
 //! then `dispatch` again). Every dispatched request must be handed back once through `complete`: that is
 //! the acknowledgment the scheduler's accounting relies on.
 
-use crate::types::{IoClass, Nanos, QueueId, QueueSpec, Request};
+use crate::types::{GroupId, IoClass, Nanos, QueueId, QueueSpec, Request};
 use crate::{ParamError, SchedError};
 
 /// What the scheduler wants the device to do next.
@@ -179,6 +179,43 @@ pub trait Scheduler: Send {
     /// Sets (or changes) a queue's weight and class. Queues that are never configured use
     /// [`QueueSpec::default`].
     fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, now: Nanos) -> Result<(), SchedError>;
+
+    /// Whether the scheduler shares service hierarchically among groups ([`Scheduler::configure_group`]).
+    /// Schedulers that return `false` accept group calls and ignore them: every queue competes flat.
+    fn supports_groups(&self) -> bool {
+        false
+    }
+
+    /// Creates or changes a group: its parent (`ROOT_GROUP` for a top-level group) and its weight and
+    /// class among its siblings (seed 003 sec. V: BFQ schedules groups with B-WF2Q+ as it schedules
+    /// queues). Errors: the group is `ROOT_GROUP`, the parent is unknown, the change would make a cycle,
+    /// or the spec is out of range. Schedulers without groups validate the spec and ignore the rest.
+    fn configure_group(
+        &mut self,
+        group: GroupId,
+        parent: GroupId,
+        spec: QueueSpec,
+        now: Nanos,
+    ) -> Result<(), SchedError> {
+        let _ = (group, parent, now);
+        spec.validate()
+    }
+
+    /// Places a queue in a group (every queue starts in `ROOT_GROUP`). Errors on an unknown group.
+    /// A queue that has requests queued or in flight moves when it next becomes idle, so service
+    /// already charged stays where it was charged.
+    fn set_queue_group(&mut self, queue: QueueId, group: GroupId, now: Nanos) -> Result<(), SchedError> {
+        let _ = (queue, group, now);
+        Ok(())
+    }
+
+    /// Forgets a queue the caller will not use again (a closed connection, an ended tenant), freeing
+    /// its state. Errors with [`SchedError::QueueBusy`] while it has requests queued or in flight. A
+    /// later request with the same id starts a fresh queue with the default spec.
+    fn remove_queue(&mut self, queue: QueueId, now: Nanos) -> Result<(), SchedError> {
+        let _ = (queue, now);
+        Ok(())
+    }
 
     /// A request arrives.
     fn insert(&mut self, request: Request, now: Nanos);

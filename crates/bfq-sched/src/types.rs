@@ -28,6 +28,15 @@ pub const SECTOR_BYTES: u64 = 512;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct QueueId(pub u32);
 
+/// Identifies a group of queues: a tenant with several queues (an export of a block server with one
+/// queue per connection, a cgroup with one queue per process). Groups nest; [`ROOT_GROUP`] is the
+/// top, and a queue that was never placed in a group belongs to it. Chosen by the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct GroupId(pub u32);
+
+/// The root of the group hierarchy: always exists, cannot be configured or removed.
+pub const ROOT_GROUP: GroupId = GroupId(0);
+
 /// Identifies a request. Chosen by the caller; must be unique among the requests that are inserted and
 /// not yet completed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -44,13 +53,16 @@ pub enum Op {
     Flush,
     /// Tell the device that a range is no longer used (TRIM / UNMAP).
     Discard,
+    /// Write zeroes over `len` bytes at `offset` without a data buffer (NBD WRITE_ZEROES,
+    /// fallocate zero-range). Moves no data over the bus, but occupies the device like a write.
+    WriteZeroes,
 }
 
 impl Op {
     /// True for operations that move data to the device (writes), which the papers throttle
     /// (seed 001 sec. 4.5).
     pub fn is_write(self) -> bool {
-        matches!(self, Op::Write)
+        matches!(self, Op::Write | Op::WriteZeroes)
     }
 }
 

@@ -63,7 +63,7 @@ impl Domain {
     pub fn of(request: &Request) -> Domain {
         match request.op {
             Op::Read => Domain::Read,
-            Op::Write => Domain::Write,
+            Op::Write | Op::WriteZeroes => Domain::Write,
             Op::Discard => Domain::Discard,
             Op::Flush => Domain::Other,
         }

@@ -180,7 +180,7 @@ impl SsdDevice {
                 let nand = self.occupy(request.offset, last - first + 1, page, read, ready);
                 self.link(nand, len)
             }
-            Op::Write => {
+            Op::Write | Op::WriteZeroes => {
                 let arrived = self.link(ready, len);
                 let chunks = len.div_ceil(WRITE_CHUNK).max(1);
                 let per_chunk =

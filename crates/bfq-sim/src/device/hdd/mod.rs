@@ -430,7 +430,7 @@ impl HddDevice {
                     done
                 }
             },
-            Op::Write => {
+            Op::Write | Op::WriteZeroes => {
                 // Write-through (write cache off): data reach the media before completion.
                 let head = self.read_cache.freeze(t).unwrap_or(self.head_offset);
                 self.read_cache.invalidate(a, b);
