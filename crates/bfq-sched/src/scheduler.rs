@@ -169,9 +169,26 @@ impl QueueStats {
 
 /// A storage I/O scheduler driven from outside: the common interface of BFQ and its peers.
 ///
-/// Implementations never read a clock, sleep, spawn or do I/O. They must not panic whatever the order
-/// or content of the calls: an unknown request handed to `complete` is ignored, a request for an
-/// unconfigured queue gets [`QueueSpec::default`].
+/// Implementations never read a clock, sleep, spawn or do I/O.
+///
+/// # Misuse: what is ignored, what is an error
+/// No call panics or overflows, whatever the order or content of the calls (checked by the fuzz
+/// harness in `tests/contract_fuzz.rs`, docs/fuzzing.md). Precisely:
+/// - **Ignored** (no counter, accounting or timer changes): an `insert` whose request id is already
+///   held (queued or in flight) — ids must be unique among requests inserted and not completed, and
+///   the request already held keeps its place; a `complete` of a request never dispatched, already
+///   completed, or named with another queue than the one that issued it.
+/// - **Corrected**: a `complete` is accounted with the request as it was inserted, not with the
+///   caller's copy: a copy with another `sync` flag, op or length changes nothing.
+/// - **Errors** (the call has no effect): `configure_queue`/`configure_group` with a spec out of
+///   range, a group call naming an unknown group or making a cycle ([`SchedError::InvalidGroup`]),
+///   `remove_queue` of a queue with requests queued or in flight ([`SchedError::QueueBusy`]),
+///   `set_param` with an unknown name or a value that does not parse or is out of range.
+/// - **Defaults**: a request for a queue never configured gets [`QueueSpec::default`].
+/// - **Time**: times are nanoseconds of a monotonic clock; a time earlier than one already given is
+///   treated as no time passing. Deadlines that would pass the end of the clock saturate at
+///   `Nanos::MAX` and then never fire early: a driver whose clock reaches `Nanos::MAX` still gets every
+///   request dispatched. Positions and sizes may take any value (sector arithmetic saturates).
 pub trait Scheduler: Send {
     /// The name it is selected by (`"bfq"`, `"fifo"`, ...).
     fn name(&self) -> &'static str;

@@ -125,6 +125,11 @@ impl<'a> Harness<'a> {
         self.clients.len() - 1
     }
 
+    /// The scheduler being driven (to read its state or events between runs).
+    pub fn scheduler_mut(&mut self) -> &mut dyn Scheduler {
+        self.scheduler
+    }
+
     /// Current virtual time.
     pub fn now(&self) -> Nanos {
         self.now

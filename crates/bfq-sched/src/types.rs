@@ -100,7 +100,7 @@ impl Request {
 
     /// The sector just after the request's last one.
     pub fn end_sector(&self) -> u64 {
-        self.sector() + self.sectors()
+        self.sector().saturating_add(self.sectors())
     }
 }
 

@@ -44,6 +44,11 @@ pub enum BurstOutcome {
 }
 
 impl BurstDetector {
+    /// A removed queue leaves the burst (its slot may be reused by an unrelated queue).
+    pub fn forget(&mut self, slot: u32) {
+        self.members.retain(|&m| m != slot);
+    }
+
     /// Queue `slot` appeared at `now`.
     pub fn appeared(&mut self, slot: u32, now: Nanos) -> BurstOutcome {
         let in_burst = self.last_arrival.is_some_and(|last| now.saturating_sub(last) < BURST_INTERVAL);

@@ -1,4 +1,4 @@
-//! The requests in flight: which queue served each one and which issued it, found again when the device
+//! The requests the scheduler holds, queued or in flight: which queue served each one and which issued it, found again when the device
 //! completes it (seed 001 sec. 4.3: "outstanding requests" drive the budget feedback; seed 003 sec. V-B:
 //! soft real-time detection needs "no outstanding request").
 //!
@@ -9,14 +9,21 @@
 
 use crate::types::RequestId;
 
-/// One request in flight.
+/// One request the scheduler holds: queued, or in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InFlight {
-    /// Slot of the queue that dispatched it (the merged queue, if merged).
+    /// Slot of the queue that dispatched it (the merged queue, if merged), or [`QUEUED`] while it
+    /// waits in the scheduler.
     pub serving: u32,
     /// Slot of the queue that issued it.
     pub owner: u32,
+    /// Whether it is synchronous, as inserted: a completion is accounted with the request's own flag,
+    /// never with the caller's copy (the `Scheduler::complete` contract).
+    pub sync: bool,
 }
+
+/// [`InFlight::serving`] of a request that is queued, not yet dispatched.
+pub const QUEUED: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
 struct Entry {
@@ -25,7 +32,7 @@ struct Entry {
     used: bool,
 }
 
-const EMPTY: Entry = Entry { id: 0, value: InFlight { serving: 0, owner: 0 }, used: false };
+const EMPTY: Entry = Entry { id: 0, value: InFlight { serving: 0, owner: 0, sync: false }, used: false };
 
 /// Request id -> [`InFlight`].
 #[derive(Debug)]
@@ -77,6 +84,22 @@ impl InFlightTable {
             if e.id == id.0 {
                 e.value = value;
                 return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The entry of a request, or `None` if the table does not hold it.
+    pub fn get(&self, id: RequestId) -> Option<InFlight> {
+        let mask = self.mask();
+        let mut i = self.home(id.0);
+        loop {
+            let e = &self.entries[i];
+            if !e.used {
+                return None;
+            }
+            if e.id == id.0 {
+                return Some(e.value);
             }
             i = (i + 1) & mask;
         }
@@ -134,7 +157,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn v(n: u32) -> InFlight {
-        InFlight { serving: n, owner: n + 1 }
+        InFlight { serving: n, owner: n + 1, sync: n % 2 == 0 }
     }
 
     #[test]

@@ -51,7 +51,7 @@ use burst::{BurstDetector, BurstOutcome};
 pub use config::BfqConfig;
 use config::WeightRaising;
 use idling::{HwTag, IdleInputs, SeekTracker};
-use inflight::{InFlight, InFlightTable};
+use inflight::{InFlight, InFlightTable, QUEUED};
 use ordering::{OrderParams, QueueRequests, Slab};
 use peak_rate::PeakRate;
 use weight_raising::Raising;
@@ -103,6 +103,16 @@ impl QueueIndex {
             self.dense.get(id.0 as usize).and_then(|&s| s.checked_sub(1))
         } else {
             self.sparse.get(&id).copied()
+        }
+    }
+
+    fn remove(&mut self, id: QueueId) {
+        if id.0 < DENSE_IDS {
+            if let Some(s) = self.dense.get_mut(id.0 as usize) {
+                *s = 0;
+            }
+        } else {
+            self.sparse.remove(&id);
         }
     }
 
@@ -245,11 +255,14 @@ pub struct Bfq {
     cfg: BfqConfig,
     device: DeviceInfo,
     queues: Vec<Queue>,
+    /// Slots of removed queues, reused by new ones (`Scheduler::remove_queue`).
+    free_slots: Vec<u32>,
     index: QueueIndex,
     slab: Slab,
     wf2q: Wf2q,
-    /// Request in flight -> the queue that dispatched it and the queue that issued it.
-    dispatched: InFlightTable,
+    /// Every request held, queued or in flight -> the queue that dispatched it (once dispatched), the
+    /// queue that issued it and its sync flag. Rejects duplicate ids and stray completions.
+    live: InFlightTable,
     queued: usize,
     in_flight: usize,
     /// Synchronous requests in the device (asynchronous ones wait while there are any).
@@ -291,10 +304,11 @@ impl Bfq {
         Bfq {
             device,
             queues: Vec::new(),
+            free_slots: Vec::new(),
             index: QueueIndex::default(),
             slab: Slab::default(),
             wf2q: Wf2q::default(),
-            dispatched: InFlightTable::default(),
+            live: InFlightTable::default(),
             queued: 0,
             in_flight: 0,
             sync_in_flight: 0,
@@ -360,6 +374,11 @@ impl Bfq {
 
     fn slot_of(&mut self, id: QueueId) -> u32 {
         if let Some(s) = self.index.get(id) {
+            return s;
+        }
+        if let Some(s) = self.free_slots.pop() {
+            self.queues[s as usize] = Queue::new(id, QueueSpec::default());
+            self.index.insert(id, s);
             return s;
         }
         let s = self.queues.len() as u32;
@@ -593,7 +612,7 @@ impl Bfq {
             served: 0,
             served_sectors: 0,
             started: now,
-            deadline: now + timeout,
+            deadline: now.saturating_add(timeout),
             idle_until: None,
             fifo_checked: false,
         });
@@ -656,7 +675,8 @@ impl Bfq {
             let slice_idle = self.cfg.slice_idle;
             let q = &mut self.queues[s as usize];
             // A sync queue expired while its next request may still come "in time" (seed 000 3.1).
-            q.waited_until = (reason == ExpiryReason::NoMoreRequests && q.sync).then_some(now + slice_idle);
+            q.waited_until =
+                (reason == ExpiryReason::NoMoreRequests && q.sync).then_some(now.saturating_add(slice_idle));
             if q.serving_in_flight == 0 {
                 self.became_idle(s, now);
             }
@@ -827,7 +847,7 @@ impl Bfq {
         self.queued -= 1;
         self.in_flight += 1;
         self.sync_in_flight += usize::from(r.sync);
-        self.dispatched.insert(r.id, InFlight { serving: s, owner: slot.owner });
+        self.live.insert(r.id, InFlight { serving: s, owner: slot.owner, sync: r.sync });
         self.last_position = r.end_sector();
         if self.peak.on_dispatch(&self.cfg, now, r.sector(), r.sectors()) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
@@ -866,8 +886,48 @@ impl Scheduler for Bfq {
         Ok(())
     }
 
+    fn remove_queue(&mut self, queue: QueueId, now: Nanos) -> Result<(), SchedError> {
+        let Some(s) = self.index.get(queue) else { return Ok(()) };
+        let q = &self.queues[s as usize];
+        // Requests it serves for queues merged into it count too: they sit in its request list.
+        let queued = q.own_queued.max(q.reqs.len());
+        let in_flight = q.own_in_flight.max(q.serving_in_flight);
+        if queued > 0 || in_flight > 0 {
+            return Err(SchedError::QueueBusy { queue: queue.0, queued, in_flight });
+        }
+        if self.service.is_some_and(|svc| svc.slot == s) {
+            // Idling for a queue that will never issue again would only keep the device idle.
+            self.expire(ExpiryReason::NoMoreRequests, now);
+        }
+        // Undo merges in both directions, so that no queue points at the slot about to be reused.
+        if !self.queues[s as usize].merged_from.is_empty() {
+            self.split(s, now);
+        }
+        if let Some(t) = self.queues[s as usize].merged_into.take() {
+            self.queues[t as usize].merged_from.retain(|&x| x != s);
+        }
+        self.wf2q.remove(s);
+        self.set_busy(s, false);
+        if let Some(b) = self.queues[s as usize].pos_bucket.take() {
+            if self.pos_index.get(&b) == Some(&s) {
+                self.pos_index.remove(&b);
+            }
+        }
+        self.burst.forget(s);
+        self.index.remove(queue);
+        self.queues[s as usize] = Queue::new(queue, QueueSpec::default());
+        self.free_slots.push(s);
+        Ok(())
+    }
+
     fn insert(&mut self, request: Request, now: Nanos) {
+        // An id already held (queued or in flight) is a caller's bug: ignored, so that the request
+        // held keeps its accounting (the `Scheduler::insert` contract).
+        if self.live.get(request.id).is_some() {
+            return;
+        }
         let s = self.slot_of(request.queue);
+        self.live.insert(request.id, InFlight { serving: QUEUED, owner: s, sync: request.sync });
         self.queues[s as usize].first_io.get_or_insert(now);
         let mut target = s;
         let mut recorded = false;
@@ -927,7 +987,9 @@ impl Scheduler for Bfq {
                 self.expire(ExpiryReason::Preempted, now);
                 continue;
             }
-            if now >= deadline {
+            // A deadline that saturated at the end of the clock never passes: at `now == Nanos::MAX`
+            // every slot would otherwise time out at once and nothing would be dispatched.
+            if now >= deadline && deadline != Nanos::MAX {
                 self.expire(ExpiryReason::BudgetTimeout, now);
                 continue;
             }
@@ -977,7 +1039,7 @@ impl Scheduler for Bfq {
             match idling::idle_window(&self.cfg, &inputs) {
                 Some(_) if self.queues[s as usize].serving_in_flight > 0 => return Decision::Wait,
                 Some(window) if window > 0 => {
-                    let until = now + window;
+                    let until = now.saturating_add(window);
                     if let Some(x) = self.service.as_mut() {
                         x.idle_until = Some(until);
                     }
@@ -995,9 +1057,15 @@ impl Scheduler for Bfq {
     }
 
     fn complete(&mut self, request: &Request, now: Nanos) {
-        let Some(InFlight { serving: s, owner }) = self.dispatched.remove(request.id) else { return };
+        // Only a dispatched request, named with the queue that issued it, completes; its own sync flag
+        // counts, not the caller's copy (the `Scheduler::complete` contract).
+        let Some(InFlight { serving: s, owner, sync }) = self.live.get(request.id) else { return };
+        if s == QUEUED || self.queues[owner as usize].id != request.queue {
+            return;
+        }
+        self.live.remove(request.id);
         self.in_flight -= 1;
-        self.sync_in_flight -= usize::from(request.sync && self.sync_in_flight > 0);
+        self.sync_in_flight -= usize::from(sync);
         self.queues[s as usize].serving_in_flight -= 1;
         {
             let o = &mut self.queues[owner as usize];
@@ -1014,7 +1082,7 @@ impl Scheduler for Bfq {
                 if drained && idle_until.is_none() {
                     let inputs = self.idle_inputs(s, served);
                     if let Some(window) = idling::idle_window(&self.cfg, &inputs).filter(|w| *w > 0) {
-                        let until = now + window;
+                        let until = now.saturating_add(window);
                         if let Some(x) = self.service.as_mut() {
                             x.idle_until = Some(until);
                         }
@@ -1086,7 +1154,9 @@ impl Scheduler for Bfq {
     }
 
     fn all_queue_stats(&self) -> Vec<QueueStats> {
-        let mut ids: Vec<QueueId> = self.queues.iter().map(|q| q.id).collect();
+        let mut ids: Vec<QueueId> =
+            self.queues.iter().map(|q| q.id).filter(|&id| self.index.get(id).is_some()).collect();
+        ids.dedup();
         ids.sort_unstable();
         ids.into_iter().filter_map(|id| self.queue_stats(id)).collect()
     }

@@ -66,11 +66,11 @@ impl Raising {
         self.start = now;
         match cfg.weight_raising {
             WeightRaising::V1 => {
-                self.end = now + cfg.wr_max_time;
+                self.end = now.saturating_add(cfg.wr_max_time);
                 self.budget = cfg.wr_budget;
                 self.budget_left = cfg.wr_budget;
             }
-            WeightRaising::V7r8 => self.end = now + v7r8_duration(rotational, rate),
+            WeightRaising::V7r8 => self.end = now.saturating_add(v7r8_duration(rotational, rate)),
         }
     }
 
@@ -79,7 +79,7 @@ impl Raising {
         self.kind = Some(RaiseKind::SoftRealTime);
         self.coeff = u64::from(cfg.softrt_coeff);
         self.start = now;
-        self.end = now + cfg.softrt_duration;
+        self.end = now.saturating_add(cfg.softrt_duration);
     }
 
     /// The effective weight of a queue of weight `base`.
@@ -120,10 +120,11 @@ impl Raising {
 /// (seed 003 sec. V-B): both the bandwidth bound (service since it became backlogged at
 /// `backlogged_since`, at `softrt_max_rate`) and the isochrony bound (slice_idle + 4 ticks after `now`).
 pub fn soft_rt_next_start(cfg: &BfqConfig, backlogged_since: Nanos, service: u64, now: Nanos) -> Nanos {
-    let by_rate = backlogged_since
-        + u64::try_from(u128::from(service) * u128::from(SEC) / u128::from(cfg.softrt_max_rate.max(1)))
-            .unwrap_or(u64::MAX / 2);
-    by_rate.max(now + cfg.slice_idle + SOFTRT_TICKS)
+    let by_rate = backlogged_since.saturating_add(
+        u64::try_from(u128::from(service) * u128::from(SEC) / u128::from(cfg.softrt_max_rate.max(1)))
+            .unwrap_or(u64::MAX / 2),
+    );
+    by_rate.max(now.saturating_add(cfg.slice_idle).saturating_add(SOFTRT_TICKS))
 }
 
 #[cfg(test)]

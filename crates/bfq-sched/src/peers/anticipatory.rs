@@ -186,8 +186,21 @@ impl Scheduler for Anticipatory {
         Ok(())
     }
 
+    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+        self.queues.remove(queue)?;
+        self.processes.remove(&queue);
+        if self.last_sync_process == Some(queue) {
+            // Anticipating a process that is gone would only keep the disk idle.
+            self.last_sync_process = None;
+            self.antic_start = None;
+        }
+        Ok(())
+    }
+
     fn insert(&mut self, request: Request, now: Nanos) {
-        self.queues.on_insert(&request);
+        if !self.queues.on_insert(&request) {
+            return; // an id already held: ignored (the `Scheduler::insert` contract)
+        }
         let dir = if request.sync { SYNC } else { ASYNC };
         self.lists[dir].push_at(request, now, now.saturating_add(self.expire[dir]));
         if request.sync {
@@ -204,7 +217,9 @@ impl Scheduler for Anticipatory {
                     distance = distance.min(mean.saturating_mul(4).saturating_add(2 * 1024 * 1024));
                 }
                 stats.seek_samples = (7 * stats.seek_samples + 256) / 8;
-                stats.seek_total = (7 * stats.seek_total + 256 * distance) / 8;
+                // Widened: sector distances on devices beyond 2^63 bytes would overflow the average.
+                let total = (7 * u128::from(stats.seek_total) + 256 * u128::from(distance)) / 8;
+                stats.seek_total = u64::try_from(total).unwrap_or(u64::MAX);
             }
             stats.last_end_sector = Some(request.end_sector());
         }

@@ -278,13 +278,15 @@ impl Cfq {
         if !self.params.low_latency || self.params.slice_sync == 0 {
             return slice;
         }
-        let expected = self.params.slice_sync * self.busy_avg[c].max(1);
-        if expected <= self.params.target_latency {
+        // Widened: tunables near their limits would overflow u64 in these products.
+        let expected = u128::from(self.params.slice_sync) * u128::from(self.busy_avg[c].max(1));
+        if expected <= u128::from(self.params.target_latency) {
             return slice;
         }
-        let low_slice = slice.min(2 * self.params.slice_idle * slice / self.params.slice_sync);
-        (slice as u128 * self.params.target_latency as u128 / expected as u128).max(low_slice as u128)
-            as Nanos
+        let low_slice = (2 * u128::from(self.params.slice_idle) * u128::from(slice)
+            / u128::from(self.params.slice_sync))
+        .min(u128::from(slice));
+        (u128::from(slice) * u128::from(self.params.target_latency) / expected).max(low_slice) as Nanos
     }
 
     fn should_idle(&self, key: CfqKey) -> bool {
@@ -543,8 +545,25 @@ impl Scheduler for Cfq {
         Ok(())
     }
 
+    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+        self.stats.remove(queue)?;
+        let key = CfqKey::Sync(queue);
+        if self.active == Some(key) {
+            // Its slice ends: idling for a queue that is gone would only keep the device idle.
+            self.active = None;
+            self.idle_until = None;
+        }
+        for rr in &mut self.rr {
+            rr.retain(|k| *k != key);
+        }
+        self.queues.remove(&key);
+        Ok(())
+    }
+
     fn insert(&mut self, request: Request, now: Nanos) {
-        self.stats.on_insert(&request);
+        if !self.stats.on_insert(&request) {
+            return; // an id already held: ignored (the `Scheduler::insert` contract)
+        }
         let key = self.key_of(&request);
         let class = self.class_of_key(key);
         let expire = if request.sync { self.params.fifo_expire_sync } else { self.params.fifo_expire_async };

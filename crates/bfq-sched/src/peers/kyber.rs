@@ -221,8 +221,14 @@ impl Scheduler for Kyber {
         Ok(())
     }
 
+    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+        self.queues.remove(queue).map(|_| ())
+    }
+
     fn insert(&mut self, request: Request, now: Nanos) {
-        self.queues.on_insert(&request);
+        if !self.queues.on_insert(&request) {
+            return; // an id already held: ignored (the `Scheduler::insert` contract)
+        }
         self.fifos[Domain::of(&request) as usize].push_back((request, now));
     }
 

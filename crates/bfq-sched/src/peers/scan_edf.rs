@@ -116,8 +116,17 @@ impl Scheduler for ScanEdf {
         Ok(())
     }
 
+    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+        self.queues.remove(queue)?;
+        self.last_deadline.remove(&queue);
+        self.per_queue.remove(&queue);
+        Ok(())
+    }
+
     fn insert(&mut self, request: Request, now: Nanos) {
-        self.queues.on_insert(&request);
+        if !self.queues.on_insert(&request) {
+            return; // an id already held: ignored (the `Scheduler::insert` contract)
+        }
         let relative = self.relative_deadline_of(request.queue);
         let previous = self.last_deadline.get(&request.queue).copied().unwrap_or(0);
         let deadline = now.max(previous).saturating_add(relative);

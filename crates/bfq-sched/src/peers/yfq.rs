@@ -117,8 +117,16 @@ impl Scheduler for Yfq {
         Ok(())
     }
 
+    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+        self.queues.remove(queue)?;
+        self.flows.remove(&queue);
+        Ok(())
+    }
+
     fn insert(&mut self, request: Request, _now: Nanos) {
-        self.queues.on_insert(&request);
+        if !self.queues.on_insert(&request) {
+            return; // an id already held: ignored (the `Scheduler::insert` contract)
+        }
         let weight = u64::from(self.queues.spec(request.queue).weight.max(1));
         let flow = self.flows.entry(request.queue).or_default();
         let start = self.virtual_time.max(flow.last_finish);
