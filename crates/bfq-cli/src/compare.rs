@@ -4,13 +4,16 @@
 //! then prints one side-by-side table (docs/compare.md).
 //!
 //! It needs root and fio for the kernel runs, and says so before running anything; it installs
-//! nothing. Loop devices and cgroups it creates are removed on exit, on error and on Ctrl-C.
+//! nothing. Loop devices, cgroups, processes and scratch files it creates are removed on exit, on
+//! error and on SIGINT/SIGTERM/SIGHUP (the runs measured until then are still printed), and those a
+//! SIGKILL left behind are removed by the next run. The target is never written over unless it is a
+//! file bfq created or `--overwrite-existing-data` is given (docs/safety.md).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
-use bfq_sim::job::Duration;
 use bfq_sim::{Job, RunReport};
 use clap::Args;
 
@@ -19,9 +22,14 @@ use clap::Args;
 pub struct CompareArgs {
     /// The job file (TOML, see docs/simulator.md, "Job format").
     pub job: PathBuf,
-    /// The file both the engine and the loop device use (it must be large enough for the job's files).
+    /// The file both the engine and the loop device use. A path that does not exist is created and
+    /// filled for the job; an existing file is only read unless --overwrite-existing-data is given.
     #[arg(long)]
     pub target: PathBuf,
+    /// Let the job's writers overwrite data bfq did not write (a file bfq did not create), and let
+    /// bfq grow such a file and fill its holes. Without it such a run is refused before it starts.
+    #[arg(long)]
+    pub overwrite_existing_data: bool,
     /// Schedulers of this project to run through the engine, comma-separated (empty: none).
     #[arg(long, value_delimiter = ',', default_value = "bfq,fifo")]
     pub engine: Vec<String>,
@@ -45,19 +53,17 @@ struct CompareOutput<'a> {
     schema: &'static str,
     job_file: String,
     target: String,
+    /// The runs measured; fewer than asked when the comparison was interrupted or a run failed.
+    complete: bool,
     runs: &'a [RunReport],
 }
 
-/// Runs `bfq compare`.
+/// Runs `bfq compare`: every check first (job, names, tunables, output path, privileges, fio,
+/// leftovers of killed runs, target), then the runs; what was measured is printed even when a later
+/// run fails or the comparison is interrupted.
 pub fn execute(args: CompareArgs) -> Result<()> {
     let mut job = Job::from_file(&args.job)?;
-    if let Some(d) = &args.duration {
-        let ns = bfq_sim::units::parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
-        if ns <= job.warmup.0 {
-            bail!("--duration {d} must be longer than the job's warm-up");
-        }
-        job.duration = Duration(ns);
-    }
+    crate::checks::apply_duration(&mut job, args.duration.as_deref())?;
     let engine: Vec<String> = args.engine.iter().filter(|s| !s.is_empty()).cloned().collect();
     let kernel: Vec<String> = args.kernel.iter().filter(|s| !s.is_empty()).cloned().collect();
     if engine.is_empty() && kernel.is_empty() {
@@ -71,21 +77,71 @@ pub fn execute(args: CompareArgs) -> Result<()> {
             );
         }
     }
-    for e in &engine {
-        if bfq_sched::canonical_name(e).is_none() {
-            bail!("--engine: unknown scheduler {e:?} (known: {})", bfq_sched::SCHEDULER_NAMES.join(", "));
-        }
+    let params = crate::checks::params(args.params.as_deref())?;
+    crate::checks::schedulers("--engine", &engine, &params)?;
+    crate::checks::json_path(args.json.as_deref())?;
+    let job_name = args.job.display().to_string();
+    if !engine.is_empty() {
+        bfq_io::run::check_job(&job).with_context(|| job_name.clone())?;
     }
-    let params = match &args.params {
-        Some(p) => bfq_sched::params::parse_pairs(p).map_err(|e| anyhow::anyhow!("--params: {e}"))?,
-        None => Vec::new(),
-    };
-    check_target(&job, &args.target)?;
     if !kernel.is_empty() {
+        bfq_kernel::check_job(&job).with_context(|| job_name.clone())?;
+        if let Ok(meta) = std::fs::metadata(&args.target) {
+            if !meta.is_file() {
+                bail!(
+                    "--target {}: must be a regular file (the kernel runs put a loop device over it)",
+                    args.target.display()
+                );
+            }
+        }
         // Before anything runs: a missing fio or missing privileges is reported, not discovered later.
         bfq_kernel::check_prerequisites("bfq compare with --kernel")
             .map_err(|e| anyhow::anyhow!("{e} (or leave the kernel out with --kernel '')"))?;
-        bfq_kernel::cleanup::install_interrupt_handler();
+        let recovery = bfq_kernel::recover_leftovers(&std::env::temp_dir());
+        for line in &recovery.removed {
+            eprintln!("bfq compare: removed a leftover of a killed run: {line}");
+        }
+        for line in &recovery.in_use {
+            eprintln!("bfq compare: note: {line}; left alone");
+        }
+        let busy = bfq_kernel::loopdev::devices_backed_by(&args.target);
+        if !busy.is_empty() {
+            bail!(
+                "--target {}: already backs loop device(s) {} not created by this run; detach them first \
+                 (losetup -d /dev/{}) if they are leftovers",
+                args.target.display(),
+                busy.join(", "),
+                busy[0]
+            );
+        }
+    }
+    let needs = bfq_io::run::target_needs(&job, args.overwrite_existing_data)?;
+    let ours_before = bfq_io::is_ours(&args.target);
+    let prepared = bfq_io::prepare_target(&args.target, &needs)?;
+    if prepared.filled > 0 {
+        eprintln!(
+            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
+            prepared.filled >> 20,
+            args.target.display()
+        );
+    }
+    let keep_ours = !prepared.read_only && (prepared.created || ours_before);
+    // The runs measured so far, printed by the signal handler if the comparison is interrupted.
+    let done: Arc<Mutex<Vec<RunReport>>> = Arc::default();
+    let output = Arc::new(Output {
+        job_file: job_name.clone(),
+        target: args.target.clone(),
+        json: args.json.clone(),
+        keep_ours,
+    });
+    bfq_kernel::cleanup::install_interrupt_handler();
+    {
+        let (done, output) = (done.clone(), output.clone());
+        bfq_kernel::cleanup::set_interrupt_hook(move || {
+            let reports = done.lock().unwrap_or_else(|e| e.into_inner());
+            eprintln!("bfq compare: interrupted; the {} run(s) measured so far:", reports.len());
+            output.finish(&reports, false);
+        });
     }
     // Start-ups under the kernel are replayed as S does (one request at a time across the traced
     // processes), by this same program in its own process (`bfq replay-startup`), so that they
@@ -94,66 +150,93 @@ pub fn execute(args: CompareArgs) -> Result<()> {
         replayer: std::env::current_exe().ok(),
         ..bfq_kernel::KernelOptions::default()
     };
-    let mut reports = Vec::new();
-    for name in &engine {
-        eprintln!("bfq compare: engine, scheduler {name} ...");
-        let report = engine_run(&job, &args.target, name, &params)
-            .with_context(|| format!("running {} through the engine under {name}", args.job.display()))?;
-        reports.push(report);
-    }
-    for name in &kernel {
-        eprintln!("bfq compare: kernel {name} via fio on a loop device ...");
-        let report = bfq_kernel::run_kernel_job(&job, &args.target, name, &kernel_options)
-            .with_context(|| format!("running {} under the kernel's {name}", args.job.display()))?;
-        reports.push(report);
-    }
-    print!("{}", table(&reports));
-    if let Some(path) = &args.json {
-        let out = CompareOutput {
-            schema: "bfq-compare-output/1",
-            job_file: args.job.display().to_string(),
-            target: args.target.display().to_string(),
-            runs: &reports,
-        };
-        let text = serde_json::to_string_pretty(&out)?;
-        if path.as_os_str() == "-" {
-            println!("{text}");
+    let engine_options = bfq_io::RunOptions {
+        overwrite_existing_data: args.overwrite_existing_data,
+        ..bfq_io::RunOptions::default()
+    };
+    let mut failure = None;
+    let runs = engine.iter().map(|n| (true, n)).chain(kernel.iter().map(|n| (false, n)));
+    for (through_engine, name) in runs {
+        let result = if through_engine {
+            eprintln!("bfq compare: engine, scheduler {name} ...");
+            bfq_io::run_job(&job, &args.target, name, &params, &engine_options)
+                .with_context(|| format!("running {job_name} through the engine under {name}"))
         } else {
-            std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("bfq compare: kernel {name} via fio on a loop device ...");
+            bfq_kernel::run_kernel_job(&job, &args.target, name, &kernel_options)
+                .with_context(|| format!("running {job_name} under the kernel's {name}"))
+        };
+        output.record_ours();
+        match result {
+            Ok(report) => done.lock().unwrap_or_else(|e| e.into_inner()).push(report),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
         }
     }
-    Ok(())
-}
-
-/// One run through the engine (bfq-io).
-fn engine_run(job: &Job, target: &Path, name: &str, params: &[(String, String)]) -> Result<RunReport> {
-    Ok(bfq_io::run_job(job, target, name, params, &bfq_io::RunOptions::default())?)
-}
-
-/// The target must be a regular file (a loop device goes over it) holding every application's file
-/// with real data: it is created or grown as needed and its holes filled (reads of holes never reach
-/// the device, which would make every scheduler look alike).
-fn check_target(job: &Job, target: &Path) -> Result<()> {
-    let (_, needed) = bfq_kernel::layout(job)?;
-    if let Ok(meta) = std::fs::metadata(target) {
-        if !meta.is_file() {
-            bail!(
-                "--target {}: must be a regular file (the kernel runs put a loop device over it)",
-                target.display()
-            );
-        }
+    let reports = std::mem::take(&mut *done.lock().unwrap_or_else(|e| e.into_inner()));
+    output.finish(&reports, failure.is_none());
+    if let Some(e) = failure {
+        return Err(
+            e.context(format!("{} run(s) measured before the failure are shown above", reports.len()))
+        );
     }
-    let filled = bfq_io::prepare_file(target, needed).with_context(|| {
-        format!("--target {}: cannot create or fill it to {needed} bytes", target.display())
-    })?;
-    if filled > 0 {
-        eprintln!(
-            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
-            filled >> 20,
-            target.display()
+    let failed = crate::checks::failed_apps(&reports);
+    if !failed.is_empty() {
+        bail!(
+            "{} application run(s) stopped on an error (their results up to then are shown above):\n  {}",
+            failed.len(),
+            failed.join("\n  ")
         );
     }
     Ok(())
+}
+
+/// Where the results go, shared with the signal handler.
+struct Output {
+    job_file: String,
+    target: PathBuf,
+    json: Option<PathBuf>,
+    /// The target is ours (created by bfq) and written by the runs: keep its ownership record current.
+    keep_ours: bool,
+}
+
+impl Output {
+    fn record_ours(&self) {
+        if self.keep_ours {
+            if let Err(e) = bfq_io::record_ours(&self.target) {
+                eprintln!("bfq: cannot update the ownership record of {}: {e}", self.target.display());
+            }
+        }
+    }
+
+    /// Prints the table and writes the JSON of `reports` (errors reported, not returned: this also
+    /// runs in the signal handler).
+    fn finish(&self, reports: &[RunReport], complete: bool) {
+        self.record_ours();
+        if reports.is_empty() {
+            return;
+        }
+        print!("{}", table(reports));
+        let Some(path) = &self.json else { return };
+        let out = CompareOutput {
+            schema: "bfq-compare-output/1",
+            job_file: self.job_file.clone(),
+            target: self.target.display().to_string(),
+            complete,
+            runs: reports,
+        };
+        let text = match serde_json::to_string_pretty(&out) {
+            Ok(t) => t,
+            Err(e) => return eprintln!("bfq: cannot encode the results as JSON: {e}"),
+        };
+        if path.as_os_str() == "-" {
+            println!("{text}");
+        } else if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("bfq: cannot write {}: {e}", path.display());
+        }
+    }
 }
 
 /// Each greedy application's share error: its share of the greedy applications' bytes against its

@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod checks;
 mod compare;
 mod replay_cmd;
 mod run;

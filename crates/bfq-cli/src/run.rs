@@ -2,10 +2,11 @@
 //! io_uring engine (issue 6 part 3); same table and JSON schema as `bfq sim`.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use bfq_io::{run_job, RunOptions};
-use bfq_sim::job::{Duration, Job};
+use bfq_sim::job::Job;
 use bfq_sim::RunReport;
 
 /// Arguments of `bfq run`.
@@ -13,17 +14,22 @@ use bfq_sim::RunReport;
 pub struct RunArgs {
     /// The job file (TOML, see docs/simulator.md, "Job format").
     pub job: PathBuf,
-    /// The file or block device to run against (opened with O_DIRECT; regular files are grown to fit).
+    /// The file or block device to run against (O_DIRECT). A path that does not exist is created and
+    /// filled; an existing file or device is only read unless --overwrite-existing-data is given.
     #[arg(long, short)]
     pub target: PathBuf,
+    /// Let the job's writers overwrite data bfq did not write (a file bfq did not create, a block
+    /// device), and let bfq grow such a file and fill its holes. Without it such a run is refused.
+    #[arg(long)]
+    pub overwrite_existing_data: bool,
     /// Schedulers to compare, comma-separated (default: the job's scheduler, or fifo).
     #[arg(long, short, value_delimiter = ',')]
     pub scheduler: Vec<String>,
     /// Scheduler tunables for every run, `key=value,key=value`.
     #[arg(long, short)]
     pub params: Option<String>,
-    /// Most requests in flight on the device.
-    #[arg(long, default_value_t = 32)]
+    /// Most requests in flight on the device (1..=4096).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub depth: u32,
     /// Write every metric of every run as JSON to this file (`-` for standard output).
     #[arg(long)]
@@ -44,33 +50,60 @@ struct RunOutput<'a> {
     runs: &'a [RunReport],
 }
 
-/// Runs `bfq run`.
+/// Runs `bfq run`: every check first (job, schedulers, tunables, output path, target), then the runs.
 pub fn execute(args: RunArgs) -> Result<()> {
     let mut job = Job::from_file(&args.job)?;
-    if let Some(d) = &args.duration {
-        let ns = bfq_sim::units::parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
-        if ns <= job.warmup.0 {
-            bail!("--duration {d} must be longer than the job's warm-up");
-        }
-        job.duration = Duration(ns);
-    }
-    let params = match &args.params {
-        Some(p) => bfq_sched::params::parse_pairs(p).map_err(|e| anyhow::anyhow!("--params: {e}"))?,
-        None => Vec::new(),
-    };
+    crate::checks::apply_duration(&mut job, args.duration.as_deref())?;
+    let params = crate::checks::params(args.params.as_deref())?;
     let schedulers: Vec<String> = if args.scheduler.is_empty() {
         vec![job.scheduler.as_ref().map_or_else(|| "fifo".to_string(), |s| s.name.clone())]
     } else {
         args.scheduler.clone()
     };
-    let options = RunOptions { depth: args.depth };
-    let mut reports = Vec::new();
-    for name in &schedulers {
-        let report = run_job(&job, &args.target, name, &params, &options).with_context(|| {
-            format!("running {} on {} under {name}", args.job.display(), args.target.display())
-        })?;
-        reports.push(report);
+    crate::checks::schedulers("--scheduler", &schedulers, &params)?;
+    crate::checks::json_path(args.json.as_deref())?;
+    bfq_io::run::check_job(&job).with_context(|| format!("{}", args.job.display()))?;
+    let options = RunOptions { depth: args.depth, overwrite_existing_data: args.overwrite_existing_data };
+    // Interrupted (SIGINT, SIGTERM, SIGHUP): the runs measured so far are printed, and a target bfq
+    // created keeps its ownership record current (otherwise the next run would not recognise it).
+    let done: Arc<Mutex<Vec<RunReport>>> = Arc::default();
+    let ours = bfq_io::is_ours(&args.target) || !args.target.exists();
+    {
+        let (done, target, quiet) = (done.clone(), args.target.clone(), args.quiet);
+        bfq_kernel::cleanup::install_interrupt_handler();
+        bfq_kernel::cleanup::set_interrupt_hook(move || {
+            if ours && target.exists() {
+                let _ = bfq_io::record_ours(&target);
+            }
+            let reports = done.lock().unwrap_or_else(|e| e.into_inner());
+            if !quiet && !reports.is_empty() {
+                eprintln!("bfq run: interrupted; the {} run(s) measured so far:", reports.len());
+                print!("{}", crate::sim::table(&reports));
+            }
+        });
     }
+    for name in &schedulers {
+        let report = run_job(&job, &args.target, name, &params, &options);
+        match report {
+            Ok(r) => done.lock().unwrap_or_else(|e| e.into_inner()).push(r),
+            Err(e) => {
+                let reports = done.lock().unwrap_or_else(|e| e.into_inner());
+                if !args.quiet && !reports.is_empty() {
+                    print!("{}", crate::sim::table(&reports));
+                }
+                let earlier = match reports.len() {
+                    0 => String::new(),
+                    n => format!(" ({n} earlier run(s) shown above)"),
+                };
+                return Err(anyhow::Error::from(e).context(format!(
+                    "running {} on {} under {name}{earlier}",
+                    args.job.display(),
+                    args.target.display(),
+                )));
+            }
+        }
+    }
+    let reports = std::mem::take(&mut *done.lock().unwrap_or_else(|e| e.into_inner()));
     if !args.quiet {
         print!("{}", crate::sim::table(&reports));
     }
@@ -87,6 +120,14 @@ pub fn execute(args: RunArgs) -> Result<()> {
         } else {
             std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
         }
+    }
+    let failed = crate::checks::failed_apps(&reports);
+    if !failed.is_empty() {
+        bail!(
+            "{} application run(s) stopped on an error (their results up to then are shown above):\n  {}",
+            failed.len(),
+            failed.join("\n  ")
+        );
     }
     Ok(())
 }

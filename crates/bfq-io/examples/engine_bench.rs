@@ -59,7 +59,7 @@ fn main() {
         }
     }
     let blocks = std::fs::metadata(&file).expect("bench file").len() / 4096;
-    let config = EngineConfig { scheduler: scheduler.clone(), params, depth };
+    let config = EngineConfig { scheduler: scheduler.clone(), params, depth, read_only: false };
     let per_queue = (depth / threads).max(1);
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();

@@ -66,7 +66,7 @@ impl<T> Core<T> {
         if config.depth == 0 || config.depth > 4096 {
             return Err(EngineError::Config(format!("depth {} is not in 1..=4096", config.depth)));
         }
-        let file = open_direct(path)?;
+        let file = open_direct(path, config.read_only)?;
         let rotational = rotational(&file);
         let mut sched =
             bfq_sched::build(&config.scheduler, DeviceInfo { rotational, queue_depth: config.depth }, &[])?;
@@ -312,9 +312,12 @@ impl<T> Drop for Core<T> {
     }
 }
 
-fn open_direct(path: &Path) -> Result<std::fs::File, EngineError> {
+fn open_direct(path: &Path, read_only: bool) -> Result<std::fs::File, EngineError> {
     use std::os::unix::fs::OpenOptionsExt;
     let err = |source| EngineError::Open { path: path.display().to_string(), source };
+    if read_only {
+        return std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).map_err(err);
+    }
     let rw = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path);
     match rw {
         Ok(f) => Ok(f),

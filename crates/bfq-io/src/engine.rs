@@ -35,11 +35,14 @@ pub struct EngineConfig {
     pub params: Vec<(String, String)>,
     /// The most requests in flight on the device at once.
     pub depth: u32,
+    /// Open the target read-only (writes then fail): for jobs that only read, so that a read-only
+    /// file or device can be the target and nothing can be written by mistake.
+    pub read_only: bool,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { scheduler: "bfq".into(), params: Vec::new(), depth: 32 }
+        EngineConfig { scheduler: "bfq".into(), params: Vec::new(), depth: 32, read_only: false }
     }
 }
 

@@ -20,4 +20,7 @@ pub use buf::{AlignedBuf, ALIGN};
 pub use engine::{Client, Completion, Engine, EngineConfig, EngineError, EngineStats, IoError, Ticket};
 pub use local::{LocalCompletion, LocalEngine};
 pub use run::{run_job, RunError, RunOptions};
-pub use target::prepare_file;
+pub use target::{
+    is_ours, owner_record_path, prepare_target, record_ours, PreparedTarget, TargetError, TargetNeeds,
+    WriteRegion,
+};

@@ -20,13 +20,23 @@ use bfq_sim::workload::startup::{StartupStats, Trace, THREAD_FILE_BYTES};
 use bfq_sim::workload::AppExtra;
 
 use crate::buf::{AlignedBuf, ALIGN};
-use crate::engine::{Client, Engine, EngineConfig, EngineError, Ticket};
+use crate::engine::{Client, Engine, EngineConfig, EngineError, IoError, Ticket};
+use crate::target::{prepare_target, record_ours, TargetError, TargetNeeds, WriteRegion};
 
 /// Options of a real run.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RunOptions {
-    /// Engine depth (32 when zero).
+    /// Engine depth: the most requests in flight on the device (1..=4096).
     pub depth: u32,
+    /// The target may hold data this program did not write, and the job's writers may overwrite it
+    /// (the CLI's `--overwrite-existing-data`; see [`crate::target`]).
+    pub overwrite_existing_data: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { depth: 32, overwrite_existing_data: false }
+    }
 }
 
 /// Errors of a real run.
@@ -43,26 +53,46 @@ pub enum RunError {
         /// What is not supported.
         what: String,
     },
-    /// The target could not be prepared.
-    #[error("target {path}: cannot prepare it")]
-    Target {
-        /// The target.
-        path: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// A request failed during the run.
-    #[error("application `{app}`: {error}")]
-    Io {
-        /// The application.
-        app: String,
-        /// The error.
-        error: crate::engine::IoError,
-    },
+    /// The target cannot be used (nothing was written to it).
+    #[error(transparent)]
+    Target(#[from] TargetError),
+}
+
+/// The regions of a job on a real target and what the target must offer for it: the one layout of
+/// `bfq run` and `bfq compare` ([`bfq_sim::real_layout`]).
+pub fn target_needs(job: &Job, overwrite_existing_data: bool) -> Result<TargetNeeds, RunError> {
+    let (places, end) =
+        bfq_sim::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
+    Ok(TargetNeeds {
+        bytes: end,
+        writes: bfq_sim::write_regions(&places)
+            .into_iter()
+            .map(|(start, end, app)| WriteRegion { start, end, app })
+            .collect(),
+        overwrite_existing_data,
+    })
+}
+
+/// Checks that every application of `job` can run through the engine (`bfq run`), without touching
+/// anything: call it before any expensive or destructive step.
+pub fn check_job(job: &Job) -> Result<(), RunError> {
+    for (name, spec) in job.expanded_apps() {
+        if let AppKind::Video | AppKind::Interleaved | AppKind::WebServer | AppKind::Streaming = spec.kind {
+            return Err(RunError::Unsupported {
+                app: name,
+                what: format!(
+                    "`{}` applications are not supported by `bfq run` (simulator only; supported: \
+                     seq-reader, rand-reader, seq-writer, rand-writer, dbms, startup)",
+                    spec.kind.as_str()
+                ),
+            });
+        }
+    }
+    bfq_sim::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
+    Ok(())
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
-const DEFAULT_FILE: u64 = 64 << 20;
 
 /// What one application measured.
 struct AppStats {
@@ -73,7 +103,7 @@ struct AppStats {
     series: ThroughputSeries,
     startup_times: Vec<f64>,
     startup_issued: u64,
-    error: Option<crate::engine::IoError>,
+    error: Option<IoError>,
 }
 
 struct QueueStat {
@@ -115,58 +145,39 @@ pub fn run_job(
     params: &[(String, String)],
     options: &RunOptions,
 ) -> Result<RunReport, RunError> {
-    // Plan the layout: every application gets its own region of the target.
+    check_job(job)?;
+    let needs = target_needs(job, options.overwrite_existing_data)?;
+    let (places, _) =
+        bfq_sim::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
     let mut plans = Vec::new();
     let mut next_queue = 1u32;
-    let mut offset = job.layout_start.map_or(0, |s| round_up(s.0));
-    for (name, spec) in job.expanded_apps() {
-        let (nqueues, len, trace) = match spec.kind {
-            AppKind::SeqReader | AppKind::RandReader | AppKind::SeqWriter | AppKind::RandWriter => {
-                (1, round_up(spec.file_size.map_or(DEFAULT_FILE, |s| s.0)), None)
-            }
-            AppKind::Dbms => (
-                spec.processes.unwrap_or(4).max(1),
-                round_up(spec.file_size.map_or(DEFAULT_FILE, |s| s.0)),
-                None,
-            ),
-            AppKind::Startup => {
-                let tname = spec.trace.clone().unwrap_or_else(|| "xterm".into());
-                let trace = match Trace::builtin(&tname) {
-                    Some(t) => t,
-                    None => {
-                        let text = std::fs::read_to_string(&tname).map_err(|e| RunError::Unsupported {
-                            app: name.clone(),
-                            what: format!("trace `{tname}` is neither built in nor a readable file: {e}"),
-                        })?;
-                        Trace::parse(&text).map_err(|e| RunError::Unsupported {
-                            app: name.clone(),
-                            what: format!("{tname}: {e}"),
-                        })?
-                    }
-                };
-                let len = trace.threads.len() as u64 * round_up(THREAD_FILE_BYTES);
-                (trace.threads.len() as u32, len, Some(trace))
-            }
-            AppKind::Video | AppKind::Interleaved | AppKind::WebServer | AppKind::Streaming => {
-                return Err(RunError::Unsupported {
-                    app: name,
-                    what: format!(
-                        "`{}` applications are not supported by `bfq run` (simulator only)",
-                        spec.kind.as_str()
-                    ),
-                })
-            }
+    for p in places {
+        let nqueues = match p.trace.as_ref() {
+            Some(trace) => trace.threads.len() as u32,
+            None => p.spec.process_count().max(1),
         };
         let queues = (next_queue..next_queue + nqueues).collect();
         next_queue += nqueues;
-        plans.push(Plan { name, spec, queues, start: offset, len, trace });
-        offset += len;
+        plans.push(Plan { name: p.name, spec: p.spec, queues, start: p.start, len: p.len, trace: p.trace });
     }
-    prepare_target(target, offset)?;
-
-    let depth = if options.depth == 0 { 32 } else { options.depth };
-    let engine =
-        Engine::open(target, EngineConfig { scheduler: scheduler.into(), params: params.to_vec(), depth })?;
+    let ours_before = crate::target::is_ours(target);
+    let prepared = prepare_target(target, &needs)?;
+    if prepared.filled > 0 {
+        eprintln!(
+            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
+            prepared.filled >> 20,
+            target.display()
+        );
+    }
+    let engine = Engine::open(
+        target,
+        EngineConfig {
+            scheduler: scheduler.into(),
+            params: params.to_vec(),
+            depth: options.depth,
+            read_only: prepared.read_only,
+        },
+    )?;
     let clock = Arc::new(Clock { start: Instant::now(), warmup: job.warmup.0, end: job.duration.0 });
     let qstats: Arc<Vec<QueueStat>> = Arc::new(
         (0..next_queue)
@@ -221,6 +232,12 @@ pub fn run_job(
     }
     let end = clock.now().max(job.duration.0);
     let stats = engine.shutdown()?;
+    if !prepared.read_only && (prepared.created || ours_before) {
+        // The run wrote a file that is ours: it stays ours (its modification time moved).
+        if let Err(e) = record_ours(target) {
+            eprintln!("bfq: cannot update the ownership record of {}: {e}", target.display());
+        }
+    }
 
     // The report, in the simulator's schema.
     let measured = end.saturating_sub(job.warmup.0);
@@ -230,9 +247,7 @@ pub fn run_job(
     let mut owners = vec![String::new(); next_queue as usize];
     for (plan, st) in plans.iter().zip(&app_stats) {
         let mut st = st.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(error) = st.error.take() {
-            return Err(RunError::Io { app: plan.name.clone(), error });
-        }
+        let error = st.error.take().map(|e| e.to_string());
         for q in &plan.queues {
             owners[*q as usize] = plan.name.clone();
         }
@@ -262,10 +277,11 @@ pub fn run_job(
                             requests_issued: st.startup_issued,
                             trace_requests: plan.trace.as_ref().map_or(0, |t| t.requests.len() as u64),
                         }),
+                        error,
                         ..Default::default()
                     }
                 } else {
-                    AppExtra::default()
+                    AppExtra { error, ..AppExtra::default() }
                 };
                 extra
             },
@@ -366,21 +382,6 @@ pub fn run_job(
     })
 }
 
-fn prepare_target(target: &Path, needed: u64) -> Result<(), RunError> {
-    // A regular file is created or grown to hold every application's region, with real data in
-    // place of holes (reads of holes never reach the device; see `crate::target`).
-    let filled = crate::target::prepare_file(target, needed)
-        .map_err(|source| RunError::Target { path: target.display().to_string(), source })?;
-    if filled > 0 {
-        eprintln!(
-            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
-            filled >> 20,
-            target.display()
-        );
-    }
-    Ok(())
-}
-
 #[derive(Clone)]
 struct Ctx {
     clock: Arc<Clock>,
@@ -452,8 +453,8 @@ fn greedy(ctx: Ctx, client: Client, spec: AppSpec, start: u64, len: u64, seed: u
         AppKind::RandWriter => (true, true),
         _ => (false, true),
     };
-    let default_size = if random { 4096 } else { 128 * 1024 };
-    let size = round_up(spec.request_size.map_or(default_size, |s| s.0)).min(len);
+    // `Job::validate` keeps request_size within file_size; `max(ALIGN)` keeps a zero away anyway.
+    let size = round_up(spec.request_bytes()).min(len).max(ALIGN as u64);
     let window = spec.window.unwrap_or(1).max(1);
     let slots = (len / size).max(1);
     let mut rng = Rng(seed | 1);

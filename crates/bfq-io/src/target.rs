@@ -1,40 +1,310 @@
-//! Preparing a regular file as a run target: it must hold real data wherever the job reads.
+//! Preparing a run's target without ever destroying data the program did not write (issue 14; what is
+//! written where: docs/safety.md).
 //!
-//! A file grown with `set_len` (or `truncate`) is sparse, and on Linux file systems a read of a
-//! hole, or of a preallocated but unwritten extent, is answered from memory without touching the
-//! device: a job "reading" such a file would measure the CPU, not the storage, and every scheduler
-//! would look alike. So the target is created if missing, grown if short, and every hole in the
-//! job's range is filled with written data. Existing data is never overwritten.
+//! Two facts shape it. A file grown with `set_len` is sparse, and a read of a hole is answered from
+//! memory without reaching the device: a job "reading" such a file would measure the CPU, and every
+//! scheduler would look alike, so a target must hold written data wherever the job reads. And a
+//! target may hold someone's data: a file or block device named by mistake must come out of a run as
+//! it went in.
+//!
+//! So the rules are:
+//! - a target that does not exist is created, filled with a pattern over the job's whole layout and
+//!   recorded as *ours* in an ownership record beside it (`<target>.bfq-owner`: device, inode, size,
+//!   modification time). Whatever a later run does to a file whose record still matches is fair game:
+//!   it may be grown, its holes filled and its writers' regions written;
+//! - a regular file that is not ours is used as it is: reads only, and only if it is long enough and
+//!   has no holes where the job reads. It is never grown, filled or written unless the caller passes
+//!   `overwrite_existing_data` (the CLI's `--overwrite-existing-data`);
+//! - a block device is never written without that flag either (nothing records who wrote it);
+//! - the refusal says which byte ranges would be overwritten, by which application, and how to go on;
+//! - a file created by a preparation that then fails is removed again.
+//!
+//! A job that only reads gets its target opened read-only, so a read-only file or device works.
 
 use std::fs::{File, OpenOptions};
-use std::io;
-use std::os::unix::fs::FileExt;
+use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const CHUNK: usize = 1 << 20;
 
-/// Makes `path` a regular file of at least `needed` bytes with no holes below `needed`; returns how
-/// many bytes were written to fill holes. Block devices and other non-regular files are left alone.
-pub fn prepare_file(path: &Path, needed: u64) -> io::Result<u64> {
-    match std::fs::metadata(path) {
-        Ok(meta) if !meta.is_file() => return Ok(0),
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+/// A byte range an application of the job writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteRegion {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// The application writing it.
+    pub app: String,
+}
+
+/// What a run needs of its target.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TargetNeeds {
+    /// Bytes the target must hold (the end of the job's layout).
+    pub bytes: u64,
+    /// The regions the job writes (empty: the job only reads).
+    pub writes: Vec<WriteRegion>,
+    /// The user said existing data may be overwritten (`--overwrite-existing-data`).
+    pub overwrite_existing_data: bool,
+}
+
+/// What preparing the target did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PreparedTarget {
+    /// Bytes written to fill holes (or a new file).
+    pub filled: u64,
+    /// The file did not exist and was created.
+    pub created: bool,
+    /// The target is a block device.
+    pub block_device: bool,
+    /// Open it read-only: the job does not write.
+    pub read_only: bool,
+}
+
+/// Why a target cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// The job would write over data this program did not write.
+    #[error(
+        "{path}: refusing to overwrite data bfq did not write: {what}; the job's writers would write {regions}. \
+         Use a path that does not exist yet (bfq creates and fills it), or pass --overwrite-existing-data \
+         if that data may be destroyed"
+    )]
+    WouldOverwrite {
+        /// The target.
+        path: String,
+        /// What the target is (`a file of N bytes bfq did not create`, `a block device`).
+        what: String,
+        /// The byte ranges and the applications writing them, as text.
+        regions: String,
+    },
+    /// The target is shorter than the job's layout, or has holes where it reads, and is not ours to
+    /// grow or fill.
+    #[error(
+        "{path}: {what}, and bfq does not grow or fill files it did not create. Use a path that does not \
+         exist yet, give the applications a smaller file_size, or pass --overwrite-existing-data to let \
+         bfq grow it and fill its holes"
+    )]
+    NotOurs {
+        /// The target.
+        path: String,
+        /// What is missing.
+        what: String,
+    },
+    /// A block device smaller than the job's layout.
+    #[error("{path}: the block device has {has} bytes but the job's files need {needs}; give the applications a smaller file_size")]
+    TooSmall {
+        /// The target.
+        path: String,
+        /// Its size.
+        has: u64,
+        /// The layout's end.
+        needs: u64,
+    },
+    /// Not enough free space to fill the target.
+    #[error("{path}: filling it needs {needs} more bytes but its file system has {free} free; nothing was written")]
+    NoSpace {
+        /// The target.
+        path: String,
+        /// Bytes to write.
+        needs: u64,
+        /// Bytes available.
+        free: u64,
+    },
+    /// Neither a regular file nor a block device.
+    #[error("{path}: not a regular file or block device")]
+    Unsupported {
+        /// The target.
+        path: String,
+    },
+    /// An OS error.
+    #[error("{path}: {what}")]
+    Io {
+        /// The target.
+        path: String,
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+fn io_err(path: &Path, what: &str) -> impl FnOnce(io::Error) -> TargetError {
+    let (path, what) = (path.display().to_string(), what.to_string());
+    move |source| TargetError::Io { path, what, source }
+}
+
+/// The ownership record of `target`: `<target>.bfq-owner`.
+pub fn owner_record_path(target: &Path) -> PathBuf {
+    let mut name = target.as_os_str().to_owned();
+    name.push(".bfq-owner");
+    PathBuf::from(name)
+}
+
+fn fingerprint(meta: &std::fs::Metadata) -> String {
+    format!(
+        "bfq-target-owner/1\ndev={}\nino={}\nsize={}\nmtime={}.{:09}\n",
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec()
+    )
+}
+
+/// Whether `target` is a regular file this program created and last wrote (its ownership record
+/// matches the file as it is now).
+pub fn is_ours(target: &Path) -> bool {
+    let Ok(meta) = std::fs::metadata(target) else { return false };
+    meta.is_file()
+        && std::fs::read_to_string(owner_record_path(target)).is_ok_and(|r| r == fingerprint(&meta))
+}
+
+/// Records `target` as ours as it is now: call it after a run wrote a file that [`prepare_target`]
+/// reported `created`, or that was ours before the run. Does nothing for other targets.
+pub fn record_ours(target: &Path) -> io::Result<()> {
+    let meta = std::fs::metadata(target)?;
+    if !meta.is_file() {
+        return Ok(());
     }
-    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-    if file.metadata()?.len() < needed {
-        file.set_len(needed)?;
+    std::fs::write(owner_record_path(target), fingerprint(&meta))
+}
+
+/// Makes `target` ready for a run that needs `needs` of it, or says why it cannot be, having written
+/// nothing (see the module's rules).
+pub fn prepare_target(target: &Path, needs: &TargetNeeds) -> Result<PreparedTarget, TargetError> {
+    let path = target.display().to_string();
+    let read_only = needs.writes.is_empty();
+    let meta = match std::fs::metadata(target) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return create(target, needs.bytes, read_only),
+        Err(e) => return Err(io_err(target, "cannot inspect it")(e)),
+    };
+    if meta.file_type().is_block_device() {
+        let has = File::open(target)
+            .and_then(|mut f| f.seek(SeekFrom::End(0)))
+            .map_err(io_err(target, "cannot read its size"))?;
+        if has < needs.bytes {
+            return Err(TargetError::TooSmall { path, has, needs: needs.bytes });
+        }
+        if !read_only && !needs.overwrite_existing_data {
+            return Err(TargetError::WouldOverwrite {
+                path,
+                what: format!("it is a block device of {has} bytes"),
+                regions: describe(&needs.writes),
+            });
+        }
+        return Ok(PreparedTarget { block_device: true, read_only, ..PreparedTarget::default() });
+    }
+    if !meta.is_file() {
+        return Err(TargetError::Unsupported { path });
+    }
+    let ours = is_ours(target);
+    if !ours && !read_only && !needs.overwrite_existing_data {
+        let what = if owner_record_path(target).exists() {
+            format!(
+                "it is a file of {} bytes that changed since bfq last wrote it (written by someone else, or \
+                 by a run that was killed; its record is {})",
+                meta.len(),
+                owner_record_path(target).display()
+            )
+        } else {
+            format!("it is a file of {} bytes that bfq did not create", meta.len())
+        };
+        return Err(TargetError::WouldOverwrite { path, what, regions: describe(&needs.writes) });
+    }
+    let may_write = ours || needs.overwrite_existing_data;
+    let short = meta.len() < needs.bytes;
+    let holes = {
+        let file = File::open(target).map_err(io_err(target, "cannot open it"))?;
+        holes(&file, needs.bytes.min(meta.len())).map_err(io_err(target, "cannot look for holes"))?
+    };
+    if !short && holes.is_empty() {
+        return Ok(PreparedTarget { read_only, ..PreparedTarget::default() });
+    }
+    if !may_write {
+        let hole_bytes: u64 = holes.iter().map(|(s, e)| e - s).sum();
+        let what = if short {
+            format!("it has {} bytes but the job's files need {}", meta.len(), needs.bytes)
+        } else {
+            format!(
+                "it has {hole_bytes} bytes of holes where the job reads (reads of holes never reach the device)"
+            )
+        };
+        return Err(TargetError::NotOurs { path, what });
+    }
+    let file =
+        OpenOptions::new().read(true).write(true).open(target).map_err(io_err(target, "cannot open it"))?;
+    let growth = needs.bytes.saturating_sub(meta.len());
+    let to_fill: u64 = holes.iter().map(|(s, e)| e - s).sum::<u64>() + growth;
+    check_space(&file, target, to_fill)?;
+    if short {
+        file.set_len(needs.bytes).map_err(io_err(target, "cannot grow it"))?;
     }
     let mut filled = 0;
-    for (start, end) in holes(&file, needed)? {
-        filled += fill(&file, start, end)?;
+    let tail = if short { vec![(meta.len(), needs.bytes)] } else { Vec::new() };
+    for (start, end) in holes.into_iter().chain(tail) {
+        filled += fill(&file, start, end).map_err(io_err(target, "cannot fill it"))?;
     }
-    if filled > 0 {
-        file.sync_all()?;
+    file.sync_all().map_err(io_err(target, "cannot sync it"))?;
+    drop(file);
+    if ours {
+        record_ours(target).map_err(io_err(target, "cannot update its ownership record"))?;
     }
-    Ok(filled)
+    Ok(PreparedTarget { filled, read_only, ..PreparedTarget::default() })
+}
+
+/// Creates the target, fills it, records it as ours; removes it again if any step fails.
+fn create(target: &Path, bytes: u64, read_only: bool) -> Result<PreparedTarget, TargetError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(target)
+        .map_err(io_err(target, "cannot create it"))?;
+    let result = (|| {
+        check_space(&file, target, bytes)?;
+        file.set_len(bytes).map_err(io_err(target, "cannot size it"))?;
+        let filled = fill(&file, 0, bytes).map_err(io_err(target, "cannot fill it"))?;
+        file.sync_all().map_err(io_err(target, "cannot sync it"))?;
+        record_ours(target).map_err(io_err(target, "cannot write its ownership record"))?;
+        Ok(filled)
+    })();
+    drop(file);
+    match result {
+        Ok(filled) => Ok(PreparedTarget { filled, created: true, read_only, ..PreparedTarget::default() }),
+        Err(e) => {
+            let _ = std::fs::remove_file(target);
+            let _ = std::fs::remove_file(owner_record_path(target));
+            Err(e)
+        }
+    }
+}
+
+fn check_space(file: &File, target: &Path, needs: u64) -> Result<(), TargetError> {
+    // SAFETY: fstatvfs on a descriptor we own, writing into a zeroed struct we own.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
+        return Err(io_err(target, "cannot read its file system's free space")(io::Error::last_os_error()));
+    }
+    let free = (st.f_bavail as u64).saturating_mul(st.f_frsize as u64);
+    if needs > free {
+        return Err(TargetError::NoSpace { path: target.display().to_string(), needs, free });
+    }
+    Ok(())
+}
+
+fn describe(writes: &[WriteRegion]) -> String {
+    const SHOWN: usize = 4;
+    let mut parts: Vec<String> =
+        writes.iter().take(SHOWN).map(|w| format!("bytes {}..{} ({})", w.start, w.end, w.app)).collect();
+    if writes.len() > SHOWN {
+        parts.push(format!("and {} more regions", writes.len() - SHOWN));
+    }
+    parts.join(", ")
 }
 
 /// The holes of `file` below `limit`, as `[start, end)` byte ranges (SEEK_HOLE/SEEK_DATA).
@@ -86,32 +356,117 @@ fn fill(file: &File, start: u64, end: u64) -> io::Result<u64> {
 mod tests {
     use super::*;
 
-    fn temp(name: &str) -> std::path::PathBuf {
-        std::path::PathBuf::from(format!("/var/tmp/bfq-io-target-{}-{name}", std::process::id()))
+    struct Temp(PathBuf);
+
+    impl Temp {
+        fn new(name: &str) -> Temp {
+            let p = PathBuf::from(format!("/var/tmp/bfq-io-target-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_file(&p);
+            let _ = std::fs::remove_file(owner_record_path(&p));
+            Temp(p)
+        }
+    }
+
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+            let _ = std::fs::remove_file(owner_record_path(&self.0));
+        }
+    }
+
+    fn writer(start: u64, end: u64) -> Vec<WriteRegion> {
+        vec![WriteRegion { start, end, app: "seq-writer-0".into() }]
     }
 
     #[test]
-    fn a_missing_file_is_created_with_data_and_no_holes() {
-        let path = temp("missing");
-        let filled = prepare_file(&path, 3 << 20).unwrap();
-        let file = File::open(&path).unwrap();
-        let holes = holes(&file, 3 << 20).unwrap();
-        let len = file.metadata().unwrap().len();
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(filled, 3 << 20);
-        assert_eq!(len, 3 << 20);
-        assert!(holes.is_empty(), "holes left: {holes:?}");
+    fn a_missing_file_is_created_filled_without_holes_and_recorded_as_ours() {
+        let t = Temp::new("missing");
+        let needs = TargetNeeds { bytes: 3 << 20, ..TargetNeeds::default() };
+        let prepared = prepare_target(&t.0, &needs).unwrap();
+        assert_eq!((prepared.filled, prepared.created, prepared.read_only), (3 << 20, true, true));
+        let file = File::open(&t.0).unwrap();
+        assert!(holes(&file, 3 << 20).unwrap().is_empty());
+        assert_eq!(file.metadata().unwrap().len(), 3 << 20);
+        assert!(is_ours(&t.0));
     }
 
     #[test]
-    fn existing_data_is_kept_and_only_holes_are_filled() {
-        let path = temp("keep");
-        std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
-        let filled = prepare_file(&path, 4 << 20).unwrap();
-        let head = std::fs::read(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(filled, 3 << 20);
-        assert!(head[..1 << 20].iter().all(|&b| b == 7), "existing data was overwritten");
-        assert_eq!(head.len(), 4 << 20);
+    fn a_users_file_is_never_written_by_a_job_with_writers_without_the_flag() {
+        let t = Temp::new("user");
+        std::fs::write(&t.0, vec![7u8; 4 << 20]).unwrap();
+        let needs =
+            TargetNeeds { bytes: 4 << 20, writes: writer(2 << 20, 4 << 20), ..TargetNeeds::default() };
+        let err = prepare_target(&t.0, &needs).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, TargetError::WouldOverwrite { .. }), "{text}");
+        assert!(text.contains("bytes 2097152..4194304 (seq-writer-0)"), "{text}");
+        assert!(text.contains("--overwrite-existing-data"), "{text}");
+        assert!(std::fs::read(&t.0).unwrap().iter().all(|&b| b == 7));
+        let needs = TargetNeeds { overwrite_existing_data: true, ..needs };
+        assert!(!prepare_target(&t.0, &needs).unwrap().read_only);
+    }
+
+    #[test]
+    fn a_short_users_file_is_neither_grown_nor_filled_but_reads_of_a_long_one_are_allowed() {
+        let t = Temp::new("short");
+        std::fs::write(&t.0, vec![7u8; 1 << 20]).unwrap();
+        let needs = TargetNeeds { bytes: 4 << 20, ..TargetNeeds::default() };
+        let err = prepare_target(&t.0, &needs).unwrap_err();
+        assert!(matches!(err, TargetError::NotOurs { .. }), "{err}");
+        assert_eq!(std::fs::metadata(&t.0).unwrap().len(), 1 << 20);
+        let needs = TargetNeeds { bytes: 1 << 20, ..TargetNeeds::default() };
+        let prepared = prepare_target(&t.0, &needs).unwrap();
+        assert_eq!((prepared.filled, prepared.read_only), (0, true));
+        assert!(!is_ours(&t.0));
+    }
+
+    #[test]
+    fn an_owned_file_is_grown_and_written_and_stays_ours() {
+        let t = Temp::new("owned");
+        prepare_target(&t.0, &TargetNeeds { bytes: 1 << 20, ..TargetNeeds::default() }).unwrap();
+        let needs =
+            TargetNeeds { bytes: 3 << 20, writes: writer(1 << 20, 3 << 20), ..TargetNeeds::default() };
+        let prepared = prepare_target(&t.0, &needs).unwrap();
+        assert_eq!(prepared.filled, 2 << 20);
+        assert!(is_ours(&t.0));
+    }
+
+    #[test]
+    fn a_file_changed_after_bfq_wrote_it_is_no_longer_ours() {
+        let t = Temp::new("changed");
+        prepare_target(&t.0, &TargetNeeds { bytes: 1 << 20, ..TargetNeeds::default() }).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        OpenOptions::new().write(true).open(&t.0).unwrap().write_all_at(b"user data", 0).unwrap();
+        assert!(!is_ours(&t.0));
+        let needs = TargetNeeds { bytes: 1 << 20, writes: writer(0, 1 << 20), ..TargetNeeds::default() };
+        assert!(matches!(prepare_target(&t.0, &needs), Err(TargetError::WouldOverwrite { .. })));
+    }
+
+    #[test]
+    fn a_created_file_is_removed_when_filling_it_cannot_be_done() {
+        let t = Temp::new("nospace");
+        let needs = TargetNeeds { bytes: u64::MAX / 4, ..TargetNeeds::default() };
+        let err = prepare_target(&t.0, &needs).unwrap_err();
+        assert!(matches!(err, TargetError::NoSpace { .. }), "{err}");
+        assert!(!t.0.exists());
+        assert!(!owner_record_path(&t.0).exists());
+    }
+
+    #[test]
+    fn a_block_device_is_never_written_without_the_flag() {
+        // /dev/null is a character device; use a loop-free check on the first block device found.
+        let Some(dev) = std::fs::read_dir("/dev").ok().and_then(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|p| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device()))
+        }) else {
+            return;
+        };
+        let needs = TargetNeeds { bytes: 0, writes: writer(0, 4096), ..TargetNeeds::default() };
+        match prepare_target(&dev, &needs) {
+            Err(TargetError::WouldOverwrite { what, .. }) => assert!(what.contains("block device"), "{what}"),
+            Err(TargetError::Io { .. }) => {} // not readable here (not root)
+            other => panic!("{}: {other:?}", dev.display()),
+        }
     }
 }

@@ -40,7 +40,7 @@ fn reads_past_the_end_of_a_block_device_fail_alone() {
     s.loopdev = Some(run(Command::new("losetup").args(["-f", "--show"]).arg(&s.file)));
     let engine = Engine::open(
         std::path::Path::new(s.loopdev.as_ref().unwrap()),
-        EngineConfig { scheduler: "bfq".into(), params: vec![], depth: 8 },
+        EngineConfig { scheduler: "bfq".into(), params: vec![], depth: 8, read_only: false },
     )
     .unwrap();
     let client = engine.client(QueueId(1), QueueSpec::default()).unwrap();

@@ -20,7 +20,7 @@ fn allocations_in_steady_state(sched: &str, file: &TempFile) -> u64 {
     const CLIENTS: u32 = 3;
     const WINDOW: usize = 8;
     const REQUESTS: u64 = 10_000;
-    let config = EngineConfig { scheduler: sched.into(), params: Vec::new(), depth: 16 };
+    let config = EngineConfig { scheduler: sched.into(), params: Vec::new(), depth: 16, read_only: false };
     let engine = Engine::open(&file.0, config).unwrap();
     let blocks = std::fs::metadata(&file.0).unwrap().len() / 4096;
     // Phases: warm-up, measured, drain; the main thread reads the counter between them.

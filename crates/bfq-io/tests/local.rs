@@ -7,7 +7,7 @@ mod common;
 use common::TempFile;
 
 fn config(sched: &str, depth: u32) -> EngineConfig {
-    EngineConfig { scheduler: sched.into(), params: Vec::new(), depth }
+    EngineConfig { scheduler: sched.into(), params: Vec::new(), depth, read_only: false }
 }
 
 fn pattern(block: u64, buf: &mut [u8]) {

@@ -8,7 +8,15 @@ struct TempFile(std::path::PathBuf);
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(bfq_io::owner_record_path(&self.0));
     }
+}
+
+fn temp_file(name: &str) -> TempFile {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/var/tmp" };
+    let file = TempFile(format!("{dir}/bfq-io-{name}-{}", std::process::id()).into());
+    let _ = std::fs::remove_file(&file.0);
+    file
 }
 
 const JOB: &str = r#"
@@ -41,9 +49,8 @@ start = "150ms"
 /// the start-up replay finishes at least once.
 #[test]
 fn a_small_job_runs_against_a_tmpfs_file_with_the_simulator_report() {
-    let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/var/tmp" };
-    let file = TempFile(format!("{dir}/bfq-io-runjob-{}", std::process::id()).into());
-    std::fs::File::create(&file.0).unwrap();
+    // A path that does not exist: bfq creates it, so the writer may write it.
+    let file = temp_file("runjob");
     let job = Job::from_toml(JOB, "small-real.toml").unwrap();
     let report = run_job(&job, &file.0, "bfq", &[], &RunOptions::default()).unwrap();
     assert_eq!(report.schema, bfq_sim::report::SCHEMA);
@@ -69,4 +76,47 @@ fn unsupported_application_kinds_are_refused_by_name() {
     let err =
         run_job(&job, std::path::Path::new("/dev/null"), "bfq", &[], &RunOptions::default()).unwrap_err();
     assert!(err.to_string().contains("movie") && err.to_string().contains("not supported"), "{err}");
+}
+
+/// Issue 14, partial faults: when the target is truncated mid-run, the application whose region is
+/// gone stops with its error, named in its report, and the healthy one's results are all there.
+#[test]
+fn a_target_truncated_mid_run_fails_one_application_and_keeps_the_others_results() {
+    let file = temp_file("truncated");
+    let job = Job::from_toml(
+        r#"
+duration = "1500ms"
+[[app]]
+name = "kept"
+kind = "rand-reader"
+file_size = "8MiB"
+[[app]]
+name = "cut"
+kind = "rand-reader"
+file_size = "8MiB"
+"#,
+        "t.toml",
+    )
+    .unwrap();
+    let path = file.0.clone();
+    let cutter = std::thread::spawn(move || {
+        // Once the run has created and filled the file, cut off the second application's region.
+        let started = std::time::Instant::now();
+        while std::fs::metadata(&path).map_or(true, |m| m.len() < 16 << 20)
+            && started.elapsed().as_secs() < 10
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(8 << 20).unwrap();
+    });
+    let report = run_job(&job, &file.0, "bfq", &[], &RunOptions::default()).unwrap();
+    cutter.join().unwrap();
+    let (kept, cut) = (&report.apps[0], &report.apps[1]);
+    assert!(kept.extra.error.is_none(), "{:?}", kept.extra.error);
+    assert!(kept.requests > 0 && kept.bytes_read > 0);
+    let error = cut.extra.error.as_deref().expect("the cut application reports its error");
+    assert!(error.contains("short read") || error.contains("failed"), "{error}");
+    let json = serde_json::to_string(&report).unwrap();
+    assert!(json.contains("\"error\""), "the error is in the JSON report");
 }

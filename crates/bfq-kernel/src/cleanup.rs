@@ -1,6 +1,10 @@
 //! Undoing what a run set up on the host (loop devices, cgroups, child processes, scratch files), on
-//! every way out: a guard's `Drop` on normal return and on error, and a Ctrl-C handler that undoes
-//! everything still registered before the process exits.
+//! every way out: a guard's `Drop` on normal return and on error, a handler for SIGINT, SIGTERM and
+//! SIGHUP that undoes everything still registered before the process exits, and, for the one way out
+//! no handler sees (SIGKILL, a crash, a power cut of the process), a journal: every registered action
+//! is also written to `/run/bfq-compare/<pid>.journal` ([`JOURNAL_DIR`]) while it is pending, and the
+//! next run calls [`recover_leftovers`], which undoes the journals of dead processes and reports those
+//! of live ones (issue 14, "signals and leftovers").
 //!
 //! Every resource is registered in one process-wide registry when it is created; its [`Guard`] takes
 //! it out again and undoes it when dropped. The interrupt handler ([`install_interrupt_handler`])
@@ -31,7 +35,13 @@ pub enum Action {
     RemovePath(PathBuf),
 }
 
+/// Where the journals of pending actions live (tmpfs: gone on reboot, as loop devices and cgroups are).
+pub const JOURNAL_DIR: &str = "/run/bfq-compare";
+
 static REGISTRY: Mutex<Vec<(u64, Action)>> = Mutex::new(Vec::new());
+static JOURNAL: Mutex<Option<PathBuf>> = Mutex::new(None);
+type Hook = Box<dyn Fn() + Send + Sync>;
+static HOOK: Mutex<Option<Hook>> = Mutex::new(None);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static HANDLER: Once = Once::new();
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -46,8 +56,197 @@ pub struct Guard {
 /// Registers `action` to be undone when the returned guard is dropped, or on Ctrl-C.
 pub fn register(action: Action) -> Guard {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    lock().push((id, action));
+    let mut reg = lock();
+    reg.push((id, action));
+    write_journal(&reg);
     Guard { id }
+}
+
+/// Starts journalling this process's pending actions under [`JOURNAL_DIR`] (root only; without it
+/// the guards and the signal handler still clean up, but a SIGKILL leaves things behind).
+pub fn start_journal() -> Result<(), std::io::Error> {
+    std::fs::create_dir_all(JOURNAL_DIR)?;
+    let path = PathBuf::from(JOURNAL_DIR).join(format!("{}.journal", std::process::id()));
+    *JOURNAL.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+    write_journal(&lock());
+    Ok(())
+}
+
+/// Rewrites the journal with the pending actions (removes it when there are none). Called with the
+/// registry locked, so journal and registry change together.
+fn write_journal(reg: &[(u64, Action)]) {
+    let journal = JOURNAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(path) = journal.as_ref() else { return };
+    if reg.is_empty() {
+        let _ = std::fs::remove_file(path);
+        return;
+    }
+    let entries: Vec<serde_json::Value> = reg.iter().map(|(_, a)| a.to_json()).collect();
+    let text = serde_json::json!({ "pid": std::process::id(), "actions": entries }).to_string();
+    let tmp = path.with_extension("journal.tmp");
+    if std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).is_err() {
+        eprintln!("bfq: cannot write the cleanup journal {}", path.display());
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::DetachLoop { device, backing } => {
+                write!(f, "loop device {} over {}", device.display(), backing.display())
+            }
+            Action::RemoveCgroup(dir) => write!(f, "cgroup {}", dir.display()),
+            Action::EndProcess(pid) => write!(f, "process {pid}"),
+            Action::RemovePath(path) => write!(f, "scratch files {}", path.display()),
+        }
+    }
+}
+
+impl Action {
+    fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Action::DetachLoop { device, backing } => {
+                json!({ "detach_loop": device.display().to_string(), "backing": backing.display().to_string() })
+            }
+            Action::RemoveCgroup(dir) => json!({ "remove_cgroup": dir.display().to_string() }),
+            // The start time tells the process from a later one that reuses its pid.
+            Action::EndProcess(pid) => json!({ "end_process": pid, "start_time": process_start_time(*pid) }),
+            Action::RemovePath(path) => json!({ "remove_path": path.display().to_string() }),
+        }
+    }
+
+    /// The action of a journal entry, if it still applies (a process only if it is the same one).
+    fn from_json(v: &serde_json::Value) -> Option<Action> {
+        let path = |k: &str| v.get(k).and_then(|x| x.as_str()).map(PathBuf::from);
+        if let Some(device) = path("detach_loop") {
+            return Some(Action::DetachLoop { device, backing: path("backing")? });
+        }
+        if let Some(dir) = path("remove_cgroup") {
+            return Some(Action::RemoveCgroup(dir));
+        }
+        if let Some(p) = path("remove_path") {
+            return Some(Action::RemovePath(p));
+        }
+        let pid = u32::try_from(v.get("end_process")?.as_u64()?).ok()?;
+        let started = v.get("start_time").and_then(|x| x.as_u64());
+        (started.is_some() && process_start_time(pid) == started).then_some(Action::EndProcess(pid))
+    }
+}
+
+/// The start time of a process (field 22 of /proc/PID/stat, in clock ticks since boot).
+fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; the fields after it follow its closing parenthesis.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn process_alive(pid: u32) -> bool {
+    // A zombie has exited: it holds nothing.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s[s.rfind(')')? + 1..].split_whitespace().next().map(|st| st != "Z"))
+        .unwrap_or(false)
+}
+
+/// What [`recover_leftovers`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Leftovers of dead runs that were removed, one line each.
+    pub removed: Vec<String>,
+    /// Leftovers of runs whose process still lives, left alone, one line each.
+    pub in_use: Vec<String>,
+}
+
+/// Finds what earlier runs that were killed left behind, by their journals under [`JOURNAL_DIR`]
+/// and by name (cgroups `bfq-compare-PID-N` under `cgroup_roots`, scratch directories
+/// `bfq-compare-PID-N` under `scratch_dir`): removes the leftovers of processes that are gone, and
+/// reports those of live ones. This process's own resources are never touched.
+pub fn recover_leftovers(cgroup_roots: &[PathBuf], scratch_dir: &std::path::Path) -> Recovery {
+    let me = std::process::id();
+    let mut out = Recovery::default();
+    if let Ok(entries) = std::fs::read_dir(JOURNAL_DIR) {
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            let Some(pid) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".journal"))
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let actions: Vec<serde_json::Value> = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("actions").and_then(|a| a.as_array()).cloned())
+                .unwrap_or_default();
+            if process_alive(pid) {
+                out.in_use.push(format!(
+                    "{} pending action(s) of bfq process {pid}, still running ({})",
+                    actions.len(),
+                    path.display()
+                ));
+                continue;
+            }
+            // Newest first, as the handler would have: processes, cgroups, loop device, files.
+            for action in actions.iter().rev().filter_map(Action::from_json) {
+                out.removed.push(format!("{action} (left by process {pid})"));
+                undo(&action);
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    let dead_run = |name: &str| {
+        let pid = name.strip_prefix("bfq-compare-")?.split('-').next()?.parse::<u32>().ok()?;
+        (pid != me).then_some(pid)
+    };
+    for root in cgroup_roots {
+        for dir in std::fs::read_dir(root).into_iter().flatten().filter_map(Result::ok) {
+            let name = dir.file_name().to_string_lossy().into_owned();
+            let Some(pid) = dead_run(&name) else { continue };
+            if process_alive(pid) {
+                out.in_use
+                    .push(format!("cgroup {} of bfq process {pid}, still running", dir.path().display()));
+                continue;
+            }
+            // Children first: a cgroup with children cannot be removed.
+            let mut children: Vec<PathBuf> = std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect();
+            children.sort();
+            for child in children {
+                remove_cgroup(&child);
+            }
+            remove_cgroup(&dir.path());
+            out.removed.push(format!("cgroup {} (left by process {pid})", dir.path().display()));
+        }
+    }
+    for entry in std::fs::read_dir(scratch_dir).into_iter().flatten().filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = dead_run(&name) else { continue };
+        if process_alive(pid) {
+            continue;
+        }
+        if std::fs::remove_dir_all(entry.path()).is_ok() {
+            out.removed.push(format!("scratch directory {} (left by process {pid})", entry.path().display()));
+        }
+    }
+    out
+}
+
+/// Sets what the signal handler does after undoing everything and before exiting: e.g. print the
+/// results measured so far. Replaces an earlier hook.
+pub fn set_interrupt_hook(hook: impl Fn() + Send + Sync + 'static) {
+    *HOOK.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
 }
 
 impl Guard {
@@ -74,7 +273,9 @@ fn lock() -> std::sync::MutexGuard<'static, Vec<(u64, Action)>> {
 fn take(id: u64) -> Option<Action> {
     let mut reg = lock();
     let pos = reg.iter().position(|(i, _)| *i == id)?;
-    Some(reg.remove(pos).1)
+    let action = reg.remove(pos).1;
+    write_journal(&reg);
+    Some(action)
 }
 
 /// The actions still registered, oldest first (for tests and diagnostics).
@@ -85,24 +286,38 @@ pub fn pending() -> Vec<Action> {
 /// Undoes every registered action, newest first.
 pub fn undo_all() {
     loop {
-        let last = lock().pop();
+        // Undone before it leaves the journal: a kill in between leaves it for the next run.
+        let last = lock().last().cloned();
         match last {
-            Some((_, action)) => undo(&action),
+            Some((id, action)) => {
+                undo(&action);
+                take(id);
+            }
             None => break,
         }
     }
 }
 
-/// Installs (once) a Ctrl-C / SIGTERM handler that undoes everything registered and exits with status
-/// 130. Returns false when another handler was already installed by someone else, in which case
-/// the guards still clean up on normal return and on error, but not on Ctrl-C.
+/// Installs (once) a handler for SIGINT, SIGTERM and SIGHUP that undoes everything registered, runs
+/// the hook of [`set_interrupt_hook`] and exits with status 130. Returns false when another handler
+/// was already installed by someone else, in which case the guards still clean up on normal return
+/// and on error, and the journal lets the next run clean up.
 pub fn install_interrupt_handler() -> bool {
     let mut ok = true;
     HANDLER.call_once(|| {
         ok = ctrlc::set_handler(|| {
             INTERRUPTED.store(true, Ordering::SeqCst);
-            eprintln!("bfq: interrupted; removing the loop devices and cgroups it created");
+            if !lock().is_empty() {
+                eprintln!(
+                    "bfq: interrupted; removing the processes, cgroups, loop devices and files it created"
+                );
+            } else {
+                eprintln!("bfq: interrupted");
+            }
             undo_all();
+            if let Some(hook) = HOOK.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                hook();
+            }
             std::process::exit(130);
         })
         .is_ok();

@@ -6,7 +6,9 @@
 //! turned into the same [`bfq_sim::RunReport`] as `bfq sim` and `bfq run` produce.
 //!
 //! Everything created on the host (loop device, cgroups, fio processes, scratch files) is undone when
-//! the run returns, fails, or is interrupted with Ctrl-C ([`cleanup`]).
+//! the run returns, fails, or is interrupted by SIGINT, SIGTERM or SIGHUP; after a SIGKILL the next
+//! run finds the leftovers by their journal and names and removes them ([`cleanup`],
+//! [`recover_leftovers`]).
 //!
 //! Needs root and fio; [`check_prerequisites`] says what is missing and how to get it, and nothing is
 //! ever installed.
@@ -22,7 +24,7 @@ pub mod sysfs;
 
 use std::path::PathBuf;
 
-pub use run::{layout, run_kernel_job, KernelOptions};
+pub use run::{check_job, layout, run_kernel_job, KernelOptions};
 pub use sysfs::KERNEL_SCHEDULERS;
 
 /// Why a kernel run could not be done.
@@ -69,6 +71,17 @@ pub enum KernelError {
         /// What fio said.
         message: String,
     },
+}
+
+/// Removes what earlier `bfq compare` runs that were killed left behind (their journals, and cgroups
+/// and scratch directories named `bfq-compare-PID-N` of dead processes), and reports what live runs
+/// hold ([`cleanup::recover_leftovers`]). Needs root.
+pub fn recover_leftovers(scratch_dir: &std::path::Path) -> cleanup::Recovery {
+    let roots = match cgroup::detect() {
+        Ok(cgroup::Hierarchy::V1Blkio(dir) | cgroup::Hierarchy::V2(dir)) => vec![dir],
+        Err(_) => Vec::new(),
+    };
+    cleanup::recover_leftovers(&roots, scratch_dir)
 }
 
 /// Checks that this process is root and that fio is installed, with a message saying what to do.

@@ -100,28 +100,34 @@ impl ReplayArgs {
     }
 }
 
-/// The region of each expanded application, laid out one after the other from the job's
-/// `layout_start` exactly as the simulator lays out its files (greedy apps: `file_size`, default
-/// 5 GB; start-up: one 20,000,000-byte file per traced process), with the end of the last.
+/// The region of each expanded application and the end of the last: the layout `bfq run` uses too
+/// ([`bfq_sim::real_layout`]: greedy applications get `file_size`, default 64 MiB; a start-up one
+/// 20,000,000-byte file per traced process).
 pub fn layout(job: &Job) -> Result<(Vec<PlacedApp>, u64), KernelError> {
-    let mut next = job.layout_start.map_or(0, |s| s.0).next_multiple_of(4096);
-    let mut out = Vec::new();
-    for (name, spec) in job.expanded_apps() {
-        let trace = match (&spec.kind, &spec.trace) {
-            (AppKind::Startup, Some(t)) => Some(
-                bfq_sim::load_trace(t).map_err(|message| KernelError::Job { app: name.clone(), message })?,
-            ),
-            _ => None,
-        };
-        let bytes = match &trace {
-            Some(t) => fio::startup_region_bytes(t),
-            None => spec.file_size.map_or(bfq_sim::DEFAULT_FILE_BYTES, |s| s.0),
-        }
-        .next_multiple_of(4096);
-        out.push(PlacedApp { name, spec, region: Region { start: next, len: bytes }, trace });
-        next += bytes;
+    let (places, end) =
+        bfq_sim::real_layout(job).map_err(|e| KernelError::Job { app: e.app, message: e.message })?;
+    let apps = places
+        .into_iter()
+        .map(|p| PlacedApp {
+            region: Region { start: p.start, len: p.len },
+            name: p.name,
+            spec: p.spec,
+            trace: p.trace,
+        })
+        .collect();
+    Ok((apps, end))
+}
+
+/// Checks, without touching the host, that every application of `job` can be run under a kernel
+/// scheduler (its layout can be made and fio can express it): call it before anything expensive.
+pub fn check_job(job: &Job) -> Result<(), KernelError> {
+    let (apps, _) = layout(job)?;
+    let timing = Timing { duration: job.duration.0, warmup: job.warmup.0 };
+    for app in &apps {
+        fio::plan_app(app, Path::new("/dev/loop-check"), timing, job.seed, Path::new("/nonexistent"))
+            .map_err(|message| KernelError::Job { app: app.name.clone(), message })?;
     }
-    Ok((out, next))
+    Ok(())
 }
 
 static RUN_COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -147,6 +153,12 @@ pub fn run_kernel_job(
 ) -> Result<RunReport, KernelError> {
     crate::check_prerequisites("running a job under a kernel scheduler")?;
     cleanup::install_interrupt_handler();
+    if let Err(e) = cleanup::start_journal() {
+        eprintln!(
+            "bfq: cannot journal under {} ({e}): a SIGKILL would leave the loop device and cgroups behind",
+            cleanup::JOURNAL_DIR
+        );
+    }
     let (apps, end) = layout(job)?;
     let target_len = std::fs::metadata(target)
         .map_err(|e| KernelError::Io { path: target.to_path_buf(), message: e.to_string() })?

@@ -332,6 +332,40 @@ impl AppSpec {
     pub fn queue_spec(&self) -> QueueSpec {
         QueueSpec { weight: self.weight.0, class: self.class.0 }
     }
+
+    /// Bytes per request: `request_size`, or the kind's default (seed 001 sec. 6.2: 128 KiB
+    /// sequential reads, 4 KiB random ones; the write-back path flushes 256 KiB chunks; a video frame
+    /// is 40 KiB). The one place every runner (simulator, `bfq run`, `bfq compare`) takes it from.
+    pub fn request_bytes(&self) -> u64 {
+        self.request_size.map_or(
+            match self.kind {
+                AppKind::SeqReader | AppKind::WebServer | AppKind::Streaming => 128 << 10,
+                AppKind::RandReader | AppKind::RandWriter | AppKind::Dbms => 4 << 10,
+                AppKind::SeqWriter => 256 << 10,
+                AppKind::Video => 40 << 10,
+                AppKind::Interleaved => 64 << 10,
+                // A replay's requests have the trace's sizes.
+                AppKind::Startup => 0,
+            },
+            |s| s.0,
+        )
+    }
+
+    /// Processes (queues) of a DBMS, interleaved or web-server application, or the most streams of a
+    /// streaming server: `processes`, or the kind's default; 1 for the other kinds.
+    pub fn process_count(&self) -> u32 {
+        match self.kind {
+            AppKind::Dbms | AppKind::WebServer => self.processes.unwrap_or(100),
+            AppKind::Interleaved => self.processes.unwrap_or(4),
+            AppKind::Streaming => self.processes.unwrap_or(64),
+            _ => 1,
+        }
+    }
+
+    /// Whether it writes (its region's data is overwritten when it runs on a real target).
+    pub fn writes(&self) -> bool {
+        matches!(self.kind, AppKind::SeqWriter | AppKind::RandWriter | AppKind::WebServer)
+    }
 }
 
 /// A whole simulation job.

@@ -18,6 +18,7 @@
 pub mod device;
 pub mod engine;
 pub mod job;
+pub mod layout;
 pub mod metrics;
 pub mod report;
 pub mod rng;
@@ -29,6 +30,7 @@ use bfq_sched::QueueSpec;
 
 pub use engine::{Engine, EngineConfig};
 pub use job::{AppKind, AppSpec, Job, JobError};
+pub use layout::{real_layout, write_regions, LayoutError, Placement, REAL_FILE_BYTES};
 pub use report::RunReport;
 
 use workload::dbms::{Dbms, Interleaved};
@@ -128,30 +130,25 @@ pub fn build_apps(job: &Job, capacity: u64) -> Result<NamedApps, SimError> {
         }
         let region = Region { start: next, len: bytes };
         next += bytes;
-        let size = |default: u64| spec.request_size.map_or(default, |s| s.0) as u32;
+        // At most 64 MiB (`Job::validate`).
+        let request = spec.request_bytes() as u32;
         let app: Box<dyn App> = match spec.kind {
             AppKind::SeqReader => Box::new(GreedyReader::new(
                 qspec,
                 Pattern::Sequential,
                 region,
-                size(128 << 10),
+                request,
                 spec.window.unwrap_or(1),
             )),
-            AppKind::RandReader => Box::new(GreedyReader::new(
-                qspec,
-                Pattern::Random,
-                region,
-                size(4 << 10),
-                spec.window.unwrap_or(1),
-            )),
-            AppKind::SeqWriter => {
-                Box::new(GreedyWriter::new(qspec, Pattern::Sequential, region, size(256 << 10)))
+            AppKind::RandReader => {
+                Box::new(GreedyReader::new(qspec, Pattern::Random, region, request, spec.window.unwrap_or(1)))
             }
-            AppKind::RandWriter => Box::new(GreedyWriter::new(qspec, Pattern::Random, region, size(4 << 10))),
+            AppKind::SeqWriter => Box::new(GreedyWriter::new(qspec, Pattern::Sequential, region, request)),
+            AppKind::RandWriter => Box::new(GreedyWriter::new(qspec, Pattern::Random, region, request)),
             AppKind::Video => Box::new(VideoPlayer::new(
                 qspec,
                 region,
-                size(40 << 10),
+                request,
                 bfq_sched::SEC / u64::from(spec.fps.unwrap_or(25)),
                 spec.buffer.map_or(200 * bfq_sched::MSEC, |d| d.0),
                 spec.start.map_or(0, |d| d.0),
@@ -160,27 +157,24 @@ pub fn build_apps(job: &Job, capacity: u64) -> Result<NamedApps, SimError> {
             AppKind::Dbms => Box::new(Dbms::new(
                 qspec,
                 region,
-                spec.processes.unwrap_or(100) as usize,
+                spec.process_count() as usize,
                 spec.window.unwrap_or(1),
-                size(4 << 10),
+                request,
             )),
-            AppKind::Interleaved => Box::new(Interleaved::new(
-                qspec,
-                region,
-                spec.processes.unwrap_or(4) as usize,
-                size(64 << 10),
-            )),
+            AppKind::Interleaved => {
+                Box::new(Interleaved::new(qspec, region, spec.process_count() as usize, request))
+            }
             AppKind::WebServer => Box::new(WebServer::new(
                 qspec,
                 region,
-                spec.processes.unwrap_or(100) as usize,
-                WebFiles { read_bytes: size(128 << 10), ..WebFiles::default() },
+                spec.process_count() as usize,
+                WebFiles { read_bytes: request, ..WebFiles::default() },
             )),
             AppKind::Streaming => Box::new(StreamingServer::new(
                 qspec,
                 region,
-                spec.processes.unwrap_or(64) as usize,
-                size(128 << 10),
+                spec.process_count() as usize,
+                request,
                 bfq_sched::SEC / u64::from(spec.fps.unwrap_or(4)),
                 spec.buffer.map_or(bfq_sched::SEC, |d| d.0),
                 spec.every.map_or(15 * bfq_sched::SEC, |d| d.0),

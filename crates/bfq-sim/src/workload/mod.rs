@@ -95,6 +95,10 @@ pub struct AppExtra {
     /// Small-file completion times and large-file bandwidth of a web server (seed 002).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub web: Option<web::WebStats>,
+    /// Real runs: why this application stopped early (an I/O error), with the results it had measured
+    /// until then; the other applications' results stand (issue 14, partial faults).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// An application: a set of processes issuing I/O.

@@ -1,0 +1,90 @@
+//! Checks every command makes before anything expensive or destructive (issue 14 item 3): scheduler
+//! names and tunables, output paths, duration overrides against the job. Each failure names the
+//! option or field and what was expected, and nothing has been run or written when it is reported.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use bfq_sched::DeviceInfo;
+use bfq_sim::job::Duration;
+use bfq_sim::{Job, RunReport};
+
+/// Builds every scheduler with the tunables once, as a check: an unknown name or a bad tunable is
+/// reported before any run (`option` names the command-line option in the message).
+pub fn schedulers(option: &str, names: &[String], params: &[(String, String)]) -> Result<()> {
+    for name in names {
+        if bfq_sched::canonical_name(name).is_none() {
+            bail!("{option}: unknown scheduler {name:?} (known: {})", bfq_sched::SCHEDULER_NAMES.join(", "));
+        }
+        for rotational in [true, false] {
+            bfq_sched::build(name, DeviceInfo { rotational, queue_depth: 32 }, params)
+                .with_context(|| format!("--params for scheduler {name}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The `--params` option as pairs.
+pub fn params(text: Option<&str>) -> Result<Vec<(String, String)>> {
+    match text {
+        Some(p) => bfq_sched::params::parse_pairs(p).map_err(|e| anyhow::anyhow!("--params: {e}")),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Checks that `--json PATH` can be written, before the runs whose results it would hold: the
+/// directory exists and the file can be created or opened for writing. Nothing is truncated here.
+pub fn json_path(path: Option<&Path>) -> Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    if path.is_dir() {
+        bail!("--json {}: is a directory; give a file name", path.display());
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("--json {}: cannot be written", path.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// Applies `--duration` to the job: it must be longer than the warm-up, and every application with
+/// a start time must start before it.
+pub fn apply_duration(job: &mut Job, text: Option<&str>) -> Result<()> {
+    let Some(d) = text else { return Ok(()) };
+    let ns = bfq_sim::units::parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+    if ns <= job.warmup.0 {
+        bail!("--duration {d}: must be longer than the job's warm-up ({} s)", job.warmup.0 as f64 / 1e9);
+    }
+    for (name, spec) in job.expanded_apps() {
+        if let Some(start) = spec.start {
+            if start.0 >= ns {
+                bail!(
+                    "--duration {d}: application `{name}` starts at {} s, after the end of the run",
+                    start.0 as f64 / 1e9
+                );
+            }
+        }
+    }
+    job.duration = Duration(ns);
+    Ok(())
+}
+
+/// Every application that stopped on an error, as `run `scheduler`: application `name`: error`.
+pub fn failed_apps(reports: &[RunReport]) -> Vec<String> {
+    reports
+        .iter()
+        .flat_map(|r| {
+            r.apps.iter().filter_map(move |a| {
+                a.extra.error.as_ref().map(|e| format!("run {}: application `{}`: {e}", r.scheduler, a.name))
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,112 @@
+//! Where a job's applications lie on a *real* target (`bfq run` through the engine, `bfq compare`
+//! through the engine and through fio on a loop device): one layout for both, so that the same job
+//! reads and writes the same bytes whichever way it runs, and so that what a run will overwrite can be
+//! said before it starts (docs/safety.md).
+//!
+//! The applications are laid out one after the other from the job's `layout_start`, in the order of
+//! [`Job::expanded_apps`], each region 4 KiB-aligned, as the simulator lays out its files. The one
+//! difference from the simulator is the default file size of a greedy application: the simulator gives
+//! each the papers' 5 GB (seed 001 sec. 6.2), which no one wants written to a scratch file for a
+//! ten-second run; on a real target it is [`REAL_FILE_BYTES`] unless the job sets `file_size`.
+
+use crate::job::{AppKind, AppSpec, Job};
+use crate::workload::startup::Trace;
+
+/// Default file size of an application on a real target (the simulator's is
+/// [`crate::DEFAULT_FILE_BYTES`]): large enough that its reads miss every cache but the device's.
+pub const REAL_FILE_BYTES: u64 = 64 << 20;
+
+/// Alignment of every region: O_DIRECT and 4 KiB-sector devices need it.
+pub const REGION_ALIGN: u64 = 4096;
+
+/// One application of a job with its place on a real target.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// Its name in reports.
+    pub name: String,
+    /// What it does.
+    pub spec: AppSpec,
+    /// First byte of its region.
+    pub start: u64,
+    /// Length of its region in bytes.
+    pub len: u64,
+    /// Its trace, for `startup` applications.
+    pub trace: Option<Trace>,
+}
+
+impl Placement {
+    /// One past the last byte of its region.
+    pub fn end(&self) -> u64 {
+        self.start + self.len
+    }
+}
+
+/// A layout that cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("application `{app}`: {message}")]
+pub struct LayoutError {
+    /// The application.
+    pub app: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Every application's region on a real target, and the end of the last one (the bytes the target
+/// must hold).
+pub fn real_layout(job: &Job) -> Result<(Vec<Placement>, u64), LayoutError> {
+    let mut next = job.layout_start.map_or(0, |s| s.0).next_multiple_of(REGION_ALIGN);
+    let mut out = Vec::new();
+    for (name, spec) in job.expanded_apps() {
+        let trace = match (&spec.kind, &spec.trace) {
+            (AppKind::Startup, Some(t)) => {
+                Some(crate::load_trace(t).map_err(|message| LayoutError { app: name.clone(), message })?)
+            }
+            _ => None,
+        };
+        let len = match &trace {
+            Some(t) => t.region_bytes(),
+            None => spec.file_size.map_or(REAL_FILE_BYTES, |s| s.0),
+        }
+        .next_multiple_of(REGION_ALIGN);
+        let start = next;
+        next = start.checked_add(len).ok_or_else(|| LayoutError {
+            app: name.clone(),
+            message: format!("its region ({len} bytes at {start}) ends beyond 2^64 bytes"),
+        })?;
+        out.push(Placement { name, spec, start, len, trace });
+    }
+    Ok((out, next))
+}
+
+/// The regions the job's writers will write (start, end, application), in layout order: the bytes
+/// of a target a run overwrites.
+pub fn write_regions(placements: &[Placement]) -> Vec<(u64, u64, String)> {
+    placements.iter().filter(|p| p.spec.writes()).map(|p| (p.start, p.end(), p.name.clone())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_apps_get_the_real_default_file_and_writers_are_listed() {
+        let job = Job::from_toml("duration = \"1s\"\nworkload = \"5r5w-seq\"\n", "j.toml").unwrap();
+        let (places, end) = real_layout(&job).unwrap();
+        assert_eq!(places.len(), 10);
+        assert_eq!(end, 10 * REAL_FILE_BYTES);
+        let writes = write_regions(&places);
+        assert_eq!(writes.len(), 5);
+        assert_eq!(writes[0], (5 * REAL_FILE_BYTES, 6 * REAL_FILE_BYTES, "seq-writer-0".to_string()));
+    }
+
+    #[test]
+    fn regions_follow_layout_start_aligned_and_file_size() {
+        let text = "duration = \"1s\"\nlayout_start = 1000\n[[app]]\nkind = \"rand-reader\"\nfile_size = \"1MiB\"\n[[app]]\nkind = \"startup\"\ntrace = \"xterm\"\n";
+        let job = Job::from_toml(text, "j.toml").unwrap();
+        let (places, end) = real_layout(&job).unwrap();
+        assert_eq!(places[0].start, 4096);
+        assert_eq!(places[1].start, 4096 + (1 << 20));
+        let trace = places[1].trace.as_ref().unwrap();
+        assert_eq!(end, places[1].start + trace.region_bytes());
+    }
+}
