@@ -5,8 +5,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
-use bfq_sim::job::Duration;
+use anyhow::{Context, Result};
 use bfq_sim::{run_job, Job, RunReport};
 use clap::Args;
 
@@ -49,13 +48,7 @@ pub fn execute(args: SimArgs) -> Result<()> {
     if let Some(seed) = args.seed {
         job.seed = seed;
     }
-    if let Some(d) = &args.duration {
-        let ns = bfq_sim::units::parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
-        if ns <= job.warmup.0 {
-            bail!("--duration {d} must be longer than the job's warm-up");
-        }
-        job.duration = Duration(ns);
-    }
+    crate::checks::apply_duration(&mut job, args.duration.as_deref())?;
     let params = match &args.params {
         Some(p) => bfq_sched::params::parse_pairs(p).map_err(|e| anyhow::anyhow!("--params: {e}"))?,
         None => Vec::new(),

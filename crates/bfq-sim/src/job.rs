@@ -419,6 +419,26 @@ fn default_bucket() -> Duration {
     Duration(100 * bfq_sched::MSEC)
 }
 
+/// The longest run a job may ask for (24 h).
+pub const MAX_DURATION: Nanos = 24 * 3600 * bfq_sched::SEC;
+
+/// The most processes (scheduler queues; threads in real runs) a job may have in all.
+pub const MAX_QUEUES: u64 = 10_000;
+
+/// The largest request.
+pub const MAX_REQUEST_BYTES: u64 = 64 << 20;
+
+/// A duration as people write it in job files.
+fn human_duration(ns: Nanos) -> String {
+    if ns >= 3600 * bfq_sched::SEC && ns % (3600 * bfq_sched::SEC) == 0 {
+        format!("{}h", ns / (3600 * bfq_sched::SEC))
+    } else if ns >= bfq_sched::SEC && ns % bfq_sched::MSEC == 0 {
+        format!("{}s", ns as f64 / 1e9)
+    } else {
+        format!("{}ms", ns as f64 / 1e6)
+    }
+}
+
 /// The named background workloads of seed 001 sec. 6.2.
 pub const NAMED_WORKLOADS: &[&str] = &["10r-seq", "10r-rand", "5r5w-seq", "5r5w-rand"];
 
@@ -465,18 +485,31 @@ impl Job {
     /// Reads a job from TOML text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Job, JobError> {
         let job: Job = toml::from_str(text).map_err(|e| {
+            let message = e.message().trim();
+            let named = field_in_message(message);
             let (line, field) = match e.span() {
+                // `missing field `x``: the span is the table that lacks it (the whole document for a
+                // top-level field), not a key of it.
+                Some(span) if message.starts_with("missing field") => {
+                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                    let on_header =
+                        text.lines().nth(line - 1).is_some_and(|l| l.trim_start().starts_with('['));
+                    (on_header.then_some(line), named)
+                }
                 Some(span) => {
                     let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                    (Some(line), key_on_line(text, line).or_else(|| field_in_message(e.message())))
+                    (Some(line), key_on_line(text, line).or(named))
                 }
-                None => (None, field_in_message(e.message())),
+                None => (None, named),
             };
-            JobError { file: file.to_string(), line, field, message: e.message().trim().to_string() }
+            JobError { file: file.to_string(), line, field, message: message.to_string() }
         })?;
         job.validate().map_err(|(app, field, message)| JobError {
             file: file.to_string(),
-            line: app.and_then(|i| app_table_line(text, i)).or_else(|| top_level_line(text, &field)),
+            line: match app {
+                Some(i) => app_key_line(text, i, &field).or_else(|| app_table_line(text, i)),
+                None => top_level_line(text, &field),
+            },
             field: Some(field),
             message,
         })?;
@@ -496,11 +529,49 @@ impl Job {
 
     /// Checks what the types alone cannot: (application index, field, message) on error.
     pub fn validate(&self) -> Result<(), (Option<usize>, String, String)> {
+        let top = |field: &str, msg: String| Err((None, field.to_string(), msg));
         if self.duration.0 == 0 {
-            return Err((None, "duration".into(), "must be more than zero".into()));
+            return top("duration", "must be more than zero".into());
+        }
+        if self.duration.0 > MAX_DURATION {
+            return top(
+                "duration",
+                format!(
+                    "{} is longer than the limit of 24h: a longer run (real, or simulated, which takes time \
+                     in proportion) is almost certainly a typo; split it into several jobs",
+                    human_duration(self.duration.0)
+                ),
+            );
         }
         if self.warmup.0 >= self.duration.0 {
-            return Err((None, "warmup".into(), "must be shorter than the duration".into()));
+            return top("warmup", "must be shorter than the duration".into());
+        }
+        if self.bucket.0 < bfq_sched::MSEC {
+            return top(
+                "bucket",
+                format!(
+                    "must be at least 1ms (the throughput-over-time resolution), got {}",
+                    human_duration(self.bucket.0)
+                ),
+            );
+        }
+        if self.writeback.depth == 0 || self.writeback.depth > 4096 {
+            return top(
+                "depth",
+                format!(
+                    "[writeback] depth must be 1..=4096 flushed writes in the scheduler, got {}",
+                    self.writeback.depth
+                ),
+            );
+        }
+        if self.writeback.dirty_limit.0 < 4096 {
+            return top(
+                "dirty_limit",
+                format!(
+                    "[writeback] dirty_limit must be at least 4096 bytes (one page), got {}",
+                    self.writeback.dirty_limit.0
+                ),
+            );
         }
         if let Some(w) = &self.workload {
             if named_workload(w).is_none() {
@@ -514,30 +585,56 @@ impl Job {
         if self.workload.is_none() && self.apps.is_empty() {
             return Err((None, "app".into(), "a job needs a `workload` or at least one [[app]]".into()));
         }
+        // The named workload's applications count too (at most 10 queues).
+        let mut queues: u64 = 10;
         for (i, app) in self.apps.iter().enumerate() {
             let fail = |field: &str, msg: String| Err((Some(i), field.to_string(), msg));
             if app.count == 0 || app.count > 10_000 {
                 return fail("count", format!("must be 1..=10000, got {}", app.count));
             }
-            if let Some(s) = app.request_size {
-                if s.0 < 512 || s.0 > 64 << 20 || s.0 % 512 != 0 {
-                    return fail("request_size", "must be a multiple of 512 bytes, at most 64 MiB".into());
+            if let Some(Size(s)) = app.request_size {
+                if s < 512 {
+                    return fail("request_size", format!("must be at least 512 bytes (one sector), got {s}"));
+                }
+                if s > MAX_REQUEST_BYTES {
+                    return fail("request_size", format!("must be at most 64 MiB, got {s} bytes"));
+                }
+                if s % 512 != 0 {
+                    return fail(
+                        "request_size",
+                        format!("must be a multiple of 512 bytes (sectors), got {s}"),
+                    );
                 }
             }
-            if let Some(w) = app.window {
-                if w == 0 || w > 1024 {
-                    return fail("window", format!("must be 1..=1024, got {w}"));
+            if let Some(Size(f)) = app.file_size {
+                if f == 0 {
+                    return fail("file_size", "must be more than zero".into());
+                }
+                let request = app.request_bytes();
+                if app.kind != AppKind::Startup && f < request {
+                    return fail(
+                        "file_size",
+                        format!(
+                            "{f} bytes is smaller than one request ({request} bytes, request_size or the \
+                             default of {}): every request must fit in the application's file",
+                            app.kind.as_str()
+                        ),
+                    );
                 }
             }
-            if let Some(p) = app.processes {
-                if p == 0 || p > 10_000 {
-                    return fail("processes", format!("must be 1..=10000, got {p}"));
-                }
+            if app.invocations == Some(0) {
+                return fail("invocations", "must be at least 1 (leave it out for no limit)".into());
             }
-            if let Some(f) = app.fps {
-                if f == 0 || f > 1000 {
-                    return fail("fps", format!("must be 1..=1000, got {f}"));
-                }
+            queues = queues.saturating_add(u64::from(app.count) * u64::from(app.process_count()));
+            if queues > MAX_QUEUES {
+                let field = if app.process_count() > 1 { "processes" } else { "count" };
+                return fail(
+                    field,
+                    format!(
+                        "the job has more than {MAX_QUEUES} processes in all (count x processes, summed over \
+                         the applications): each is a scheduler queue, and in real runs a thread"
+                    ),
+                );
             }
             if app.kind == AppKind::Startup && app.trace.is_none() {
                 return fail(
@@ -596,9 +693,10 @@ fn key_on_line(text: &str, line: usize) -> Option<String> {
     (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
 }
 
-/// A field named in backquotes in a message (`missing field `duration``).
+/// A field named in backquotes in a message about a field (`missing field `duration``, `unknown
+/// field `speed``); not the tokens a syntax error quotes (`expected `.`, `]]``).
 fn field_in_message(message: &str) -> Option<String> {
-    let start = message.find('`')? + 1;
+    let start = message.find("field `").map(|i| i + "field `".len())?;
     let len = message[start..].find('`')?;
     Some(message[start..start + len].to_string())
 }
@@ -606,6 +704,17 @@ fn field_in_message(message: &str) -> Option<String> {
 /// The line of the `i`-th `[[app]]` table.
 fn app_table_line(text: &str, i: usize) -> Option<usize> {
     text.lines().enumerate().filter(|(_, l)| l.trim_start().starts_with("[[app]]")).nth(i).map(|(n, _)| n + 1)
+}
+
+/// The line where the `i`-th `[[app]]` table sets `key`, if it does.
+fn app_key_line(text: &str, i: usize, key: &str) -> Option<usize> {
+    let start = app_table_line(text, i)?;
+    text.lines()
+        .enumerate()
+        .skip(start)
+        .take_while(|(_, l)| !l.trim_start().starts_with('['))
+        .find(|(_, l)| l.split_once('=').is_some_and(|(k, _)| k.trim() == key))
+        .map(|(n, _)| n + 1)
 }
 
 /// The line where a top-level key is set.
@@ -685,7 +794,7 @@ trace = "xterm"
     fn every_is_refused_for_a_reader_but_accepted_for_streaming() {
         let bad = "duration = \"1s\"\n[[app]]\nkind = \"seq-reader\"\nevery = \"1s\"\n";
         let err = Job::from_toml(bad, "j.toml").unwrap_err();
-        assert_eq!((err.line, err.field.as_deref()), (Some(2), Some("every")), "{err}");
+        assert_eq!((err.line, err.field.as_deref()), (Some(4), Some("every")), "{err}");
         let good = "duration = \"1s\"\n[[app]]\nkind = \"streaming\"\nevery = \"1s\"\n";
         Job::from_toml(good, "j.toml").unwrap();
     }
@@ -695,5 +804,58 @@ trace = "xterm"
         let text = "duration = \"1s\"\n[device]\npreset = \"constant\"\n[[app]]\nkind = \"teleporter\"\n";
         let err = Job::from_toml(text, "j.toml").unwrap_err();
         assert_eq!((err.line, err.field.as_deref()), (Some(5), Some("kind")), "{err}");
+    }
+
+    /// Issue 14 item 5: every bad input found by trying the CLI as a new user would is refused, and the
+    /// message names the field (and the line where the field is set, when it is set on one) and the limit.
+    #[test]
+    fn each_bad_input_is_refused_naming_its_field_line_and_limit() {
+        let app = |extra: &str| format!("duration = \"2s\"\n[[app]]\nkind = \"seq-reader\"\n{extra}\n");
+        let cases: Vec<(String, Option<usize>, Option<&str>, &str)> = vec![
+            (app("file_size = 0"), Some(4), Some("file_size"), "more than zero"),
+            (
+                app("file_size = \"1KiB\""),
+                Some(4),
+                Some("file_size"),
+                "smaller than one request (131072 bytes",
+            ),
+            (app("request_size = \"0\""), Some(4), Some("request_size"), "at least 512 bytes"),
+            (app("request_size = \"1000\""), Some(4), Some("request_size"), "multiple of 512"),
+            (app("request_size = \"1GiB\""), Some(4), Some("request_size"), "at most 64 MiB"),
+            (
+                "duration = \"2s\"\n[[app]]\nkind = \"startup\"\ntrace = \"xterm\"\ninvocations = 0\n".into(),
+                Some(5),
+                Some("invocations"),
+                "at least 1",
+            ),
+            (app("") + "[writeback]\ndepth = 0\n", Some(6), Some("depth"), "1..=4096"),
+            (app("") + "[writeback]\ndirty_limit = 0\n", Some(6), Some("dirty_limit"), "at least 4096 bytes"),
+            (format!("bucket = \"0s\"\n{}", app("")), Some(1), Some("bucket"), "at least 1ms"),
+            (app("").replace("2s", "100000h"), Some(1), Some("duration"), "limit of 24h"),
+            (
+                "duration = \"2s\"\n[[app]]\nkind = \"dbms\"\ncount = 10000\nprocesses = 10000\n".into(),
+                Some(5),
+                Some("processes"),
+                "more than 10000 processes",
+            ),
+            (
+                "duration = \"1s\"\n[[app]\nkind = \"seq-reader\"\n".into(),
+                Some(2),
+                None,
+                "invalid table header",
+            ),
+            (
+                "workload = \"10r-seq\"\n[device]\npreset = \"constant\"\n".into(),
+                None,
+                Some("duration"),
+                "missing field",
+            ),
+        ];
+        for (text, line, field, phrase) in cases {
+            let err = Job::from_toml(&text, "bad.toml").expect_err(&text);
+            assert_eq!(err.field.as_deref(), field, "{err}\n{text}");
+            assert_eq!(err.line, line, "{err}\n{text}");
+            assert!(err.to_string().contains(phrase), "{err} lacks {phrase:?}\n{text}");
+        }
     }
 }

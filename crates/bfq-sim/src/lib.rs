@@ -100,10 +100,19 @@ pub fn load_trace(name: &str) -> Result<Trace, String> {
     if let Some(t) = Trace::builtin(name) {
         return Ok(t);
     }
-    let text = std::fs::read_to_string(name).map_err(|e| {
+    let unreadable = |e: std::io::Error| {
         let known: Vec<&str> = workload::startup::BUILTIN_TRACES.iter().map(|(n, _)| *n).collect();
         format!("trace {name:?} is neither a built-in trace ({}) nor a readable file: {e}", known.join(", "))
-    })?;
+    };
+    // The size first: a huge file is refused before it is read.
+    let len = std::fs::metadata(name).map_err(unreadable)?.len();
+    let limit = workload::startup::MAX_TRACE_FILE_BYTES;
+    if len > limit {
+        return Err(format!(
+            "trace {name}: {len} bytes is more than the limit of {limit} bytes for a trace file"
+        ));
+    }
+    let text = std::fs::read_to_string(name).map_err(unreadable)?;
     Trace::parse(&text).map_err(|e| format!("trace {name}: {e}"))
 }
 

@@ -37,6 +37,15 @@ use super::{App, Ctx, Done, NewRequest, Region};
 /// How many sets of queues (one per trace thread) the invocations use in turn.
 pub const QUEUE_SETS: usize = 8;
 
+/// The most traced processes a trace may have (each is a queue and a 20 MB file).
+pub const MAX_TRACE_PROCESSES: usize = 1024;
+
+/// The most requests a trace may have (the shipped ones have a few thousand).
+pub const MAX_TRACE_REQUESTS: usize = 1_000_000;
+
+/// The largest trace file read (a million requests of about 60 bytes each).
+pub const MAX_TRACE_FILE_BYTES: u64 = 64 << 20;
+
 /// The size of each replay thread's file.
 pub const THREAD_FILE_BYTES: u64 = 20_000_000;
 
@@ -75,6 +84,8 @@ impl Trace {
     /// Parses the 10-field text format; errors give the 1-based line number.
     pub fn parse(text: &str) -> Result<Trace, String> {
         let mut threads: Vec<String> = Vec::new();
+        // Thread lookup by name in O(1): a trace of many processes must not parse in O(n^2).
+        let mut thread_index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         let mut requests = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let fields: Vec<&str> = line.split_whitespace().collect();
@@ -84,13 +95,25 @@ impl Trace {
             if fields.len() < 8 {
                 return Err(format!("line {}: expected 10 fields, got {}", n + 1, fields.len()));
             }
-            let thread = match threads.iter().position(|t| t == fields[0]) {
-                Some(i) => i,
+            let thread = match thread_index.get(fields[0]) {
+                Some(&i) => i,
                 None => {
+                    if threads.len() == MAX_TRACE_PROCESSES {
+                        return Err(format!(
+                            "line {}: more than {MAX_TRACE_PROCESSES} traced processes (each is replayed by its \
+                             own queue and {}-byte file)",
+                            n + 1,
+                            THREAD_FILE_BYTES
+                        ));
+                    }
                     threads.push(fields[0].to_string());
+                    thread_index.insert(fields[0], threads.len() - 1);
                     threads.len() - 1
                 }
             };
+            if requests.len() == MAX_TRACE_REQUESTS {
+                return Err(format!("line {}: more than {MAX_TRACE_REQUESTS} requests", n + 1));
+            }
             let sectors: u32 =
                 fields[2].parse().map_err(|_| format!("line {}: bad size {:?}", n + 1, fields[2]))?;
             if sectors == 0 || sectors > 1 << 16 {
@@ -387,5 +410,25 @@ mod tests {
     fn malformed_trace_lines_are_reported_with_their_number() {
         let err = Trace::parse("p-1 0 8 100 Seq 0 0 R 0 START\np-1 0 x 100 Seq 0 0 R 0 C\n").unwrap_err();
         assert!(err.starts_with("line 2"), "{err}");
+    }
+
+    /// Issue 14 item 5: a trace of 300,000 processes is refused at the first process over the limit,
+    /// in linear time (it took 50 s in O(n^2) before), with the line and the limit in the message.
+    #[test]
+    fn a_trace_with_too_many_processes_is_refused_at_the_line_over_the_limit() {
+        let text: String = (0..300_000).map(|i| format!("p{i} 0 8 0 Seq 0 0 R 0 0\n")).collect();
+        let err = Trace::parse(&text).unwrap_err();
+        assert!(err.contains(&format!("line {}", MAX_TRACE_PROCESSES + 1)), "{err}");
+        assert!(err.contains("more than 1024 traced processes"), "{err}");
+    }
+
+    #[test]
+    fn a_trace_file_over_the_size_limit_is_refused_before_it_is_read() {
+        let path = std::env::temp_dir().join(format!("bfq-huge-trace-{}", std::process::id()));
+        // Sparse: 128 MiB that would take seconds to read and parse, refused from its size alone.
+        std::fs::File::create(&path).unwrap().set_len(2 * MAX_TRACE_FILE_BYTES).unwrap();
+        let err = crate::load_trace(path.to_str().unwrap()).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(err.contains("more than the limit of 67108864 bytes"), "{err}");
     }
 }

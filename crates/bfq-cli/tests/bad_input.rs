@@ -1,0 +1,81 @@
+//! Issue 14 item 3: `bfq run` and `bfq compare` check every cheap thing before anything expensive or
+//! destructive. Each bad option below is refused with a message naming it, and the target (a path that
+//! does not exist, which a run would create and fill) is never created.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const JOB: &str = r#"
+duration = "3s"
+[[app]]
+kind = "rand-reader"
+file_size = "4MiB"
+[[app]]
+kind = "startup"
+trace = "xterm"
+start = "1500ms"
+"#;
+
+struct Case {
+    job: PathBuf,
+    target: PathBuf,
+}
+
+impl Case {
+    fn new(tag: &str) -> Case {
+        let dir = std::env::temp_dir();
+        let job = dir.join(format!("bad-input-{tag}-{}.toml", std::process::id()));
+        std::fs::write(&job, JOB).unwrap();
+        let target = dir.join(format!("bad-input-{tag}-{}.img", std::process::id()));
+        let _ = std::fs::remove_file(&target);
+        Case { job, target }
+    }
+
+    fn bfq(&self, command: &str, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_bfq"))
+            .arg(command)
+            .arg(&self.job)
+            .arg("--target")
+            .arg(&self.target)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs the command, which must fail naming `needle`, without creating the target.
+    fn refused(&self, command: &str, args: &[&str], needle: &str) {
+        let out = self.bfq(command, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{command} {args:?} succeeded");
+        assert!(stderr.contains(needle), "{command} {args:?}: {needle:?} not in:\n{stderr}");
+        assert!(!self.target.exists(), "{command} {args:?} created the target before refusing");
+    }
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.job);
+        let _ = std::fs::remove_file(&self.target);
+        let _ = std::fs::remove_file(bfq_io::owner_record_path(&self.target));
+    }
+}
+
+#[test]
+fn run_refuses_bad_options_before_touching_the_target() {
+    let case = Case::new("run");
+    case.refused("run", &["--depth", "0"], "--depth");
+    case.refused("run", &["--depth", "5000"], "1..=4096");
+    case.refused("run", &["--scheduler", "fifo,nosuch"], "unknown scheduler \"nosuch\"");
+    case.refused("run", &["--params", "no_such_tunable=3"], "no_such_tunable");
+    case.refused("run", &["--json", "/nonexistent-dir/out.json"], "--json /nonexistent-dir/out.json");
+    case.refused("run", &["--duration", "1s"], "application `startup-0` starts at 1.5 s");
+}
+
+#[test]
+fn compare_refuses_bad_options_before_touching_the_target() {
+    let case = Case::new("compare");
+    case.refused("compare", &["--engine", "bfq,nosuch", "--kernel", ""], "unknown scheduler \"nosuch\"");
+    case.refused("compare", &["--params", "no_such_tunable=3", "--kernel", ""], "no_such_tunable");
+    case.refused("compare", &["--json", "/nonexistent-dir/out.json", "--kernel", ""], "--json");
+    case.refused("compare", &["--duration", "1s", "--kernel", ""], "starts at 1.5 s");
+}
