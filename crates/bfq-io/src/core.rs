@@ -7,6 +7,7 @@
 //! data) that is handed back with its result. Per request the steady state allocates nothing: requests
 //! live in a slab indexed by their id, which is also the io_uring user data.
 
+use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -15,22 +16,41 @@ use bfq_sched::{Decision, DeviceInfo, Nanos, Op, QueueId, QueueSpec, Request, Re
 use io_uring::{opcode, types, IoUring};
 
 use crate::buf::AlignedBuf;
-use crate::engine::{Completion, EngineConfig, EngineError, EngineStats, IoError};
+use crate::engine::{Completion, EngineConfig, EngineError, EngineStats, IoError, LiveQueueStats};
+
+/// Several targets share one scheduler: the scheduler sees target `t`'s byte `o` at
+/// `t << TARGET_SHIFT | o`, so that requests on different files are far apart for its seek heuristics
+/// (seed 001 sec. 4: seekiness, close cooperators) and never look contiguous. Files up to 1 PiB.
+pub(crate) const TARGET_SHIFT: u32 = 50;
+
+/// The most targets one engine drives.
+pub(crate) const MAX_TARGETS: usize = 1 << (62 - TARGET_SHIFT);
 
 /// io_uring user data that is not a request (e.g. the threaded engine's wake-up read).
 pub(crate) const CONTROL_TOKEN: u64 = u64::MAX;
 
-/// A request as a front end hands it over: where it goes and what it does (its data is the buffer).
+/// A request as a front end hands it over: where it goes and what it does (a read's or write's data
+/// is the buffer; flush, discard and write-zeroes have none and carry their length here).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Submission {
     pub(crate) queue: QueueId,
     pub(crate) op: Op,
+    pub(crate) target: u32,
     pub(crate) offset: u64,
+    /// Bytes for discard and write-zeroes (reads and writes take the buffer's length; flush has 0).
+    pub(crate) len: u32,
     pub(crate) sync: bool,
+    /// Write with forced unit access: durable when it completes (RWF_DSYNC).
+    pub(crate) fua: bool,
 }
 
 struct Slot<T> {
     req: Request,
+    target: u32,
+    offset: u64,
+    fua: bool,
+    /// Write-zeroes retried as a hole punch after the file system refused a zero-range.
+    punch: bool,
     buf: AlignedBuf,
     token: T,
     arrived: Nanos,
@@ -42,8 +62,12 @@ pub(crate) struct Core<T> {
     /// The ring was created disabled for another thread (see [`Core::open`]).
     needs_enable: bool,
     sched: Box<dyn Scheduler>,
-    file: std::fs::File,
+    files: Vec<std::fs::File>,
     depth: usize,
+    /// Live statistics per queue (allocated once per queue, updated in place).
+    live: HashMap<QueueId, LiveQueueStats>,
+    /// Queues to remove once their last request has completed.
+    removing: Vec<QueueId>,
     slab: Vec<Option<Slot<T>>>,
     free: Vec<u32>,
     in_flight: usize,
@@ -63,17 +87,28 @@ impl<T> Core<T> {
         control: u32,
         same_thread: bool,
     ) -> Result<Core<T>, EngineError> {
-        if config.depth == 0 || config.depth > 4096 {
-            return Err(EngineError::Config(format!("depth {} is not in 1..=4096", config.depth)));
-        }
+        check_depth(config.depth)?;
         let file = open_direct(path, config.read_only)?;
-        let rotational = rotational(&file);
-        let mut sched =
-            bfq_sched::build(&config.scheduler, DeviceInfo { rotational, queue_depth: config.depth }, &[])?;
-        for (k, v) in &config.params {
-            sched.set_param(k, v).map_err(bfq_sched::SchedError::from)?;
+        let sched = build_scheduler(&config.scheduler, &config.params, &file, config.depth)?;
+        Core::new(vec![file], sched, config.depth, control, same_thread)
+    }
+
+    /// A core over already opened targets (O_DIRECT set) and a scheduler.
+    pub(crate) fn new(
+        files: Vec<std::fs::File>,
+        sched: Box<dyn Scheduler>,
+        depth: u32,
+        control: u32,
+        same_thread: bool,
+    ) -> Result<Core<T>, EngineError> {
+        check_depth(depth)?;
+        if files.is_empty() || files.len() > MAX_TARGETS {
+            return Err(EngineError::Config(format!(
+                "{} targets: an engine drives 1..={MAX_TARGETS}",
+                files.len()
+            )));
         }
-        let entries = (config.depth + control).next_power_of_two();
+        let entries = (depth + control).next_power_of_two();
         // One thread submits and reaps: completions run as task work when that thread asks for them
         // (as fio sets up its rings), instead of interrupting it. Rings of a thread other than the
         // creator's start disabled and are enabled by that thread (`enable`). The task-run flag tells
@@ -96,15 +131,22 @@ impl<T> Core<T> {
             ring,
             needs_enable: enable,
             sched,
-            file,
-            depth: config.depth as usize,
-            slab: Vec::with_capacity(config.depth as usize),
-            free: Vec::with_capacity(config.depth as usize),
+            files,
+            depth: depth as usize,
+            live: HashMap::new(),
+            removing: Vec::new(),
+            slab: Vec::with_capacity(depth as usize),
+            free: Vec::with_capacity(depth as usize),
             in_flight: 0,
             start: Instant::now(),
             completed: 0,
             failed: 0,
         })
+    }
+
+    /// How many targets this core drives.
+    pub(crate) fn targets(&self) -> usize {
+        self.files.len()
     }
 
     /// Makes the calling thread the ring's only submitter (rings opened for another thread).
@@ -142,7 +184,7 @@ impl<T> Core<T> {
 
     /// Hands one request to the scheduler (offset and buffer already checked by the front end).
     pub(crate) fn insert(&mut self, what: Submission, buf: AlignedBuf, token: T, now: Nanos) {
-        let Submission { queue, op, offset, sync } = what;
+        let Submission { queue, op, target, offset, len, sync, fua } = what;
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -150,17 +192,46 @@ impl<T> Core<T> {
                 (self.slab.len() - 1) as u32
             }
         };
+        let len = match op {
+            Op::Read | Op::Write => buf.len() as u32,
+            Op::Flush => 0,
+            Op::Discard | Op::WriteZeroes => len,
+        };
         let req = Request {
             id: RequestId(idx as u64),
             queue,
             op,
-            offset,
-            len: buf.len() as u32,
+            offset: (u64::from(target) << TARGET_SHIFT) | offset,
+            len,
             sync,
             meta: false,
         };
-        self.slab[idx as usize] = Some(Slot { req, buf, token, arrived: now });
+        self.slab[idx as usize] =
+            Some(Slot { req, target, offset, fua, punch: false, buf, token, arrived: now });
+        self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += 1;
         self.sched.insert(req, now);
+    }
+
+    /// Removes `queue` from the scheduler now if it holds nothing, otherwise once its last request
+    /// has completed; its live statistics go with it.
+    pub(crate) fn remove_queue(&mut self, queue: QueueId, now: Nanos) {
+        match self.sched.remove_queue(queue, now) {
+            Err(bfq_sched::SchedError::QueueBusy { .. }) => {
+                if !self.removing.contains(&queue) {
+                    self.removing.push(queue);
+                }
+            }
+            _ => {
+                self.live.remove(&queue);
+            }
+        }
+    }
+
+    /// Live statistics of every queue the engine knows.
+    pub(crate) fn live_stats(&self) -> Vec<LiveQueueStats> {
+        let mut v: Vec<LiveQueueStats> = self.live.values().cloned().collect();
+        v.sort_by_key(|s| s.queue);
+        v
     }
 
     /// Fires a due timer and moves requests from the scheduler to the ring while the device has room.
@@ -223,22 +294,49 @@ impl<T> Core<T> {
 
     fn push_io(&mut self, req: Request) -> Result<(), EngineError> {
         let idx = req.id.0 as usize;
-        let fd = types::Fd(self.file.as_raw_fd());
         let Some(slot) = self.slab.get_mut(idx).and_then(|e| e.as_mut()) else {
             // The scheduler handed back a request it was never given: acknowledge and move on.
             let now = self.now();
             self.sched.complete(&req, now);
             return Ok(());
         };
-        let ptr = slot.buf.as_mut_ptr();
-        let sqe = match req.op {
-            Op::Read => opcode::Read::new(fd, ptr, req.len).offset(req.offset).build(),
-            _ => opcode::Write::new(fd, ptr, req.len).offset(req.offset).build(),
+        if let Some(live) = self.live.get_mut(&req.queue) {
+            live.queued = live.queued.saturating_sub(1);
+            live.in_flight += 1;
         }
-        .user_data(idx as u64);
+        let sqe = Self::sqe(&self.files, slot, idx);
         self.push_sqe(&sqe)?;
         self.in_flight += 1;
         Ok(())
+    }
+
+    /// The io_uring entry of one request (each kind of operation is its own opcode).
+    fn sqe(files: &[std::fs::File], slot: &mut Slot<T>, idx: usize) -> io_uring::squeue::Entry {
+        let fd = types::Fd(files[slot.target as usize].as_raw_fd());
+        let ptr = slot.buf.as_mut_ptr();
+        let (offset, len) = (slot.offset, slot.req.len);
+        match slot.req.op {
+            Op::Read => opcode::Read::new(fd, ptr, len).offset(offset).build(),
+            Op::Write => opcode::Write::new(fd, ptr, len)
+                .offset(offset)
+                .rw_flags(if slot.fua { libc::RWF_DSYNC } else { 0 })
+                .build(),
+            Op::Flush => opcode::Fsync::new(fd).flags(types::FsyncFlags::DATASYNC).build(),
+            // Deallocating a range reads back as zeroes afterwards on files and block devices alike.
+            Op::Discard => opcode::Fallocate::new(fd, u64::from(len))
+                .offset(offset)
+                .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
+                .build(),
+            Op::WriteZeroes => {
+                let mode = if slot.punch {
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
+                } else {
+                    libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE
+                };
+                opcode::Fallocate::new(fd, u64::from(len)).offset(offset).mode(mode).build()
+            }
+        }
+        .user_data(idx as u64)
     }
 
     /// Takes every completion off the ring: tells the scheduler, then hands each result with its token
@@ -246,6 +344,7 @@ impl<T> Core<T> {
     pub(crate) fn reap(&mut self, mut deliver: impl FnMut(QueueId, T, Result<Completion, IoError>)) -> bool {
         let now = self.now();
         let mut control = false;
+        let mut retry: Vec<usize> = Vec::new();
         // Disjoint borrows: the completion queue of the ring, the slab and the scheduler.
         let mut cq = self.ring.completion();
         cq.sync();
@@ -256,31 +355,62 @@ impl<T> Core<T> {
                 continue;
             }
             let idx = token as usize;
+            let res = cqe.result();
+            // A file system without zero-range (tmpfs, some others): punch a hole instead, which
+            // reads back as zeroes too. Still the same request for the scheduler.
+            if res == -libc::EOPNOTSUPP {
+                if let Some(slot) = self.slab.get_mut(idx).and_then(|s| s.as_mut()) {
+                    if slot.req.op == Op::WriteZeroes && !slot.punch {
+                        slot.punch = true;
+                        retry.push(idx);
+                        continue;
+                    }
+                }
+            }
             let Some(slot) = self.slab.get_mut(idx).and_then(Option::take) else { continue };
             self.free.push(idx as u32);
             self.in_flight -= 1;
             self.sched.complete(&slot.req, now);
-            let res = cqe.result();
             let req = slot.req;
-            let op = if req.op.is_write() { "write" } else { "read" };
+            let op = op_name(req.op);
+            // Reads and writes move their whole length; the other operations return 0 on success.
+            let expected = if matches!(req.op, Op::Read | Op::Write) { req.len } else { 0 };
             let result = if res < 0 {
-                Err(IoError::Os { op, offset: req.offset, len: req.len, errno: -res })
-            } else if (res as u32) < req.len {
-                Err(IoError::Short { op, offset: req.offset, len: req.len, transferred: res as u32 })
+                Err(IoError::Os { op, offset: slot.offset, len: req.len, errno: -res })
+            } else if (res as u32) < expected {
+                Err(IoError::Short { op, offset: slot.offset, len: req.len, transferred: res as u32 })
             } else {
                 Ok(Completion {
                     buf: slot.buf,
-                    bytes: res as usize,
+                    bytes: expected as usize,
                     latency: Duration::from_nanos(now.saturating_sub(slot.arrived)),
                     seq: self.completed + self.failed,
                 })
             };
+            if let Some(live) = self.live.get_mut(&req.queue) {
+                live.record(req.op, &result, now.saturating_sub(slot.arrived));
+            }
             if result.is_ok() {
                 self.completed += 1;
             } else {
                 self.failed += 1;
             }
             deliver(req.queue, slot.token, result);
+        }
+        drop(cq);
+        for idx in retry {
+            if let Some(slot) = self.slab.get_mut(idx).and_then(|s| s.as_mut()) {
+                let sqe = Self::sqe(&self.files, slot, idx);
+                // A full submission queue is submitted first; an error then is reported on the
+                // next pump (the request stays in flight until the ring answers it).
+                let _ = self.push_sqe(&sqe);
+            }
+        }
+        if !self.removing.is_empty() {
+            let removing = std::mem::take(&mut self.removing);
+            for q in removing {
+                self.remove_queue(q, now);
+            }
         }
         control
     }
@@ -293,6 +423,7 @@ impl<T> Core<T> {
             completed: self.completed,
             failed: self.failed,
             queues: self.sched.all_queue_stats(),
+            live: self.live_stats(),
         }
     }
 }
@@ -312,7 +443,53 @@ impl<T> Drop for Core<T> {
     }
 }
 
-fn open_direct(path: &Path, read_only: bool) -> Result<std::fs::File, EngineError> {
+fn op_name(op: Op) -> &'static str {
+    match op {
+        Op::Read => "read",
+        Op::Write => "write",
+        Op::Flush => "flush",
+        Op::Discard => "discard",
+        Op::WriteZeroes => "write-zeroes",
+    }
+}
+
+pub(crate) fn check_depth(depth: u32) -> Result<(), EngineError> {
+    if depth == 0 || depth > 4096 {
+        return Err(EngineError::Config(format!("depth {depth} is not in 1..=4096")));
+    }
+    Ok(())
+}
+
+/// Builds a scheduler by name for the device under `file`, with its tunables.
+pub(crate) fn build_scheduler(
+    name: &str,
+    params: &[(String, String)],
+    file: &std::fs::File,
+    depth: u32,
+) -> Result<Box<dyn Scheduler>, EngineError> {
+    let mut sched =
+        bfq_sched::build(name, DeviceInfo { rotational: rotational(file), queue_depth: depth }, &[])?;
+    for (k, v) in params {
+        sched.set_param(k, v).map_err(bfq_sched::SchedError::from)?;
+    }
+    Ok(sched)
+}
+
+/// Makes an already open file or block device do direct I/O (O_DIRECT through fcntl).
+pub(crate) fn set_direct(file: &std::fs::File) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags | libc::O_DIRECT) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+pub(crate) fn open_direct(path: &Path, read_only: bool) -> Result<std::fs::File, EngineError> {
     use std::os::unix::fs::OpenOptionsExt;
     let err = |source| EngineError::Open { path: path.display().to_string(), source };
     if read_only {
@@ -346,12 +523,21 @@ fn rotational(file: &std::fs::File) -> bool {
 /// Checks what O_DIRECT needs of a request before it is queued.
 pub(crate) fn check_alignment(offset: u64, len: usize) -> Result<(), IoError> {
     use crate::buf::ALIGN;
+    check_range(offset, len as u64)?;
     if offset % ALIGN as u64 != 0 {
         Err(IoError::Unaligned { what: "offset", value: offset, align: ALIGN })
     } else if len == 0 || len % ALIGN != 0 || len > (1 << 30) {
         Err(IoError::Unaligned { what: "length", value: len as u64, align: ALIGN })
     } else {
         Ok(())
+    }
+}
+
+/// Checks that a range lies within what a target can address (1 PiB, see [`TARGET_SHIFT`]).
+pub(crate) fn check_range(offset: u64, len: u64) -> Result<(), IoError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= 1 << TARGET_SHIFT => Ok(()),
+        _ => Err(IoError::OutOfRange { offset, len }),
     }
 }
 

@@ -14,8 +14,8 @@ use std::future::Future;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
@@ -24,7 +24,7 @@ use bfq_sched::{Nanos, Op, QueueId, QueueSpec, QueueStats};
 use io_uring::{opcode, types};
 
 use crate::buf::AlignedBuf;
-use crate::core::{check_alignment, Core, Submission, CONTROL_TOKEN};
+use crate::core::{check_alignment, check_range, Core, Submission, CONTROL_TOKEN};
 
 /// How the engine is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,6 +117,74 @@ pub enum IoError {
     /// The engine was shut down before the request was submitted.
     #[error("engine is shut down")]
     ShutDown,
+    /// The range lies beyond what a target can address (1 PiB) or its end overflows.
+    #[error("range of {len} bytes at offset {offset} is beyond the 1 PiB a target can address")]
+    OutOfRange {
+        /// Offset.
+        offset: u64,
+        /// Length.
+        len: u64,
+    },
+    /// The request names a target the engine does not have.
+    #[error("no target {0} (the engine was built with fewer)")]
+    NoTarget(u32),
+}
+
+/// Live statistics of one queue, kept by the engine as requests come and go
+/// ([`Engine::stats`], [`crate::LocalEngine::stats`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LiveQueueStats {
+    /// The queue.
+    pub queue: QueueId,
+    /// Requests in the scheduler, not yet on the device.
+    pub queued: u64,
+    /// Requests on the device.
+    pub in_flight: u64,
+    /// Requests completed successfully.
+    pub completed: u64,
+    /// Requests that ended with an error.
+    pub failed: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written (writes and write-zeroes).
+    pub bytes_written: u64,
+    /// Flushes completed.
+    pub flushes: u64,
+    /// Discards completed.
+    pub discards: u64,
+    /// Sum of the completed requests' latencies (arrival to completion), in nanoseconds.
+    pub latency_sum_ns: u64,
+    /// The largest latency, in nanoseconds.
+    pub latency_max_ns: u64,
+}
+
+impl LiveQueueStats {
+    pub(crate) fn new(queue: QueueId) -> Self {
+        LiveQueueStats { queue, ..LiveQueueStats::default() }
+    }
+
+    pub(crate) fn record(&mut self, op: Op, result: &Result<Completion, IoError>, latency_ns: u64) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let Ok(c) = result else {
+            self.failed += 1;
+            return;
+        };
+        self.completed += 1;
+        self.latency_sum_ns = self.latency_sum_ns.saturating_add(latency_ns);
+        self.latency_max_ns = self.latency_max_ns.max(latency_ns);
+        match op {
+            Op::Read => self.bytes_read += c.bytes as u64,
+            Op::Write => self.bytes_written += c.bytes as u64,
+            Op::Flush => self.flushes += 1,
+            Op::Discard => self.discards += 1,
+            Op::WriteZeroes => {}
+        }
+    }
+
+    /// Mean latency of the completed requests.
+    pub fn mean_latency(&self) -> Duration {
+        Duration::from_nanos(self.latency_sum_ns.checked_div(self.completed).unwrap_or(0))
+    }
 }
 
 /// A finished request.
@@ -145,6 +213,8 @@ pub struct EngineStats {
     pub failed: u64,
     /// The scheduler's view of every queue.
     pub queues: Vec<QueueStats>,
+    /// The engine's live view of every queue (removed queues are gone), by queue id.
+    pub live: Vec<LiveQueueStats>,
 }
 
 struct CellState {
@@ -207,10 +277,7 @@ impl Cell {
 }
 
 struct Pending {
-    queue: QueueId,
-    op: Op,
-    offset: u64,
-    sync: bool,
+    what: Submission,
     buf: AlignedBuf,
     cell: Arc<Cell>,
 }
@@ -218,11 +285,22 @@ struct Pending {
 enum Cmd {
     Submit(Pending),
     Configure(QueueId, QueueSpec),
+    Remove(QueueId),
+    Stats(std::sync::mpsc::SyncSender<EngineStats>),
     Shutdown,
 }
 
 struct Shared {
     inbox: Mutex<Vec<Cmd>>,
+    /// Requests submitted and not yet answered (inbox, scheduler and device), for back-pressure.
+    outstanding: AtomicUsize,
+    /// The most requests outstanding before submitters wait.
+    limit: usize,
+    /// Submitters waiting for room: threads on the condition variable, tasks by waker.
+    room: Condvar,
+    room_lock: Mutex<Vec<Waker>>,
+    room_waiters: AtomicUsize,
+    targets: u32,
     sleeping: AtomicBool,
     /// Whether the inbox holds commands (kept under the inbox lock, read without it).
     pending: AtomicBool,
@@ -233,6 +311,47 @@ struct Shared {
 }
 
 impl Shared {
+    /// Whether a request may be submitted now without exceeding the limit.
+    fn has_room(&self) -> bool {
+        self.outstanding.load(Ordering::Acquire) < self.limit
+    }
+
+    /// `n` requests were answered: wake submitters waiting for room.
+    fn answered(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.outstanding.fetch_sub(n, Ordering::AcqRel);
+        if self.room_waiters.load(Ordering::Acquire) > 0 {
+            let wakers = std::mem::take(&mut *self.room_lock.lock().unwrap_or_else(|e| e.into_inner()));
+            // Each registered task counted itself once per waker (`Ready::poll`); threads count
+            // themselves out in `wait_for_room`.
+            self.room_waiters.fetch_sub(wakers.len(), Ordering::AcqRel);
+            self.room.notify_all();
+            for w in wakers {
+                w.wake();
+            }
+        }
+    }
+
+    /// Blocks the calling thread until a request may be submitted (or the engine is closed).
+    fn wait_for_room(&self) {
+        if self.has_room() {
+            return;
+        }
+        self.room_waiters.fetch_add(1, Ordering::AcqRel);
+        let mut guard = self.room_lock.lock().unwrap_or_else(|e| e.into_inner());
+        while !self.has_room() && !self.closed.load(Ordering::SeqCst) {
+            guard = self
+                .room
+                .wait_timeout(guard, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(guard);
+        self.room_waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+
     fn send(&self, cmd: Cmd) {
         {
             let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
@@ -241,6 +360,7 @@ impl Shared {
                 drop(inbox);
                 if let Cmd::Submit(p) = cmd {
                     p.cell.fulfil(Err(IoError::ShutDown));
+                    self.answered(1);
                 }
                 return;
             }
@@ -268,6 +388,15 @@ impl Engine {
     pub fn open(path: &Path, config: EngineConfig) -> Result<Engine, EngineError> {
         // One extra ring entry for the eventfd read that wakes the engine thread.
         let core = Core::open(path, &config, 1, false)?;
+        Engine::start(core, DEFAULT_OUTSTANDING_LIMIT)
+    }
+
+    /// An engine built step by step: any scheduler, several targets, back-pressure ([`EngineBuilder`]).
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    fn start(core: Core<Arc<Cell>>, limit: usize) -> Result<Engine, EngineError> {
         // SAFETY: eventfd returns a new fd or -1.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -277,6 +406,12 @@ impl Engine {
         let wake_fd = unsafe { OwnedFd::from_raw_fd(efd) };
         let shared = Arc::new(Shared {
             inbox: Mutex::new(Vec::with_capacity(1024)),
+            outstanding: AtomicUsize::new(0),
+            limit,
+            room: Condvar::new(),
+            room_lock: Mutex::new(Vec::new()),
+            room_waiters: AtomicUsize::new(0),
+            targets: core.targets() as u32,
             sleeping: AtomicBool::new(false),
             pending: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -297,15 +432,47 @@ impl Engine {
         Ok(Engine { shared, thread: Some(thread) })
     }
 
-    /// A handle bound to `queue` with this weight and class (reconfigures the queue if it exists).
+    /// What the engine has done so far, with every queue's live statistics (asks the engine thread;
+    /// returns once it has answered).
+    pub fn stats(&self) -> Result<EngineStats, EngineError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.shared.send(Cmd::Stats(tx));
+        rx.recv().map_err(|_| EngineError::Thread("engine is shut down".into()))
+    }
+
+    /// Removes `queue` from the scheduler once its queued and in-flight requests are done (at once
+    /// if it holds none); requests issued on it afterwards create it anew with the default weight.
+    pub fn remove_queue(&self, queue: QueueId) {
+        self.shared.send(Cmd::Remove(queue));
+    }
+
+    /// A handle bound to `queue` with this weight and class (reconfigures the queue if it exists),
+    /// issuing on the first target.
     pub fn client(&self, queue: QueueId, spec: QueueSpec) -> Result<Client, EngineError> {
+        self.client_on(0, queue, spec)
+    }
+
+    /// A handle bound to `queue`, issuing on target `target` (in the order the builder was given the
+    /// targets). Queues of different targets share the one scheduler.
+    pub fn client_on(&self, target: u32, queue: QueueId, spec: QueueSpec) -> Result<Client, EngineError> {
         spec.validate()?;
+        if target >= self.shared.targets {
+            return Err(EngineError::Config(format!(
+                "no target {target}: the engine has {}",
+                self.shared.targets
+            )));
+        }
         if self.shared.closed.load(Ordering::SeqCst) {
             return Err(EngineError::Config("engine is shut down".into()));
         }
         self.shared.send(Cmd::Configure(queue, spec));
         Ok(Client {
-            inner: Arc::new(ClientInner { shared: self.shared.clone(), queue, pool: Mutex::new(Vec::new()) }),
+            inner: Arc::new(ClientInner {
+                shared: self.shared.clone(),
+                queue,
+                target,
+                pool: Mutex::new(Vec::new()),
+            }),
         })
     }
 
@@ -337,7 +504,40 @@ impl Drop for Engine {
 struct ClientInner {
     shared: Arc<Shared>,
     queue: QueueId,
+    target: u32,
     pool: Mutex<Vec<Arc<Cell>>>,
+}
+
+/// The engine holds as many requests as it may ([`EngineBuilder::max_outstanding`]): the request was
+/// not submitted, and its buffer comes back. Wait for [`Client::ready`] and try again.
+#[derive(Debug)]
+pub struct Busy(pub AlignedBuf);
+
+/// Resolves when the engine has room for another request ([`Client::ready`]).
+pub struct Ready {
+    shared: Arc<Shared>,
+}
+
+impl Future for Ready {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.shared.has_room() || self.shared.closed.load(Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        self.shared.room_waiters.fetch_add(1, Ordering::AcqRel);
+        self.shared.room_lock.lock().unwrap_or_else(|e| e.into_inner()).push(cx.waker().clone());
+        // Room may have appeared between the check and the registration.
+        let ready = self.shared.has_room();
+        self.shared.room_waiters.fetch_sub(1, Ordering::AcqRel);
+        if ready {
+            Poll::Ready(())
+        } else {
+            // Registered: `answered` wakes it. Keep counting it as a waiter until then.
+            self.shared.room_waiters.fetch_add(1, Ordering::AcqRel);
+            Poll::Pending
+        }
+    }
 }
 
 /// A cheap, cloneable handle issuing requests on one queue. Dropping the last clone closes the handle:
@@ -353,36 +553,94 @@ impl Client {
         self.inner.queue
     }
 
-    /// Reads `buf.len()` bytes at `offset` into `buf`.
+    /// The target this handle issues on.
+    pub fn target(&self) -> u32 {
+        self.inner.target
+    }
+
+    /// Reads `buf.len()` bytes at `offset` into `buf`. Waits first if the engine holds as many
+    /// requests as it may (back-pressure; see [`Client::try_read`] for callers that must not block).
     pub fn read(&self, offset: u64, buf: AlignedBuf, sync: bool) -> Ticket {
-        self.submit(Op::Read, offset, buf, sync)
+        self.submit(Op::Read, offset, 0, buf, sync, false)
     }
 
     /// Writes `buf` at `offset`.
     pub fn write(&self, offset: u64, buf: AlignedBuf, sync: bool) -> Ticket {
-        self.submit(Op::Write, offset, buf, sync)
+        self.submit(Op::Write, offset, 0, buf, sync, false)
     }
 
-    fn submit(&self, op: Op, offset: u64, buf: AlignedBuf, sync: bool) -> Ticket {
+    /// Writes `buf` at `offset` with forced unit access: the data is durable when the ticket
+    /// completes (RWF_DSYNC; NBD's FUA flag). Synchronous for the scheduler.
+    pub fn write_fua(&self, offset: u64, buf: AlignedBuf) -> Ticket {
+        self.submit(Op::Write, offset, 0, buf, true, true)
+    }
+
+    /// Makes every write completed before this call durable (fdatasync of the target). Scheduled
+    /// on this handle's queue like any request; synchronous.
+    pub fn flush(&self) -> Ticket {
+        self.submit(Op::Flush, 0, 0, AlignedBuf::zeroed(0), true, false)
+    }
+
+    /// Tells the target that `len` bytes at `offset` are no longer used (a hole is punched: the
+    /// range reads back as zeroes). No alignment is required of a file; a block device wants its
+    /// logical block size.
+    pub fn discard(&self, offset: u64, len: u32) -> Ticket {
+        self.submit(Op::Discard, offset, len, AlignedBuf::zeroed(0), false, false)
+    }
+
+    /// Makes `len` bytes at `offset` read as zeroes without sending a buffer (fallocate zero-range,
+    /// or a hole punch where the file system has no zero-range). Charged to the queue as a write.
+    pub fn write_zeroes(&self, offset: u64, len: u32) -> Ticket {
+        self.submit(Op::WriteZeroes, offset, len, AlignedBuf::zeroed(0), false, false)
+    }
+
+    /// As [`Client::read`], but returns the buffer instead of waiting when the engine is full.
+    pub fn try_read(&self, offset: u64, buf: AlignedBuf, sync: bool) -> Result<Ticket, Busy> {
+        if !self.inner.shared.has_room() {
+            return Err(Busy(buf));
+        }
+        Ok(self.submit(Op::Read, offset, 0, buf, sync, false))
+    }
+
+    /// As [`Client::write`], but returns the buffer instead of waiting when the engine is full.
+    pub fn try_write(&self, offset: u64, buf: AlignedBuf, sync: bool) -> Result<Ticket, Busy> {
+        if !self.inner.shared.has_room() {
+            return Err(Busy(buf));
+        }
+        Ok(self.submit(Op::Write, offset, 0, buf, sync, false))
+    }
+
+    /// Resolves when the engine has room for another request: `await` it after a [`Busy`].
+    pub fn ready(&self) -> Ready {
+        Ready { shared: self.inner.shared.clone() }
+    }
+
+    fn submit(&self, op: Op, offset: u64, len: u32, buf: AlignedBuf, sync: bool, fua: bool) -> Ticket {
+        let shared = &self.inner.shared;
+        shared.wait_for_room();
         let cell = self.inner.pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_else(Cell::new);
         let ticket = Ticket { cell: cell.clone(), client: self.inner.clone() };
-        let early = if let Err(e) = check_alignment(offset, buf.len()) {
-            Some(e)
-        } else if self.inner.shared.closed.load(Ordering::SeqCst) {
-            Some(IoError::ShutDown)
-        } else {
-            None
+        let early = match op {
+            Op::Read | Op::Write => check_alignment(offset, buf.len()).err(),
+            Op::Flush => None,
+            Op::Discard | Op::WriteZeroes => check_range(offset, u64::from(len)).err(),
         };
+        let early = early.or_else(|| shared.closed.load(Ordering::SeqCst).then_some(IoError::ShutDown));
         match early {
             Some(e) => cell.fulfil(Err(e)),
-            None => self.inner.shared.send(Cmd::Submit(Pending {
-                queue: self.inner.queue,
-                op,
-                offset,
-                sync,
-                buf,
-                cell,
-            })),
+            None => {
+                shared.outstanding.fetch_add(1, Ordering::AcqRel);
+                let what = Submission {
+                    queue: self.inner.queue,
+                    op,
+                    target: self.inner.target,
+                    offset,
+                    len,
+                    sync,
+                    fua,
+                };
+                shared.send(Cmd::Submit(Pending { what, buf, cell }))
+            }
         }
         ticket
     }
@@ -484,7 +742,12 @@ impl Worker {
             self.shared.sleeping.store(false, Ordering::SeqCst);
             res?;
             let wakes = &mut self.wakes;
-            let woken = self.core.reap(|_, cell, result| wakes.extend(cell.store(result)));
+            let mut answered = 0;
+            let woken = self.core.reap(|_, cell, result| {
+                answered += 1;
+                wakes.extend(cell.store(result))
+            });
+            self.shared.answered(answered);
             // Every result of this pass is stored before anyone is woken: a client woken for its
             // oldest request finds the ones after it done too, instead of sleeping again for each.
             for w in self.wakes.drain(..) {
@@ -501,8 +764,15 @@ impl Worker {
             std::mem::take(&mut *inbox)
         };
         for cmd in late {
-            if let Cmd::Submit(p) = cmd {
-                p.cell.fulfil(Err(IoError::ShutDown));
+            match cmd {
+                Cmd::Submit(p) => {
+                    p.cell.fulfil(Err(IoError::ShutDown));
+                    self.shared.answered(1);
+                }
+                Cmd::Stats(tx) => {
+                    let _ = tx.send(self.core.stats());
+                }
+                _ => {}
             }
         }
         Ok(self.core.stats())
@@ -529,13 +799,14 @@ impl Worker {
         let mut cmds = std::mem::take(&mut self.local);
         for cmd in cmds.drain(..) {
             match cmd {
-                Cmd::Submit(p) => {
-                    let what = Submission { queue: p.queue, op: p.op, offset: p.offset, sync: p.sync };
-                    self.core.insert(what, p.buf, p.cell, now);
-                }
+                Cmd::Submit(p) => self.core.insert(p.what, p.buf, p.cell, now),
                 Cmd::Configure(q, spec) => {
                     // Validated by `Engine::client`; a failure here cannot be reported to anyone.
                     let _ = self.core.configure(q, spec, now);
+                }
+                Cmd::Remove(q) => self.core.remove_queue(q, now),
+                Cmd::Stats(tx) => {
+                    let _ = tx.send(self.core.stats());
                 }
                 Cmd::Shutdown => shutdown = true,
             }
@@ -550,5 +821,149 @@ impl Worker {
                 .build()
                 .user_data(CONTROL_TOKEN);
         self.core.push_sqe(&sqe)
+    }
+}
+
+/// The most requests an engine holds before submitters wait, unless the builder says otherwise.
+pub const DEFAULT_OUTSTANDING_LIMIT: usize = 1 << 16;
+
+/// What a builder resolves to: the opened targets, the scheduler, the depth and the outstanding limit.
+type Parts = (Vec<std::fs::File>, Box<dyn bfq_sched::Scheduler>, u32, usize);
+
+/// Where a target comes from.
+enum TargetSource {
+    Path(std::path::PathBuf),
+    File(std::fs::File),
+}
+
+enum SchedulerChoice {
+    Named(String, Vec<(String, String)>),
+    Custom(Box<dyn bfq_sched::Scheduler>),
+}
+
+/// Builds an [`Engine`] (or a [`crate::LocalEngine`]) for embedding: any scheduler (by name with
+/// tunables, or any `Box<dyn Scheduler>`), one or several targets (paths, or files and block devices
+/// the caller already opened) under that one scheduler, the device depth, read-only access, and how
+/// many requests it holds before submitters wait (back-pressure).
+///
+/// ```no_run
+/// # use bfq_io::{Engine, QueueId, QueueSpec};
+/// let engine = Engine::builder()
+///     .scheduler_name("bfq", &[])
+///     .target_path("/var/tmp/a.img")
+///     .target_path("/var/tmp/b.img")
+///     .depth(32)
+///     .max_outstanding(4096)
+///     .build()?;
+/// let tenant = engine.client_on(1, QueueId(1), QueueSpec::default())?;
+/// # Ok::<(), bfq_io::EngineError>(())
+/// ```
+pub struct EngineBuilder {
+    scheduler: SchedulerChoice,
+    targets: Vec<TargetSource>,
+    depth: u32,
+    read_only: bool,
+    limit: usize,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            scheduler: SchedulerChoice::Named("bfq".into(), Vec::new()),
+            targets: Vec::new(),
+            depth: 32,
+            read_only: false,
+            limit: DEFAULT_OUTSTANDING_LIMIT,
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// A scheduler of `bfq-sched` by name, with tunables (default: `bfq`). It is told the device's
+    /// depth and whether the first target's device is rotational.
+    pub fn scheduler_name(mut self, name: &str, params: &[(String, String)]) -> Self {
+        self.scheduler = SchedulerChoice::Named(name.to_string(), params.to_vec());
+        self
+    }
+
+    /// Any scheduler, configured by the caller.
+    pub fn scheduler(mut self, scheduler: Box<dyn bfq_sched::Scheduler>) -> Self {
+        self.scheduler = SchedulerChoice::Custom(scheduler);
+        self
+    }
+
+    /// Adds a target opened from a path (file or block device) with O_DIRECT; targets are numbered
+    /// from 0 in the order they are added.
+    pub fn target_path(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.targets.push(TargetSource::Path(path.into()));
+        self
+    }
+
+    /// Adds a target the caller already opened (a file or block device, e.g. one passed by a
+    /// supervisor); O_DIRECT is set on it.
+    pub fn target_file(mut self, file: std::fs::File) -> Self {
+        self.targets.push(TargetSource::File(file));
+        self
+    }
+
+    /// The most requests on the device at once (1..=4096, default 32).
+    pub fn depth(mut self, depth: u32) -> Self {
+        self.depth = depth;
+        self
+    }
+
+    /// Opens path targets read-only.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// The most requests the engine holds (inbox, scheduler and device together) before submitters
+    /// wait ([`Client::read`] and friends block; [`Client::try_read`] returns [`Busy`]). Default
+    /// [`DEFAULT_OUTSTANDING_LIMIT`].
+    pub fn max_outstanding(mut self, limit: usize) -> Self {
+        self.limit = limit.max(1);
+        self
+    }
+
+    fn parts(self) -> Result<Parts, EngineError> {
+        crate::core::check_depth(self.depth)?;
+        if self.targets.is_empty() {
+            return Err(EngineError::Config("no target: add one with target_path or target_file".into()));
+        }
+        let mut files = Vec::with_capacity(self.targets.len());
+        for t in self.targets {
+            files.push(match t {
+                TargetSource::Path(p) => crate::core::open_direct(&p, self.read_only)?,
+                TargetSource::File(f) => {
+                    crate::core::set_direct(&f).map_err(|source| EngineError::Open {
+                        path: "a caller's file descriptor".into(),
+                        source,
+                    })?;
+                    f
+                }
+            });
+        }
+        let sched = match self.scheduler {
+            SchedulerChoice::Named(name, params) => {
+                crate::core::build_scheduler(&name, &params, &files[0], self.depth)?
+            }
+            SchedulerChoice::Custom(s) => s,
+        };
+        Ok((files, sched, self.depth, self.limit))
+    }
+
+    /// Starts an [`Engine`] (its own thread).
+    pub fn build(self) -> Result<Engine, EngineError> {
+        let (files, sched, depth, limit) = self.parts()?;
+        // One extra ring entry for the eventfd read that wakes the engine thread.
+        Engine::start(Core::new(files, sched, depth, 1, false)?, limit)
+    }
+
+    /// A [`crate::LocalEngine`] on the calling thread (the outstanding limit does not apply: the
+    /// caller drives it).
+    pub fn build_local(self) -> Result<crate::LocalEngine, EngineError> {
+        let (files, sched, depth, _) = self.parts()?;
+        Ok(crate::LocalEngine::from_core(Core::new(files, sched, depth, 0, true)?))
     }
 }

@@ -17,7 +17,10 @@ pub mod target;
 
 pub use bfq_sched::{IoClass, QueueId, QueueSpec};
 pub use buf::{AlignedBuf, ALIGN};
-pub use engine::{Client, Completion, Engine, EngineConfig, EngineError, EngineStats, IoError, Ticket};
+pub use engine::{
+    Busy, Client, Completion, Engine, EngineBuilder, EngineConfig, EngineError, EngineStats, IoError,
+    LiveQueueStats, Ready, Ticket, DEFAULT_OUTSTANDING_LIMIT,
+};
 pub use local::{LocalCompletion, LocalEngine};
 pub use run::{run_job, RunError, RunOptions};
 pub use target::{

@@ -13,7 +13,7 @@ use std::path::Path;
 use bfq_sched::{Nanos, Op, QueueId, QueueSpec};
 
 use crate::buf::AlignedBuf;
-use crate::core::{check_alignment, Core, Submission};
+use crate::core::{check_alignment, check_range, Core, Submission};
 use crate::engine::{Completion, EngineConfig, EngineError, EngineStats, IoError};
 
 /// One finished request of a [`LocalEngine`].
@@ -46,12 +46,17 @@ pub struct LocalEngine {
 impl LocalEngine {
     /// Opens `path` (file or block device) with O_DIRECT, with the scheduler and depth of `config`.
     pub fn open(path: &Path, config: EngineConfig) -> Result<LocalEngine, EngineError> {
-        Ok(LocalEngine {
-            core: Core::open(path, &config, 0, true)?,
-            refused: Vec::new(),
-            deadline: None,
-            _single_thread: PhantomData,
-        })
+        Ok(LocalEngine::from_core(Core::open(path, &config, 0, true)?))
+    }
+
+    pub(crate) fn from_core(core: Core<u64>) -> LocalEngine {
+        LocalEngine { core, refused: Vec::new(), deadline: None, _single_thread: PhantomData }
+    }
+
+    /// Removes `queue` from the scheduler once its requests are done (at once if it holds none).
+    pub fn remove_queue(&mut self, queue: QueueId) {
+        let now = self.core.now();
+        self.core.remove_queue(queue, now);
     }
 
     /// Sets the weight and class of `queue` (creating it if new).
@@ -72,13 +77,43 @@ impl LocalEngine {
         self.submit(queue, Op::Write, offset, buf, sync, user_data);
     }
 
-    fn submit(&mut self, queue: QueueId, op: Op, offset: u64, buf: AlignedBuf, sync: bool, user_data: u64) {
-        if let Err(e) = check_alignment(offset, buf.len()) {
+    /// Queues a request of any kind on `target` (reads and writes carry `buf`; flush, discard and
+    /// write-zeroes take `len` and an empty buffer; `fua` makes a write durable on completion).
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit_on(
+        &mut self,
+        target: u32,
+        queue: QueueId,
+        op: Op,
+        offset: u64,
+        len: u32,
+        buf: AlignedBuf,
+        sync: bool,
+        fua: bool,
+        user_data: u64,
+    ) {
+        let check = match op {
+            Op::Read | Op::Write => check_alignment(offset, buf.len()),
+            Op::Flush => Ok(()),
+            Op::Discard | Op::WriteZeroes => check_range(offset, u64::from(len)),
+        };
+        let check = check.and_then(|()| {
+            if (target as usize) < self.core.targets() {
+                Ok(())
+            } else {
+                Err(IoError::NoTarget(target))
+            }
+        });
+        if let Err(e) = check {
             self.refused.push(LocalCompletion { user_data, queue, result: Err(e) });
             return;
         }
         let now = self.core.now();
-        self.core.insert(Submission { queue, op, offset, sync }, buf, user_data, now);
+        self.core.insert(Submission { queue, op, target, offset, len, sync, fua }, buf, user_data, now);
+    }
+
+    fn submit(&mut self, queue: QueueId, op: Op, offset: u64, buf: AlignedBuf, sync: bool, user_data: u64) {
+        self.submit_on(0, queue, op, offset, 0, buf, sync, false, user_data);
     }
 
     /// Requests given to the engine and not yet completed.

@@ -1,0 +1,240 @@
+//! The engine's embedding API (issue 15 part 4): flush, FUA writes, discard and write-zeroes as
+//! operations of their own, several targets under one scheduler, targets opened by the caller, any
+//! scheduler, queue removal, back-pressure and live statistics.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bfq_io::{AlignedBuf, Engine, QueueId, QueueSpec};
+use bfq_sched::{Decision, Nanos, ParamError, QueueStats, Request, SchedError, Scheduler, MSEC};
+
+struct Temp(std::path::PathBuf);
+
+impl Temp {
+    /// A file of `len` bytes of 0xee, on disk (`/var/tmp`) or in memory (`/dev/shm`).
+    fn new(name: &str, len: usize, in_memory: bool) -> Temp {
+        let dir =
+            if in_memory && std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/var/tmp" };
+        let path = std::path::PathBuf::from(format!("{dir}/bfq-io-ops-{name}-{}", std::process::id()));
+        std::fs::write(&path, vec![0xeeu8; len]).unwrap();
+        Temp(path)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn filled(len: usize, byte: u8) -> AlignedBuf {
+    let mut b = AlignedBuf::zeroed(len);
+    b.as_mut_slice().fill(byte);
+    b
+}
+
+fn engine(file: &Temp) -> Engine {
+    Engine::builder().scheduler_name("bfq", &[]).target_path(&file.0).depth(8).build().unwrap()
+}
+
+/// NBD's FLUSH rule: a flush answers only after every write acknowledged before it was issued. Writes
+/// from two queues are acknowledged, then a flush on a third: it succeeds and completes after all of them.
+#[test]
+fn a_flush_completes_after_every_write_acknowledged_before_it() {
+    let file = Temp::new("flush", 1 << 20, false);
+    let engine = engine(&file);
+    let a = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+    let b = engine.client(QueueId(2), QueueSpec::default()).unwrap();
+    let tickets: Vec<_> = (0..16u64)
+        .map(|i| if i % 2 == 0 { &a } else { &b }.write(i * 4096, filled(4096, i as u8), false))
+        .collect();
+    let last_write = tickets.into_iter().map(|t| t.wait().unwrap().seq).max().unwrap();
+    let flusher = engine.client(QueueId(3), QueueSpec::default()).unwrap();
+    let flush = flusher.flush().wait().unwrap();
+    assert!(flush.seq > last_write, "flush seq {} not after write seq {last_write}", flush.seq);
+    assert_eq!(flush.bytes, 0);
+    let stats = engine.shutdown().unwrap();
+    let live = stats.live.iter().find(|s| s.queue == QueueId(3)).unwrap();
+    assert_eq!((live.flushes, live.completed, live.failed), (1, 1, 0));
+}
+
+#[test]
+fn a_fua_write_is_acknowledged_and_reads_back() {
+    let file = Temp::new("fua", 1 << 20, false);
+    let engine = engine(&file);
+    let c = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+    c.write_fua(8192, filled(8192, 0x42)).wait().unwrap();
+    let back = c.read(8192, AlignedBuf::zeroed(8192), true).wait().unwrap();
+    assert!(back.buf.as_slice().iter().all(|&b| b == 0x42));
+    engine.shutdown().unwrap();
+    assert!(std::fs::read(&file.0).unwrap()[8192..16384].iter().all(|&b| b == 0x42));
+}
+
+/// Discard and write-zeroes leave the range reading as zeroes, on a disk file system and on tmpfs
+/// (which has no zero-range: the engine punches a hole instead), and leave the bytes around it alone.
+#[test]
+fn discard_and_write_zeroes_make_their_range_read_as_zeroes() {
+    for in_memory in [false, true] {
+        let file = Temp::new(&format!("zero-{in_memory}"), 1 << 20, in_memory);
+        let engine = engine(&file);
+        let c = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+        c.discard(64 << 10, 64 << 10).wait().unwrap();
+        c.write_zeroes(256 << 10, 128 << 10).wait().unwrap();
+        let stats = engine.shutdown().unwrap();
+        let data = std::fs::read(&file.0).unwrap();
+        let zero = |r: std::ops::Range<usize>| data[r].iter().all(|&b| b == 0);
+        let kept = |r: std::ops::Range<usize>| data[r].iter().all(|&b| b == 0xee);
+        assert!(zero(64 << 10..128 << 10), "discard (in memory: {in_memory})");
+        assert!(zero(256 << 10..384 << 10), "write-zeroes (in memory: {in_memory})");
+        assert!(kept(0..64 << 10) && kept(128 << 10..256 << 10) && kept(384 << 10..1 << 20));
+        let live = &stats.live[0];
+        assert_eq!((live.discards, live.completed, live.bytes_written), (1, 2, 0));
+    }
+}
+
+/// Two files under one scheduler: each client's data goes to its own file, and the second target is
+/// a file the caller opened itself.
+#[test]
+fn several_targets_share_one_scheduler_and_keep_their_data_apart() {
+    let (one, two) = (Temp::new("t0", 1 << 20, false), Temp::new("t1", 1 << 20, false));
+    let opened = std::fs::OpenOptions::new().read(true).write(true).open(&two.0).unwrap();
+    let engine = Engine::builder().target_path(&one.0).target_file(opened).build().unwrap();
+    let a = engine.client_on(0, QueueId(1), QueueSpec::default()).unwrap();
+    let b = engine.client_on(1, QueueId(2), QueueSpec { weight: 300, ..QueueSpec::default() }).unwrap();
+    assert!(engine.client_on(2, QueueId(3), QueueSpec::default()).is_err(), "a third target does not exist");
+    let (ta, tb) = (a.write(0, filled(4096, 0xaa), true), b.write(0, filled(4096, 0xbb), true));
+    ta.wait().unwrap();
+    tb.wait().unwrap();
+    let stats = engine.shutdown().unwrap();
+    assert_eq!(std::fs::read(&one.0).unwrap()[..4096], [0xaa; 4096]);
+    assert_eq!(std::fs::read(&two.0).unwrap()[..4096], [0xbb; 4096]);
+    assert_eq!(stats.scheduler, "bfq");
+    assert_eq!(stats.live.len(), 2);
+}
+
+/// A scheduler that holds every request while its gate is closed (idling, so the engine waits for
+/// its deadline), then hands them out in arrival order: lets a test keep requests outstanding.
+struct Gate {
+    open: Arc<AtomicBool>,
+    queued: std::collections::VecDeque<Request>,
+    in_flight: usize,
+}
+
+impl Scheduler for Gate {
+    fn name(&self) -> &'static str {
+        "gate"
+    }
+    fn configure_queue(&mut self, _: QueueId, _: QueueSpec, _: Nanos) -> Result<(), SchedError> {
+        Ok(())
+    }
+    fn insert(&mut self, request: Request, _: Nanos) {
+        self.queued.push_back(request);
+    }
+    fn dispatch(&mut self, now: Nanos) -> Decision {
+        if self.queued.is_empty() {
+            return Decision::Empty;
+        }
+        if !self.open.load(Ordering::SeqCst) {
+            return Decision::Idle { until: now + MSEC };
+        }
+        self.in_flight += 1;
+        Decision::Dispatch(self.queued.pop_front().unwrap())
+    }
+    fn complete(&mut self, _: &Request, _: Nanos) {
+        self.in_flight -= 1;
+    }
+    fn timer(&mut self, _: Nanos) {}
+    fn next_timer(&self) -> Option<Nanos> {
+        None
+    }
+    fn queued(&self) -> usize {
+        self.queued.len()
+    }
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+    fn set_param(&mut self, key: &str, _: &str) -> Result<(), ParamError> {
+        Err(ParamError::Unknown { scheduler: "gate", key: key.to_string(), known: String::new() })
+    }
+    fn params(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+    fn queue_stats(&self, _: QueueId) -> Option<QueueStats> {
+        None
+    }
+    fn all_queue_stats(&self) -> Vec<QueueStats> {
+        Vec::new()
+    }
+}
+
+/// Back-pressure: with room for two requests, a third `try_read` gets its buffer back, `ready()`
+/// resolves once requests are answered, and then the read goes through. Also: any scheduler can be
+/// embedded, and a busy queue is removed once its requests are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_engine_hands_the_buffer_back_and_ready_resolves_when_room_appears() {
+    let file = Temp::new("pressure", 1 << 20, true);
+    let open = Arc::new(AtomicBool::new(false));
+    let gate = Gate { open: open.clone(), queued: Default::default(), in_flight: 0 };
+    let engine =
+        Engine::builder().scheduler(Box::new(gate)).target_path(&file.0).max_outstanding(2).build().unwrap();
+    let c = engine.client(QueueId(7), QueueSpec::default()).unwrap();
+    let first = c.read(0, AlignedBuf::zeroed(4096), true);
+    let second = c.read(4096, AlignedBuf::zeroed(4096), true);
+    let busy = c.try_read(8192, AlignedBuf::zeroed(4096), true).err().expect("the engine is full");
+    assert_eq!(busy.0.len(), 4096, "the buffer comes back");
+    engine.remove_queue(QueueId(7));
+    let opener = {
+        let open = open.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            open.store(true, Ordering::SeqCst);
+        })
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), c.ready()).await.expect("room appears");
+    let third = c.try_read(8192, busy.0, true).expect("room after the gate opened");
+    for t in [first, second, third] {
+        t.await.unwrap();
+    }
+    opener.await.unwrap();
+    let stats = engine.stats().unwrap();
+    assert_eq!(stats.scheduler, "gate");
+    assert_eq!(stats.completed, 3);
+    engine.shutdown().unwrap();
+}
+
+/// Live statistics while the engine runs: bytes, counts and latencies per queue; a removed idle
+/// queue disappears from them.
+#[test]
+fn live_statistics_follow_each_queue_and_a_removed_queue_leaves_them() {
+    let file = Temp::new("live", 1 << 20, true);
+    let engine = engine(&file);
+    let r = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+    let w = engine.client(QueueId(2), QueueSpec::default()).unwrap();
+    for i in 0..4u64 {
+        r.read(i * 8192, AlignedBuf::zeroed(8192), true).wait().unwrap();
+        w.write(i * 4096, filled(4096, 1), false).wait().unwrap();
+    }
+    let stats = engine.stats().unwrap();
+    let (lr, lw) = (&stats.live[0], &stats.live[1]);
+    assert_eq!((lr.queue, lr.completed, lr.bytes_read, lr.bytes_written), (QueueId(1), 4, 32768, 0));
+    assert_eq!((lw.queue, lw.completed, lw.bytes_read, lw.bytes_written), (QueueId(2), 4, 0, 16384));
+    assert!(lr.latency_max_ns > 0 && lr.mean_latency().as_nanos() > 0);
+    assert_eq!((lr.queued, lr.in_flight), (0, 0));
+    engine.remove_queue(QueueId(1));
+    let stats = engine.stats().unwrap();
+    assert_eq!(stats.live.iter().map(|s| s.queue).collect::<Vec<_>>(), vec![QueueId(2)]);
+    engine.shutdown().unwrap();
+}
+
+/// Requests the engine cannot address are refused before they reach the scheduler.
+#[test]
+fn ranges_beyond_a_targets_address_space_are_refused() {
+    let file = Temp::new("range", 1 << 20, true);
+    let engine = engine(&file);
+    let c = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+    let err = c.discard(u64::MAX - 10, 4096).wait().unwrap_err();
+    assert!(matches!(err, bfq_io::IoError::OutOfRange { .. }), "{err}");
+    let err = c.read(1 << 50, AlignedBuf::zeroed(4096), true).wait().unwrap_err();
+    assert!(matches!(err, bfq_io::IoError::OutOfRange { .. }), "{err}");
+    engine.shutdown().unwrap();
+}
