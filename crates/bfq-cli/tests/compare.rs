@@ -33,6 +33,14 @@ trace = "xterm"
 start = "600ms"
 "#;
 
+/// Kernel runs of these tests one at a time: they share the machine's two cores and its disk, and a
+/// run measured beside another one's fio processes measures the other run.
+static KERNEL_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    KERNEL_RUNS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
@@ -63,6 +71,7 @@ fn compare_cgroups() -> Vec<PathBuf> {
 
 #[test]
 fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgroups() {
+    let _serial = one_at_a_time();
     if !is_root() || Command::new("fio").arg("--version").output().is_err() {
         eprintln!("SKIPPED: bfq compare needs root and fio (apt-get install fio)");
         return;
@@ -109,7 +118,12 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
     // and every column has a start-up time.
     let columns: Vec<&str> = header.split_whitespace().skip(1).collect();
     let startup = stdout.lines().find(|l| l.starts_with("startup-0 start-up (s)")).unwrap();
-    let values: Vec<&str> = startup.trim_start_matches("startup-0 start-up (s)").split_whitespace().collect();
+    let values: Vec<String> = startup
+        .trim_start_matches("startup-0 start-up (s)")
+        .replace("not done", "not-done")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
     assert_eq!(values.len(), columns.len(), "{startup}");
     let none = columns.iter().position(|c| *c == "kernel-none").unwrap();
     assert!(values[none].parse::<f64>().is_ok_and(|v| v > 0.0), "kernel-none start-up: {startup}");
@@ -197,6 +211,7 @@ fn scratch_dirs_of(pid: u32) -> Vec<PathBuf> {
 /// left: no loop device, cgroup, scratch directory, fio or replay process.
 #[test]
 fn sigint_sigterm_and_sighup_during_a_kernel_run_leave_nothing_behind() {
+    let _serial = one_at_a_time();
     if !is_root() || Command::new("fio").arg("--version").output().is_err() {
         eprintln!("SKIPPED: bfq compare needs root and fio (apt-get install fio)");
         return;
@@ -227,6 +242,7 @@ fn sigint_sigterm_and_sighup_during_a_kernel_run_leave_nothing_behind() {
 /// process stay; the next `bfq compare` finds them by its journal and names and removes them first.
 #[test]
 fn a_run_after_a_sigkilled_one_removes_its_leftovers() {
+    let _serial = one_at_a_time();
     if !is_root() || Command::new("fio").arg("--version").output().is_err() {
         eprintln!("SKIPPED: bfq compare needs root and fio (apt-get install fio)");
         return;
@@ -276,6 +292,7 @@ file_size = "4MiB"
 /// engine's runs and the kernel's, through fio on the loop device).
 #[test]
 fn a_writer_job_never_overwrites_a_users_file_without_the_flag() {
+    let _serial = one_at_a_time();
     let tag = std::process::id();
     let job = std::env::temp_dir().join(format!("compare-writer-{tag}.toml"));
     std::fs::write(&job, WRITER_JOB).unwrap();
