@@ -82,7 +82,7 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     crate::checks::json_path(args.json.as_deref())?;
     let job_name = args.job.display().to_string();
     if !engine.is_empty() {
-        bfq_io::run::check_job(&job).with_context(|| job_name.clone())?;
+        bfq_runner::check_job(&job).with_context(|| job_name.clone())?;
     }
     if !kernel.is_empty() {
         bfq_kernel::check_job(&job).with_context(|| job_name.clone())?;
@@ -115,9 +115,9 @@ pub fn execute(args: CompareArgs) -> Result<()> {
             );
         }
     }
-    let needs = bfq_io::run::target_needs(&job, args.overwrite_existing_data)?;
-    let ours_before = bfq_io::is_ours(&args.target);
-    let prepared = bfq_io::prepare_target(&args.target, &needs)?;
+    let needs = bfq_runner::target_needs(&job, args.overwrite_existing_data)?;
+    let ours_before = bfq_runner::is_ours(&args.target);
+    let prepared = bfq_runner::prepare_target(&args.target, &needs)?;
     if prepared.filled > 0 {
         eprintln!(
             "bfq: wrote {} MiB of data into {} so that its reads reach the device",
@@ -150,16 +150,16 @@ pub fn execute(args: CompareArgs) -> Result<()> {
         replayer: std::env::current_exe().ok(),
         ..bfq_kernel::KernelOptions::default()
     };
-    let engine_options = bfq_io::RunOptions {
+    let engine_options = bfq_runner::RunOptions {
         overwrite_existing_data: args.overwrite_existing_data,
-        ..bfq_io::RunOptions::default()
+        ..bfq_runner::RunOptions::default()
     };
     let mut failure = None;
     let runs = engine.iter().map(|n| (true, n)).chain(kernel.iter().map(|n| (false, n)));
     for (through_engine, name) in runs {
         let result = if through_engine {
             eprintln!("bfq compare: engine, scheduler {name} ...");
-            bfq_io::run_job(&job, &args.target, name, &params, &engine_options)
+            bfq_runner::run_job(&job, &args.target, name, &params, &engine_options)
                 .with_context(|| format!("running {job_name} through the engine under {name}"))
         } else {
             eprintln!("bfq compare: kernel {name} via fio on a loop device ...");
@@ -205,7 +205,7 @@ struct Output {
 impl Output {
     fn record_ours(&self) {
         if self.keep_ours {
-            if let Err(e) = bfq_io::record_ours(&self.target) {
+            if let Err(e) = bfq_runner::record_ours(&self.target) {
                 eprintln!("bfq: cannot update the ownership record of {}: {e}", self.target.display());
             }
         }

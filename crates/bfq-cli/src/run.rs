@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
-use bfq_io::{run_job, RunOptions};
+use bfq_runner::{run_job, RunOptions};
 use bfq_sim::job::Job;
 use bfq_sim::RunReport;
 
@@ -62,18 +62,18 @@ pub fn execute(args: RunArgs) -> Result<()> {
     };
     crate::checks::schedulers("--scheduler", &schedulers, &params)?;
     crate::checks::json_path(args.json.as_deref())?;
-    bfq_io::run::check_job(&job).with_context(|| format!("{}", args.job.display()))?;
+    bfq_runner::check_job(&job).with_context(|| format!("{}", args.job.display()))?;
     let options = RunOptions { depth: args.depth, overwrite_existing_data: args.overwrite_existing_data };
     // Interrupted (SIGINT, SIGTERM, SIGHUP): the runs measured so far are printed, and a target bfq
     // created keeps its ownership record current (otherwise the next run would not recognise it).
     let done: Arc<Mutex<Vec<RunReport>>> = Arc::default();
-    let ours = bfq_io::is_ours(&args.target) || !args.target.exists();
+    let ours = bfq_runner::is_ours(&args.target) || !args.target.exists();
     {
         let (done, target, quiet) = (done.clone(), args.target.clone(), args.quiet);
         bfq_kernel::cleanup::install_interrupt_handler();
         bfq_kernel::cleanup::set_interrupt_hook(move || {
             if ours && target.exists() {
-                let _ = bfq_io::record_ours(&target);
+                let _ = bfq_runner::record_ours(&target);
             }
             let reports = done.lock().unwrap_or_else(|e| e.into_inner());
             if !quiet && !reports.is_empty() {

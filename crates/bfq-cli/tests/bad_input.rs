@@ -56,7 +56,7 @@ impl Drop for Case {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.job);
         let _ = std::fs::remove_file(&self.target);
-        let _ = std::fs::remove_file(bfq_io::owner_record_path(&self.target));
+        let _ = std::fs::remove_file(bfq_runner::owner_record_path(&self.target));
     }
 }
 

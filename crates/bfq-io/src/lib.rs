@@ -12,8 +12,6 @@ pub mod buf;
 mod core;
 pub mod engine;
 pub mod local;
-pub mod run;
-pub mod target;
 
 pub use bfq_sched::{IoClass, QueueId, QueueSpec};
 pub use buf::{AlignedBuf, ALIGN};
@@ -22,8 +20,3 @@ pub use engine::{
     LiveQueueStats, Ready, Ticket, DEFAULT_OUTSTANDING_LIMIT,
 };
 pub use local::{LocalCompletion, LocalEngine};
-pub use run::{run_job, RunError, RunOptions};
-pub use target::{
-    is_ours, owner_record_path, prepare_target, record_ours, PreparedTarget, TargetError, TargetNeeds,
-    WriteRegion,
-};

@@ -1,4 +1,5 @@
-//! `bfq run`: simulator job files against a real target through the engine (issue 6 parts 3 and 5).
+//! `bfq run`: simulator job files against a real target through the engine (issue 6 parts 3 and 5;
+//! moved out of the engine's crate by issue 15 part 2).
 //!
 //! Each application of the job becomes client threads with their own engine queues: greedy sequential
 //! and random readers and writers (one thread, `window` requests outstanding), DBMS processes (one
@@ -19,8 +20,7 @@ use bfq_sim::report::{AppReport, QueueReport, RunReport, Totals, SCHEMA};
 use bfq_sim::workload::startup::{StartupStats, Trace, THREAD_FILE_BYTES};
 use bfq_sim::workload::AppExtra;
 
-use crate::buf::{AlignedBuf, ALIGN};
-use crate::engine::{Client, Engine, EngineConfig, EngineError, IoError, Ticket};
+use bfq_io::{AlignedBuf, Client, Engine, EngineConfig, EngineError, IoError, Ticket, ALIGN};
 use crate::target::{prepare_target, record_ours, TargetError, TargetNeeds, WriteRegion};
 
 /// Options of a real run.

@@ -1,6 +1,6 @@
 //! `run_job` runs a small simulator job against a real tmpfs file (issue 6 part 3, 5).
 
-use bfq_io::{run_job, RunOptions};
+use bfq_runner::{run_job, RunOptions};
 use bfq_sim::job::Job;
 
 struct TempFile(std::path::PathBuf);
@@ -8,7 +8,7 @@ struct TempFile(std::path::PathBuf);
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
-        let _ = std::fs::remove_file(bfq_io::owner_record_path(&self.0));
+        let _ = std::fs::remove_file(bfq_runner::owner_record_path(&self.0));
     }
 }
 
