@@ -20,8 +20,8 @@ use bfq_sim::report::{AppReport, QueueReport, RunReport, Totals, SCHEMA};
 use bfq_sim::workload::startup::{StartupStats, Trace, THREAD_FILE_BYTES};
 use bfq_sim::workload::AppExtra;
 
-use bfq_io::{AlignedBuf, Client, Engine, EngineConfig, EngineError, IoError, Ticket, ALIGN};
 use crate::target::{prepare_target, record_ours, TargetError, TargetNeeds, WriteRegion};
+use bfq_io::{AlignedBuf, Client, Engine, EngineConfig, EngineError, IoError, Ticket, ALIGN};
 
 /// Options of a real run.
 #[derive(Clone, Debug)]
