@@ -10,5 +10,6 @@ pub mod target;
 
 pub use engine_run::{check_job, run_job, target_needs, RunError, RunOptions};
 pub use target::{
-    is_ours, owner_record_path, prepare_target, record_ours, PreparedTarget, TargetError, TargetNeeds, WriteRegion,
+    is_ours, owner_record_path, prepare_target, record_ours, PreparedTarget, TargetError, TargetNeeds,
+    WriteRegion,
 };
