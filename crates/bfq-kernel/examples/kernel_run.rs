@@ -7,8 +7,9 @@ fn main() {
         eprintln!("usage: kernel_run JOB TARGET [bfq|mq-deadline|kyber|none]");
         std::process::exit(2);
     }
-    let result =
-        bfq_sim::Job::from_file(std::path::Path::new(&args[1])).map_err(|e| e.to_string()).and_then(|job| {
+    let result = bfq_workload::Job::from_file(std::path::Path::new(&args[1]))
+        .map_err(|e| e.to_string())
+        .and_then(|job| {
             let sched = args.get(3).map_or("bfq", String::as_str);
             bfq_kernel::run_kernel_job(&job, std::path::Path::new(&args[2]), sched, &Default::default())
                 .map_err(|e| e.to_string())

@@ -26,9 +26,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use bfq_sched::IoClass;
-use bfq_sim::job::{AppKind, AppSpec};
-use bfq_sim::metrics::LatencySummary;
-use bfq_sim::workload::startup::{Trace, THREAD_FILE_BYTES};
+use bfq_workload::job::{AppKind, AppSpec};
+use bfq_workload::metrics::LatencySummary;
+use bfq_workload::trace::{Trace, THREAD_FILE_BYTES};
 use hdrhistogram::Histogram;
 use serde_json::Value;
 
@@ -356,7 +356,7 @@ pub fn parse_output(text: &str) -> Result<Vec<JobResult>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bfq_sim::job::{Class, Duration, Size};
+    use bfq_workload::job::{Class, Duration, Size};
 
     fn placed(name: &str, spec: AppSpec, region: Region, trace: Option<Trace>) -> PlacedApp {
         PlacedApp { name: name.into(), spec, region, trace }

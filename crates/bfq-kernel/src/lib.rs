@@ -3,7 +3,7 @@
 //! device of the same file): a simulator job is translated into fio jobs (seed 001 sec. 6.2-6.3
 //! workloads: greedy readers and writers, replayed start-ups), each application's fio process is put
 //! in its own cgroup carrying its weight, the kernel scheduler is selected in sysfs, and fio's JSON is
-//! turned into the same [`bfq_sim::RunReport`] as `bfq sim` and `bfq run` produce.
+//! turned into the same [`bfq_workload::RunReport`] as `bfq sim` and `bfq run` produce.
 //!
 //! Everything created on the host (loop device, cgroups, fio processes, scratch files) is undone when
 //! the run returns, fails, or is interrupted by SIGINT, SIGTERM or SIGHUP; after a SIGKILL the next

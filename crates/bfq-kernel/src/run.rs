@@ -5,11 +5,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use bfq_sim::job::{AppKind, Job};
-use bfq_sim::metrics::{jain_index, round3, MIB};
-use bfq_sim::report::{AppReport, RunReport, Totals, SCHEMA};
-use bfq_sim::workload::startup::StartupStats;
-use bfq_sim::workload::AppExtra;
+use bfq_workload::job::{AppKind, Job};
+use bfq_workload::metrics::{jain_index, round3, MIB};
+use bfq_workload::report::AppExtra;
+use bfq_workload::report::StartupStats;
+use bfq_workload::report::{AppReport, RunReport, Totals, SCHEMA};
 
 use crate::cgroup::{self, CgroupTree};
 use crate::cleanup::{self, Action, Guard};
@@ -82,7 +82,7 @@ impl ReplayArgs {
 
     /// Runs the replay these arguments describe and writes its outcome.
     pub fn execute(&self) -> Result<crate::replay::ReplayOutcome, KernelError> {
-        let trace = bfq_sim::load_trace(&self.trace)
+        let trace = bfq_workload::load_trace(&self.trace)
             .map_err(|message| KernelError::Job { app: self.trace.clone(), message })?;
         let region = Region { start: self.region_start, len: fio::startup_region_bytes(&trace) };
         let requests = fio::startup_requests(&trace, region, self.seed);
@@ -101,11 +101,11 @@ impl ReplayArgs {
 }
 
 /// The region of each expanded application and the end of the last: the layout `bfq run` uses too
-/// ([`bfq_sim::real_layout`]: greedy applications get `file_size`, default 64 MiB; a start-up one
+/// ([`bfq_workload::real_layout`]: greedy applications get `file_size`, default 64 MiB; a start-up one
 /// 20,000,000-byte file per traced process).
 pub fn layout(job: &Job) -> Result<(Vec<PlacedApp>, u64), KernelError> {
     let (places, end) =
-        bfq_sim::real_layout(job).map_err(|e| KernelError::Job { app: e.app, message: e.message })?;
+        bfq_workload::real_layout(job).map_err(|e| KernelError::Job { app: e.app, message: e.message })?;
     let apps = places
         .into_iter()
         .map(|p| PlacedApp {
@@ -421,7 +421,7 @@ fn build_report(
         });
     }
     RunReport {
-        schema: SCHEMA,
+        schema: SCHEMA.to_string(),
         job: job.name.clone().unwrap_or_else(|| "job".into()),
         scheduler: format!("kernel-{scheduler}"),
         scheduler_params: params,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use bfq_kernel::{check_prerequisites, layout, loopdev, run_kernel_job, KernelOptions};
-use bfq_sim::Job;
+use bfq_workload::Job;
 
 const JOB: &str = r#"
 name = "kernel-smoke"

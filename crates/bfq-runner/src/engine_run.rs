@@ -14,11 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bfq_sched::{Nanos, QueueId, MSEC, SEC};
-use bfq_sim::job::{AppKind, AppSpec, Job};
-use bfq_sim::metrics::{jain_index, round3, LatencyHistogram, ThroughputSeries};
-use bfq_sim::report::{AppReport, QueueReport, RunReport, Totals, SCHEMA};
-use bfq_sim::workload::startup::{StartupStats, Trace, THREAD_FILE_BYTES};
-use bfq_sim::workload::AppExtra;
+use bfq_workload::job::{AppKind, AppSpec, Job};
+use bfq_workload::metrics::{jain_index, round3, LatencyHistogram, ThroughputSeries};
+use bfq_workload::report::AppExtra;
+use bfq_workload::report::StartupStats;
+use bfq_workload::report::{AppReport, QueueReport, RunReport, Totals, SCHEMA};
+use bfq_workload::trace::{Trace, THREAD_FILE_BYTES};
 
 use crate::target::{prepare_target, record_ours, TargetError, TargetNeeds, WriteRegion};
 use bfq_io::{AlignedBuf, Client, Engine, EngineConfig, EngineError, IoError, Ticket, ALIGN};
@@ -59,13 +60,13 @@ pub enum RunError {
 }
 
 /// The regions of a job on a real target and what the target must offer for it: the one layout of
-/// `bfq run` and `bfq compare` ([`bfq_sim::real_layout`]).
+/// `bfq run` and `bfq compare` ([`bfq_workload::real_layout`]).
 pub fn target_needs(job: &Job, overwrite_existing_data: bool) -> Result<TargetNeeds, RunError> {
     let (places, end) =
-        bfq_sim::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
+        bfq_workload::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
     Ok(TargetNeeds {
         bytes: end,
-        writes: bfq_sim::write_regions(&places)
+        writes: bfq_workload::write_regions(&places)
             .into_iter()
             .map(|(start, end, app)| WriteRegion { start, end, app })
             .collect(),
@@ -88,7 +89,7 @@ pub fn check_job(job: &Job) -> Result<(), RunError> {
             });
         }
     }
-    bfq_sim::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
+    bfq_workload::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
     Ok(())
 }
 
@@ -148,7 +149,7 @@ pub fn run_job(
     check_job(job)?;
     let needs = target_needs(job, options.overwrite_existing_data)?;
     let (places, _) =
-        bfq_sim::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
+        bfq_workload::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
     let mut plans = Vec::new();
     let mut next_queue = 1u32;
     for p in places {
@@ -356,7 +357,7 @@ pub fn run_job(
         v
     };
     Ok(RunReport {
-        schema: SCHEMA,
+        schema: SCHEMA.to_string(),
         job: job.name.clone().unwrap_or_else(|| "job".into()),
         scheduler: stats.scheduler.clone(),
         scheduler_params: params_out,

@@ -1,7 +1,7 @@
 //! `run_job` runs a small simulator job against a real tmpfs file (issue 6 part 3, 5).
 
 use bfq_runner::{run_job, RunOptions};
-use bfq_sim::job::Job;
+use bfq_workload::job::Job;
 
 struct TempFile(std::path::PathBuf);
 
@@ -53,7 +53,7 @@ fn a_small_job_runs_against_a_tmpfs_file_with_the_simulator_report() {
     let file = temp_file("runjob");
     let job = Job::from_toml(JOB, "small-real.toml").unwrap();
     let report = run_job(&job, &file.0, "bfq", &[], &RunOptions::default()).unwrap();
-    assert_eq!(report.schema, bfq_sim::report::SCHEMA);
+    assert_eq!(report.schema, bfq_workload::report::SCHEMA);
     assert_eq!(report.apps.len(), 3);
     for app in &report.apps {
         assert!(app.requests > 0, "{} completed nothing", app.name);

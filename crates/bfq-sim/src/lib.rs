@@ -17,14 +17,14 @@
 
 pub mod device;
 pub mod engine;
-pub mod job;
-pub mod layout;
-pub mod metrics;
 pub mod report;
 pub mod rng;
-pub mod units;
 pub mod workload;
 pub mod writeback;
+
+// The job format, layout, metrics and units are the workload crate's (shared with the real runners);
+// re-exported under their old paths.
+pub use bfq_workload::{job, layout, metrics, units, DEFAULT_FILE_BYTES};
 
 use bfq_sched::QueueSpec;
 
@@ -40,9 +40,6 @@ use workload::streaming::StreamingServer;
 use workload::video::VideoPlayer;
 use workload::web::{WebFiles, WebServer};
 use workload::{App, NamedApps, Region};
-
-/// Default file size of the greedy readers and writers (seed 001 sec. 6.2: "each file ... is 5 GB").
-pub const DEFAULT_FILE_BYTES: u64 = 5_000_000_000;
 
 /// Why a job could not be run.
 #[derive(Debug, thiserror::Error)]
@@ -92,29 +89,10 @@ pub fn run_job(job: &Job, scheduler: &str, params: &[(String, String)]) -> Resul
     };
     let device_name = job.device.preset.clone();
     let outcome = Engine::new(cfg, device, sched, apps)?.run();
-    Ok(RunReport::from_outcome(job.name.as_deref().unwrap_or("job"), &device_name, job.seed, outcome))
+    Ok(report::report_from_outcome(job.name.as_deref().unwrap_or("job"), &device_name, job.seed, outcome))
 }
 
-/// Loads a start-up trace: a built-in name, or a file path.
-pub fn load_trace(name: &str) -> Result<Trace, String> {
-    if let Some(t) = Trace::builtin(name) {
-        return Ok(t);
-    }
-    let unreadable = |e: std::io::Error| {
-        let known: Vec<&str> = workload::startup::BUILTIN_TRACES.iter().map(|(n, _)| *n).collect();
-        format!("trace {name:?} is neither a built-in trace ({}) nor a readable file: {e}", known.join(", "))
-    };
-    // The size first: a huge file is refused before it is read.
-    let len = std::fs::metadata(name).map_err(unreadable)?.len();
-    let limit = workload::startup::MAX_TRACE_FILE_BYTES;
-    if len > limit {
-        return Err(format!(
-            "trace {name}: {len} bytes is more than the limit of {limit} bytes for a trace file"
-        ));
-    }
-    let text = std::fs::read_to_string(name).map_err(unreadable)?;
-    Trace::parse(&text).map_err(|e| format!("trace {name}: {e}"))
-}
+pub use bfq_workload::trace::load_trace;
 
 /// Builds every application of a job, laying their files out one after the other on the device.
 pub fn build_apps(job: &Job, capacity: u64) -> Result<NamedApps, SimError> {

@@ -7,7 +7,6 @@
 //! system-wide write-back path flushes later ([`crate::writeback`]).
 
 use bfq_sched::{Nanos, Op, QueueSpec, Request};
-use serde::Serialize;
 
 use crate::rng::SimRng;
 use crate::writeback::Writeback;
@@ -80,26 +79,7 @@ pub struct Done {
     pub inserted: Nanos,
 }
 
-/// Workload-specific results, each present only for the workloads that produce it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct AppExtra {
-    /// Start-up times of a replayed application (seed 001 sec. 6.3).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub startup: Option<startup::StartupStats>,
-    /// Frame deadlines met and missed by a video player (seed 001 sec. 6.4).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub video: Option<video::VideoStats>,
-    /// Streams sustained and chunks lost by a streaming server (seed 002).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub streaming: Option<streaming::StreamingStats>,
-    /// Small-file completion times and large-file bandwidth of a web server (seed 002).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub web: Option<web::WebStats>,
-    /// Real runs: why this application stopped early (an I/O error), with the results it had measured
-    /// until then; the other applications' results stand (issue 14, partial faults).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+pub use bfq_workload::report::AppExtra;
 
 /// An application: a set of processes issuing I/O.
 pub trait App {

@@ -5,7 +5,8 @@
 //! of the last interval stayed below 1%; the result is the number of streams the server sustained.
 
 use bfq_sched::{Nanos, Op, QueueSpec};
-use serde::Serialize;
+
+pub use bfq_workload::report::StreamingStats;
 
 use super::{App, AppExtra, Ctx, Done, NewRequest, Region};
 
@@ -14,20 +15,6 @@ pub const LOSS_LIMIT: f64 = 0.01;
 
 /// Timer token of the "start a new stream" tick; stream timers use the stream index.
 const TICK: u64 = u64::MAX;
-
-/// What the streaming server achieved.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct StreamingStats {
-    /// Streams started.
-    pub streams_started: u64,
-    /// Streams running before the interval in which the loss first reached the limit (all started
-    /// streams if it never did).
-    pub streams_sustained: u64,
-    /// Chunks due in the measured interval.
-    pub chunks: u64,
-    /// Of those, chunks lost (read too late or skipped).
-    pub lost: u64,
-}
 
 #[derive(Clone, Copy, Debug)]
 struct Stream {

@@ -4,18 +4,10 @@
 //! and skips — drops without reading — frames already too late.
 
 use bfq_sched::{Nanos, Op, QueueSpec};
-use serde::Serialize;
+
+pub use bfq_workload::report::VideoStats;
 
 use super::{App, AppExtra, Ctx, Done, NewRequest, Region};
-
-/// Frames played and dropped.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct VideoStats {
-    /// Frames whose playback time fell in the measured interval.
-    pub frames: u64,
-    /// Of those, frames not read in time.
-    pub dropped: u64,
-}
 
 /// A video player.
 #[derive(Clone, Debug)]

@@ -5,7 +5,8 @@
 //! that finds the dirty limit reached blocks until write-back frees room, as a real one would.
 
 use bfq_sched::{Nanos, Op, QueueSpec};
-use serde::Serialize;
+
+pub use bfq_workload::report::WebStats;
 
 use super::{App, AppExtra, Ctx, Done, NewRequest, Region};
 
@@ -37,20 +38,6 @@ impl Default for WebFiles {
             log_record_bytes: 512,
         }
     }
-}
-
-/// What the web server measured (seed 002: "the completion time of each small file (latency), the
-/// (average) bandwidth at which large files were read").
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct WebStats {
-    /// Small files read to their end.
-    pub small_files: u64,
-    /// Their mean completion time (first read issued to last read done), seconds.
-    pub small_file_mean_s: f64,
-    /// Large files read to their end.
-    pub large_files: u64,
-    /// The mean over large files of each file's size divided by its read time, MB/s (10^6 bytes).
-    pub large_file_mean_mb_s: f64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]

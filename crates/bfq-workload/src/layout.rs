@@ -10,7 +10,7 @@
 //! ten-second run; on a real target it is [`REAL_FILE_BYTES`] unless the job sets `file_size`.
 
 use crate::job::{AppKind, AppSpec, Job};
-use crate::workload::startup::Trace;
+use crate::trace::Trace;
 
 /// Default file size of an application on a real target (the simulator's is
 /// [`crate::DEFAULT_FILE_BYTES`]): large enough that its reads miss every cache but the device's.

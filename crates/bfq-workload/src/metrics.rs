@@ -119,7 +119,7 @@ impl LatencyHistogram {
 }
 
 /// Latency percentiles, in microseconds (HDR histogram, 3 significant digits).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct LatencySummary {
     /// Requests measured.
     pub count: u64,

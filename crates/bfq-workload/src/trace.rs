@@ -1,0 +1,178 @@
+//! Application start-up traces (seed 001 sec. 6.3; the traces' README from the S benchmark suite):
+//! the 10-field text format, the built-in `xterm` and `gnometerm` traces, and their limits. The replay
+//! itself is the runner's business (the simulator's `workload::startup`, the engine runner, the
+//! kernel runner's replayer); what a replayed process reads is fixed here: one file of
+//! [`THREAD_FILE_BYTES`] per traced process.
+
+/// The most traced processes a trace may have (each is a queue and a 20 MB file).
+pub const MAX_TRACE_PROCESSES: usize = 1024;
+
+/// The most requests a trace may have (the shipped ones have a few thousand).
+pub const MAX_TRACE_REQUESTS: usize = 1_000_000;
+
+/// The largest trace file read (a million requests of about 60 bytes each).
+pub const MAX_TRACE_FILE_BYTES: u64 = 64 << 20;
+
+/// The size of each replay thread's file.
+pub const THREAD_FILE_BYTES: u64 = 20_000_000;
+
+/// The traces shipped with the simulator, by name.
+pub const BUILTIN_TRACES: &[(&str, &str)] = &[
+    ("xterm", include_str!("../traces/xterm.trace")),
+    ("gnometerm", include_str!("../traces/gnometerm.trace")),
+];
+
+/// One traced request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceRequest {
+    /// Replay thread (index of the process in order of first appearance).
+    pub thread: usize,
+    /// Size in bytes.
+    pub bytes: u32,
+    /// Continues the thread's previous request (`Seq`) or not (`Rand`).
+    pub sequential: bool,
+    /// Read-ahead: submitted asynchronously (the replay does not wait for it; still a synchronous read
+    /// for the scheduler).
+    pub readahead: bool,
+    /// Metadata read.
+    pub meta: bool,
+}
+
+/// A parsed start-up trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trace {
+    /// The distinct processes, in order of first appearance.
+    pub threads: Vec<String>,
+    /// The requests, in trace order.
+    pub requests: Vec<TraceRequest>,
+}
+
+impl Trace {
+    /// Parses the 10-field text format; errors give the 1-based line number.
+    pub fn parse(text: &str) -> Result<Trace, String> {
+        let mut threads: Vec<String> = Vec::new();
+        // Thread lookup by name in O(1): a trace of many processes must not parse in O(n^2).
+        let mut thread_index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        let mut requests = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.is_empty() || fields[0].starts_with('#') {
+                continue;
+            }
+            if fields.len() < 8 {
+                return Err(format!("line {}: expected 10 fields, got {}", n + 1, fields.len()));
+            }
+            let thread = match thread_index.get(fields[0]) {
+                Some(&i) => i,
+                None => {
+                    if threads.len() == MAX_TRACE_PROCESSES {
+                        return Err(format!(
+                            "line {}: more than {MAX_TRACE_PROCESSES} traced processes (each is replayed by its \
+                             own queue and {}-byte file)",
+                            n + 1,
+                            THREAD_FILE_BYTES
+                        ));
+                    }
+                    threads.push(fields[0].to_string());
+                    thread_index.insert(fields[0], threads.len() - 1);
+                    threads.len() - 1
+                }
+            };
+            if requests.len() == MAX_TRACE_REQUESTS {
+                return Err(format!("line {}: more than {MAX_TRACE_REQUESTS} requests", n + 1));
+            }
+            let sectors: u32 =
+                fields[2].parse().map_err(|_| format!("line {}: bad size {:?}", n + 1, fields[2]))?;
+            if sectors == 0 || sectors > 1 << 16 {
+                return Err(format!("line {}: size {} sectors out of range", n + 1, sectors));
+            }
+            let sequential = match fields[4] {
+                "Seq" => true,
+                "Rand" => false,
+                other => return Err(format!("line {}: expected Seq or Rand, got {other:?}", n + 1)),
+            };
+            let (readahead, meta) = match fields[7] {
+                "RA" => (true, false),
+                "RM" => (false, true),
+                "R" | "WS" => (false, false),
+                other => return Err(format!("line {}: unknown action {other:?}", n + 1)),
+            };
+            requests.push(TraceRequest { thread, bytes: sectors * 512, sequential, readahead, meta });
+        }
+        if requests.is_empty() {
+            return Err("the trace has no requests".into());
+        }
+        Ok(Trace { threads, requests })
+    }
+
+    /// A trace shipped with the simulator (`"xterm"`, `"gnometerm"`).
+    pub fn builtin(name: &str) -> Option<Trace> {
+        BUILTIN_TRACES.iter().find(|(n, _)| *n == name).and_then(|(_, text)| Trace::parse(text).ok())
+    }
+
+    /// The file space the replay needs: one file per thread.
+    pub fn region_bytes(&self) -> u64 {
+        self.threads.len() as u64 * THREAD_FILE_BYTES.next_multiple_of(4096)
+    }
+}
+
+/// Loads a start-up trace: a built-in name, or a file path (its size is checked before it is read).
+pub fn load_trace(name: &str) -> Result<Trace, String> {
+    if let Some(t) = Trace::builtin(name) {
+        return Ok(t);
+    }
+    let unreadable = |e: std::io::Error| {
+        let known: Vec<&str> = BUILTIN_TRACES.iter().map(|(n, _)| *n).collect();
+        format!("trace {name:?} is neither a built-in trace ({}) nor a readable file: {e}", known.join(", "))
+    };
+    let len = std::fs::metadata(name).map_err(unreadable)?.len();
+    if len > MAX_TRACE_FILE_BYTES {
+        return Err(format!(
+            "trace {name}: {len} bytes is more than the limit of {MAX_TRACE_FILE_BYTES} bytes for a trace file"
+        ));
+    }
+    let text = std::fs::read_to_string(name).map_err(unreadable)?;
+    Trace::parse(&text).map_err(|e| format!("trace {name}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_traces_parse_with_their_documented_sizes() {
+        // traces/README.md: xterm 718 requests, 2 processes; gnome-terminal 2,781 requests, 7 processes.
+        let x = Trace::builtin("xterm").unwrap();
+        assert_eq!((x.requests.len(), x.threads.len()), (718, 2));
+        let sectors: u64 = x.requests.iter().map(|r| u64::from(r.bytes) / 512).sum();
+        assert_eq!(sectors, 12_072);
+        let g = Trace::builtin("gnometerm").unwrap();
+        assert_eq!((g.requests.len(), g.threads.len()), (2781, 7));
+    }
+
+    #[test]
+    fn malformed_trace_lines_are_reported_with_their_number() {
+        let err = Trace::parse("p-1 0 8 100 Seq 0 0 R 0 START\np-1 0 x 100 Seq 0 0 R 0 C\n").unwrap_err();
+        assert!(err.starts_with("line 2"), "{err}");
+    }
+
+    /// Issue 14 item 5: a trace of 300,000 processes is refused at the first process over the limit,
+    /// in linear time (it took 50 s in O(n^2) before), with the line and the limit in the message.
+    #[test]
+    fn a_trace_with_too_many_processes_is_refused_at_the_line_over_the_limit() {
+        let text: String = (0..300_000).map(|i| format!("p{i} 0 8 0 Seq 0 0 R 0 0\n")).collect();
+        let err = Trace::parse(&text).unwrap_err();
+        assert!(err.contains(&format!("line {}", MAX_TRACE_PROCESSES + 1)), "{err}");
+        assert!(err.contains("more than 1024 traced processes"), "{err}");
+    }
+
+    #[test]
+    fn a_trace_file_over_the_size_limit_is_refused_before_it_is_read() {
+        let path = std::env::temp_dir().join(format!("bfq-huge-trace-{}", std::process::id()));
+        // Sparse: 128 MiB that would take seconds to read and parse, refused from its size alone.
+        std::fs::File::create(&path).unwrap().set_len(2 * MAX_TRACE_FILE_BYTES).unwrap();
+        let err = crate::trace::load_trace(path.to_str().unwrap()).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(err.contains("more than the limit of 67108864 bytes"), "{err}");
+    }
+}
