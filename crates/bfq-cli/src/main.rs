@@ -7,6 +7,7 @@ mod checks;
 mod compare;
 mod replay_cmd;
 mod run;
+mod serve_cmd;
 mod sim;
 mod suite_cmd;
 
@@ -29,6 +30,8 @@ enum Command {
     /// Run a job through the engine and, with fio on a loop device, under the kernel's schedulers,
     /// side by side (Linux, root).
     Compare(compare::CompareArgs),
+    /// Serve files and block devices to NBD clients, each export and connection a BFQ tenant.
+    Serve(serve_cmd::ServeArgs),
     /// The S-suite start-up replay `bfq compare` runs under the kernel's schedulers (internal).
     #[command(hide = true)]
     ReplayStartup(replay_cmd::ReplayArgs),
@@ -41,6 +44,7 @@ fn main() {
         Command::Suite(args) => suite_cmd::execute(args),
         Command::Run(args) => run::execute(args),
         Command::Compare(args) => compare::execute(args),
+        Command::Serve(args) => serve_cmd::execute(args),
         Command::ReplayStartup(args) => replay_cmd::execute(args),
     };
     if let Err(err) = result {

@@ -1,0 +1,55 @@
+//! `bfq serve [--config FILE]`: the NBD block server (crate `bfq-serve`, docs/serve.md). Without a
+//! configuration it serves the embedded default: one 1 GiB export `default` on
+//! /var/tmp/bfq-serve-default.img (created on first use) at 127.0.0.1:10809.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use bfq_serve::{Config, DEFAULT_CONFIG};
+
+/// Arguments of `bfq serve`.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The configuration (TOML, docs/serve.md); without it, the embedded default.
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Check the configuration and exit without serving.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Runs `bfq serve` until SIGINT or SIGTERM.
+pub fn execute(args: ServeArgs) -> Result<()> {
+    let config = match &args.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::from_toml(DEFAULT_CONFIG, "<embedded default>")?,
+    };
+    if args.check {
+        println!(
+            "{}: {} export(s), scheduler {}",
+            args.config.as_ref().map_or("<embedded default>".into(), |p| p.display().to_string()),
+            config.exports.len(),
+            config.scheduler
+        );
+        return Ok(());
+    }
+    let exports: Vec<String> = config
+        .exports
+        .iter()
+        .map(|e| {
+            format!(
+                "{} ({}, weight {}{})",
+                e.name,
+                e.path.display(),
+                e.spec.weight,
+                if e.read_only { ", read-only" } else { "" }
+            )
+        })
+        .collect();
+    bfq_serve::run_until_signal(config, |addresses| {
+        eprintln!("bfq serve: listening on {}", addresses.join(", "));
+        eprintln!("bfq serve: exports: {}", exports.join("; "));
+    })?;
+    eprintln!("bfq serve: stopped; every request was answered");
+    Ok(())
+}

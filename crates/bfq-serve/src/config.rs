@@ -1,0 +1,323 @@
+//! `bfq serve`'s configuration (TOML): where it listens, its exports, and the scheduler they share.
+//! Every error names the file, the line and the field, as job files do.
+//!
+//! ```toml
+//! listen = ["127.0.0.1:10809", "unix:/run/bfq-serve.sock"]
+//! scheduler = "bfq"                  # any scheduler of bfq-sched (default bfq)
+//! params = { low_latency = 0 }       # its tunables (default: low_latency off, see below)
+//! depth = 32                         # requests on each device at once
+//!
+//! [[export]]
+//! name = "vm1"
+//! path = "/var/tmp/vm1.img"          # a file (created with `size` if missing) or a block device
+//! size = "10GiB"                     # only for a file that does not exist yet
+//! weight = 300                       # 1..=1000
+//! class = "be"                       # rt0-7, be0-7, idle
+//! read_only = false
+//! description = "first VM's disk"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use bfq_sched::{IoClass, QueueSpec, MAX_WEIGHT, MIN_WEIGHT};
+use serde::Deserialize;
+
+/// The configuration `bfq serve` runs without a `--config`: one export of 1 GiB on a file under
+/// /var/tmp (created on first use, never overwritten), on localhost's NBD port.
+pub const DEFAULT_CONFIG: &str = r#"
+listen = ["127.0.0.1:10809"]
+
+[[export]]
+name = "default"
+path = "/var/tmp/bfq-serve-default.img"
+size = "1GiB"
+description = "bfq serve's embedded default export"
+"#;
+
+/// A listen address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listen {
+    /// `HOST:PORT`.
+    Tcp(String),
+    /// `unix:PATH`.
+    Unix(PathBuf),
+}
+
+/// One export.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Export {
+    /// The name clients ask for.
+    pub name: String,
+    /// The backing file or block device.
+    pub path: PathBuf,
+    /// Size of the file to create if it does not exist.
+    pub size: Option<u64>,
+    /// Weight and class of every connection of the export.
+    pub spec: QueueSpec,
+    /// Writes are refused.
+    pub read_only: bool,
+    /// Shown by `NBD_OPT_LIST` and `NBD_OPT_INFO`.
+    pub description: Option<String>,
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Where to listen.
+    pub listen: Vec<Listen>,
+    /// The scheduler every device's exports share.
+    pub scheduler: String,
+    /// Its tunables.
+    pub params: Vec<(String, String)>,
+    /// Requests on each device at once.
+    pub depth: u32,
+    /// The exports.
+    pub exports: Vec<Export>,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}{}: {}{message}", line.map(|l| format!(":{l}")).unwrap_or_default(), field.as_ref().map(|f| format!("field `{f}`: ")).unwrap_or_default())]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The field, when known.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default = "default_listen")]
+    listen: Vec<String>,
+    #[serde(default = "default_scheduler")]
+    scheduler: String,
+    #[serde(default)]
+    params: Option<BTreeMap<String, toml::Value>>,
+    #[serde(default = "default_depth")]
+    depth: u32,
+    #[serde(default, rename = "export")]
+    exports: Vec<RawExport>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExport {
+    name: String,
+    path: PathBuf,
+    #[serde(default)]
+    size: Option<toml::Value>,
+    #[serde(default)]
+    weight: Option<i64>,
+    #[serde(default)]
+    class: Option<String>,
+    #[serde(default)]
+    read_only: bool,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+fn default_listen() -> Vec<String> {
+    vec!["127.0.0.1:10809".into()]
+}
+
+fn default_scheduler() -> String {
+    "bfq".into()
+}
+
+fn default_depth() -> u32 {
+    32
+}
+
+impl Config {
+    /// Reads a configuration; `file` names it in errors.
+    pub fn from_toml(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let message = e.message().trim().to_string();
+            let field = message.find("field `").and_then(|i| {
+                let rest = &message[i + 7..];
+                rest.find('`').map(|j| rest[..j].to_string())
+            });
+            ConfigError { file: file.into(), line: e.span().map(|s| line_of(s.start)), field, message }
+        })?;
+        let err = |field: &str, export: Option<usize>, message: String| {
+            let line = export.and_then(|i| {
+                text.lines()
+                    .enumerate()
+                    .filter(|(_, l)| l.trim_start().starts_with("[[export]]"))
+                    .nth(i)
+                    .map(|(n, _)| n + 1)
+            });
+            ConfigError { file: file.into(), line, field: Some(field.into()), message }
+        };
+        if raw.listen.is_empty() {
+            return Err(err(
+                "listen",
+                None,
+                "needs at least one address (`HOST:PORT` or `unix:PATH`)".into(),
+            ));
+        }
+        let mut listen = Vec::new();
+        for l in &raw.listen {
+            listen.push(match l.strip_prefix("unix:") {
+                Some(p) if !p.is_empty() => Listen::Unix(PathBuf::from(p)),
+                Some(_) => return Err(err("listen", None, format!("{l:?}: `unix:` needs a path"))),
+                None if l
+                    .rsplit_once(':')
+                    .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) =>
+                {
+                    Listen::Tcp(l.clone())
+                }
+                None => return Err(err("listen", None, format!("{l:?} is not `HOST:PORT` or `unix:PATH`"))),
+            });
+        }
+        if bfq_sched::canonical_name(&raw.scheduler).is_none() {
+            return Err(err(
+                "scheduler",
+                None,
+                format!(
+                    "unknown scheduler {:?} (known: {})",
+                    raw.scheduler,
+                    bfq_sched::SCHEDULER_NAMES.join(", ")
+                ),
+            ));
+        }
+        if raw.depth == 0 || raw.depth > 4096 {
+            return Err(err("depth", None, format!("must be 1..=4096, got {}", raw.depth)));
+        }
+        // Tenants of a server get their weights from the first request on: BFQ's interactive weight
+        // raising of newly started queues is off unless the configuration turns it on.
+        let mut params: Vec<(String, String)> = Vec::new();
+        if raw.scheduler.starts_with("bfq") {
+            params.push(("low_latency".into(), "0".into()));
+        }
+        for (k, v) in raw.params.unwrap_or_default() {
+            let v = match v {
+                toml::Value::String(s) => s,
+                toml::Value::Boolean(b) => if b { "1" } else { "0" }.to_string(),
+                other => other.to_string(),
+            };
+            params.retain(|(key, _)| *key != k);
+            params.push((k, v));
+        }
+        if let Err(e) = bfq_sched::build(&raw.scheduler, bfq_sched::DeviceInfo::default(), &params) {
+            return Err(err("params", None, e.to_string()));
+        }
+        if raw.exports.is_empty() {
+            return Err(err("export", None, "needs at least one [[export]]".into()));
+        }
+        let mut exports: Vec<Export> = Vec::new();
+        for (i, e) in raw.exports.into_iter().enumerate() {
+            if e.name.len() > 4096 {
+                return Err(err("name", Some(i), "is longer than 4096 bytes".into()));
+            }
+            if exports.iter().any(|x| x.name == e.name) {
+                return Err(err("name", Some(i), format!("export {:?} is defined twice", e.name)));
+            }
+            let size = match e.size {
+                None => None,
+                Some(toml::Value::Integer(n)) if n > 0 => Some(n as u64),
+                Some(toml::Value::String(s)) => Some(parse_size(&s).map_err(|m| err("size", Some(i), m))?),
+                Some(other) => {
+                    return Err(err(
+                        "size",
+                        Some(i),
+                        format!("expected a size such as \"10GiB\", got {other}"),
+                    ))
+                }
+            };
+            let weight = e.weight.unwrap_or(i64::from(bfq_sched::DEFAULT_WEIGHT));
+            if !(i64::from(MIN_WEIGHT)..=i64::from(MAX_WEIGHT)).contains(&weight) {
+                return Err(err(
+                    "weight",
+                    Some(i),
+                    format!("must be {MIN_WEIGHT}..={MAX_WEIGHT}, got {weight}"),
+                ));
+            }
+            let class = match &e.class {
+                Some(c) => c.parse::<IoClass>().map_err(|m| err("class", Some(i), m.to_string()))?,
+                None => IoClass::default(),
+            };
+            exports.push(Export {
+                name: e.name,
+                path: e.path,
+                size,
+                spec: QueueSpec { weight: weight as u32, class },
+                read_only: e.read_only,
+                description: e.description,
+            });
+        }
+        Ok(Config { listen, scheduler: raw.scheduler, params, depth: raw.depth, exports })
+    }
+
+    /// Reads a configuration file.
+    pub fn from_file(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.display().to_string(),
+            line: None,
+            field: None,
+            message: format!("cannot read the configuration: {e}"),
+        })?;
+        Config::from_toml(&text, &path.display().to_string())
+    }
+}
+
+/// `"10GiB"`, `"512MB"`, `"4096"`: bytes.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("expected a size such as \"10GiB\", got {text:?}"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "K" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        "TiB" | "T" => 1 << 40,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} in {text:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB)"
+            ))
+        }
+    };
+    n.checked_mul(mult).filter(|&b| b > 0).ok_or_else(|| format!("size {text:?} is zero or too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_default_parses_with_low_latency_off() {
+        let c = Config::from_toml(DEFAULT_CONFIG, "default").unwrap();
+        assert_eq!(c.listen, vec![Listen::Tcp("127.0.0.1:10809".into())]);
+        assert_eq!(c.exports[0].size, Some(1 << 30));
+        assert!(c.params.contains(&("low_latency".into(), "0".into())));
+    }
+
+    #[test]
+    fn bad_fields_are_named_with_their_export_line() {
+        let text = "listen = [\"unix:/tmp/x.sock\"]\n[[export]]\nname = \"a\"\npath = \"/tmp/a\"\n\n[[export]]\nname = \"b\"\npath = \"/tmp/b\"\nweight = 5000\n";
+        let e = Config::from_toml(text, "s.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(6), Some("weight")), "{e}");
+        assert!(e.to_string().starts_with("s.toml:6: field `weight`: must be 1..=1000"), "{e}");
+        let dup = text.replace("name = \"b\"", "name = \"a\"").replace("weight = 5000\n", "");
+        let e = Config::from_toml(&dup, "s.toml").unwrap_err();
+        assert!(e.to_string().contains("defined twice"), "{e}");
+        let e = Config::from_toml("listen = [\"nowhere\"]\n[[export]]\nname=\"a\"\npath=\"/x\"\n", "s.toml")
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("listen"), "{e}");
+        let e = Config::from_toml("colour = 1\n", "s.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("colour")), "{e}");
+    }
+}

@@ -1,0 +1,15 @@
+//! `bfq serve`: a network block device (NBD) server whose exports and connections are tenants of one
+//! BFQ scheduler per device (issue 16), on the `bfq-io` engine. Real NBD clients (qemu-img, qemu-io,
+//! nbdinfo, nbdcopy, the kernel's nbd driver, fio's nbd engine) connect to it.
+//!
+//! The protocol is the NBD project's (`doc/proto.md` of NetworkBlockDevice/nbd), written here from its
+//! description: fixed newstyle negotiation with `NBD_OPT_GO`, `INFO`, `LIST`, `EXPORT_NAME` and `ABORT`,
+//! simple replies, and the commands READ, WRITE (with FUA), FLUSH, TRIM, WRITE_ZEROES and DISC.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod protocol;
+pub mod server;
+
+pub use config::{Config, ConfigError, Export, Listen, DEFAULT_CONFIG};
+pub use server::{run_until_signal, start, ServeError, ServerHandle};

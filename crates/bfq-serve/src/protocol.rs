@@ -1,0 +1,213 @@
+//! The NBD protocol's constants and wire formats (the protocol document of the NBD project,
+//! `doc/proto.md`): fixed newstyle negotiation, option replies, and the transmission phase's simple
+//! requests and replies. All integers are big-endian.
+
+/// `NBDMAGIC`: the first 8 bytes the server sends.
+pub const NBD_MAGIC: u64 = 0x4e42_444d_4147_4943;
+/// `IHAVEOPT`: newstyle negotiation, and the magic of every option the client sends.
+pub const IHAVEOPT: u64 = 0x4948_4156_454f_5054;
+/// The magic of every option reply.
+pub const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
+/// The magic of a request in the transmission phase.
+pub const REQUEST_MAGIC: u32 = 0x2560_9513;
+/// The magic of a simple reply.
+pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+
+/// Handshake flags (server).
+pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
+/// Handshake flags (server): the 124 zero bytes after `NBD_OPT_EXPORT_NAME` may be left out.
+pub const FLAG_NO_ZEROES: u16 = 1 << 1;
+/// Client flags.
+pub const FLAG_C_FIXED_NEWSTYLE: u32 = 1 << 0;
+/// Client flags.
+pub const FLAG_C_NO_ZEROES: u32 = 1 << 1;
+
+/// Transmission flags.
+pub const TF_HAS_FLAGS: u16 = 1 << 0;
+/// The export is read-only.
+pub const TF_READ_ONLY: u16 = 1 << 1;
+/// `NBD_CMD_FLUSH` is supported.
+pub const TF_SEND_FLUSH: u16 = 1 << 2;
+/// `NBD_CMD_FLAG_FUA` is supported.
+pub const TF_SEND_FUA: u16 = 1 << 3;
+/// The export is rotational.
+pub const TF_ROTATIONAL: u16 = 1 << 4;
+/// `NBD_CMD_TRIM` is supported.
+pub const TF_SEND_TRIM: u16 = 1 << 5;
+/// `NBD_CMD_WRITE_ZEROES` is supported.
+pub const TF_SEND_WRITE_ZEROES: u16 = 1 << 6;
+/// Flush and FUA on one connection are visible on every connection (no server-side cache).
+pub const TF_CAN_MULTI_CONN: u16 = 1 << 8;
+
+/// Options.
+pub const OPT_EXPORT_NAME: u32 = 1;
+/// Options.
+pub const OPT_ABORT: u32 = 2;
+/// Options.
+pub const OPT_LIST: u32 = 3;
+/// Options.
+pub const OPT_STARTTLS: u32 = 5;
+/// Options.
+pub const OPT_INFO: u32 = 6;
+/// Options.
+pub const OPT_GO: u32 = 7;
+
+/// Option replies.
+pub const REP_ACK: u32 = 1;
+/// Option replies.
+pub const REP_SERVER: u32 = 2;
+/// Option replies.
+pub const REP_INFO: u32 = 3;
+/// Option error replies (bit 31 set).
+pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
+/// Option error replies.
+pub const REP_ERR_POLICY: u32 = (1 << 31) + 2;
+/// Option error replies.
+pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+/// Option error replies.
+pub const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
+
+/// Information types of `NBD_REP_INFO`.
+pub const INFO_EXPORT: u16 = 0;
+/// Information types.
+pub const INFO_NAME: u16 = 1;
+/// Information types.
+pub const INFO_DESCRIPTION: u16 = 2;
+/// Information types.
+pub const INFO_BLOCK_SIZE: u16 = 3;
+
+/// Commands.
+pub const CMD_READ: u16 = 0;
+/// Commands.
+pub const CMD_WRITE: u16 = 1;
+/// Commands.
+pub const CMD_DISC: u16 = 2;
+/// Commands.
+pub const CMD_FLUSH: u16 = 3;
+/// Commands.
+pub const CMD_TRIM: u16 = 4;
+/// Commands.
+pub const CMD_WRITE_ZEROES: u16 = 6;
+
+/// Command flags: forced unit access.
+pub const CMD_FLAG_FUA: u16 = 1 << 0;
+
+/// Error values of replies (the protocol's own numbering, equal to Linux errno values).
+pub const EPERM: u32 = 1;
+/// I/O error.
+pub const EIO: u32 = 5;
+/// Out of memory.
+pub const ENOMEM: u32 = 12;
+/// Invalid request.
+pub const EINVAL: u32 = 22;
+/// Write beyond the end.
+pub const ENOSPC: u32 = 28;
+/// Value too large.
+pub const EOVERFLOW: u32 = 75;
+/// Not supported.
+pub const ENOTSUP: u32 = 95;
+/// The server is shutting down.
+pub const ESHUTDOWN: u32 = 108;
+
+/// The largest request payload this server takes (advertised as the maximum block size).
+pub const MAX_PAYLOAD: u32 = 32 << 20;
+/// The longest option this server reads (export names are at most 4096 bytes).
+pub const MAX_OPTION: u32 = 64 << 10;
+
+/// One request of the transmission phase (its 28-byte header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestHeader {
+    /// Command flags.
+    pub flags: u16,
+    /// Command.
+    pub command: u16,
+    /// The client's handle, echoed in the reply.
+    pub handle: u64,
+    /// Offset in the export.
+    pub offset: u64,
+    /// Length.
+    pub length: u32,
+}
+
+impl RequestHeader {
+    /// Parses a header; `None` if the magic is wrong (the connection cannot be resynchronised).
+    pub fn parse(b: &[u8; 28]) -> Option<RequestHeader> {
+        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        (u32_at(0) == REQUEST_MAGIC).then(|| RequestHeader {
+            flags: u16::from_be_bytes([b[4], b[5]]),
+            command: u16::from_be_bytes([b[6], b[7]]),
+            handle: u64_at(8),
+            offset: u64_at(16),
+            length: u32_at(24),
+        })
+    }
+}
+
+/// A simple reply's 16-byte header.
+pub fn simple_reply(error: u32, handle: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
+    b[4..8].copy_from_slice(&error.to_be_bytes());
+    b[8..].copy_from_slice(&handle.to_be_bytes());
+    b
+}
+
+/// An option reply: header and data.
+pub fn option_reply(option: u32, kind: u32, data: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(20 + data.len());
+    b.extend_from_slice(&REPLY_MAGIC.to_be_bytes());
+    b.extend_from_slice(&option.to_be_bytes());
+    b.extend_from_slice(&kind.to_be_bytes());
+    b.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    b.extend_from_slice(data);
+    b
+}
+
+/// The data of `NBD_OPT_INFO` / `NBD_OPT_GO`: the export name and the information types asked for.
+pub fn parse_info_request(data: &[u8]) -> Option<(String, Vec<u16>)> {
+    let name_len = u32::from_be_bytes(data.get(..4)?.try_into().ok()?) as usize;
+    let name = data.get(4..4 + name_len)?;
+    let rest = data.get(4 + name_len..)?;
+    let count = u16::from_be_bytes(rest.get(..2)?.try_into().ok()?) as usize;
+    let infos = rest.get(2..)?;
+    if infos.len() != count * 2 {
+        return None;
+    }
+    let infos = infos.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
+    Some((String::from_utf8(name.to_vec()).ok()?, infos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_header_parses_and_a_bad_magic_is_refused() {
+        let mut b = [0u8; 28];
+        b[..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
+        b[4..6].copy_from_slice(&CMD_FLAG_FUA.to_be_bytes());
+        b[6..8].copy_from_slice(&CMD_WRITE.to_be_bytes());
+        b[8..16].copy_from_slice(&7u64.to_be_bytes());
+        b[16..24].copy_from_slice(&4096u64.to_be_bytes());
+        b[24..].copy_from_slice(&512u32.to_be_bytes());
+        let h = RequestHeader::parse(&b).unwrap();
+        assert_eq!((h.flags, h.command, h.handle, h.offset, h.length), (1, 1, 7, 4096, 512));
+        b[0] = 0;
+        assert!(RequestHeader::parse(&b).is_none());
+    }
+
+    #[test]
+    fn info_requests_must_have_the_lengths_they_announce() {
+        let mut d = Vec::new();
+        d.extend_from_slice(&3u32.to_be_bytes());
+        d.extend_from_slice(b"vm1");
+        d.extend_from_slice(&1u16.to_be_bytes());
+        d.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
+        assert_eq!(parse_info_request(&d), Some(("vm1".into(), vec![INFO_BLOCK_SIZE])));
+        assert_eq!(parse_info_request(&d[..d.len() - 1]), None);
+        let mut long = d.clone();
+        long[3] = 200;
+        assert_eq!(parse_info_request(&long), None);
+    }
+}

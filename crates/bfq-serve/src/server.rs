@@ -1,0 +1,856 @@
+//! The server: listeners, the NBD negotiation and transmission phases of each connection, and the
+//! engines the exports' requests go through. Every export on one device shares that device's engine
+//! and scheduler; every connection is a queue of its own with its export's weight and class.
+//!
+//! The engine does O_DIRECT I/O in 4 KiB units; NBD clients may ask for any byte range. Reads of an
+//! unaligned range read the enclosing aligned blocks; writes to one are read-modify-write, under a
+//! per-export range lock that every write, trim and write-zeroes takes, so that two writes sharing a
+//! block never undo each other.
+
+use std::collections::HashMap;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bfq_io::{AlignedBuf, Client, Engine, IoError, QueueId, QueueSpec};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::task::JoinSet;
+
+use crate::config::{Config, Export, Listen};
+use crate::protocol::*;
+
+const BLOCK: u64 = 4096;
+/// Requests of one connection being served at once; beyond it the server stops reading from that
+/// client until one is answered (memory stays bounded whatever the client sends).
+const MAX_IN_FLIGHT_PER_CONNECTION: usize = 256;
+
+/// Why the server could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// An export cannot be opened or created.
+    #[error("export `{export}` ({path}): {message}")]
+    Export {
+        /// The export.
+        export: String,
+        /// Its path.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A listen address cannot be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address.
+        address: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The engine could not be started.
+    #[error(transparent)]
+    Engine(#[from] bfq_io::EngineError),
+    /// The runtime could not be started.
+    #[error("cannot start the server's runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+struct ExportState {
+    name: String,
+    size: u64,
+    read_only: bool,
+    rotational: bool,
+    spec: QueueSpec,
+    description: Option<String>,
+    engine: usize,
+    target: u32,
+    locks: RangeLocks,
+}
+
+struct State {
+    exports: Vec<ExportState>,
+    engines: Vec<Engine>,
+    next_queue: AtomicU32,
+}
+
+/// Byte ranges being written, so that overlapping writes (and read-modify-writes of a shared block)
+/// run one after the other.
+#[derive(Default)]
+struct RangeLocks {
+    held: Mutex<Vec<(u64, u64)>>,
+    released: Notify,
+}
+
+struct RangeGuard<'a> {
+    locks: &'a RangeLocks,
+    range: (u64, u64),
+}
+
+impl RangeLocks {
+    async fn lock(&self, start: u64, end: u64) -> RangeGuard<'_> {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            {
+                let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+                if !held.iter().any(|&(s, e)| s < end && start < e) {
+                    held.push((start, end));
+                    return RangeGuard { locks: self, range: (start, end) };
+                }
+            }
+            released.await;
+        }
+    }
+}
+
+impl Drop for RangeGuard<'_> {
+    fn drop(&mut self) {
+        let mut held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = held.iter().position(|r| *r == self.range) {
+            held.swap_remove(i);
+        }
+        drop(held);
+        self.locks.released.notify_waiters();
+    }
+}
+
+/// A running server (started with [`start`]): its addresses, and a way to stop it.
+pub struct ServerHandle {
+    addresses: Vec<String>,
+    stop: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<Result<(), ServeError>>>,
+}
+
+impl ServerHandle {
+    /// Where it listens: `HOST:PORT` with the port bound (also for port 0), or `unix:PATH`.
+    pub fn addresses(&self) -> &[String] {
+        &self.addresses
+    }
+
+    /// Stops accepting, answers every request in flight, closes the connections and returns.
+    pub fn stop(mut self) -> Result<(), ServeError> {
+        let _ = self.stop.send(true);
+        match self.thread.take() {
+            Some(t) => t.join().unwrap_or_else(|_| {
+                Err(ServeError::Runtime(std::io::Error::other("server thread panicked")))
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Opens the exports, binds the listeners and serves on a thread of its own until stopped.
+pub fn start(config: Config) -> Result<ServerHandle, ServeError> {
+    let (stop, stopped) = watch::channel(false);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("bfq-serve".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(ServeError::Runtime)?;
+            runtime.block_on(async move {
+                let server = match Bound::bind(&config).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return Err(e);
+                    }
+                };
+                let _ = ready_tx.send(Ok(server.addresses.clone()));
+                server.serve(stopped).await
+            })
+        })
+        .map_err(ServeError::Runtime)?;
+    match ready_rx.recv() {
+        Ok(Ok(addresses)) => Ok(ServerHandle { addresses, stop, thread: Some(thread) }),
+        _ => match thread.join() {
+            Ok(Err(e)) => Err(e),
+            _ => Err(ServeError::Runtime(std::io::Error::other("server thread ended at start"))),
+        },
+    }
+}
+
+/// Serves until SIGINT or SIGTERM, then drains and returns (the `bfq serve` command).
+pub fn run_until_signal(config: Config, mut on_ready: impl FnMut(&[String])) -> Result<(), ServeError> {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(ServeError::Runtime)?;
+    runtime.block_on(async move {
+        let server = Bound::bind(&config).await?;
+        on_ready(&server.addresses);
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(async move {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+            eprintln!("bfq serve: stopping: no new connections; answering every request in flight");
+            let _ = stop.send(true);
+        });
+        server.serve(stopped).await
+    })
+}
+
+enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener, PathBuf),
+}
+
+/// Exports opened and listeners bound: ready to serve.
+struct Bound {
+    state: Arc<State>,
+    listeners: Vec<Listener>,
+    addresses: Vec<String>,
+}
+
+impl Bound {
+    async fn bind(config: &Config) -> Result<Bound, ServeError> {
+        let state = Arc::new(open_exports(config)?);
+        let mut listeners = Vec::new();
+        let mut addresses = Vec::new();
+        for l in &config.listen {
+            match l {
+                Listen::Tcp(addr) => {
+                    let listener = tokio::net::TcpListener::bind(addr)
+                        .await
+                        .map_err(|source| ServeError::Listen { address: addr.clone(), source })?;
+                    let local = listener
+                        .local_addr()
+                        .map_err(|source| ServeError::Listen { address: addr.clone(), source })?;
+                    addresses.push(local.to_string());
+                    listeners.push(Listener::Tcp(listener));
+                }
+                Listen::Unix(path) => {
+                    // A socket left by an earlier server is replaced; any other file is never touched.
+                    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+                        let _ = std::fs::remove_file(path);
+                    }
+                    let listener = tokio::net::UnixListener::bind(path).map_err(|source| {
+                        ServeError::Listen { address: format!("unix:{}", path.display()), source }
+                    })?;
+                    addresses.push(format!("unix:{}", path.display()));
+                    listeners.push(Listener::Unix(listener, path.clone()));
+                }
+            }
+        }
+        Ok(Bound { state, listeners, addresses })
+    }
+
+    async fn serve(self, stopped: watch::Receiver<bool>) -> Result<(), ServeError> {
+        let mut connections = JoinSet::new();
+        let mut accepts = JoinSet::new();
+        let (conn_tx, mut conn_rx) = mpsc::channel::<Conn>(64);
+        for listener in self.listeners {
+            let (tx, mut stop) = (conn_tx.clone(), stopped.clone());
+            accepts.spawn(async move {
+                loop {
+                    let conn = tokio::select! {
+                        _ = stop.changed() => break,
+                        c = accept(&listener) => c,
+                    };
+                    match conn {
+                        Ok(c) => {
+                            if tx.send(c).await.is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            eprintln!("bfq serve: accept failed: {e}");
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+                if let Listener::Unix(_, path) = &listener {
+                    let _ = std::fs::remove_file(path);
+                }
+            });
+        }
+        drop(conn_tx);
+        let mut stop = stopped.clone();
+        loop {
+            tokio::select! {
+                c = conn_rx.recv() => match c {
+                    Some(c) => { connections.spawn(connection(c, self.state.clone(), stopped.clone())); }
+                    None => break,
+                },
+                _ = stop.changed() => break,
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+        while accepts.join_next().await.is_some() {}
+        while connections.join_next().await.is_some() {}
+        let state = Arc::try_unwrap(self.state)
+            .map_err(|_| ServeError::Runtime(std::io::Error::other("connections outlived the server")))?;
+        for engine in state.engines {
+            engine.shutdown()?;
+        }
+        Ok(())
+    }
+}
+
+enum Conn {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+async fn accept(l: &Listener) -> std::io::Result<Conn> {
+    match l {
+        Listener::Tcp(t) => {
+            let (s, _) = t.accept().await?;
+            let _ = s.set_nodelay(true);
+            Ok(Conn::Tcp(s))
+        }
+        Listener::Unix(u, _) => Ok(Conn::Unix(u.accept().await?.0)),
+    }
+}
+
+/// Opens (or creates) every export and starts one engine per device.
+fn open_exports(config: &Config) -> Result<State, ServeError> {
+    let mut by_device: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut opened = Vec::new();
+    for (i, e) in config.exports.iter().enumerate() {
+        let (file, size, device, rotational) = open_export(e)?;
+        by_device.entry(device).or_default().push(i);
+        opened.push((file, size, rotational));
+    }
+    let mut slots: Vec<Option<(usize, u32)>> = vec![None; config.exports.len()];
+    let mut engines = Vec::new();
+    let mut files: Vec<Option<std::fs::File>> =
+        opened.iter_mut().map(|o| Some(std::mem::replace(&mut o.0, tempfile_placeholder()))).collect();
+    let mut devices: Vec<_> = by_device.into_iter().collect();
+    devices.sort();
+    for (_, members) in devices {
+        let mut builder =
+            Engine::builder().scheduler_name(&config.scheduler, &config.params).depth(config.depth);
+        for (t, &i) in members.iter().enumerate() {
+            builder = builder.target_file(files[i].take().expect("each export opened once"));
+            slots[i] = Some((engines.len(), t as u32));
+        }
+        engines.push(builder.build()?);
+    }
+    let exports = config
+        .exports
+        .iter()
+        .zip(opened)
+        .zip(slots)
+        .map(|((e, (_, size, rotational)), slot)| {
+            let (engine, target) = slot.expect("every export has an engine");
+            ExportState {
+                name: e.name.clone(),
+                size,
+                read_only: e.read_only,
+                rotational,
+                spec: e.spec,
+                description: e.description.clone(),
+                engine,
+                target,
+                locks: RangeLocks::default(),
+            }
+        })
+        .collect();
+    Ok(State { exports, engines, next_queue: AtomicU32::new(1) })
+}
+
+/// A stand-in left behind when an opened file moves into its engine.
+fn tempfile_placeholder() -> std::fs::File {
+    std::fs::File::open("/dev/null").expect("/dev/null opens")
+}
+
+/// Opens one export: (file, size, device id, rotational). A missing file is created with the
+/// configured size (sparse; never an existing file); an existing one keeps its size, rounded down to
+/// whole 4 KiB blocks.
+fn open_export(e: &Export) -> Result<(std::fs::File, u64, u64, bool), ServeError> {
+    let fail = |message: String| ServeError::Export {
+        export: e.name.clone(),
+        path: e.path.display().to_string(),
+        message,
+    };
+    let meta = match std::fs::metadata(&e.path) {
+        Ok(m) => m,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            let Some(size) = e.size else {
+                return Err(fail("does not exist, and the export has no `size` to create it with".into()));
+            };
+            if e.read_only {
+                return Err(fail("does not exist, and a read-only export is not created".into()));
+            }
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&e.path)
+                .map_err(|err| fail(format!("cannot create it: {err}")))?;
+            f.set_len(size.next_multiple_of(BLOCK)).map_err(|err| fail(format!("cannot size it: {err}")))?;
+            drop(f);
+            std::fs::metadata(&e.path).map_err(|err| fail(err.to_string()))?
+        }
+        Err(err) => return Err(fail(err.to_string())),
+    };
+    let block = meta.file_type().is_block_device();
+    if !block && !meta.is_file() {
+        return Err(fail("is neither a regular file nor a block device".into()));
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(!e.read_only)
+        .open(&e.path)
+        .map_err(|err| fail(format!("cannot open it: {err}")))?;
+    let len = if block {
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0)).map_err(|err| fail(err.to_string()))?
+    } else {
+        meta.len()
+    };
+    let size = len - len % BLOCK;
+    if size != len {
+        eprintln!("bfq serve: export `{}`: serving {size} of its {len} bytes (whole 4 KiB blocks)", e.name);
+    }
+    if size == 0 {
+        return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
+    }
+    let device = if block { meta.rdev() } else { meta.dev() };
+    let rotational = rotational(device, block);
+    Ok((file, size, device, rotational))
+}
+
+fn rotational(dev: u64, block: bool) -> bool {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let base = format!("/sys/dev/block/{major}:{minor}");
+    let _ = block;
+    [format!("{base}/queue/rotational"), format!("{base}/../queue/rotational")]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .is_some_and(|s| s.trim() == "1")
+}
+
+async fn connection(conn: Conn, state: Arc<State>, stopped: watch::Receiver<bool>) {
+    match conn {
+        Conn::Tcp(s) => serve_stream(s, state, stopped).await,
+        Conn::Unix(s) => serve_stream(s, state, stopped).await,
+    }
+}
+
+async fn serve_stream<S>(stream: S, state: Arc<State>, stopped: watch::Receiver<bool>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut rd, mut wr) = tokio::io::split(stream);
+    let export = match negotiate(&mut rd, &mut wr, &state).await {
+        Ok(Some(export)) => export,
+        _ => return,
+    };
+    transmission(rd, wr, state, export, stopped).await;
+}
+
+async fn read_u32<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b).await?;
+    Ok(u32::from_be_bytes(b))
+}
+
+async fn read_u64<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b).await?;
+    Ok(u64::from_be_bytes(b))
+}
+
+fn transmission_flags(e: &ExportState) -> u16 {
+    let mut f = TF_HAS_FLAGS | TF_SEND_FLUSH | TF_SEND_FUA | TF_CAN_MULTI_CONN;
+    if e.read_only {
+        f |= TF_READ_ONLY;
+    } else {
+        f |= TF_SEND_TRIM | TF_SEND_WRITE_ZEROES;
+    }
+    if e.rotational {
+        f |= TF_ROTATIONAL;
+    }
+    f
+}
+
+/// The fixed newstyle negotiation; returns the export chosen, or `None` when the client ended it.
+async fn negotiate<R, W>(rd: &mut R, wr: &mut W, state: &State) -> std::io::Result<Option<usize>>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut hello = Vec::with_capacity(18);
+    hello.extend_from_slice(&NBD_MAGIC.to_be_bytes());
+    hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
+    wr.write_all(&hello).await?;
+    wr.flush().await?;
+    let client_flags = read_u32(rd).await?;
+    if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
+        // The protocol: unknown client flags end the session.
+        return Ok(None);
+    }
+    let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+    loop {
+        if read_u64(rd).await? != IHAVEOPT {
+            return Ok(None);
+        }
+        let option = read_u32(rd).await?;
+        let len = read_u32(rd).await?;
+        if len > MAX_OPTION {
+            // Too long to be any option this server knows: skip it and say so.
+            tokio::io::copy(&mut (&mut *rd).take(u64::from(len)), &mut tokio::io::sink()).await?;
+            send(wr, option_reply(option, REP_ERR_INVALID, b"option too long")).await?;
+            continue;
+        }
+        let mut data = vec![0u8; len as usize];
+        rd.read_exact(&mut data).await?;
+        let find = |name: &str| state.exports.iter().position(|e| e.name == name);
+        match option {
+            OPT_EXPORT_NAME => {
+                let name = String::from_utf8_lossy(&data);
+                // No way to report an error here: the protocol says to close the session.
+                let Some(i) = find(&name) else { return Ok(None) };
+                let e = &state.exports[i];
+                let mut b = Vec::with_capacity(134);
+                b.extend_from_slice(&e.size.to_be_bytes());
+                b.extend_from_slice(&transmission_flags(e).to_be_bytes());
+                if !no_zeroes {
+                    b.extend_from_slice(&[0u8; 124]);
+                }
+                wr.write_all(&b).await?;
+                wr.flush().await?;
+                return Ok(Some(i));
+            }
+            OPT_ABORT => {
+                send(wr, option_reply(option, REP_ACK, &[])).await?;
+                return Ok(None);
+            }
+            OPT_LIST => {
+                if !data.is_empty() {
+                    send(wr, option_reply(option, REP_ERR_INVALID, b"NBD_OPT_LIST takes no data")).await?;
+                    continue;
+                }
+                for e in &state.exports {
+                    let mut d = Vec::new();
+                    d.extend_from_slice(&(e.name.len() as u32).to_be_bytes());
+                    d.extend_from_slice(e.name.as_bytes());
+                    if let Some(desc) = &e.description {
+                        d.extend_from_slice(desc.as_bytes());
+                    }
+                    wr.write_all(&option_reply(option, REP_SERVER, &d)).await?;
+                }
+                send(wr, option_reply(option, REP_ACK, &[])).await?;
+            }
+            OPT_INFO | OPT_GO => {
+                let Some((name, infos)) = parse_info_request(&data) else {
+                    send(wr, option_reply(option, REP_ERR_INVALID, b"malformed NBD_OPT_INFO/GO request"))
+                        .await?;
+                    continue;
+                };
+                let Some(i) = find(&name) else {
+                    let msg = format!("no export named {name:?}");
+                    send(wr, option_reply(option, REP_ERR_UNKNOWN, msg.as_bytes())).await?;
+                    continue;
+                };
+                let e = &state.exports[i];
+                let mut info = Vec::new();
+                info.extend_from_slice(&INFO_EXPORT.to_be_bytes());
+                info.extend_from_slice(&e.size.to_be_bytes());
+                info.extend_from_slice(&transmission_flags(e).to_be_bytes());
+                wr.write_all(&option_reply(option, REP_INFO, &info)).await?;
+                // Any byte range is served (unaligned ones by read-modify-write): minimum 1.
+                let mut bs = Vec::new();
+                bs.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
+                bs.extend_from_slice(&1u32.to_be_bytes());
+                bs.extend_from_slice(&(BLOCK as u32).to_be_bytes());
+                bs.extend_from_slice(&MAX_PAYLOAD.to_be_bytes());
+                wr.write_all(&option_reply(option, REP_INFO, &bs)).await?;
+                if infos.contains(&INFO_NAME) {
+                    let mut d = INFO_NAME.to_be_bytes().to_vec();
+                    d.extend_from_slice(e.name.as_bytes());
+                    wr.write_all(&option_reply(option, REP_INFO, &d)).await?;
+                }
+                if let (true, Some(desc)) = (infos.contains(&INFO_DESCRIPTION), &e.description) {
+                    let mut d = INFO_DESCRIPTION.to_be_bytes().to_vec();
+                    d.extend_from_slice(desc.as_bytes());
+                    wr.write_all(&option_reply(option, REP_INFO, &d)).await?;
+                }
+                send(wr, option_reply(option, REP_ACK, &[])).await?;
+                if option == OPT_GO {
+                    return Ok(Some(i));
+                }
+            }
+            OPT_STARTTLS => {
+                send(wr, option_reply(option, REP_ERR_POLICY, b"TLS is not offered by this server")).await?;
+            }
+            _ => {
+                // Structured replies, metadata contexts and anything newer: simple replies only.
+                send(wr, option_reply(option, REP_ERR_UNSUP, &[])).await?;
+            }
+        }
+    }
+}
+
+async fn send<W: AsyncWrite + Unpin>(wr: &mut W, bytes: Vec<u8>) -> std::io::Result<()> {
+    wr.write_all(&bytes).await?;
+    wr.flush().await
+}
+
+/// One reply for the writer task.
+struct Reply {
+    handle: u64,
+    error: u32,
+    /// A read's data: the buffer, and where the requested bytes lie in it.
+    data: Option<(AlignedBuf, usize, usize)>,
+}
+
+fn errno_of(e: &IoError) -> u32 {
+    match e {
+        IoError::Os { errno, .. } => match *errno as u32 {
+            x @ (EPERM | EIO | ENOMEM | EINVAL | ENOSPC | EOVERFLOW | ENOTSUP | ESHUTDOWN) => x,
+            _ => EIO,
+        },
+        IoError::OutOfRange { .. } | IoError::Unaligned { .. } | IoError::NoTarget(_) => EINVAL,
+        IoError::ShutDown => ESHUTDOWN,
+        _ => EIO,
+    }
+}
+
+async fn transmission<R, W>(
+    mut rd: R,
+    wr: W,
+    state: Arc<State>,
+    export: usize,
+    mut stopped: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let e = &state.exports[export];
+    let queue = QueueId(state.next_queue.fetch_add(1, Ordering::Relaxed));
+    let engine = &state.engines[e.engine];
+    let Ok(client) = engine.client_on(e.target, queue, e.spec) else { return };
+    let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT_PER_CONNECTION);
+    let writer = tokio::spawn(write_replies(wr, rx));
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    loop {
+        while tasks.try_join_next().is_some() {}
+        if tasks.len() >= MAX_IN_FLIGHT_PER_CONNECTION {
+            tasks.join_next().await;
+        }
+        let mut header = [0u8; 28];
+        let read = tokio::select! {
+            r = rd.read_exact(&mut header) => r,
+            _ = stopped.changed() => break,
+        };
+        if read.is_err() {
+            break;
+        }
+        let Some(h) = RequestHeader::parse(&header) else { break };
+        let end = h.offset.checked_add(u64::from(h.length));
+        let in_bounds = end.is_some_and(|end| end <= e.size);
+        let reply = |error: u32| Reply { handle: h.handle, error, data: None };
+        match h.command {
+            CMD_READ => {
+                if h.length > MAX_PAYLOAD || !in_bounds {
+                    let _ = tx.send(reply(EINVAL)).await;
+                    continue;
+                }
+                let (client, tx) = (client.clone(), tx.clone());
+                tasks.spawn(async move {
+                    let r = read_range(&client, h.offset, h.length).await;
+                    let _ = tx
+                        .send(match r {
+                            Ok((buf, at)) => {
+                                Reply { handle: h.handle, error: 0, data: Some((buf, at, h.length as usize)) }
+                            }
+                            Err(err) => Reply { handle: h.handle, error: err, data: None },
+                        })
+                        .await;
+                });
+            }
+            CMD_WRITE => {
+                let refuse = if h.length > MAX_PAYLOAD {
+                    Some(EINVAL)
+                } else if e.read_only {
+                    Some(EPERM)
+                } else if !in_bounds {
+                    Some(ENOSPC)
+                } else {
+                    None
+                };
+                if let Some(err) = refuse {
+                    // The payload still follows: skip it to stay in step with the client.
+                    if tokio::io::copy(&mut (&mut rd).take(u64::from(h.length)), &mut tokio::io::sink())
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                    let _ = tx.send(reply(err)).await;
+                    continue;
+                }
+                let aligned = h.offset % BLOCK == 0 && u64::from(h.length) % BLOCK == 0 && h.length > 0;
+                let payload = if aligned {
+                    let mut buf = AlignedBuf::zeroed(h.length as usize);
+                    if rd.read_exact(buf.as_mut_slice()).await.is_err() {
+                        break;
+                    }
+                    Payload::Aligned(buf)
+                } else {
+                    let mut v = vec![0u8; h.length as usize];
+                    if rd.read_exact(&mut v).await.is_err() {
+                        break;
+                    }
+                    Payload::Bytes(v)
+                };
+                let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
+                let fua = h.flags & CMD_FLAG_FUA != 0;
+                tasks.spawn(async move {
+                    let e = &state.exports[export];
+                    let r = write_range(&client, e, h.offset, payload, fua).await;
+                    let _ =
+                        tx.send(Reply { handle: h.handle, error: r.err().unwrap_or(0), data: None }).await;
+                });
+            }
+            CMD_FLUSH => {
+                let (client, tx) = (client.clone(), tx.clone());
+                tasks.spawn(async move {
+                    let r = client.flush().await;
+                    let _ = tx
+                        .send(Reply {
+                            handle: h.handle,
+                            error: r.err().map_or(0, |e| errno_of(&e)),
+                            data: None,
+                        })
+                        .await;
+                });
+            }
+            CMD_TRIM | CMD_WRITE_ZEROES => {
+                let zeroes = h.command == CMD_WRITE_ZEROES;
+                if e.read_only {
+                    let _ = tx.send(reply(EPERM)).await;
+                    continue;
+                }
+                if !in_bounds {
+                    let _ = tx.send(reply(if zeroes { ENOSPC } else { EINVAL })).await;
+                    continue;
+                }
+                let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
+                let fua = h.flags & CMD_FLAG_FUA != 0;
+                tasks.spawn(async move {
+                    let e = &state.exports[export];
+                    let r = async {
+                        if h.length == 0 {
+                            return Ok(());
+                        }
+                        let _guard = e.locks.lock(h.offset, h.offset + u64::from(h.length)).await;
+                        let t = if zeroes {
+                            client.write_zeroes(h.offset, h.length)
+                        } else {
+                            client.discard(h.offset, h.length)
+                        };
+                        t.await.map_err(|e| errno_of(&e))?;
+                        if fua {
+                            client.flush().await.map_err(|e| errno_of(&e))?;
+                        }
+                        Ok::<(), u32>(())
+                    }
+                    .await;
+                    let _ =
+                        tx.send(Reply { handle: h.handle, error: r.err().unwrap_or(0), data: None }).await;
+                });
+            }
+            CMD_DISC => break,
+            _ => {
+                let _ = tx.send(reply(EINVAL)).await;
+            }
+        }
+    }
+    // Every request read is answered before the connection closes.
+    while tasks.join_next().await.is_some() {}
+    drop(tx);
+    let _ = writer.await;
+    engine.remove_queue(queue);
+}
+
+enum Payload {
+    Aligned(AlignedBuf),
+    Bytes(Vec<u8>),
+}
+
+/// Reads `len` bytes at `offset`: the enclosing aligned blocks; returns the buffer and where the
+/// bytes start in it.
+async fn read_range(client: &Client, offset: u64, len: u32) -> Result<(AlignedBuf, usize), u32> {
+    if len == 0 {
+        return Ok((AlignedBuf::zeroed(0), 0));
+    }
+    let start = offset - offset % BLOCK;
+    let end = (offset + u64::from(len)).next_multiple_of(BLOCK);
+    let done = client
+        .read(start, AlignedBuf::zeroed((end - start) as usize), true)
+        .await
+        .map_err(|e| errno_of(&e))?;
+    Ok((done.buf, (offset - start) as usize))
+}
+
+/// Writes a payload at `offset`; unaligned ones by read-modify-write of the enclosing blocks.
+async fn write_range(
+    client: &Client,
+    e: &ExportState,
+    offset: u64,
+    payload: Payload,
+    fua: bool,
+) -> Result<(), u32> {
+    let len = match &payload {
+        Payload::Aligned(b) => b.len() as u64,
+        Payload::Bytes(v) => v.len() as u64,
+    };
+    if len == 0 {
+        return Ok(());
+    }
+    let start = offset - offset % BLOCK;
+    let end = (offset + len).next_multiple_of(BLOCK);
+    let _guard = e.locks.lock(start, end).await;
+    let buf = match payload {
+        Payload::Aligned(b) => b,
+        Payload::Bytes(v) => {
+            let (mut buf, at) = read_range(client, start, (end - start) as u32).await?;
+            debug_assert_eq!(at, 0);
+            let at = (offset - start) as usize;
+            buf.as_mut_slice()[at..at + v.len()].copy_from_slice(&v);
+            buf
+        }
+    };
+    let t = if fua { client.write_fua(start, buf) } else { client.write(start, buf, true) };
+    t.await.map(|_| ()).map_err(|e| errno_of(&e))
+}
+
+async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Reply>) {
+    let mut wr = BufWriter::with_capacity(256 << 10, wr);
+    while let Some(r) = rx.recv().await {
+        let mut next = Some(r);
+        while let Some(r) = next.take() {
+            if wr.write_all(&simple_reply(r.error, r.handle)).await.is_err() {
+                return;
+            }
+            if let (0, Some((buf, at, len))) = (r.error, &r.data) {
+                if wr.write_all(&buf.as_slice()[*at..*at + *len]).await.is_err() {
+                    return;
+                }
+            }
+            next = rx.try_recv().ok();
+        }
+        if wr.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
