@@ -46,7 +46,7 @@ pub fn execute(args: ServeArgs) -> Result<()> {
             )
         })
         .collect();
-    bfq_serve::run_until_signal(config, |addresses| {
+    bfq_serve::run_until_signal(config, args.config.clone(), |addresses| {
         eprintln!("bfq serve: listening on {}", addresses.join(", "));
         eprintln!("bfq serve: exports: {}", exports.join("; "));
     })?;

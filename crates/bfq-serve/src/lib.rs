@@ -12,4 +12,4 @@ pub mod protocol;
 pub mod server;
 
 pub use config::{Config, ConfigError, Export, Listen, DEFAULT_CONFIG};
-pub use server::{run_until_signal, start, ServeError, ServerHandle};
+pub use server::{run_until_signal, start, ConnectionStats, ServeError, ServerHandle};

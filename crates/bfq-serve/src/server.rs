@@ -57,10 +57,12 @@ pub enum ServeError {
 
 struct ExportState {
     name: String,
+    path: PathBuf,
     size: u64,
     read_only: bool,
     rotational: bool,
-    spec: QueueSpec,
+    /// Weight and class of its connections; changed by a reload.
+    spec: Mutex<QueueSpec>,
     description: Option<String>,
     engine: usize,
     target: u32,
@@ -71,6 +73,99 @@ struct State {
     exports: Vec<ExportState>,
     engines: Vec<Engine>,
     next_queue: AtomicU32,
+    /// Open connections: their queue and export.
+    live: Mutex<HashMap<QueueId, usize>>,
+    scheduler: String,
+}
+
+/// One open connection, as [`ServerHandle::connections`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// The export it uses.
+    pub export: String,
+    /// Its queue in the export's scheduler.
+    pub queue: u32,
+    /// The weight the scheduler has for it now.
+    pub weight: u32,
+    /// Requests completed.
+    pub completed: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+}
+
+impl State {
+    /// Applies a new configuration's weights and classes to the exports of the same name and to each
+    /// of their open connections, at once; returns what could not be applied without a restart.
+    fn reload(&self, new: &Config) -> Vec<String> {
+        let mut notes = Vec::new();
+        for n in &new.exports {
+            let Some((i, e)) = self.exports.iter().enumerate().find(|(_, e)| e.name == n.name) else {
+                notes.push(format!("export `{}` is new: restart to serve it", n.name));
+                continue;
+            };
+            if n.path != e.path || n.read_only != e.read_only {
+                notes.push(format!("export `{}`: path and read_only change only with a restart", n.name));
+            }
+            *e.spec.lock().unwrap_or_else(|p| p.into_inner()) = n.spec;
+            let queues: Vec<QueueId> = self
+                .live
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|(_, &x)| x == i)
+                .map(|(q, _)| *q)
+                .collect();
+            for q in queues {
+                // A handle bound to the queue carries the new weight and class to the scheduler.
+                let _ = self.engines[e.engine].client_on(e.target, q, n.spec);
+            }
+        }
+        for e in &self.exports {
+            if !new.exports.iter().any(|n| n.name == e.name) {
+                notes.push(format!(
+                    "export `{}` is gone from the configuration: it is served until a restart",
+                    e.name
+                ));
+            }
+        }
+        if new.scheduler != self.scheduler {
+            notes.push("the scheduler changes only with a restart".into());
+        }
+        notes
+    }
+
+    fn connections(&self) -> Vec<ConnectionStats> {
+        let live: Vec<(QueueId, usize)> =
+            self.live.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(q, e)| (*q, *e)).collect();
+        let stats: Vec<Option<bfq_io::EngineStats>> = self.engines.iter().map(|e| e.stats().ok()).collect();
+        let mut out: Vec<ConnectionStats> = live
+            .into_iter()
+            .map(|(q, i)| {
+                let e = &self.exports[i];
+                let st = stats[e.engine].as_ref();
+                let sched = st.and_then(|s| s.queues.iter().find(|x| x.queue == q));
+                let live = st.and_then(|s| s.live.iter().find(|x| x.queue == q));
+                ConnectionStats {
+                    export: e.name.clone(),
+                    queue: q.0,
+                    weight: sched.map_or(0, |x| x.weight),
+                    completed: live.map_or(0, |x| x.completed),
+                    bytes_read: live.map_or(0, |x| x.bytes_read),
+                    bytes_written: live.map_or(0, |x| x.bytes_written),
+                }
+            })
+            .collect();
+        out.sort_by_key(|c| c.queue);
+        out
+    }
+}
+
+/// What the serving task is asked to do from outside.
+enum Control {
+    Reload(Config, std::sync::mpsc::Sender<Vec<String>>),
+    Connections(std::sync::mpsc::Sender<Vec<ConnectionStats>>),
 }
 
 /// Byte ranges being written, so that overlapping writes (and read-modify-writes of a shared block)
@@ -119,6 +214,7 @@ impl Drop for RangeGuard<'_> {
 pub struct ServerHandle {
     addresses: Vec<String>,
     stop: watch::Sender<bool>,
+    control: mpsc::UnboundedSender<Control>,
     thread: Option<std::thread::JoinHandle<Result<(), ServeError>>>,
 }
 
@@ -126,6 +222,25 @@ impl ServerHandle {
     /// Where it listens: `HOST:PORT` with the port bound (also for port 0), or `unix:PATH`.
     pub fn addresses(&self) -> &[String] {
         &self.addresses
+    }
+
+    /// Applies a new configuration's weights and classes to the running exports and their open
+    /// connections (as SIGHUP does for `bfq serve`); returns what needs a restart instead.
+    pub fn reload(&self, config: Config) -> Vec<String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if self.control.send(Control::Reload(config, tx)).is_err() {
+            return vec!["the server is not running".into()];
+        }
+        rx.recv().unwrap_or_default()
+    }
+
+    /// The open connections with their weights and what they moved.
+    pub fn connections(&self) -> Vec<ConnectionStats> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if self.control.send(Control::Connections(tx)).is_err() {
+            return Vec::new();
+        }
+        rx.recv().unwrap_or_default()
     }
 
     /// Stops accepting, answers every request in flight, closes the connections and returns.
@@ -152,6 +267,7 @@ impl Drop for ServerHandle {
 /// Opens the exports, binds the listeners and serves on a thread of its own until stopped.
 pub fn start(config: Config) -> Result<ServerHandle, ServeError> {
     let (stop, stopped) = watch::channel(false);
+    let (control, control_rx) = mpsc::unbounded_channel();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("bfq-serve".into())
@@ -170,12 +286,12 @@ pub fn start(config: Config) -> Result<ServerHandle, ServeError> {
                     }
                 };
                 let _ = ready_tx.send(Ok(server.addresses.clone()));
-                server.serve(stopped).await
+                server.serve(stopped, control_rx).await
             })
         })
         .map_err(ServeError::Runtime)?;
     match ready_rx.recv() {
-        Ok(Ok(addresses)) => Ok(ServerHandle { addresses, stop, thread: Some(thread) }),
+        Ok(Ok(addresses)) => Ok(ServerHandle { addresses, stop, control, thread: Some(thread) }),
         _ => match thread.join() {
             Ok(Err(e)) => Err(e),
             _ => Err(ServeError::Runtime(std::io::Error::other("server thread ended at start"))),
@@ -183,24 +299,52 @@ pub fn start(config: Config) -> Result<ServerHandle, ServeError> {
     }
 }
 
-/// Serves until SIGINT or SIGTERM, then drains and returns (the `bfq serve` command).
-pub fn run_until_signal(config: Config, mut on_ready: impl FnMut(&[String])) -> Result<(), ServeError> {
+/// Serves until SIGINT or SIGTERM, then drains and returns (the `bfq serve` command). SIGHUP reads
+/// `config_file` again and applies its weights and classes to the running exports and connections.
+pub fn run_until_signal(
+    config: Config,
+    config_file: Option<PathBuf>,
+    mut on_ready: impl FnMut(&[String]),
+) -> Result<(), ServeError> {
+    use tokio::signal::unix::{signal, SignalKind};
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(ServeError::Runtime)?;
     runtime.block_on(async move {
         let server = Bound::bind(&config).await?;
         on_ready(&server.addresses);
         let (stop, stopped) = watch::channel(false);
+        let (control, control_rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            let mut term = signal(SignalKind::terminate()).ok();
+            let mut hup = signal(SignalKind::hangup()).ok();
+            loop {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => break,
+                    _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break,
+                    _ = async { match hup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => {
+                        let Some(path) = &config_file else {
+                            eprintln!("bfq serve: SIGHUP: running the embedded default, nothing to reload");
+                            continue;
+                        };
+                        match Config::from_file(path) {
+                            Ok(c) => {
+                                let (tx, rx) = std::sync::mpsc::channel();
+                                let _ = control.send(Control::Reload(c, tx));
+                                let notes = tokio::task::spawn_blocking(move || rx.recv().unwrap_or_default()).await.unwrap_or_default();
+                                eprintln!("bfq serve: SIGHUP: reloaded {}", path.display());
+                                for n in notes {
+                                    eprintln!("bfq serve: SIGHUP: {n}");
+                                }
+                            }
+                            Err(e) => eprintln!("bfq serve: SIGHUP: not reloaded: {e}"),
+                        }
+                    }
+                }
             }
             eprintln!("bfq serve: stopping: no new connections; answering every request in flight");
             let _ = stop.send(true);
         });
-        server.serve(stopped).await
+        server.serve(stopped, control_rx).await
     })
 }
 
@@ -249,7 +393,11 @@ impl Bound {
         Ok(Bound { state, listeners, addresses })
     }
 
-    async fn serve(self, stopped: watch::Receiver<bool>) -> Result<(), ServeError> {
+    async fn serve(
+        self,
+        stopped: watch::Receiver<bool>,
+        mut control: mpsc::UnboundedReceiver<Control>,
+    ) -> Result<(), ServeError> {
         let mut connections = JoinSet::new();
         let mut accepts = JoinSet::new();
         let (conn_tx, mut conn_rx) = mpsc::channel::<Conn>(64);
@@ -288,12 +436,29 @@ impl Bound {
                 },
                 _ = stop.changed() => break,
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                Some(c) = control.recv() => {
+                    let state = self.state.clone();
+                    // Engine statistics are a blocking round trip to the engine threads.
+                    tokio::task::spawn_blocking(move || match c {
+                        Control::Reload(config, reply) => { let _ = reply.send(state.reload(&config)); }
+                        Control::Connections(reply) => { let _ = reply.send(state.connections()); }
+                    });
+                }
             }
         }
         while accepts.join_next().await.is_some() {}
         while connections.join_next().await.is_some() {}
-        let state = Arc::try_unwrap(self.state)
-            .map_err(|_| ServeError::Runtime(std::io::Error::other("connections outlived the server")))?;
+        // A control request answered on a blocking thread may still hold the state for a moment.
+        let mut state = self.state;
+        let state = loop {
+            match Arc::try_unwrap(state) {
+                Ok(s) => break s,
+                Err(shared) => {
+                    state = shared;
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        };
         for engine in state.engines {
             engine.shutdown()?;
         }
@@ -350,10 +515,11 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
             let (engine, target) = slot.expect("every export has an engine");
             ExportState {
                 name: e.name.clone(),
+                path: e.path.clone(),
                 size,
                 read_only: e.read_only,
                 rotational,
-                spec: e.spec,
+                spec: Mutex::new(e.spec),
                 description: e.description.clone(),
                 engine,
                 target,
@@ -361,7 +527,13 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
             }
         })
         .collect();
-    Ok(State { exports, engines, next_queue: AtomicU32::new(1) })
+    Ok(State {
+        exports,
+        engines,
+        next_queue: AtomicU32::new(1),
+        live: Mutex::new(HashMap::new()),
+        scheduler: config.scheduler.clone(),
+    })
 }
 
 /// A stand-in left behind when an opened file moves into its engine.
@@ -636,7 +808,9 @@ async fn transmission<R, W>(
     let e = &state.exports[export];
     let queue = QueueId(state.next_queue.fetch_add(1, Ordering::Relaxed));
     let engine = &state.engines[e.engine];
-    let Ok(client) = engine.client_on(e.target, queue, e.spec) else { return };
+    let spec = *e.spec.lock().unwrap_or_else(|p| p.into_inner());
+    let Ok(client) = engine.client_on(e.target, queue, spec) else { return };
+    state.live.lock().unwrap_or_else(|p| p.into_inner()).insert(queue, export);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT_PER_CONNECTION);
     let writer = tokio::spawn(write_replies(wr, rx));
     let mut tasks: JoinSet<()> = JoinSet::new();
@@ -778,6 +952,7 @@ async fn transmission<R, W>(
     while tasks.join_next().await.is_some() {}
     drop(tx);
     let _ = writer.await;
+    state.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&queue);
     engine.remove_queue(queue);
 }
 
