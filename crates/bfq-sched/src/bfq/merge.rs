@@ -11,8 +11,8 @@
 //! of one file). Our own addition: only queues of equal weight and class, because the merged stream
 //! is served with one weight, and merging a weight-1 with a weight-3 queue would break both shares.
 //!
-//! This module holds the decisions; the bookkeeping (moving requests, removing the merged-away
-//! queue's entity) is in [`super::Bfq`].
+//! This module holds the decisions and the bookkeeping (moving requests to the merged queue, filing
+//! queues by position for an O(1) search of a close one, splitting a merged queue that turned seeky).
 
 /// What the merge decision looks at.
 #[derive(Clone, Copy, Debug)]
@@ -48,6 +48,139 @@ pub fn should_merge(c: &MergeCandidate, max_distance: u64) -> bool {
         && c.neither_seeky
         && c.early_enough
         && c.in_service_next.is_some_and(|next| next.abs_diff(c.sector) <= max_distance)
+}
+
+/// The bookkeeping of merging and splitting, on the scheduler's queues.
+mod bookkeeping {
+    use super::super::*;
+
+    impl Bfq {
+        /// Whether the queue of `request` (slot `s`) may be merged into slot `i` (seed 003 sec. V-D).
+        pub(in crate::bfq) fn merge_allowed(&self, s: u32, i: u32, request: &Request, now: Nanos) -> bool {
+            if i == s {
+                return false;
+            }
+            let (qs, qi) = (&self.queues[s as usize], &self.queues[i as usize]);
+            let threshold = self.cfg.seeky_threshold;
+            let c = merge::MergeCandidate {
+                sector: request.sector(),
+                sync_read: request.sync && request.op == crate::types::Op::Read && qi.sync,
+                in_service_next: qi.seek.last_end(),
+                classes_allow: qs.spec.class != IoClass::Idle && qi.spec.class != IoClass::Idle,
+                both_unmerged: qs.merged_into.is_none()
+                    && qs.merged_from.is_empty()
+                    && qi.merged_into.is_none(),
+                same_weight_and_class: qs.spec == qi.spec,
+                neither_seeky: !qs.seek.seeky(threshold) && !qi.seek.seeky(threshold),
+                early_enough: qs.service == 0
+                    || qs.first_io.is_some_and(|t| now.saturating_sub(t) <= merge::MERGE_TIME_LIMIT),
+            };
+            merge::should_merge(&c, self.cfg.merge_distance)
+        }
+
+        /// Files queue `s` in `pos_index` under where its last request ended, if it could be a merge
+        /// partner (synchronous, not seeky, not merged into another, not IDLE class, requests waiting),
+        /// or takes it out.
+        pub(in crate::bfq) fn index_position(&mut self, s: u32) {
+            let q = &self.queues[s as usize];
+            let wanted = (q.sync
+                && q.merged_into.is_none()
+                && q.spec.class != IoClass::Idle
+                && !q.reqs.is_empty()
+                && !q.seek.seeky(self.cfg.seeky_threshold))
+            .then(|| q.seek.last_end())
+            .flatten()
+            .map(|end| end / self.cfg.merge_distance.max(1));
+            let old = q.pos_bucket;
+            if old == wanted {
+                return;
+            }
+            if let Some(b) = old {
+                if self.pos_index.get(&b) == Some(&s) {
+                    self.pos_index.remove(&b);
+                }
+            }
+            if let Some(b) = wanted {
+                self.pos_index.insert(b, s);
+            }
+            self.queues[s as usize].pos_bucket = wanted;
+        }
+
+        /// Early Queue Merge of `s` into the in-service queue (seed 003 sec. V-D) or, failing that, into
+        /// another queue with requests waiting whose I/O is close (kernel-bfq-reference.md "Queue merge":
+        /// the other queue's next request within 8192 sectors). The second look matters when interleaved
+        /// processes issue together, before any queue is in service, or while one of them is served and
+        /// the others wait: their new requests then never arrive during the partner's service. Returns the
+        /// queue that will serve the request.
+        pub(in crate::bfq) fn try_merge(&mut self, s: u32, request: &Request, now: Nanos) -> u32 {
+            if !(self.cfg.merge && self.cfg.v1_heuristics) {
+                return s;
+            }
+            let in_service =
+                self.service.map(|svc| svc.slot).filter(|&i| self.merge_allowed(s, i, request, now));
+            // The scan over all queues only for an arriving queue that could merge at all: early, not
+            // seeky, a synchronous read (this keeps steady-state inserts O(1)).
+            let qs = &self.queues[s as usize];
+            let could_merge = request.sync
+                && request.op == crate::types::Op::Read
+                && qs.merged_into.is_none()
+                && qs.merged_from.is_empty()
+                && !qs.seek.seeky(self.cfg.seeky_threshold)
+                && (qs.service == 0
+                    || qs.first_io.is_some_and(|t| now.saturating_sub(t) <= merge::MERGE_TIME_LIMIT));
+            let partner = in_service.or_else(|| {
+                if !could_merge {
+                    return None;
+                }
+                // A queue whose last request ended within merge_distance of this one is filed in this
+                // bucket or a neighbour.
+                let bucket = request.sector() / self.cfg.merge_distance.max(1);
+                [bucket, bucket.wrapping_sub(1), bucket + 1]
+                    .into_iter()
+                    .filter_map(|b| self.pos_index.get(&b).copied())
+                    .find(|&i| {
+                        !self.queues[i as usize].reqs.is_empty() && self.merge_allowed(s, i, request, now)
+                    })
+            });
+            let Some(i) = partner else { return s };
+            {
+                let (src, dst) = two_mut(&mut self.queues, s as usize, i as usize);
+                src.reqs.move_all(&mut self.slab, &mut dst.reqs);
+            }
+            self.wf2q.remove(s);
+            self.set_busy(s, false);
+            let src_raising = self.queues[s as usize].raising;
+            let dst = &mut self.queues[i as usize];
+            if src_raising.active() && (!dst.raising.active() || src_raising.end > dst.raising.end) {
+                dst.raising = src_raising;
+            }
+            dst.merged_from.push(s);
+            let with = dst.id;
+            self.queues[s as usize].merged_into = Some(i);
+            self.event(now, s, EventKind::Merged { with });
+            self.index_position(s);
+            self.index_position(i);
+            i
+        }
+
+        /// Splits every queue merged into `t` (the merged stream turned random).
+        pub(in crate::bfq) fn split(&mut self, t: u32, now: Nanos) {
+            // The list is taken out and put back empty, keeping its buffer: a queue that merges and splits
+            // again and again (early in its life) must not allocate each time.
+            let mut sources = std::mem::take(&mut self.queues[t as usize].merged_from);
+            for &src in &sources {
+                self.queues[src as usize].merged_into = None;
+                self.index_position(src);
+                self.event(now, src, EventKind::Split);
+                // The split queue gets back the raising state it had when merged (kept untouched in its
+                // slot, as the kernel saves and restores it), unless that raising period ran out while it
+                // was merged (kernel: raising that would have ended meanwhile ends at the split).
+                self.check_raising_end(src, now);
+            }
+            sources.clear();
+            self.queues[t as usize].merged_from = sources;
+        }
+    }
 }
 
 #[cfg(test)]

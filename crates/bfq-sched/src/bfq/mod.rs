@@ -12,8 +12,12 @@
 //!
 //! At expiry the queue is charged (its service, or more: [`budget`]), gets its next budget
 //! ([`budget`]), and B-WF2Q+ ([`wf2q`]) picks the next queue. The heuristics live in their own
-//! modules: [`peak_rate`], [`idling`], [`weight_raising`], [`merge`]; the tunables in [`config`]; the
-//! bookkeeping of requests in flight in [`inflight`].
+//! modules: [`peak_rate`], [`idling`], [`weight_raising`], [`merge`] (with the merging and splitting
+//! bookkeeping), activation (`activation.rs`: raising and burst decisions when a queue becomes
+//! backlogged), symmetry (`symmetry.rs`: the busy-weight counts and the idling inputs), queue storage
+//! (`queue.rs`), the named timers ([`timers`]); the tunables in [`config`]; the bookkeeping of
+//! requests in flight in [`inflight`]. This file holds the service loop itself: starting a queue's
+//! service, dispatching from it, expiring it, and the [`Scheduler`] calls.
 //!
 //! Call order: as in [`crate::scheduler`]. `dispatch` may answer [`Decision::Idle`] (the device is
 //! idled for the in-service queue until `until`; `next_timer` returns it) or [`Decision::Wait`] (the
@@ -28,6 +32,7 @@
 //! B-WF2Q+ in O(log N); no O(N) scan per request, and no heap allocation per request once the
 //! buffers have grown to the workload (docs/performance.md, "Scheduler core: per-request cost").
 
+mod activation;
 pub mod budget;
 pub mod burst;
 pub mod config;
@@ -36,11 +41,13 @@ pub mod inflight;
 pub mod merge;
 pub mod ordering;
 pub mod peak_rate;
+mod queue;
+mod symmetry;
+pub mod timers;
 pub mod weight_raising;
 pub mod wf2q;
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 use crate::params::ParamError;
 use crate::scheduler::{Decision, Event, EventKind, ExpiryReason, QueueStats, RaiseKind, Scheduler};
@@ -50,189 +57,17 @@ use crate::SchedError;
 use burst::{BurstDetector, BurstOutcome};
 pub use config::BfqConfig;
 use config::WeightRaising;
-use idling::{HwTag, IdleInputs, SeekTracker};
+use idling::{HwTag, IdleInputs};
 use inflight::{InFlight, InFlightTable, QUEUED};
-use ordering::{OrderParams, QueueRequests, Slab};
+use ordering::{OrderParams, Slab};
 use peak_rate::PeakRate;
-use weight_raising::Raising;
+pub use queue::IdHasher;
+use queue::{level_weight, two_mut, IdMap, Queue, QueueIndex};
+use timers::{Timer, Timers};
 use wf2q::{EntityState, Wf2q};
 
 /// The most events kept unread; older ones are dropped.
 pub const EVENT_CAPACITY: usize = 65_536;
-
-/// A multiplicative hasher for the small integer ids used as keys (cheaper than SipHash; the keys
-/// are chosen by the caller, not by an adversary across a trust boundary).
-#[derive(Default, Clone, Copy)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-
-/// Queue ids below this are mapped to slots through a vector, the rest through a hash map.
-const DENSE_IDS: u32 = 1 << 20;
-
-/// QueueId -> slot: a direct-mapped vector for small ids (the common case: callers number their queues
-/// densely, as `QueueId` recommends), a hash map for the others.
-#[derive(Debug, Default)]
-struct QueueIndex {
-    /// `dense[id]` = slot + 1, or 0 if unknown.
-    dense: Vec<u32>,
-    sparse: IdMap<QueueId, u32>,
-}
-
-impl QueueIndex {
-    #[inline]
-    fn get(&self, id: QueueId) -> Option<u32> {
-        if id.0 < DENSE_IDS {
-            self.dense.get(id.0 as usize).and_then(|&s| s.checked_sub(1))
-        } else {
-            self.sparse.get(&id).copied()
-        }
-    }
-
-    fn remove(&mut self, id: QueueId) {
-        if id.0 < DENSE_IDS {
-            if let Some(s) = self.dense.get_mut(id.0 as usize) {
-                *s = 0;
-            }
-        } else {
-            self.sparse.remove(&id);
-        }
-    }
-
-    fn insert(&mut self, id: QueueId, slot: u32) {
-        if id.0 < DENSE_IDS {
-            let i = id.0 as usize;
-            if self.dense.len() <= i {
-                self.dense.resize((i + 1).next_power_of_two().min(DENSE_IDS as usize), 0);
-            }
-            self.dense[i] = slot + 1;
-        } else {
-            self.sparse.insert(id, slot);
-        }
-    }
-}
-
-/// Mutable references to two distinct elements of a slice.
-fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
-    debug_assert_ne!(a, b);
-    if a < b {
-        let (lo, hi) = v.split_at_mut(b);
-        (&mut lo[a], &mut hi[0])
-    } else {
-        let (lo, hi) = v.split_at_mut(a);
-        (&mut hi[0], &mut lo[b])
-    }
-}
-
-/// The weight B-WF2Q+ uses for a queue before any raising: its configured weight scaled by its
-/// priority level inside the class, as the kernel turns an ioprio into a weight
-/// (kernel reference: weight = (8 - ioprio) * 10, so level 4, the default, is 40 and level 0 is 80).
-/// The scale is relative to the default level 4, so a caller who sets only weights (level 4) gets
-/// exactly those weights, and one who sets only levels gets the kernel's ratios (level 0 twice level
-/// 4, level 7 a quarter). The IDLE class has a single level; its weight is used as given.
-fn level_weight(spec: QueueSpec) -> u32 {
-    match spec.class {
-        IoClass::Idle => spec.weight,
-        class => {
-            let scaled = u64::from(spec.weight) * (8 - u64::from(class.level().min(7))) / 4;
-            scaled.clamp(1, u64::from(u32::MAX)) as u32
-        }
-    }
-}
-
-/// One queue (application): its requests, counters and heuristic state.
-#[derive(Debug)]
-struct Queue {
-    id: QueueId,
-    spec: QueueSpec,
-    /// Requests this queue serves (its own, plus those of queues merged into it).
-    reqs: QueueRequests,
-    // Counters of the requests this queue issued.
-    service: u64,
-    charged: u64,
-    dispatched: u64,
-    completed: u64,
-    own_queued: usize,
-    own_in_flight: usize,
-    last_expiry: Option<ExpiryReason>,
-    /// Requests dispatched by this queue as the serving one, not yet completed.
-    serving_in_flight: usize,
-    /// Next budget; 0 until first assigned.
-    budget: u64,
-    /// Whether the last request it received was synchronous.
-    sync: bool,
-    seek: SeekTracker,
-    raising: Raising,
-    /// It appeared in a large burst of queues and is not raised (kernel-bfq-reference.md "Burst").
-    in_large_burst: bool,
-    ever_backlogged: bool,
-    idle_since: Nanos,
-    backlogged_since: Nanos,
-    service_since_backlogged: u64,
-    soft_rt_next_start: Nanos,
-    /// Until when a new request counts as "arrived in time" for back-shifting.
-    waited_until: Option<Nanos>,
-    merged_into: Option<u32>,
-    merged_from: Vec<u32>,
-    /// When its first request arrived (Early Queue Merge is only tried early in a queue's life).
-    first_io: Option<Nanos>,
-    /// The configured weight under which it is counted among the busy queues, and whether it was
-    /// raised then, if busy.
-    counted_weight: Option<(u64, bool)>,
-    /// The bucket of `pos_index` this queue is filed under, if any.
-    pos_bucket: Option<u64>,
-}
-
-impl Queue {
-    fn new(id: QueueId, spec: QueueSpec) -> Self {
-        Queue {
-            id,
-            spec,
-            reqs: QueueRequests::default(),
-            service: 0,
-            charged: 0,
-            dispatched: 0,
-            completed: 0,
-            own_queued: 0,
-            own_in_flight: 0,
-            last_expiry: None,
-            serving_in_flight: 0,
-            budget: 0,
-            sync: true,
-            seek: SeekTracker::default(),
-            raising: Raising::default(),
-            in_large_burst: false,
-            ever_backlogged: false,
-            idle_since: 0,
-            backlogged_since: 0,
-            service_since_backlogged: 0,
-            soft_rt_next_start: Nanos::MAX,
-            waited_until: None,
-            merged_into: None,
-            merged_from: Vec::new(),
-            first_io: None,
-            counted_weight: None,
-            pos_bucket: None,
-        }
-    }
-}
 
 /// The in-service queue's current slot.
 #[derive(Clone, Copy, Debug)]
@@ -368,6 +203,13 @@ impl Bfq {
         }
     }
 
+    /// The timers armed now ([`timers`]): the idle slice of the in-service queue.
+    fn timers(&self) -> Timers {
+        let mut t = Timers::default();
+        t.set(Timer::IdleSlice, self.service.and_then(|s| s.idle_until));
+        t
+    }
+
     fn raising_on(&self) -> bool {
         self.cfg.low_latency && self.cfg.v1_heuristics
     }
@@ -392,16 +234,6 @@ impl Bfq {
         s
     }
 
-    fn effective_weight(&self, s: u32) -> u64 {
-        let q = &self.queues[s as usize];
-        let weight = level_weight(q.spec);
-        if self.raising_on() {
-            q.raising.weight(&self.cfg, weight)
-        } else {
-            u64::from(weight)
-        }
-    }
-
     fn event(&mut self, time: Nanos, s: u32, kind: EventKind) {
         if !self.events_on {
             return;
@@ -410,187 +242,6 @@ impl Bfq {
             self.events.pop_front();
         }
         self.events.push_back(Event { time, queue: self.queues[s as usize].id, kind });
-    }
-
-    /// Keeps the count of busy queues per weight (for the symmetric/asymmetric test, seed 003 V-C) and
-    /// the count of busy queues that are not weight-raised (for the kernel idling rule).
-    ///
-    /// Queues count with their configured weight, not the raised one: the guarantees that idling
-    /// protects are the configured shares, and counting raised weights would make every scenario with
-    /// one raised queue asymmetric (every reader idled, a start-up waiting for a reader's whole slot
-    /// after each of its pauses). The kernel leaves raised queues out of its weights tree for the same
-    /// reason; leaving them out altogether would also drop their configured shares, so that two
-    /// tenants of weights 1 and 3 that start together, both raised, would not be idled and would split
-    /// a fast device by their request rates for the whole raising period.
-    fn set_busy(&mut self, s: u32, busy: bool) {
-        let q = &self.queues[s as usize];
-        let counted =
-            busy.then(|| (u64::from(level_weight(q.spec)), self.raising_on() && q.raising.active()));
-        let old = q.counted_weight;
-        if old == counted {
-            return;
-        }
-        if let Some((w, raised)) = old {
-            if let Some(c) = self.weight_counts.get_mut(&w) {
-                *c -= 1;
-                if *c == 0 {
-                    self.weight_counts.remove(&w);
-                }
-            }
-            self.busy_non_raised -= usize::from(!raised);
-        }
-        if let Some((w, raised)) = counted {
-            *self.weight_counts.entry(w).or_insert(0) += 1;
-            self.busy_non_raised += usize::from(!raised);
-        }
-        self.queues[s as usize].counted_weight = counted;
-    }
-
-    fn asymmetric(&self) -> bool {
-        let classes = (0..3).filter(|&c| self.wf2q.class_busy(c)).count();
-        self.weight_counts.len() > 1 || classes > 1
-    }
-
-    fn check_raising_end(&mut self, s: u32, now: Nanos) {
-        let cfg = &self.cfg;
-        if self.queues[s as usize].raising.check_end(cfg, now) {
-            self.event(now, s, EventKind::WeightRaisingEnded);
-        }
-    }
-
-    /// One internal-queueing sample (see [`HwTag::sample`]).
-    fn sample_hw_tag(&mut self) {
-        let short = self.service.as_ref().is_some_and(|svc| {
-            let q = &self.queues[svc.slot as usize];
-            q.reqs.len() + q.serving_in_flight <= 3
-        });
-        self.hw_tag.sample(self.queued, self.in_flight, short);
-    }
-
-    fn idle_inputs(&self, s: u32, served: u64) -> IdleInputs {
-        let q = &self.queues[s as usize];
-        IdleInputs {
-            sync: q.sync,
-            idle_class: q.spec.class == IoClass::Idle,
-            seeky: q.seek.seeky(self.cfg.seeky_threshold),
-            raised: self.raising_on() && q.raising.active(),
-            hw_tag: self.hw_tag.detected,
-            rotational: self.device.rotational,
-            asymmetric: self.asymmetric(),
-            non_raised_busy: self.busy_non_raised > 0,
-            others_in_flight: self.in_flight - q.serving_in_flight,
-            only_busy: self.queued == q.reqs.len(),
-            served,
-            b_max: self.b_max,
-        }
-    }
-
-    /// A queue with no request becomes backlogged (seed 000 sec. 3; raising: seed 001 sec. 4.1, seed
-    /// 003 sec. V-A/B; back-shifting: seed 000 sec. 3.1).
-    fn activate(&mut self, t: u32, now: Nanos, sync: bool) {
-        let raising_on = self.raising_on();
-        let seeky_threshold = self.cfg.seeky_threshold;
-        let rate = self.peak.rate;
-        let rotational = self.device.rotational;
-        let q = &self.queues[t as usize];
-        let was_idle = q.serving_in_flight == 0;
-        let may_raise = raising_on && sync && q.spec.class != IoClass::Idle;
-        // The activations that would raise the queue as interactive: it is new, or back after a long
-        // idle time (seed 001 sec. 4.1, seed 003 sec. V-A).
-        let appeared = may_raise
-            && (!q.ever_backlogged
-                || (was_idle && now.saturating_sub(q.idle_since) >= self.cfg.wr_min_idle_time));
-        if appeared && self.cfg.large_burst && self.cfg.weight_raising == WeightRaising::V7r8 {
-            self.handle_burst(t, now);
-        }
-        let q = &mut self.queues[t as usize];
-        if was_idle {
-            q.backlogged_since = now;
-            q.service_since_backlogged = 0;
-        }
-        let mut raised = None;
-        // `wr_default_weight_only` (kernel-bfq-reference.md "Interactive weight raising": "sync,
-        // default weight"): a queue whose weight was set away from the default is taken to be under the
-        // user's explicit control and is not raised. Off by default: tenants configured 100:300 would
-        // get the default-weight one raised x30 over the other for the whole raising period.
-        let default_weight =
-            !self.cfg.wr_default_weight_only || level_weight(q.spec) == crate::types::DEFAULT_WEIGHT;
-        if may_raise && default_weight {
-            let interactive = appeared && !q.in_large_burst;
-            let soft_rt = self.cfg.weight_raising == WeightRaising::V7r8
-                && was_idle
-                && !q.in_large_burst
-                && !q.seek.seeky(seeky_threshold)
-                && now >= q.soft_rt_next_start;
-            if interactive {
-                q.raising.start_interactive(&self.cfg, now, rotational, rate);
-                raised = Some(RaiseKind::Interactive);
-            } else if soft_rt {
-                q.raising.start_soft_rt(&self.cfg, now);
-                raised = Some(RaiseKind::SoftRealTime);
-            }
-        }
-        q.ever_backlogged = true;
-        q.soft_rt_next_start = Nanos::MAX;
-        if q.budget == 0 {
-            q.budget = budget::initial_budget(&self.cfg, self.b_max);
-        }
-        if !sync {
-            q.budget = self.b_max;
-        }
-        let coeff = if q.raising.active() { q.raising.coeff } else { 1 };
-        let backshift = q.waited_until.take().filter(|&d| now <= d).map(|_| coeff);
-        let budget = q.budget.min(self.b_max);
-        let class = q.spec.class.index();
-        self.check_raising_end(t, now);
-        let w = self.effective_weight(t);
-        if let Some(kind) = raised {
-            self.event(now, t, EventKind::WeightRaised { kind, weight: w.min(u64::from(u32::MAX)) as u32 });
-        }
-        self.wf2q.activate(t, class, w, budget, backshift);
-        self.set_busy(t, true);
-        self.event(now, t, EventKind::Activated);
-        if let Some(svc) = self.service {
-            let in_service = &self.queues[svc.slot as usize];
-            if class < in_service.spec.class.index() {
-                self.preempt = true;
-            }
-            // Hand-over within a start-up: a queue that appears (raised as interactive) while the
-            // in-service raised queue has nothing queued is most likely the next process of the same
-            // starting application. Idling for the old one would only delay the new one by the idle
-            // window; raised queues are idled to protect them from non-raised ones, not from each other
-            // (the `kernel` idling policy; seed 000 sec. 3: a queue whose backlog empties ends its turn).
-            if self.cfg.idling_policy == config::IdlingPolicy::Kernel
-                && raised == Some(RaiseKind::Interactive)
-                && in_service.raising.active()
-                && in_service.reqs.is_empty()
-                && svc.slot != t
-            {
-                self.preempt = true;
-            }
-        }
-    }
-
-    /// Queue `t` appeared at `now`: files it in the current burst and, if the burst just became
-    /// large, ends the interactive raising of its earlier members (kernel-bfq-reference.md "Burst").
-    fn handle_burst(&mut self, t: u32, now: Nanos) {
-        let outcome = self.burst.appeared(t, now);
-        self.queues[t as usize].in_large_burst = outcome != BurstOutcome::Small;
-        let BurstOutcome::BecameLarge(members) = outcome else { return };
-        for m in members {
-            let q = &mut self.queues[m as usize];
-            q.in_large_burst = true;
-            if q.raising.kind != Some(RaiseKind::Interactive) {
-                continue;
-            }
-            q.raising.end = now;
-            self.check_raising_end(m, now);
-            // A busy member counts among the non-raised queues from now on; its B-WF2Q+ weight drops
-            // at its next expiry or activation, as for any raising that ends.
-            if matches!(self.wf2q.entities[m as usize].state, EntityState::Active | EntityState::InService) {
-                self.set_busy(m, true);
-            }
-        }
     }
 
     fn start_service(&mut self, s: u32, now: Nanos) {
@@ -693,127 +344,6 @@ impl Bfq {
             q.soft_rt_next_start =
                 weight_raising::soft_rt_next_start(cfg, q.backlogged_since, q.service_since_backlogged, now);
         }
-    }
-
-    /// Whether the queue of `request` (slot `s`) may be merged into slot `i` (seed 003 sec. V-D).
-    fn merge_allowed(&self, s: u32, i: u32, request: &Request, now: Nanos) -> bool {
-        if i == s {
-            return false;
-        }
-        let (qs, qi) = (&self.queues[s as usize], &self.queues[i as usize]);
-        let threshold = self.cfg.seeky_threshold;
-        let c = merge::MergeCandidate {
-            sector: request.sector(),
-            sync_read: request.sync && request.op == crate::types::Op::Read && qi.sync,
-            in_service_next: qi.seek.last_end(),
-            classes_allow: qs.spec.class != IoClass::Idle && qi.spec.class != IoClass::Idle,
-            both_unmerged: qs.merged_into.is_none() && qs.merged_from.is_empty() && qi.merged_into.is_none(),
-            same_weight_and_class: qs.spec == qi.spec,
-            neither_seeky: !qs.seek.seeky(threshold) && !qi.seek.seeky(threshold),
-            early_enough: qs.service == 0
-                || qs.first_io.is_some_and(|t| now.saturating_sub(t) <= merge::MERGE_TIME_LIMIT),
-        };
-        merge::should_merge(&c, self.cfg.merge_distance)
-    }
-
-    /// Files queue `s` in `pos_index` under where its last request ended, if it could be a merge
-    /// partner (synchronous, not seeky, not merged into another, not IDLE class, requests waiting),
-    /// or takes it out.
-    fn index_position(&mut self, s: u32) {
-        let q = &self.queues[s as usize];
-        let wanted = (q.sync
-            && q.merged_into.is_none()
-            && q.spec.class != IoClass::Idle
-            && !q.reqs.is_empty()
-            && !q.seek.seeky(self.cfg.seeky_threshold))
-        .then(|| q.seek.last_end())
-        .flatten()
-        .map(|end| end / self.cfg.merge_distance.max(1));
-        let old = q.pos_bucket;
-        if old == wanted {
-            return;
-        }
-        if let Some(b) = old {
-            if self.pos_index.get(&b) == Some(&s) {
-                self.pos_index.remove(&b);
-            }
-        }
-        if let Some(b) = wanted {
-            self.pos_index.insert(b, s);
-        }
-        self.queues[s as usize].pos_bucket = wanted;
-    }
-
-    /// Early Queue Merge of `s` into the in-service queue (seed 003 sec. V-D) or, failing that, into
-    /// another queue with requests waiting whose I/O is close (kernel-bfq-reference.md "Queue merge":
-    /// the other queue's next request within 8192 sectors). The second look matters when interleaved
-    /// processes issue together, before any queue is in service, or while one of them is served and
-    /// the others wait: their new requests then never arrive during the partner's service. Returns the
-    /// queue that will serve the request.
-    fn try_merge(&mut self, s: u32, request: &Request, now: Nanos) -> u32 {
-        if !(self.cfg.merge && self.cfg.v1_heuristics) {
-            return s;
-        }
-        let in_service = self.service.map(|svc| svc.slot).filter(|&i| self.merge_allowed(s, i, request, now));
-        // The scan over all queues only for an arriving queue that could merge at all: early, not
-        // seeky, a synchronous read (this keeps steady-state inserts O(1)).
-        let qs = &self.queues[s as usize];
-        let could_merge = request.sync
-            && request.op == crate::types::Op::Read
-            && qs.merged_into.is_none()
-            && qs.merged_from.is_empty()
-            && !qs.seek.seeky(self.cfg.seeky_threshold)
-            && (qs.service == 0
-                || qs.first_io.is_some_and(|t| now.saturating_sub(t) <= merge::MERGE_TIME_LIMIT));
-        let partner = in_service.or_else(|| {
-            if !could_merge {
-                return None;
-            }
-            // A queue whose last request ended within merge_distance of this one is filed in this
-            // bucket or a neighbour.
-            let bucket = request.sector() / self.cfg.merge_distance.max(1);
-            [bucket, bucket.wrapping_sub(1), bucket + 1]
-                .into_iter()
-                .filter_map(|b| self.pos_index.get(&b).copied())
-                .find(|&i| !self.queues[i as usize].reqs.is_empty() && self.merge_allowed(s, i, request, now))
-        });
-        let Some(i) = partner else { return s };
-        {
-            let (src, dst) = two_mut(&mut self.queues, s as usize, i as usize);
-            src.reqs.move_all(&mut self.slab, &mut dst.reqs);
-        }
-        self.wf2q.remove(s);
-        self.set_busy(s, false);
-        let src_raising = self.queues[s as usize].raising;
-        let dst = &mut self.queues[i as usize];
-        if src_raising.active() && (!dst.raising.active() || src_raising.end > dst.raising.end) {
-            dst.raising = src_raising;
-        }
-        dst.merged_from.push(s);
-        let with = dst.id;
-        self.queues[s as usize].merged_into = Some(i);
-        self.event(now, s, EventKind::Merged { with });
-        self.index_position(s);
-        self.index_position(i);
-        i
-    }
-
-    /// Splits every queue merged into `t` (the merged stream turned random).
-    fn split(&mut self, t: u32, now: Nanos) {
-        // The list is taken out and put back empty, keeping its buffer: a queue that merges and splits
-        // again and again (early in its life) must not allocate each time.
-        let mut sources = std::mem::take(&mut self.queues[t as usize].merged_from);
-        for &src in &sources {
-            self.queues[src as usize].merged_into = None;
-            self.index_position(src);
-            self.event(now, src, EventKind::Split);
-            // The split queue gets back the raising state it had when merged (kept untouched in its
-            // slot, as the kernel saves and restores it), unless that raising period ran out while it
-            // was merged (kernel: raising that would have ended meanwhile ends at the split).
-            self.check_raising_end(src, now);
-        }
-        sources.clear();
-        self.queues[t as usize].merged_from = sources;
     }
 
     /// Dispatches the slab request `index` of the in-service queue `s`.
@@ -1100,15 +630,15 @@ impl Scheduler for Bfq {
     }
 
     fn timer(&mut self, now: Nanos) {
-        if let Some(svc) = self.service {
-            if svc.idle_until.is_some_and(|u| u <= now) {
-                self.expire(ExpiryReason::TooIdle, now);
+        for due in self.timers().due(now) {
+            match due {
+                Timer::IdleSlice => self.expire(ExpiryReason::TooIdle, now),
             }
         }
     }
 
     fn next_timer(&self) -> Option<Nanos> {
-        self.service.and_then(|s| s.idle_until)
+        self.timers().earliest().map(|(_, at)| at)
     }
 
     fn queued(&self) -> usize {

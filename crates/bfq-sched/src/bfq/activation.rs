@@ -1,0 +1,179 @@
+//! Activation: what happens when a queue with no request receives one (seed 000 sec. 3: it becomes
+//! backlogged and gets its B-WF2Q+ timestamps; seed 001 sec. 4.1 and seed 003 sec. V-A/B: whether it
+//! is weight-raised as interactive or soft real-time; seed 000 sec. 3.1: back-shifting of a queue that
+//! was waited for; kernel-bfq-reference.md "Burst": queues created in a large burst are not raised).
+
+use super::*;
+
+impl Bfq {
+    /// A queue with no request becomes backlogged (seed 000 sec. 3; raising: seed 001 sec. 4.1, seed
+    /// 003 sec. V-A/B; back-shifting: seed 000 sec. 3.1).
+    pub(super) fn activate(&mut self, t: u32, now: Nanos, sync: bool) {
+        let raising_on = self.raising_on();
+        let seeky_threshold = self.cfg.seeky_threshold;
+        let rate = self.peak.rate;
+        let rotational = self.device.rotational;
+        let q = &self.queues[t as usize];
+        let was_idle = q.serving_in_flight == 0;
+        let may_raise = raising_on && sync && q.spec.class != IoClass::Idle;
+        // The activations that would raise the queue as interactive: it is new, or back after a long
+        // idle time (seed 001 sec. 4.1, seed 003 sec. V-A).
+        let appeared = may_raise
+            && (!q.ever_backlogged
+                || (was_idle && now.saturating_sub(q.idle_since) >= self.cfg.wr_min_idle_time));
+        if appeared && self.cfg.large_burst && self.cfg.weight_raising == WeightRaising::V7r8 {
+            self.handle_burst(t, now);
+        }
+        let q = &mut self.queues[t as usize];
+        if was_idle {
+            q.backlogged_since = now;
+            q.service_since_backlogged = 0;
+        }
+        let mut raised = None;
+        // `wr_default_weight_only` (kernel-bfq-reference.md "Interactive weight raising": "sync,
+        // default weight"): a queue whose weight was set away from the default is taken to be under the
+        // user's explicit control and is not raised. Off by default: tenants configured 100:300 would
+        // get the default-weight one raised x30 over the other for the whole raising period.
+        let default_weight =
+            !self.cfg.wr_default_weight_only || level_weight(q.spec) == crate::types::DEFAULT_WEIGHT;
+        if may_raise && default_weight {
+            let interactive = appeared && !q.in_large_burst;
+            let soft_rt = self.cfg.weight_raising == WeightRaising::V7r8
+                && was_idle
+                && !q.in_large_burst
+                && !q.seek.seeky(seeky_threshold)
+                && now >= q.soft_rt_next_start;
+            if interactive {
+                q.raising.start_interactive(&self.cfg, now, rotational, rate);
+                raised = Some(RaiseKind::Interactive);
+            } else if soft_rt {
+                q.raising.start_soft_rt(&self.cfg, now);
+                raised = Some(RaiseKind::SoftRealTime);
+            }
+        }
+        q.ever_backlogged = true;
+        q.soft_rt_next_start = Nanos::MAX;
+        if q.budget == 0 {
+            q.budget = budget::initial_budget(&self.cfg, self.b_max);
+        }
+        if !sync {
+            q.budget = self.b_max;
+        }
+        let coeff = if q.raising.active() { q.raising.coeff } else { 1 };
+        let backshift = q.waited_until.take().filter(|&d| now <= d).map(|_| coeff);
+        let budget = q.budget.min(self.b_max);
+        let class = q.spec.class.index();
+        self.check_raising_end(t, now);
+        let w = self.effective_weight(t);
+        if let Some(kind) = raised {
+            self.event(now, t, EventKind::WeightRaised { kind, weight: w.min(u64::from(u32::MAX)) as u32 });
+        }
+        self.wf2q.activate(t, class, w, budget, backshift);
+        self.set_busy(t, true);
+        self.event(now, t, EventKind::Activated);
+        if let Some(svc) = self.service {
+            let in_service = &self.queues[svc.slot as usize];
+            if class < in_service.spec.class.index() {
+                self.preempt = true;
+            }
+            // Hand-over within a start-up: a queue that appears (raised as interactive) while the
+            // in-service raised queue has nothing queued is most likely the next process of the same
+            // starting application. Idling for the old one would only delay the new one by the idle
+            // window; raised queues are idled to protect them from non-raised ones, not from each other
+            // (the `kernel` idling policy; seed 000 sec. 3: a queue whose backlog empties ends its turn).
+            if self.cfg.idling_policy == config::IdlingPolicy::Kernel
+                && raised == Some(RaiseKind::Interactive)
+                && in_service.raising.active()
+                && in_service.reqs.is_empty()
+                && svc.slot != t
+            {
+                self.preempt = true;
+            }
+        }
+    }
+
+    /// Queue `t` appeared at `now`: files it in the current burst and, if the burst just became
+    /// large, ends the interactive raising of its earlier members (kernel-bfq-reference.md "Burst").
+    pub(super) fn handle_burst(&mut self, t: u32, now: Nanos) {
+        let outcome = self.burst.appeared(t, now);
+        self.queues[t as usize].in_large_burst = outcome != BurstOutcome::Small;
+        let BurstOutcome::BecameLarge(members) = outcome else { return };
+        for m in members {
+            let q = &mut self.queues[m as usize];
+            q.in_large_burst = true;
+            if q.raising.kind != Some(RaiseKind::Interactive) {
+                continue;
+            }
+            q.raising.end = now;
+            self.check_raising_end(m, now);
+            // A busy member counts among the non-raised queues from now on; its B-WF2Q+ weight drops
+            // at its next expiry or activation, as for any raising that ends.
+            if matches!(self.wf2q.entities[m as usize].state, EntityState::Active | EntityState::InService) {
+                self.set_busy(m, true);
+            }
+        }
+    }
+
+    pub(super) fn check_raising_end(&mut self, s: u32, now: Nanos) {
+        let cfg = &self.cfg;
+        if self.queues[s as usize].raising.check_end(cfg, now) {
+            self.event(now, s, EventKind::WeightRaisingEnded);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::bfq::{Bfq, BfqConfig};
+    use crate::scheduler::Scheduler;
+    use crate::types::{DeviceInfo, Op, QueueId, Request, RequestId};
+
+    fn read(id: u64, queue: u32, offset: u64) -> Request {
+        Request {
+            id: RequestId(id),
+            queue: QueueId(queue),
+            op: Op::Read,
+            offset,
+            len: 4096,
+            sync: true,
+            meta: false,
+        }
+    }
+
+    fn raised(b: &Bfq, q: u32) -> bool {
+        let s = b.queue_stats(QueueId(q)).unwrap();
+        s.effective_weight > s.weight
+    }
+
+    #[test]
+    fn a_new_synchronous_queue_is_raised_as_interactive_with_low_latency() {
+        let mut b = Bfq::new(DeviceInfo::default());
+        b.insert(read(1, 1, 0), 0);
+        assert!(raised(&b, 1), "seed 001 sec. 4.1: a new queue is raised");
+        let mut off =
+            Bfq::with_config(DeviceInfo::default(), BfqConfig { low_latency: false, ..BfqConfig::default() });
+        off.insert(read(1, 1, 0), 0);
+        assert!(!raised(&off, 1), "no raising without low_latency");
+    }
+
+    #[test]
+    fn an_asynchronous_first_request_does_not_raise_its_queue() {
+        let mut b = Bfq::new(DeviceInfo::default());
+        b.insert(Request { op: Op::Write, sync: false, ..read(1, 1, 0) }, 0);
+        assert!(!raised(&b, 1));
+    }
+
+    #[test]
+    fn queues_created_in_a_large_burst_are_not_raised() {
+        let mut b = Bfq::new(DeviceInfo::default());
+        // Many queues appearing within a few milliseconds of each other: a large burst (kernel
+        // reference "Burst": threshold 11 queues within 180 ms).
+        for q in 1..=40u32 {
+            b.insert(read(u64::from(q), q, u64::from(q) << 30), u64::from(q) * 1_000_000);
+        }
+        assert!(!raised(&b, 40), "a queue of a large burst is not raised");
+        // Long after the burst, a new queue is raised again.
+        b.insert(read(100, 100, 1 << 40), 60_000_000_000);
+        assert!(raised(&b, 100), "a queue appearing alone is raised");
+    }
+}

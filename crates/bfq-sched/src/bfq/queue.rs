@@ -1,0 +1,235 @@
+//! Queue storage and lookup (seed 000 sec. 3: one queue per application): the per-queue state BFQ
+//! keeps ([`Queue`]), the arena slot of each queue id ([`QueueIndex`]: a direct-mapped vector for the
+//! small ids callers use, a hash map for the rest), and the weight B-WF2Q+ gives a queue of a given
+//! class level ([`level_weight`]).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use super::idling::SeekTracker;
+use super::ordering::QueueRequests;
+use super::weight_raising::Raising;
+use crate::scheduler::ExpiryReason;
+use crate::types::{IoClass, Nanos, QueueId, QueueSpec};
+
+/// A multiplicative hasher for the small integer ids used as keys (cheaper than SipHash; the keys
+/// are chosen by the caller, not by an adversary across a trust boundary).
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+pub(super) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// Queue ids below this are mapped to slots through a vector, the rest through a hash map.
+const DENSE_IDS: u32 = 1 << 20;
+
+/// QueueId -> slot: a direct-mapped vector for small ids (the common case: callers number their queues
+/// densely, as `QueueId` recommends), a hash map for the others.
+#[derive(Debug, Default)]
+pub(super) struct QueueIndex {
+    /// `dense[id]` = slot + 1, or 0 if unknown.
+    dense: Vec<u32>,
+    sparse: IdMap<QueueId, u32>,
+}
+
+impl QueueIndex {
+    #[inline]
+    pub(super) fn get(&self, id: QueueId) -> Option<u32> {
+        if id.0 < DENSE_IDS {
+            self.dense.get(id.0 as usize).and_then(|&s| s.checked_sub(1))
+        } else {
+            self.sparse.get(&id).copied()
+        }
+    }
+
+    pub(super) fn remove(&mut self, id: QueueId) {
+        if id.0 < DENSE_IDS {
+            if let Some(s) = self.dense.get_mut(id.0 as usize) {
+                *s = 0;
+            }
+        } else {
+            self.sparse.remove(&id);
+        }
+    }
+
+    pub(super) fn insert(&mut self, id: QueueId, slot: u32) {
+        if id.0 < DENSE_IDS {
+            let i = id.0 as usize;
+            if self.dense.len() <= i {
+                self.dense.resize((i + 1).next_power_of_two().min(DENSE_IDS as usize), 0);
+            }
+            self.dense[i] = slot + 1;
+        } else {
+            self.sparse.insert(id, slot);
+        }
+    }
+}
+
+/// Mutable references to two distinct elements of a slice.
+pub(super) fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    debug_assert_ne!(a, b);
+    if a < b {
+        let (lo, hi) = v.split_at_mut(b);
+        (&mut lo[a], &mut hi[0])
+    } else {
+        let (lo, hi) = v.split_at_mut(a);
+        (&mut hi[0], &mut lo[b])
+    }
+}
+
+/// The weight B-WF2Q+ uses for a queue before any raising: its configured weight scaled by its
+/// priority level inside the class, as the kernel turns an ioprio into a weight
+/// (kernel reference: weight = (8 - ioprio) * 10, so level 4, the default, is 40 and level 0 is 80).
+/// The scale is relative to the default level 4, so a caller who sets only weights (level 4) gets
+/// exactly those weights, and one who sets only levels gets the kernel's ratios (level 0 twice level
+/// 4, level 7 a quarter). The IDLE class has a single level; its weight is used as given.
+pub(super) fn level_weight(spec: QueueSpec) -> u32 {
+    match spec.class {
+        IoClass::Idle => spec.weight,
+        class => {
+            let scaled = u64::from(spec.weight) * (8 - u64::from(class.level().min(7))) / 4;
+            scaled.clamp(1, u64::from(u32::MAX)) as u32
+        }
+    }
+}
+
+/// One queue (application): its requests, counters and heuristic state.
+#[derive(Debug)]
+pub(super) struct Queue {
+    pub(super) id: QueueId,
+    pub(super) spec: QueueSpec,
+    /// Requests this queue serves (its own, plus those of queues merged into it).
+    pub(super) reqs: QueueRequests,
+    // Counters of the requests this queue issued.
+    pub(super) service: u64,
+    pub(super) charged: u64,
+    pub(super) dispatched: u64,
+    pub(super) completed: u64,
+    pub(super) own_queued: usize,
+    pub(super) own_in_flight: usize,
+    pub(super) last_expiry: Option<ExpiryReason>,
+    /// Requests dispatched by this queue as the serving one, not yet completed.
+    pub(super) serving_in_flight: usize,
+    /// Next budget; 0 until first assigned.
+    pub(super) budget: u64,
+    /// Whether the last request it received was synchronous.
+    pub(super) sync: bool,
+    pub(super) seek: SeekTracker,
+    pub(super) raising: Raising,
+    /// It appeared in a large burst of queues and is not raised (kernel-bfq-reference.md "Burst").
+    pub(super) in_large_burst: bool,
+    pub(super) ever_backlogged: bool,
+    pub(super) idle_since: Nanos,
+    pub(super) backlogged_since: Nanos,
+    pub(super) service_since_backlogged: u64,
+    pub(super) soft_rt_next_start: Nanos,
+    /// Until when a new request counts as "arrived in time" for back-shifting.
+    pub(super) waited_until: Option<Nanos>,
+    pub(super) merged_into: Option<u32>,
+    pub(super) merged_from: Vec<u32>,
+    /// When its first request arrived (Early Queue Merge is only tried early in a queue's life).
+    pub(super) first_io: Option<Nanos>,
+    /// The configured weight under which it is counted among the busy queues, and whether it was
+    /// raised then, if busy.
+    pub(super) counted_weight: Option<(u64, bool)>,
+    /// The bucket of `pos_index` this queue is filed under, if any.
+    pub(super) pos_bucket: Option<u64>,
+}
+
+impl Queue {
+    pub(super) fn new(id: QueueId, spec: QueueSpec) -> Self {
+        Queue {
+            id,
+            spec,
+            reqs: QueueRequests::default(),
+            service: 0,
+            charged: 0,
+            dispatched: 0,
+            completed: 0,
+            own_queued: 0,
+            own_in_flight: 0,
+            last_expiry: None,
+            serving_in_flight: 0,
+            budget: 0,
+            sync: true,
+            seek: SeekTracker::default(),
+            raising: Raising::default(),
+            in_large_burst: false,
+            ever_backlogged: false,
+            idle_since: 0,
+            backlogged_since: 0,
+            service_since_backlogged: 0,
+            soft_rt_next_start: Nanos::MAX,
+            waited_until: None,
+            merged_into: None,
+            merged_from: Vec::new(),
+            first_io: None,
+            counted_weight: None,
+            pos_bucket: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_ids_map_through_the_vector_and_large_ones_through_the_hash_map() {
+        let mut index = QueueIndex::default();
+        index.insert(QueueId(3), 7);
+        index.insert(QueueId(DENSE_IDS + 5), 9);
+        assert_eq!(index.get(QueueId(3)), Some(7));
+        assert_eq!(index.get(QueueId(DENSE_IDS + 5)), Some(9));
+        assert_eq!(index.get(QueueId(4)), None);
+        assert!(index.dense.len() >= 4 && index.sparse.len() == 1);
+        index.remove(QueueId(3));
+        index.remove(QueueId(DENSE_IDS + 5));
+        assert_eq!((index.get(QueueId(3)), index.get(QueueId(DENSE_IDS + 5))), (None, None));
+        // Slot 0 is stored as 1: a removed entry and slot 0 are told apart.
+        index.insert(QueueId(0), 0);
+        assert_eq!(index.get(QueueId(0)), Some(0));
+    }
+
+    #[test]
+    fn class_levels_scale_weights_as_the_kernel_turns_ioprio_into_weight() {
+        let spec = |class, weight| QueueSpec { weight, class };
+        assert_eq!(level_weight(spec(IoClass::BestEffort(4), 100)), 100);
+        assert_eq!(level_weight(spec(IoClass::BestEffort(0), 100)), 200);
+        assert_eq!(level_weight(spec(IoClass::BestEffort(7), 100)), 25);
+        assert_eq!(level_weight(spec(IoClass::RealTime(4), 300)), 300);
+        assert_eq!(level_weight(spec(IoClass::Idle, 10)), 10);
+        assert_eq!(level_weight(spec(IoClass::BestEffort(7), 1)), 1, "never zero");
+    }
+
+    #[test]
+    fn two_mut_gives_both_elements_in_the_order_asked() {
+        let mut v = [1, 2, 3];
+        let (a, b) = two_mut(&mut v, 2, 0);
+        std::mem::swap(a, b);
+        assert_eq!(v, [3, 2, 1]);
+    }
+
+    #[test]
+    fn a_new_queue_is_synchronous_unserved_and_unmerged() {
+        let q = Queue::new(QueueId(1), QueueSpec::default());
+        assert!(q.sync && q.budget == 0 && q.merged_into.is_none() && q.first_io.is_none());
+        assert_eq!(q.soft_rt_next_start, Nanos::MAX);
+    }
+}

@@ -1,0 +1,73 @@
+//! BFQ's timers, by name (the style guide's quinn-proto keeps one table of named timers and reports
+//! the earliest): `Scheduler::next_timer` is the earliest armed one, and `Scheduler::timer` handles
+//! every one that is due. Today BFQ has one: the idle slice of the in-service queue (seed 001 sec. 3,
+//! kernel-bfq-reference.md "Idling": the device is idled for the queue's next synchronous request
+//! until the slice ends, then the queue expires as too idle). The budget timeout is not a timer: as in
+//! the kernel, it is checked when the queue next dispatches or completes (a queue being served is
+//! never idle long enough for it to matter otherwise).
+
+use crate::types::Nanos;
+
+/// The timers BFQ arms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timer {
+    /// The in-service queue's idle slice ends: expire it as too idle.
+    IdleSlice,
+}
+
+/// Every timer with its deadline, if armed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timers {
+    idle_slice: Option<Nanos>,
+}
+
+impl Timers {
+    /// Arms (`Some`) or disarms (`None`) a timer.
+    pub fn set(&mut self, timer: Timer, at: Option<Nanos>) {
+        match timer {
+            Timer::IdleSlice => self.idle_slice = at,
+        }
+    }
+
+    /// A timer's deadline, if armed.
+    pub fn get(&self, timer: Timer) -> Option<Nanos> {
+        match timer {
+            Timer::IdleSlice => self.idle_slice,
+        }
+    }
+
+    /// The earliest armed timer.
+    pub fn earliest(&self) -> Option<(Timer, Nanos)> {
+        [(Timer::IdleSlice, self.idle_slice)]
+            .into_iter()
+            .filter_map(|(t, at)| at.map(|at| (t, at)))
+            .min_by_key(|&(_, at)| at)
+    }
+
+    /// The timers due at `now`, earliest first.
+    pub fn due(&self, now: Nanos) -> impl Iterator<Item = Timer> {
+        let mut due: Vec<(Nanos, Timer)> = [(Timer::IdleSlice, self.idle_slice)]
+            .into_iter()
+            .filter_map(|(t, at)| at.filter(|&a| a <= now).map(|a| (a, t)))
+            .collect();
+        due.sort_by_key(|&(at, _)| at);
+        due.into_iter().map(|(_, t)| t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_earliest_armed_timer_is_reported_and_only_due_ones_fire() {
+        let mut t = Timers::default();
+        assert_eq!(t.earliest(), None);
+        t.set(Timer::IdleSlice, Some(500));
+        assert_eq!(t.earliest(), Some((Timer::IdleSlice, 500)));
+        assert_eq!(t.due(499).count(), 0);
+        assert_eq!(t.due(500).collect::<Vec<_>>(), vec![Timer::IdleSlice]);
+        t.set(Timer::IdleSlice, None);
+        assert_eq!((t.get(Timer::IdleSlice), t.earliest()), (None, None));
+    }
+}
