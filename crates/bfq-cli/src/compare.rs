@@ -42,9 +42,13 @@ pub struct CompareArgs {
     /// Override the job's duration (e.g. `10s`).
     #[arg(long)]
     pub duration: Option<String>,
-    /// Write every run's report as JSON to this file (`-` for standard output).
+    /// Write every run's report as JSON to this file (`-` for standard output, with nothing else on
+    /// it: the table then goes to standard error).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Print no table and no progress.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// The JSON document `--json` writes.
@@ -133,6 +137,7 @@ pub fn execute(args: CompareArgs) -> Result<()> {
         target: args.target.clone(),
         json: args.json.clone(),
         keep_ours,
+        quiet: args.quiet,
     });
     bfq_kernel::cleanup::install_interrupt_handler();
     {
@@ -155,14 +160,22 @@ pub fn execute(args: CompareArgs) -> Result<()> {
         ..bfq_runner::RunOptions::default()
     };
     let mut failure = None;
-    let runs = engine.iter().map(|n| (true, n)).chain(kernel.iter().map(|n| (false, n)));
-    for (through_engine, name) in runs {
+    let runs: Vec<(bool, &String)> =
+        engine.iter().map(|n| (true, n)).chain(kernel.iter().map(|n| (false, n))).collect();
+    let mode = crate::output::progress_mode(args.quiet);
+    for (i, &(through_engine, name)) in runs.iter().enumerate() {
+        let label = if through_engine { format!("engine {name}") } else { format!("kernel {name}") };
+        let _ticker = crate::output::Ticker::start(mode, &label, i, runs.len(), job.duration.0 as f64 / 1e9);
         let result = if through_engine {
-            eprintln!("bfq compare: engine, scheduler {name} ...");
+            if !args.quiet {
+                eprintln!("bfq compare: engine, scheduler {name} ...");
+            }
             bfq_runner::run_job(&job, &args.target, name, &params, &engine_options)
                 .with_context(|| format!("running {job_name} through the engine under {name}"))
         } else {
-            eprintln!("bfq compare: kernel {name} via fio on a loop device ...");
+            if !args.quiet {
+                eprintln!("bfq compare: kernel {name} via fio on a loop device ...");
+            }
             bfq_kernel::run_kernel_job(&job, &args.target, name, &kernel_options)
                 .with_context(|| format!("running {job_name} under the kernel's {name}"))
         };
@@ -200,6 +213,7 @@ struct Output {
     json: Option<PathBuf>,
     /// The target is ours (created by bfq) and written by the runs: keep its ownership record current.
     keep_ours: bool,
+    quiet: bool,
 }
 
 impl Output {
@@ -218,7 +232,7 @@ impl Output {
         if reports.is_empty() {
             return;
         }
-        print!("{}", table(reports));
+        crate::output::print_table(&table(reports), self.quiet, self.json.as_deref());
         let Some(path) = &self.json else { return };
         let out = CompareOutput {
             schema: "bfq-compare-output/1",

@@ -5,6 +5,8 @@ use clap::{Parser, Subcommand};
 
 mod checks;
 mod compare;
+mod list;
+mod output;
 mod replay_cmd;
 mod run;
 mod serve_cmd;
@@ -13,7 +15,12 @@ mod suite_cmd;
 
 /// Budget Fair Queueing: simulate, run and compare storage I/O schedulers.
 #[derive(Parser, Debug)]
-#[command(name = "bfq", version, about)]
+#[command(
+    name = "bfq",
+    version,
+    about,
+    after_help = "Exit status: 0 success; 1 an error (bad input, a failed run); 2 a usage error; 3 a failing headline claim under `suite --fail-on-headline`; 130 interrupted (SIGINT, SIGTERM, SIGHUP).\nEnvironment: NO_COLOR turns colour off; BFQ_PROGRESS=lines|off|bar chooses how progress is shown on standard error.\nSee `bfq list` for the schedulers and their tunables, the device presets, workloads and traces."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -30,6 +37,8 @@ enum Command {
     /// Run a job through the engine and, with fio on a loop device, under the kernel's schedulers,
     /// side by side (Linux, root).
     Compare(compare::CompareArgs),
+    /// List the schedulers with their tunables, the device presets, the workloads and the traces.
+    List(list::ListArgs),
     /// Serve files and block devices to NBD clients, each export and connection a BFQ tenant.
     Serve(serve_cmd::ServeArgs),
     /// The S-suite start-up replay `bfq compare` runs under the kernel's schedulers (internal).
@@ -45,10 +54,14 @@ fn main() {
         Command::Run(args) => run::execute(args),
         Command::Compare(args) => compare::execute(args),
         Command::Serve(args) => serve_cmd::execute(args),
+        Command::List(args) => list::execute(args),
         Command::ReplayStartup(args) => replay_cmd::execute(args),
     };
     if let Err(err) = result {
         eprintln!("bfq: error: {err:#}");
-        std::process::exit(1);
+        // Exit statuses (README, "Exit status"): 1 an error, 2 a usage error (clap), 3 a failing
+        // headline claim under `suite --fail-on-headline`, 130 interrupted.
+        let status = if err.downcast_ref::<suite_cmd::HeadlineFailed>().is_some() { 3 } else { 1 };
+        std::process::exit(status);
     }
 }

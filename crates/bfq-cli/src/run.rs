@@ -70,26 +70,35 @@ pub fn execute(args: RunArgs) -> Result<()> {
     let ours = bfq_runner::is_ours(&args.target) || !args.target.exists();
     {
         let (done, target, quiet) = (done.clone(), args.target.clone(), args.quiet);
+        let json = args.json.clone();
         bfq_kernel::cleanup::install_interrupt_handler();
         bfq_kernel::cleanup::set_interrupt_hook(move || {
             if ours && target.exists() {
                 let _ = bfq_runner::record_ours(&target);
             }
             let reports = done.lock().unwrap_or_else(|e| e.into_inner());
-            if !quiet && !reports.is_empty() {
+            if !reports.is_empty() {
                 eprintln!("bfq run: interrupted; the {} run(s) measured so far:", reports.len());
-                print!("{}", crate::sim::table(&reports));
+                crate::output::print_table(&crate::sim::table(&reports), quiet, json.as_deref());
             }
         });
     }
-    for name in &schedulers {
+    let mode = crate::output::progress_mode(args.quiet);
+    for (i, name) in schedulers.iter().enumerate() {
+        let ticker =
+            crate::output::Ticker::start(mode, name, i, schedulers.len(), job.duration.0 as f64 / 1e9);
         let report = run_job(&job, &args.target, name, &params, &options);
+        drop(ticker);
         match report {
             Ok(r) => done.lock().unwrap_or_else(|e| e.into_inner()).push(r),
             Err(e) => {
                 let reports = done.lock().unwrap_or_else(|e| e.into_inner());
-                if !args.quiet && !reports.is_empty() {
-                    print!("{}", crate::sim::table(&reports));
+                if !reports.is_empty() {
+                    crate::output::print_table(
+                        &crate::sim::table(&reports),
+                        args.quiet,
+                        args.json.as_deref(),
+                    );
                 }
                 let earlier = match reports.len() {
                     0 => String::new(),
@@ -104,9 +113,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
         }
     }
     let reports = std::mem::take(&mut *done.lock().unwrap_or_else(|e| e.into_inner()));
-    if !args.quiet {
-        print!("{}", crate::sim::table(&reports));
-    }
+    crate::output::print_table(&crate::sim::table(&reports), args.quiet, args.json.as_deref());
     if let Some(path) = &args.json {
         let out = RunOutput {
             schema: "bfq-run-output/1",
@@ -114,12 +121,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
             target: args.target.display().to_string(),
             runs: &reports,
         };
-        let text = serde_json::to_string_pretty(&out)?;
-        if path.as_os_str() == "-" {
-            println!("{text}");
-        } else {
-            std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-        }
+        crate::output::write_json(path, &out)?;
     }
     let failed = crate::checks::failed_apps(&reports);
     if !failed.is_empty() {

@@ -64,7 +64,7 @@ pub fn execute(args: SimArgs) -> Result<()> {
         let report = run_job(&job, name, &params)
             .with_context(|| format!("running {} under {name}", args.job.display()))?;
         let host = started.elapsed().as_secs_f64();
-        if !args.quiet {
+        if !args.quiet && !crate::output::json_to_stdout(args.json.as_deref()) {
             eprintln!(
                 "{name}: {} requests simulated in {host:.3} s of host time ({:.0} requests/s)",
                 report.totals.dispatched_all,
@@ -73,21 +73,14 @@ pub fn execute(args: SimArgs) -> Result<()> {
         }
         reports.push(report);
     }
-    if !args.quiet {
-        print!("{}", table(&reports));
-    }
+    crate::output::print_table(&table(&reports), args.quiet, args.json.as_deref());
     if let Some(path) = &args.json {
         let out = SimOutput {
             schema: "bfq-sim-output/1",
             job_file: args.job.display().to_string(),
             runs: &reports,
         };
-        let text = serde_json::to_string_pretty(&out)?;
-        if path.as_os_str() == "-" {
-            println!("{text}");
-        } else {
-            std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-        }
+        crate::output::write_json(path, &out)?;
     }
     Ok(())
 }

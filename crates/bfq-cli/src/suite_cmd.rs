@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
-use bfq_cli::suite::{self, SuiteOptions};
+use bfq_cli::suite::{self, SuiteOptions, Verdict};
 use clap::Args;
 
 /// Arguments of `bfq suite`.
@@ -17,30 +17,78 @@ pub struct SuiteArgs {
     /// Reduced durations (under 2 minutes).
     #[arg(long)]
     pub quick: bool,
-    /// Write every figure, verdict and run report as JSON to this file.
+    /// Write every figure, verdict and run report as JSON to this file (`-` for standard output,
+    /// with nothing else on it: the text report then goes to standard error).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write a self-contained HTML report (index.html) into this directory.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Print no text report and no progress.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Exit with status 3 when a headline claim fails (for CI).
+    #[arg(long)]
+    pub fail_on_headline: bool,
+    /// Only these claims (comma-separated ids), with the runs they need.
+    #[arg(long, value_delimiter = ',', hide = true)]
+    pub only: Vec<String>,
+    /// Check against this published-results file instead of the embedded data/published.toml.
+    #[arg(long, hide = true)]
+    pub published: Option<PathBuf>,
 }
+
+/// `bfq suite --fail-on-headline` found failing headline claims (exit status 3).
+#[derive(Debug, thiserror::Error)]
+#[error("{} headline claim(s) failed: {}", .0.len(), .0.join(", "))]
+pub struct HeadlineFailed(pub Vec<String>);
 
 /// Runs `bfq suite`.
 pub fn execute(args: SuiteArgs) -> Result<()> {
-    let opts = SuiteOptions { device: args.device, quick: args.quick, progress: true, only: None };
+    let published = match &args.published {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("--published {}", p.display()))?),
+        None => None,
+    };
+    let progress = crate::output::progress_mode(args.quiet) != crate::output::ProgressMode::Off;
+    let opts = SuiteOptions {
+        device: args.device,
+        quick: args.quick,
+        progress,
+        only: (!args.only.is_empty()).then_some(args.only),
+        published,
+    };
     let result = suite::run(&opts).map_err(|e| anyhow!(e))?;
-    print!("{}", suite::render_text(&result));
+    let colour = crate::output::colour() && !crate::output::json_to_stdout(args.json.as_deref());
+    crate::output::print_table(
+        &suite::render_text_coloured(&result, colour),
+        args.quiet,
+        args.json.as_deref(),
+    );
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&result)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        crate::output::write_json(path, &result)?;
+        if path.as_os_str() != "-" && !args.quiet {
+            eprintln!("wrote {}", path.display());
+        }
     }
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join("index.html");
         std::fs::write(&path, suite::html::render(&result))
             .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        if !args.quiet {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    if args.fail_on_headline {
+        let failed: Vec<String> = result
+            .claims
+            .iter()
+            .filter(|c| c.headline && c.verdict == Verdict::Fail)
+            .map(|c| c.id.clone())
+            .collect();
+        if !failed.is_empty() {
+            return Err(HeadlineFailed(failed).into());
+        }
     }
     Ok(())
 }

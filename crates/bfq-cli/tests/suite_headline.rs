@@ -11,6 +11,7 @@ fn check(ids: &[&str]) {
         quick: true,
         progress: false,
         only: Some(ids.iter().map(|s| s.to_string()).collect()),
+        published: None,
     };
     let result = run(&opts).expect("the suite runs");
     assert_eq!(result.claims.len(), ids.len());

@@ -17,7 +17,8 @@ use std::time::Instant;
 use bfq_sim::RunReport;
 use serde::Serialize;
 
-use claims::{ClaimResult, Verdict};
+use claims::ClaimResult;
+pub use claims::Verdict;
 use published::{Figure, Published};
 use runs::{plan, Profile, RunKey};
 
@@ -44,6 +45,8 @@ pub struct SuiteOptions {
     pub progress: bool,
     /// Only claims whose id passes this filter (tests use it to run a slice).
     pub only: Option<Vec<String>>,
+    /// Published results to check against instead of the embedded data/published.toml (TOML text).
+    pub published: Option<String>,
 }
 
 /// One published figure beside ours.
@@ -131,7 +134,10 @@ fn figure_keys(published: &Published, f: &Figure) -> Result<Vec<RunKey>, String>
 /// Runs the suite.
 pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
     let started = Instant::now();
-    let published = published::load()?;
+    let published = match &opts.published {
+        Some(text) => published::parse(text, "--published")?,
+        None => published::load()?,
+    };
     if opts.device != runs::TESTBED {
         bfq_sim::device::build_device(&opts.device, &[]).map_err(|e| format!("--device: {e}"))?;
     }
@@ -259,6 +265,24 @@ fn verdict_word(v: &Verdict) -> &'static str {
 
 /// The terminal report: per experiment, the figures beside ours, then the verdicts.
 pub fn render_text(r: &SuiteResult) -> String {
+    render_text_coloured(r, false)
+}
+
+/// The terminal report, with the verdict words in colour when `colour` is set (green PASS, red FAIL,
+/// yellow UNSURE).
+pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
+    let paint = |word: &str| -> String {
+        if !colour {
+            return word.to_string();
+        }
+        let code = match word.trim() {
+            "PASS" => "32",
+            "FAIL" => "31",
+            "UNSURE" => "33",
+            _ => "2",
+        };
+        format!("\x1b[{code}m{word}\x1b[0m")
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -316,8 +340,8 @@ pub fn render_text(r: &SuiteResult) -> String {
                 let paper = c.paper.map_or("-".into(), |v| format!("{v:.2}"));
                 let _ = writeln!(
                     out,
-                    "  {:<7} {}{:<42} ours {:>7}  paper {:>6}  {}",
-                    verdict_word(&c.verdict),
+                    "  {} {}{:<42} ours {:>7}  paper {:>6}  {}",
+                    paint(&format!("{:<7}", verdict_word(&c.verdict))),
                     if c.headline { "*" } else { " " },
                     c.id,
                     ours,

@@ -133,9 +133,14 @@ pub struct Claim {
 
 /// Parses the embedded file.
 pub fn load() -> Result<Published, String> {
-    let p: Published = toml::from_str(PUBLISHED_TOML).map_err(|e| format!("data/published.toml: {e}"))?;
+    parse(PUBLISHED_TOML, "data/published.toml")
+}
+
+/// Parses published results from TOML text; `name` names it in errors.
+pub fn parse(text: &str, name: &str) -> Result<Published, String> {
+    let p: Published = toml::from_str(text).map_err(|e| format!("{name}: {e}"))?;
     if p.schema_version != 1 {
-        return Err(format!("data/published.toml: schema_version {} (expected 1)", p.schema_version));
+        return Err(format!("{name}: schema_version {} (expected 1)", p.schema_version));
     }
     Ok(p)
 }

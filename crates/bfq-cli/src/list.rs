@@ -1,0 +1,254 @@
+//! `bfq list [schedulers|devices|workloads|traces] [--json FILE]`: what can be named on the command
+//! line and in job files, with the values a run starts from (issue 17 part 5).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use bfq_sched::DeviceInfo;
+use bfq_sim::job::{named_workload, AppKind, AppSpec, NAMED_WORKLOADS};
+
+/// What to list.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum What {
+    /// Every scheduler with its tunables and their defaults.
+    Schedulers,
+    /// The simulator's device presets.
+    Devices,
+    /// Named workloads and application kinds with their defaults.
+    Workloads,
+    /// Built-in start-up traces.
+    Traces,
+}
+
+/// Arguments of `bfq list`.
+#[derive(clap::Args, Debug)]
+pub struct ListArgs {
+    /// What to list (default: everything).
+    pub what: Option<What>,
+    /// Write the lists as JSON to this file (`-` for standard output, with nothing else on it).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(serde::Serialize, Default)]
+struct Lists {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    schedulers: Vec<SchedulerEntry>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    devices: Vec<DeviceEntry>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    workloads: Vec<WorkloadEntry>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    application_kinds: Vec<KindEntry>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    traces: Vec<TraceEntry>,
+}
+
+#[derive(serde::Serialize)]
+struct SchedulerEntry {
+    name: &'static str,
+    /// Tunable -> default on a rotational device (and on a non-rotational one, where different).
+    tunables: BTreeMap<String, String>,
+    tunables_non_rotational: BTreeMap<String, String>,
+}
+
+#[derive(serde::Serialize)]
+struct DeviceEntry {
+    preset: &'static str,
+    model: String,
+    rotational: bool,
+    queue_depth: u32,
+    capacity_bytes: u64,
+}
+
+#[derive(serde::Serialize)]
+struct WorkloadEntry {
+    name: &'static str,
+    applications: Vec<String>,
+}
+
+#[derive(serde::Serialize)]
+struct KindEntry {
+    kind: &'static str,
+    request_bytes: u64,
+    processes: u32,
+    real_runs: bool,
+}
+
+#[derive(serde::Serialize)]
+struct TraceEntry {
+    name: &'static str,
+    processes: usize,
+    requests: usize,
+    bytes: u64,
+}
+
+const KINDS: &[AppKind] = &[
+    AppKind::SeqReader,
+    AppKind::RandReader,
+    AppKind::SeqWriter,
+    AppKind::RandWriter,
+    AppKind::Startup,
+    AppKind::Video,
+    AppKind::Dbms,
+    AppKind::Interleaved,
+    AppKind::WebServer,
+    AppKind::Streaming,
+];
+
+fn collect(what: Option<What>) -> Lists {
+    let all = what.is_none();
+    let mut l = Lists::default();
+    if all || what == Some(What::Schedulers) {
+        for name in bfq_sched::SCHEDULER_NAMES {
+            let params = |rotational| -> BTreeMap<String, String> {
+                bfq_sched::build(name, DeviceInfo { rotational, queue_depth: 32 }, &[])
+                    .map(|s| s.params().into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+                    .unwrap_or_default()
+            };
+            let (rot, flash) = (params(true), params(false));
+            let differ = flash.into_iter().filter(|(k, v)| rot.get(k) != Some(v)).collect();
+            l.schedulers.push(SchedulerEntry { name, tunables: rot, tunables_non_rotational: differ });
+        }
+    }
+    if all || what == Some(What::Devices) {
+        for preset in bfq_sim::device::DEVICE_PRESETS {
+            if let Ok(d) = bfq_sim::device::build_device(preset, &[]) {
+                let info = d.info();
+                l.devices.push(DeviceEntry {
+                    preset,
+                    model: d.name().to_string(),
+                    rotational: info.rotational,
+                    queue_depth: info.queue_depth,
+                    capacity_bytes: d.capacity_bytes(),
+                });
+            }
+        }
+    }
+    if all || what == Some(What::Workloads) {
+        for name in NAMED_WORKLOADS {
+            let apps = named_workload(name)
+                .unwrap_or_default()
+                .iter()
+                .map(|a| format!("{} x {}", a.count, a.kind.as_str()))
+                .collect();
+            l.workloads.push(WorkloadEntry { name, applications: apps });
+        }
+        for kind in KINDS {
+            let spec = AppSpec::new(*kind);
+            l.application_kinds.push(KindEntry {
+                kind: kind.as_str(),
+                request_bytes: spec.request_bytes(),
+                processes: spec.process_count(),
+                real_runs: matches!(
+                    kind,
+                    AppKind::SeqReader
+                        | AppKind::RandReader
+                        | AppKind::SeqWriter
+                        | AppKind::RandWriter
+                        | AppKind::Dbms
+                        | AppKind::Startup
+                ),
+            });
+        }
+    }
+    if all || what == Some(What::Traces) {
+        for (name, _) in bfq_sim::workload::startup::BUILTIN_TRACES {
+            if let Some(t) = bfq_sim::workload::startup::Trace::builtin(name) {
+                l.traces.push(TraceEntry {
+                    name,
+                    processes: t.threads.len(),
+                    requests: t.requests.len(),
+                    bytes: t.requests.iter().map(|r| u64::from(r.bytes)).sum(),
+                });
+            }
+        }
+    }
+    l
+}
+
+fn render(l: &Lists) -> String {
+    let mut out = String::new();
+    if !l.schedulers.is_empty() {
+        let _ = writeln!(out, "schedulers (--scheduler, --engine, [scheduler] name; tunables with --params or [scheduler] params):");
+        for s in &l.schedulers {
+            let tunables: Vec<String> = s.tunables.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = writeln!(
+                out,
+                "  {:<13} {}",
+                s.name,
+                if tunables.is_empty() { "(no tunables)".into() } else { tunables.join(" ") }
+            );
+            if !s.tunables_non_rotational.is_empty() {
+                let flash: Vec<String> =
+                    s.tunables_non_rotational.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let _ = writeln!(out, "  {:<13} on a non-rotational device: {}", "", flash.join(" "));
+            }
+        }
+        let _ = writeln!(out, "  aliases: noop and none = fifo, as = anticipatory; kernel schedulers for compare --kernel: {}\n", bfq_kernel::KERNEL_SCHEDULERS.join(", "));
+    }
+    if !l.devices.is_empty() {
+        let _ = writeln!(out, "device presets ([device] preset, suite --device):");
+        for d in &l.devices {
+            let _ = writeln!(
+                out,
+                "  {:<16} {:<16} {:<15} depth {:>2}  {:>8.1} GB",
+                d.preset,
+                d.model,
+                if d.rotational { "rotational" } else { "non-rotational" },
+                d.queue_depth,
+                d.capacity_bytes as f64 / 1e9
+            );
+        }
+        out.push('\n');
+    }
+    if !l.workloads.is_empty() {
+        let _ = writeln!(out, "named workloads (workload = ...):");
+        for w in &l.workloads {
+            let _ = writeln!(out, "  {:<10} {}", w.name, w.applications.join(", "));
+        }
+        let _ = writeln!(out, "application kinds ([[app]] kind = ...; defaults):");
+        for k in &l.application_kinds {
+            let request = if k.request_bytes == 0 {
+                "the trace's".to_string()
+            } else {
+                format!("{} B", k.request_bytes)
+            };
+            let _ = writeln!(
+                out,
+                "  {:<12} request {:>11}  processes {:>3}  {}",
+                k.kind,
+                request,
+                k.processes,
+                if k.real_runs { "simulator, run, compare" } else { "simulator only" }
+            );
+        }
+        out.push('\n');
+    }
+    if !l.traces.is_empty() {
+        let _ = writeln!(out, "start-up traces (trace = ..., or a trace file's path):");
+        for t in &l.traces {
+            let _ = writeln!(
+                out,
+                "  {:<10} {} processes, {} requests, {:.1} MiB",
+                t.name,
+                t.processes,
+                t.requests,
+                t.bytes as f64 / 1048576.0
+            );
+        }
+    }
+    out
+}
+
+/// Runs `bfq list`.
+pub fn execute(args: ListArgs) -> Result<()> {
+    let lists = collect(args.what);
+    crate::output::print_table(&render(&lists), false, args.json.as_deref());
+    if let Some(path) = &args.json {
+        crate::output::write_json(path, &lists)?;
+    }
+    Ok(())
+}

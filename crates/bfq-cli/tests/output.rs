@@ -1,0 +1,181 @@
+//! What a person and a script see (issue 17 parts 2-5): `--json -` puts JSON and nothing else on
+//! standard output in every verb, `-q` prints no table, `suite --fail-on-headline` exits 3 on a failing
+//! headline claim, and `run` and `compare` report their progress (here as plain lines, forced with
+//! `BFQ_PROGRESS=lines` because the test's standard error is not a terminal).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const JOB: &str = r#"
+duration = "2s"
+[device]
+preset = "constant"
+[[app]]
+kind = "rand-reader"
+file_size = "4MiB"
+weight = 300
+[[app]]
+kind = "rand-reader"
+file_size = "4MiB"
+"#;
+
+struct Files(Vec<PathBuf>);
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f);
+            let mut record = f.as_os_str().to_owned();
+            record.push(".bfq-owner");
+            let _ = std::fs::remove_file(PathBuf::from(record));
+        }
+    }
+}
+
+fn files(tag: &str) -> (Files, PathBuf, PathBuf) {
+    let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/var/tmp" };
+    let job = PathBuf::from(format!("/tmp/bfq-output-{tag}-{}.toml", std::process::id()));
+    let target = PathBuf::from(format!("{dir}/bfq-output-{tag}-{}.img", std::process::id()));
+    std::fs::write(&job, JOB).unwrap();
+    let _ = std::fs::remove_file(&target);
+    (Files(vec![job.clone(), target.clone()]), job, target)
+}
+
+fn bfq(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bfq"));
+    c.args(args).env_remove("BFQ_PROGRESS");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn stdout_is_only_json(what: &str, out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{what}: stdout is not JSON alone ({e}):\n{stdout}"))
+}
+
+#[test]
+fn json_dash_puts_json_and_nothing_else_on_stdout_in_every_verb() {
+    let (_f, job, target) = files("json");
+    let (job, target) = (job.to_str().unwrap(), target.to_str().unwrap());
+    let sim = stdout_is_only_json("sim", &bfq(&["sim", job, "-s", "bfq,fifo", "--json", "-"], &[]));
+    assert_eq!(sim["runs"].as_array().unwrap().len(), 2);
+    let run = stdout_is_only_json(
+        "run",
+        &bfq(&["run", job, "--target", target, "--duration", "1s", "--json", "-"], &[]),
+    );
+    assert_eq!(run["schema"], "bfq-run-output/1");
+    let compare = stdout_is_only_json(
+        "compare",
+        &bfq(
+            &[
+                "compare",
+                job,
+                "--target",
+                target,
+                "--engine",
+                "fifo",
+                "--kernel",
+                "",
+                "--duration",
+                "1s",
+                "--json",
+                "-",
+            ],
+            &[],
+        ),
+    );
+    assert_eq!(compare["complete"], true);
+    let suite = stdout_is_only_json(
+        "suite",
+        &bfq(&["suite", "--quick", "--only", "tput_10rseq_bfq_ge_cfq", "--json", "-"], &[]),
+    );
+    assert_eq!(suite["claims"].as_array().unwrap().len(), 1);
+    let list = stdout_is_only_json("list", &bfq(&["list", "--json", "-"], &[]));
+    assert!(list["schedulers"].as_array().unwrap().len() >= 10);
+}
+
+#[test]
+fn quiet_prints_no_table_in_any_verb() {
+    let (_f, job, target) = files("quiet");
+    let (job, target) = (job.to_str().unwrap(), target.to_str().unwrap());
+    for args in [
+        vec!["sim", job, "-q"],
+        vec!["run", job, "--target", target, "--duration", "1s", "-q"],
+        vec![
+            "compare",
+            job,
+            "--target",
+            target,
+            "--engine",
+            "fifo",
+            "--kernel",
+            "",
+            "--duration",
+            "1s",
+            "-q",
+        ],
+        vec!["suite", "--quick", "--only", "tput_10rseq_bfq_ge_cfq", "-q"],
+    ] {
+        let out = bfq(&args, &[("BFQ_PROGRESS", "lines")]);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stdout.is_empty(), "{args:?} printed: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("progress:"), "{args:?}: progress despite -q");
+    }
+}
+
+#[test]
+fn fail_on_headline_exits_3_when_a_headline_claim_fails() {
+    // A copy of the published results in which one headline claim asks for the impossible.
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/published.toml")).unwrap();
+    let at = text.find("id = \"tput_10rseq_bfq_ge_cfq\"").expect("the claim exists");
+    let threshold = at + text[at..].find("threshold = 1.0").expect("its threshold");
+    let crafted =
+        format!("{}threshold = 1000.0{}", &text[..threshold], &text[threshold + "threshold = 1.0".len()..]);
+    let path = PathBuf::from(format!("/tmp/bfq-published-crafted-{}.toml", std::process::id()));
+    std::fs::write(&path, crafted).unwrap();
+    let _cleanup = Files(vec![path.clone()]);
+    let args =
+        ["suite", "--quick", "--only", "tput_10rseq_bfq_ge_cfq", "-q", "--published", path.to_str().unwrap()];
+    let out = bfq(&[&args[..], &["--fail-on-headline"]].concat(), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("1 headline claim(s) failed: tput_10rseq_bfq_ge_cfq"), "{stderr}");
+    // Without the option the same failure is reported in the results but exits 0.
+    assert_eq!(bfq(&args, &[]).status.code(), Some(0));
+    // And the real claim passes, so the option exits 0.
+    let real =
+        bfq(&["suite", "--quick", "--only", "tput_10rseq_bfq_ge_cfq", "-q", "--fail-on-headline"], &[]);
+    assert_eq!(real.status.code(), Some(0), "{}", String::from_utf8_lossy(&real.stderr));
+}
+
+#[test]
+fn run_and_compare_report_progress_per_run() {
+    let (_f, job, target) = files("progress");
+    let (job, target) = (job.to_str().unwrap(), target.to_str().unwrap());
+    let run = bfq(
+        &["run", job, "--target", target, "-s", "bfq,fifo", "--duration", "2s"],
+        &[("BFQ_PROGRESS", "lines")],
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("progress: run 1/2 bfq:") && stderr.contains("progress: run 2/2 fifo:"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("s left in all"), "{stderr}");
+    let compare = bfq(
+        &["compare", job, "--target", target, "--engine", "bfq", "--kernel", "", "--duration", "2s"],
+        &[("BFQ_PROGRESS", "lines")],
+    );
+    let stderr = String::from_utf8_lossy(&compare.stderr);
+    assert!(compare.status.success(), "{stderr}");
+    assert!(stderr.contains("progress: run 1/1 engine bfq:"), "{stderr}");
+    // Not a terminal and no BFQ_PROGRESS: no progress at all.
+    let plain = bfq(&["run", job, "--target", target, "--duration", "1s"], &[]);
+    assert!(!String::from_utf8_lossy(&plain.stderr).contains("progress:"));
+}
