@@ -325,13 +325,19 @@ pub fn table(reports: &[RunReport]) -> String {
             &format!("{} p99 (ms)", app.name),
             each(&|r| find(r).map_or("-".into(), |j| ms(r.apps[j].latency.p99_us))),
         );
+        // The slowest request too: a start-up's p99 can be small while one request took a second.
+        row(
+            &format!("{} max (ms)", app.name),
+            each(&|r| find(r).map_or("-".into(), |j| ms(r.apps[j].latency.max_us))),
+        );
         if app.extra.startup.is_some() {
             row(
                 &format!("{} start-up (s)", app.name),
                 each(&|r| {
                     find(r).and_then(|j| r.apps[j].extra.startup.as_ref()).map_or("-".into(), |s| {
                         if s.invocations == 0 {
-                            "not done".into()
+                            // How far it got, so that "not done" says how far from done.
+                            format!("not done: {} of {} requests", s.requests_issued, s.trace_requests)
                         } else {
                             format!("{:.3}", s.mean_s)
                         }

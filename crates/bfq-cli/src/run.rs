@@ -22,7 +22,8 @@ pub struct RunArgs {
     /// device), and let bfq grow such a file and fill its holes. Without it such a run is refused.
     #[arg(long)]
     pub overwrite_existing_data: bool,
-    /// Schedulers to compare, comma-separated (default: the job's scheduler, or fifo).
+    /// Schedulers to compare, comma-separated (default: the job's scheduler, or bfq and fifo side by
+    /// side, so that the weights' effect shows against the baseline).
     #[arg(long, short, value_delimiter = ',')]
     pub scheduler: Vec<String>,
     /// Scheduler tunables for every run, `key=value,key=value`.
@@ -56,7 +57,9 @@ pub fn execute(args: RunArgs) -> Result<()> {
     crate::checks::apply_duration(&mut job, args.duration.as_deref())?;
     let params = crate::checks::params(args.params.as_deref())?;
     let schedulers: Vec<String> = if args.scheduler.is_empty() {
-        vec![job.scheduler.as_ref().map_or_else(|| "fifo".to_string(), |s| s.name.clone())]
+        job.scheduler
+            .as_ref()
+            .map_or_else(|| vec!["bfq".to_string(), "fifo".to_string()], |s| vec![s.name.clone()])
     } else {
         args.scheduler.clone()
     };
@@ -79,7 +82,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
             let reports = done.lock().unwrap_or_else(|e| e.into_inner());
             if !reports.is_empty() {
                 eprintln!("bfq run: interrupted; the {} run(s) measured so far:", reports.len());
-                crate::output::print_table(&crate::sim::table(&reports), quiet, json.as_deref());
+                crate::output::print_table(&crate::compare::table(&reports), quiet, json.as_deref());
             }
         });
     }
@@ -95,7 +98,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
                 let reports = done.lock().unwrap_or_else(|e| e.into_inner());
                 if !reports.is_empty() {
                     crate::output::print_table(
-                        &crate::sim::table(&reports),
+                        &crate::compare::table(&reports),
                         args.quiet,
                         args.json.as_deref(),
                     );
@@ -113,7 +116,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
         }
     }
     let reports = std::mem::take(&mut *done.lock().unwrap_or_else(|e| e.into_inner()));
-    crate::output::print_table(&crate::sim::table(&reports), args.quiet, args.json.as_deref());
+    crate::output::print_table(&crate::compare::table(&reports), args.quiet, args.json.as_deref());
     if let Some(path) = &args.json {
         let out = RunOutput {
             schema: "bfq-run-output/1",

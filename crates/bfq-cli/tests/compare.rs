@@ -84,12 +84,14 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
     // 2 x 16 MiB + 2 x 20 MB for xterm's two processes, written by the user: a read-only job uses it as
     // it is (issue 14: an existing file is never written).
     std::fs::write(&target, vec![0x5au8; 80 << 20]).unwrap();
+    let json = std::env::temp_dir().join(format!("compare-smoke-{tag}.json"));
     let child = Command::new(env!("CARGO_BIN_EXE_bfq"))
         .args(["compare"])
         .arg(&job)
         .arg("--target")
         .arg(&target)
-        .args(["--kernel", "bfq,none", "--engine", "bfq,fifo"])
+        .args(["--kernel", "bfq,none", "--engine", "bfq,fifo", "--json"])
+        .arg(&json)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -99,34 +101,35 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
     let leftover_loops = loops_over(&target);
     let leftover_cgroups = compare_cgroups_of(Some(pid));
     let untouched = std::fs::read(&target).unwrap().iter().all(|&b| b == 0x5a);
+    let doc = std::fs::read_to_string(&json).unwrap_or_default();
     std::fs::remove_file(&target).unwrap();
     std::fs::remove_file(&job).unwrap();
+    let _ = std::fs::remove_file(&json);
     assert!(untouched, "a read-only job changed the user's file");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bfq compare failed:\n{stdout}\n{stderr}");
     assert!(leftover_loops.is_empty(), "loop device left: {leftover_loops:?}");
     assert!(leftover_cgroups.is_empty(), "cgroups left: {leftover_cgroups:?}");
-    let header = stdout.lines().next().unwrap_or_default();
-    for column in [" bfq ", " fifo ", "kernel-bfq", "kernel-none"] {
-        assert!(header.contains(column), "no {column} column:\n{stdout}");
-    }
-    for label in ["aggregate (MiB/s)", "read p99 (ms)", "b share error", "startup-0 start-up (s)"] {
+    // The table is for people: its rows are there; the figures are checked in the JSON, for scripts.
+    for label in [
+        "aggregate (MiB/s)",
+        "read p99 (ms)",
+        "b share error",
+        "startup-0 start-up (s)",
+        "startup-0 max (ms)",
+    ] {
         assert!(stdout.lines().any(|l| l.starts_with(label)), "no row {label}:\n{stdout}");
     }
-    // The kernel side replays the start-up as S does (`bfq replay-startup`): under none it completes,
-    // and every column has a start-up time.
-    let columns: Vec<&str> = header.split_whitespace().skip(1).collect();
-    let startup = stdout.lines().find(|l| l.starts_with("startup-0 start-up (s)")).unwrap();
-    let values: Vec<String> = startup
-        .trim_start_matches("startup-0 start-up (s)")
-        .replace("not done", "not-done")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    assert_eq!(values.len(), columns.len(), "{startup}");
-    let none = columns.iter().position(|c| *c == "kernel-none").unwrap();
-    assert!(values[none].parse::<f64>().is_ok_and(|v| v > 0.0), "kernel-none start-up: {startup}");
+    let doc: serde_json::Value = serde_json::from_str(&doc).expect("the JSON report");
+    let runs = doc["runs"].as_array().unwrap();
+    let names: Vec<&str> = runs.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
+    assert_eq!(names, ["bfq", "fifo", "kernel-bfq", "kernel-none"]);
+    // The kernel side replays the start-up as S does (`bfq replay-startup`): under none it completes.
+    let none = &runs[3];
+    let startup = none["apps"].as_array().unwrap().iter().find(|a| a["name"] == "startup-0").unwrap();
+    assert!(startup["startup"]["mean_s"].as_f64().unwrap() > 0.0, "kernel-none start-up: {startup}");
+    assert_eq!(startup["startup"]["invocations"], 1);
 }
 
 #[test]
