@@ -6,6 +6,8 @@
 //! scheduler = "bfq"                  # any scheduler of bfq-sched (default bfq)
 //! params = { low_latency = 0 }       # its tunables (default: low_latency off, see below)
 //! depth = 32                         # requests on each device at once
+//! metrics = "127.0.0.1:9109"         # Prometheus text format at /metrics (default: none)
+//! summary_interval = "10s"           # one line per export on standard error ("off": none)
 //!
 //! [[export]]
 //! name = "vm1"
@@ -72,6 +74,10 @@ pub struct Config {
     pub params: Vec<(String, String)>,
     /// Requests on each device at once.
     pub depth: u32,
+    /// Where to serve Prometheus metrics (`HOST:PORT`, path `/metrics`), if anywhere.
+    pub metrics: Option<String>,
+    /// How often to print a one-line summary per export on standard error (`None`: never).
+    pub summary_interval: Option<std::time::Duration>,
     /// The exports.
     pub exports: Vec<Export>,
 }
@@ -101,6 +107,10 @@ struct RawConfig {
     params: Option<BTreeMap<String, toml::Value>>,
     #[serde(default = "default_depth")]
     depth: u32,
+    #[serde(default)]
+    metrics: Option<String>,
+    #[serde(default)]
+    summary_interval: Option<String>,
     #[serde(default, rename = "export")]
     exports: Vec<RawExport>,
 }
@@ -253,7 +263,24 @@ impl Config {
                 description: e.description,
             });
         }
-        Ok(Config { listen, scheduler: raw.scheduler, params, depth: raw.depth, exports })
+        if let Some(m) = &raw.metrics {
+            if !m.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
+                return Err(err("metrics", None, format!("{m:?} is not `HOST:PORT`")));
+            }
+        }
+        let summary_interval = match raw.summary_interval.as_deref().unwrap_or("10s") {
+            "0" | "0s" | "off" => None,
+            text => Some(parse_interval(text).map_err(|m| err("summary_interval", None, m))?),
+        };
+        Ok(Config {
+            listen,
+            scheduler: raw.scheduler,
+            params,
+            depth: raw.depth,
+            metrics: raw.metrics,
+            summary_interval,
+            exports,
+        })
     }
 
     /// Reads a configuration file.
@@ -266,6 +293,24 @@ impl Config {
         })?;
         Config::from_toml(&text, &path.display().to_string())
     }
+}
+
+/// `"10s"`, `"500ms"`, `"1min"`: an interval of at least 100 ms.
+fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("expected an interval such as \"10s\", got {text:?}"))?;
+    let ms = match unit {
+        "ms" => n,
+        "s" => n.saturating_mul(1000),
+        "min" => n.saturating_mul(60_000),
+        _ => return Err(format!("expected an interval such as \"10s\" (units ms, s, min), got {text:?}")),
+    };
+    if ms < 100 {
+        return Err(format!("{text:?} is shorter than 100ms (or write \"off\")"));
+    }
+    Ok(std::time::Duration::from_millis(ms))
 }
 
 /// `"10GiB"`, `"512MB"`, `"4096"`: bytes.

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
 use crate::config::{Config, Export, Listen};
+use crate::metrics::{ConnectionLine, ExportCounters, Kind};
 use crate::protocol::*;
 
 const BLOCK: u64 = 4096;
@@ -67,6 +68,7 @@ struct ExportState {
     engine: usize,
     target: u32,
     locks: RangeLocks,
+    counters: ExportCounters,
 }
 
 struct State {
@@ -213,6 +215,7 @@ impl Drop for RangeGuard<'_> {
 /// A running server (started with [`start`]): its addresses, and a way to stop it.
 pub struct ServerHandle {
     addresses: Vec<String>,
+    metrics: Option<String>,
     stop: watch::Sender<bool>,
     control: mpsc::UnboundedSender<Control>,
     thread: Option<std::thread::JoinHandle<Result<(), ServeError>>>,
@@ -222,6 +225,11 @@ impl ServerHandle {
     /// Where it listens: `HOST:PORT` with the port bound (also for port 0), or `unix:PATH`.
     pub fn addresses(&self) -> &[String] {
         &self.addresses
+    }
+
+    /// Where the Prometheus metrics are served (`HOST:PORT`, path `/metrics`), if configured.
+    pub fn metrics_address(&self) -> Option<&str> {
+        self.metrics.as_deref()
     }
 
     /// Applies a new configuration's weights and classes to the running exports and their open
@@ -285,13 +293,15 @@ pub fn start(config: Config) -> Result<ServerHandle, ServeError> {
                         return Err(e);
                     }
                 };
-                let _ = ready_tx.send(Ok(server.addresses.clone()));
+                let _ = ready_tx.send(Ok((server.addresses.clone(), server.metrics_address.clone())));
                 server.serve(stopped, control_rx).await
             })
         })
         .map_err(ServeError::Runtime)?;
     match ready_rx.recv() {
-        Ok(Ok(addresses)) => Ok(ServerHandle { addresses, stop, control, thread: Some(thread) }),
+        Ok(Ok((addresses, metrics))) => {
+            Ok(ServerHandle { addresses, metrics, stop, control, thread: Some(thread) })
+        }
         _ => match thread.join() {
             Ok(Err(e)) => Err(e),
             _ => Err(ServeError::Runtime(std::io::Error::other("server thread ended at start"))),
@@ -358,6 +368,9 @@ struct Bound {
     state: Arc<State>,
     listeners: Vec<Listener>,
     addresses: Vec<String>,
+    metrics: Option<tokio::net::TcpListener>,
+    metrics_address: Option<String>,
+    summary_interval: Option<std::time::Duration>,
 }
 
 impl Bound {
@@ -390,7 +403,25 @@ impl Bound {
                 }
             }
         }
-        Ok(Bound { state, listeners, addresses })
+        let (metrics, metrics_address) = match &config.metrics {
+            Some(addr) => {
+                let l = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServeError::Listen { address: addr.clone(), source })?;
+                let local =
+                    l.local_addr().map_err(|source| ServeError::Listen { address: addr.clone(), source })?;
+                (Some(l), Some(local.to_string()))
+            }
+            None => (None, None),
+        };
+        Ok(Bound {
+            state,
+            listeners,
+            addresses,
+            metrics,
+            metrics_address,
+            summary_interval: config.summary_interval,
+        })
     }
 
     async fn serve(
@@ -427,6 +458,56 @@ impl Bound {
             });
         }
         drop(conn_tx);
+        if let Some(listener) = self.metrics {
+            let (state, mut stop) = (self.state.clone(), stopped.clone());
+            accepts.spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = stop.changed() => break,
+                        c = listener.accept() => if let Ok((stream, _)) = c {
+                            tokio::spawn(serve_metrics(stream, state.clone()));
+                        },
+                    }
+                }
+            });
+        }
+        if let Some(every) = self.summary_interval {
+            let (state, mut stop) = (self.state.clone(), stopped.clone());
+            accepts.spawn(async move {
+                let mut last: Vec<crate::metrics::Snapshot> =
+                    state.exports.iter().map(|e| e.counters.snapshot()).collect();
+                let mut tick = tokio::time::interval(every);
+                tick.tick().await;
+                loop {
+                    tokio::select! {
+                        _ = stop.changed() => break,
+                        _ = tick.tick() => {}
+                    }
+                    let now: Vec<crate::metrics::Snapshot> =
+                        state.exports.iter().map(|e| e.counters.snapshot()).collect();
+                    let live = state
+                        .live
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .values()
+                        .copied()
+                        .collect::<Vec<_>>();
+                    let rows: Vec<(String, crate::metrics::Snapshot, usize)> = state
+                        .exports
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| {
+                            (e.name.clone(), now[i].since(&last[i]), live.iter().filter(|&&x| x == i).count())
+                        })
+                        .filter(|(_, d, conns)| d.requests() > 0 || *conns > 0)
+                        .collect();
+                    if !rows.is_empty() {
+                        eprintln!("{}", crate::metrics::summary(&rows, every));
+                    }
+                    last = now;
+                }
+            });
+        }
         let mut stop = stopped.clone();
         loop {
             tokio::select! {
@@ -464,6 +545,57 @@ impl Bound {
         }
         Ok(())
     }
+}
+
+/// Answers one HTTP request on the metrics address: `GET /metrics` gets the Prometheus text.
+async fn serve_metrics(mut stream: tokio::net::TcpStream, state: Arc<State>) {
+    let mut request = Vec::with_capacity(512);
+    let mut buf = [0u8; 512];
+    // Up to the end of the headers, at most 8 KiB.
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
+        match tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => request.extend_from_slice(&buf[..n]),
+            _ => return,
+        }
+    }
+    let line = String::from_utf8_lossy(&request);
+    let response = if line.starts_with("GET /metrics ") || line.starts_with("GET /metrics?") {
+        let state2 = state.clone();
+        let body = tokio::task::spawn_blocking(move || {
+            let exports: Vec<(String, u32, crate::metrics::Snapshot)> = state2
+                .exports
+                .iter()
+                .map(|e| {
+                    (
+                        e.name.clone(),
+                        e.spec.lock().unwrap_or_else(|p| p.into_inner()).weight,
+                        e.counters.snapshot(),
+                    )
+                })
+                .collect();
+            let conns: Vec<ConnectionLine> = state2
+                .connections()
+                .into_iter()
+                .map(|c| ConnectionLine {
+                    export: c.export,
+                    queue: c.queue,
+                    weight: c.weight,
+                    completed: c.completed,
+                    bytes_read: c.bytes_read,
+                    bytes_written: c.bytes_written,
+                })
+                .collect();
+            crate::metrics::prometheus(&exports, &conns)
+        })
+        .await
+        .unwrap_or_default();
+        format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+    } else {
+        let body = "bfq serve: metrics are at /metrics\n";
+        format!("HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+    };
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
 }
 
 enum Conn {
@@ -524,6 +656,7 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
                 engine,
                 target,
                 locks: RangeLocks::default(),
+                counters: ExportCounters::default(),
             }
         })
         .collect();
@@ -811,6 +944,7 @@ async fn transmission<R, W>(
     let spec = *e.spec.lock().unwrap_or_else(|p| p.into_inner());
     let Ok(client) = engine.client_on(e.target, queue, spec) else { return };
     state.live.lock().unwrap_or_else(|p| p.into_inner()).insert(queue, export);
+    e.counters.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT_PER_CONNECTION);
     let writer = tokio::spawn(write_replies(wr, rx));
     let mut tasks: JoinSet<()> = JoinSet::new();
@@ -828,18 +962,27 @@ async fn transmission<R, W>(
             break;
         }
         let Some(h) = RequestHeader::parse(&header) else { break };
+        let arrived = std::time::Instant::now();
         let end = h.offset.checked_add(u64::from(h.length));
         let in_bounds = end.is_some_and(|end| end <= e.size);
-        let reply = |error: u32| Reply { handle: h.handle, error, data: None };
+        let reply = |error: u32| {
+            e.counters.record(Kind::Flush, false, arrived.elapsed());
+            Reply { handle: h.handle, error, data: None }
+        };
         match h.command {
             CMD_READ => {
                 if h.length > MAX_PAYLOAD || !in_bounds {
                     let _ = tx.send(reply(EINVAL)).await;
                     continue;
                 }
-                let (client, tx) = (client.clone(), tx.clone());
+                let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
                 tasks.spawn(async move {
                     let r = read_range(&client, h.offset, h.length).await;
+                    state.exports[export].counters.record(
+                        Kind::Read(u64::from(h.length)),
+                        r.is_ok(),
+                        arrived.elapsed(),
+                    );
                     let _ = tx
                         .send(match r {
                             Ok((buf, at)) => {
@@ -890,14 +1033,16 @@ async fn transmission<R, W>(
                 tasks.spawn(async move {
                     let e = &state.exports[export];
                     let r = write_range(&client, e, h.offset, payload, fua).await;
+                    e.counters.record(Kind::Write(u64::from(h.length)), r.is_ok(), arrived.elapsed());
                     let _ =
                         tx.send(Reply { handle: h.handle, error: r.err().unwrap_or(0), data: None }).await;
                 });
             }
             CMD_FLUSH => {
-                let (client, tx) = (client.clone(), tx.clone());
+                let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
                 tasks.spawn(async move {
                     let r = client.flush().await;
+                    state.exports[export].counters.record(Kind::Flush, r.is_ok(), arrived.elapsed());
                     let _ = tx
                         .send(Reply {
                             handle: h.handle,

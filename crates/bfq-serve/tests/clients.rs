@@ -380,3 +380,54 @@ fn a_reload_changes_the_weight_of_open_connections_without_dropping_them() {
     assert!(!std::path::Path::new("/var/tmp/never-created").exists());
     server.stop().unwrap();
 }
+
+/// Issue 16 part 5: the Prometheus page counts each export's requests, bytes, errors and connections,
+/// with a latency histogram, and lists each open connection with its weight.
+#[test]
+fn the_metrics_page_counts_requests_bytes_and_connections() {
+    let pid = std::process::id();
+    let path = PathBuf::from(format!("/var/tmp/bfq-serve-metrics-{pid}.img"));
+    let _ = std::fs::remove_file(&path);
+    let _files = Files(vec![path.clone()]);
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\n[[export]]\nname = \"m\"\npath = \"{}\"\nsize = \"4MiB\"\nweight = 250\n",
+        path.display()
+    );
+    let server = start(Config::from_toml(&text, "metrics.toml").unwrap()).unwrap();
+    let tcp = server.addresses()[0].clone();
+    let mut c = Raw::connect(&tcp);
+    c.hello();
+    assert_eq!(c.go("m"), 1);
+    c.request(1, 1, 0, 8192, &[3u8; 8192]);
+    assert_eq!(c.simple(), (0, 1));
+    c.request(0, 2, 0, 4096, &[]);
+    assert_eq!(c.simple(), (0, 2));
+    c.read_n(4096);
+    c.request(0, 3, 1 << 30, 4096, &[]);
+    assert_eq!(c.simple(), (22, 3));
+    let metrics = server.metrics_address().expect("metrics configured").to_string();
+    let mut http = std::net::TcpStream::connect(&metrics).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut page = String::new();
+    http.read_to_string(&mut page).unwrap();
+    for needle in [
+        "HTTP/1.1 200 OK",
+        "bfq_serve_requests_total{export=\"m\",kind=\"read\"} 1",
+        "bfq_serve_requests_total{export=\"m\",kind=\"write\"} 1",
+        "bfq_serve_requests_total{export=\"m\",kind=\"error\"} 1",
+        "bfq_serve_bytes_total{export=\"m\",direction=\"write\"} 8192",
+        "bfq_serve_connections_total{export=\"m\"} 1",
+        "bfq_serve_export_weight{export=\"m\"} 250",
+        "bfq_serve_request_latency_seconds_count{export=\"m\"} 3",
+        "bfq_serve_connection_weight{export=\"m\",queue=",
+    ] {
+        assert!(page.contains(needle), "{needle} missing:\n{page}");
+    }
+    let mut other = std::net::TcpStream::connect(&metrics).unwrap();
+    other.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    other.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 404"), "{reply}");
+    drop(c);
+    server.stop().unwrap();
+}

@@ -1,0 +1,331 @@
+//! What the server measured, per export and per connection (issue 16 part 5): counters and a latency
+//! histogram per export, kept with atomics on the request path (no lock), shown as Prometheus text at
+//! `/metrics` and as a periodic one-line summary per export.
+//!
+//! Latency is from the moment a request's header was read to the moment its reply was queued for the
+//! client: the time the server (scheduler, device) took, not the network's.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds of the latency buckets, in microseconds: powers of two from 16 us to ~8.4 s.
+pub const BUCKET_UPPER_US: [u64; 20] = {
+    let mut b = [0u64; 20];
+    let mut i = 0;
+    while i < 20 {
+        b[i] = 16 << i;
+        i += 1;
+    }
+    b
+};
+
+/// Counters of one export.
+#[derive(Default)]
+pub struct ExportCounters {
+    /// Reads answered successfully.
+    pub reads: AtomicU64,
+    /// Writes, trims and write-zeroes answered successfully.
+    pub writes: AtomicU64,
+    /// Flushes answered successfully.
+    pub flushes: AtomicU64,
+    /// Requests answered with an error.
+    pub errors: AtomicU64,
+    /// Bytes read.
+    pub bytes_read: AtomicU64,
+    /// Bytes written.
+    pub bytes_written: AtomicU64,
+    /// Connections accepted for this export.
+    pub connections: AtomicU64,
+    buckets: [AtomicU64; 21],
+    latency_sum_us: AtomicU64,
+}
+
+/// What a request was, for the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A read of this many bytes.
+    Read(u64),
+    /// A write of this many bytes (trim and write-zeroes count 0 bytes).
+    Write(u64),
+    /// A flush.
+    Flush,
+}
+
+impl ExportCounters {
+    /// Records one answered request.
+    pub fn record(&self, kind: Kind, ok: bool, latency: Duration) {
+        if !ok {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        } else {
+            match kind {
+                Kind::Read(b) => {
+                    self.reads.fetch_add(1, Ordering::Relaxed);
+                    self.bytes_read.fetch_add(b, Ordering::Relaxed);
+                }
+                Kind::Write(b) => {
+                    self.writes.fetch_add(1, Ordering::Relaxed);
+                    self.bytes_written.fetch_add(b, Ordering::Relaxed);
+                }
+                Kind::Flush => {
+                    self.flushes.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        let us = latency.as_micros().min(u128::from(u64::MAX)) as u64;
+        let bucket = BUCKET_UPPER_US.iter().position(|&b| us <= b).unwrap_or(BUCKET_UPPER_US.len());
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// A consistent-enough copy for reporting.
+    pub fn snapshot(&self) -> Snapshot {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Snapshot {
+            reads: load(&self.reads),
+            writes: load(&self.writes),
+            flushes: load(&self.flushes),
+            errors: load(&self.errors),
+            bytes_read: load(&self.bytes_read),
+            bytes_written: load(&self.bytes_written),
+            connections: load(&self.connections),
+            buckets: std::array::from_fn(|i| load(&self.buckets[i])),
+            latency_sum_us: load(&self.latency_sum_us),
+        }
+    }
+}
+
+/// The counters at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// See [`ExportCounters`].
+    pub reads: u64,
+    /// See [`ExportCounters`].
+    pub writes: u64,
+    /// See [`ExportCounters`].
+    pub flushes: u64,
+    /// See [`ExportCounters`].
+    pub errors: u64,
+    /// See [`ExportCounters`].
+    pub bytes_read: u64,
+    /// See [`ExportCounters`].
+    pub bytes_written: u64,
+    /// See [`ExportCounters`].
+    pub connections: u64,
+    /// Requests per latency bucket ([`BUCKET_UPPER_US`], then the overflow bucket).
+    pub buckets: [u64; 21],
+    /// Sum of the latencies, microseconds.
+    pub latency_sum_us: u64,
+}
+
+impl Snapshot {
+    /// Requests answered.
+    pub fn requests(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// The requests answered since `earlier`.
+    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        Snapshot {
+            reads: self.reads - earlier.reads,
+            writes: self.writes - earlier.writes,
+            flushes: self.flushes - earlier.flushes,
+            errors: self.errors - earlier.errors,
+            bytes_read: self.bytes_read - earlier.bytes_read,
+            bytes_written: self.bytes_written - earlier.bytes_written,
+            connections: self.connections - earlier.connections,
+            buckets: std::array::from_fn(|i| self.buckets[i] - earlier.buckets[i]),
+            latency_sum_us: self.latency_sum_us - earlier.latency_sum_us,
+        }
+    }
+
+    /// The latency below which a fraction `q` of the requests lies, as the upper bound of its bucket
+    /// (so at most 2x high); `None` without requests.
+    pub fn quantile_us(&self, q: f64) -> Option<u64> {
+        let n = self.requests();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        for (i, c) in self.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(BUCKET_UPPER_US.get(i).copied().unwrap_or(u64::MAX));
+            }
+        }
+        None
+    }
+}
+
+/// One connection's figures for the metrics page.
+pub struct ConnectionLine {
+    /// Export name.
+    pub export: String,
+    /// Queue id.
+    pub queue: u32,
+    /// Weight in the scheduler.
+    pub weight: u32,
+    /// Requests completed by the engine.
+    pub completed: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+}
+
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The Prometheus text exposition of every export and connection.
+pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[ConnectionLine]) -> String {
+    let mut o = String::new();
+    let family = |o: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    family(&mut o, "bfq_serve_requests_total", "counter", "Requests answered, by export and kind.");
+    for (e, _, s) in exports {
+        let e = label(e);
+        for (kind, v) in [("read", s.reads), ("write", s.writes), ("flush", s.flushes), ("error", s.errors)] {
+            let _ = writeln!(o, "bfq_serve_requests_total{{export=\"{e}\",kind=\"{kind}\"}} {v}");
+        }
+    }
+    family(&mut o, "bfq_serve_bytes_total", "counter", "Bytes moved, by export and direction.");
+    for (e, _, s) in exports {
+        let e = label(e);
+        let _ = writeln!(o, "bfq_serve_bytes_total{{export=\"{e}\",direction=\"read\"}} {}", s.bytes_read);
+        let _ =
+            writeln!(o, "bfq_serve_bytes_total{{export=\"{e}\",direction=\"write\"}} {}", s.bytes_written);
+    }
+    family(&mut o, "bfq_serve_connections_total", "counter", "Connections accepted, by export.");
+    for (e, _, s) in exports {
+        let _ = writeln!(o, "bfq_serve_connections_total{{export=\"{}\"}} {}", label(e), s.connections);
+    }
+    family(&mut o, "bfq_serve_export_weight", "gauge", "The export's configured weight.");
+    for (e, w, _) in exports {
+        let _ = writeln!(o, "bfq_serve_export_weight{{export=\"{}\"}} {w}", label(e));
+    }
+    family(
+        &mut o,
+        "bfq_serve_request_latency_seconds",
+        "histogram",
+        "From a request's header read to its reply queued.",
+    );
+    for (e, _, s) in exports {
+        let e = label(e);
+        let mut cumulative = 0;
+        for (i, upper) in BUCKET_UPPER_US.iter().enumerate() {
+            cumulative += s.buckets[i];
+            let _ = writeln!(
+                o,
+                "bfq_serve_request_latency_seconds_bucket{{export=\"{e}\",le=\"{}\"}} {cumulative}",
+                *upper as f64 / 1e6
+            );
+        }
+        let _ = writeln!(
+            o,
+            "bfq_serve_request_latency_seconds_bucket{{export=\"{e}\",le=\"+Inf\"}} {}",
+            s.requests()
+        );
+        let _ = writeln!(
+            o,
+            "bfq_serve_request_latency_seconds_sum{{export=\"{e}\"}} {}",
+            s.latency_sum_us as f64 / 1e6
+        );
+        let _ = writeln!(o, "bfq_serve_request_latency_seconds_count{{export=\"{e}\"}} {}", s.requests());
+    }
+    family(
+        &mut o,
+        "bfq_serve_connection_bytes",
+        "gauge",
+        "Bytes moved by each open connection (its scheduler queue).",
+    );
+    for c in connections {
+        let e = label(&c.export);
+        let _ = writeln!(
+            o,
+            "bfq_serve_connection_bytes{{export=\"{e}\",queue=\"{}\",direction=\"read\"}} {}",
+            c.queue, c.bytes_read
+        );
+        let _ = writeln!(
+            o,
+            "bfq_serve_connection_bytes{{export=\"{e}\",queue=\"{}\",direction=\"write\"}} {}",
+            c.queue, c.bytes_written
+        );
+    }
+    family(&mut o, "bfq_serve_connection_requests", "gauge", "Requests completed for each open connection.");
+    for c in connections {
+        let _ = writeln!(
+            o,
+            "bfq_serve_connection_requests{{export=\"{}\",queue=\"{}\"}} {}",
+            label(&c.export),
+            c.queue,
+            c.completed
+        );
+    }
+    family(
+        &mut o,
+        "bfq_serve_connection_weight",
+        "gauge",
+        "The weight the scheduler has for each open connection.",
+    );
+    for c in connections {
+        let _ = writeln!(
+            o,
+            "bfq_serve_connection_weight{{export=\"{}\",queue=\"{}\"}} {}",
+            label(&c.export),
+            c.queue,
+            c.weight
+        );
+    }
+    o
+}
+
+/// One line for the terminal: per export, requests and bytes per second over `interval`, latency
+/// percentiles (bucket upper bounds) and open connections.
+pub fn summary(exports: &[(String, Snapshot, usize)], interval: Duration) -> String {
+    let secs = interval.as_secs_f64().max(1e-9);
+    let parts: Vec<String> = exports
+        .iter()
+        .map(|(name, d, conns)| {
+            let ms = |q| d.quantile_us(q).map_or("-".into(), |us| format!("{:.1}", us as f64 / 1000.0));
+            format!(
+                "{name}: {:.0} IOPS {:.1} MiB/s p50<={} p99<={} ms {} conn{}",
+                d.requests() as f64 / secs,
+                (d.bytes_read + d.bytes_written) as f64 / 1048576.0 / secs,
+                ms(0.5),
+                ms(0.99),
+                conns,
+                if d.errors > 0 { format!(" {} errors", d.errors) } else { String::new() }
+            )
+        })
+        .collect();
+    format!("bfq serve: {}", parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_come_from_the_bucket_bounds_and_the_page_is_cumulative() {
+        let c = ExportCounters::default();
+        for _ in 0..98 {
+            c.record(Kind::Read(4096), true, Duration::from_micros(100));
+        }
+        c.record(Kind::Write(512), true, Duration::from_millis(30));
+        c.record(Kind::Flush, false, Duration::from_secs(20));
+        let s = c.snapshot();
+        assert_eq!((s.reads, s.writes, s.errors, s.bytes_read, s.requests()), (98, 1, 1, 98 * 4096, 100));
+        assert_eq!(s.quantile_us(0.5), Some(128));
+        assert_eq!(s.quantile_us(0.99), Some(32768));
+        assert_eq!(s.quantile_us(1.0), Some(u64::MAX), "beyond the last bound");
+        let page = prometheus(&[("vm\"1".into(), 300, s)], &[]);
+        assert!(page.contains("bfq_serve_requests_total{export=\"vm\\\"1\",kind=\"read\"} 98"), "{page}");
+        assert!(page.contains("bfq_serve_request_latency_seconds_bucket{export=\"vm\\\"1\",le=\"+Inf\"} 100"));
+        assert!(page.contains("le=\"0.000128\"} 98"), "{page}");
+        let line = summary(&[("a".into(), s, 2)], Duration::from_secs(10));
+        assert!(line.starts_with("bfq serve: a: 10 IOPS") && line.contains("2 conn 1 errors"), "{line}");
+    }
+}
