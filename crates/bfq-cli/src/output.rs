@@ -2,7 +2,7 @@
 //! standard output (the table then goes to standard error); `-q` prints no table; progress goes to
 //! standard error — a bar on a terminal, plain lines with `BFQ_PROGRESS=lines` (for scripts and
 //! tests), nothing with `-q`, `BFQ_PROGRESS=off` or when standard error is not a terminal; colour only
-//! on a terminal, and never with `NO_COLOR` set (https://no-color.org) or `TERM=dumb`.
+//! on a terminal, and never with `NO_COLOR` set (<https://no-color.org>) or `TERM=dumb`.
 
 use std::io::IsTerminal;
 use std::path::Path;
