@@ -946,7 +946,8 @@ async fn transmission<R, W>(
     state.live.lock().unwrap_or_else(|p| p.into_inner()).insert(queue, export);
     e.counters.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT_PER_CONNECTION);
-    let writer = tokio::spawn(write_replies(wr, rx));
+    let pool = BufPool::default();
+    let writer = tokio::spawn(write_replies(wr, rx, pool.clone()));
     let mut tasks: JoinSet<()> = JoinSet::new();
     loop {
         while tasks.try_join_next().is_some() {}
@@ -975,9 +976,9 @@ async fn transmission<R, W>(
                     let _ = tx.send(reply(EINVAL)).await;
                     continue;
                 }
-                let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
+                let (client, tx, state, pool) = (client.clone(), tx.clone(), state.clone(), pool.clone());
                 tasks.spawn(async move {
-                    let r = read_range(&client, h.offset, h.length).await;
+                    let r = read_range(&client, &pool, h.offset, h.length).await;
                     state.exports[export].counters.record(
                         Kind::Read(u64::from(h.length)),
                         r.is_ok(),
@@ -1016,7 +1017,7 @@ async fn transmission<R, W>(
                 }
                 let aligned = h.offset % BLOCK == 0 && u64::from(h.length) % BLOCK == 0 && h.length > 0;
                 let payload = if aligned {
-                    let mut buf = AlignedBuf::zeroed(h.length as usize);
+                    let mut buf = pool.get(h.length as usize);
                     if rd.read_exact(buf.as_mut_slice()).await.is_err() {
                         break;
                     }
@@ -1028,11 +1029,11 @@ async fn transmission<R, W>(
                     }
                     Payload::Bytes(v)
                 };
-                let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
+                let (client, tx, state, pool) = (client.clone(), tx.clone(), state.clone(), pool.clone());
                 let fua = h.flags & CMD_FLAG_FUA != 0;
                 tasks.spawn(async move {
                     let e = &state.exports[export];
-                    let r = write_range(&client, e, h.offset, payload, fua).await;
+                    let r = write_range(&client, &pool, e, h.offset, payload, fua).await;
                     e.counters.record(Kind::Write(u64::from(h.length)), r.is_ok(), arrived.elapsed());
                     let _ =
                         tx.send(Reply { handle: h.handle, error: r.err().unwrap_or(0), data: None }).await;
@@ -1101,6 +1102,32 @@ async fn transmission<R, W>(
     engine.remove_queue(queue);
 }
 
+/// Buffers of one connection, reused from request to request: a read's buffer comes back once its
+/// reply is written, a write's once the write completes (O_DIRECT needs aligned buffers, and a fresh
+/// one per request costs an allocation and page faults). Every reuse fills the whole buffer (a read
+/// from the device, a payload from the client) before anything of it is sent or written.
+#[derive(Clone, Default)]
+struct BufPool(Arc<Mutex<Vec<AlignedBuf>>>);
+
+impl BufPool {
+    const KEEP: usize = 64;
+
+    fn get(&self, len: usize) -> AlignedBuf {
+        let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match pool.iter().position(|b| b.len() == len) {
+            Some(i) => pool.swap_remove(i),
+            None => AlignedBuf::zeroed(len),
+        }
+    }
+
+    fn put(&self, buf: AlignedBuf) {
+        let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < Self::KEEP && !buf.is_empty() {
+            pool.push(buf);
+        }
+    }
+}
+
 enum Payload {
     Aligned(AlignedBuf),
     Bytes(Vec<u8>),
@@ -1108,22 +1135,25 @@ enum Payload {
 
 /// Reads `len` bytes at `offset`: the enclosing aligned blocks; returns the buffer and where the
 /// bytes start in it.
-async fn read_range(client: &Client, offset: u64, len: u32) -> Result<(AlignedBuf, usize), u32> {
+async fn read_range(
+    client: &Client,
+    pool: &BufPool,
+    offset: u64,
+    len: u32,
+) -> Result<(AlignedBuf, usize), u32> {
     if len == 0 {
         return Ok((AlignedBuf::zeroed(0), 0));
     }
     let start = offset - offset % BLOCK;
     let end = (offset + u64::from(len)).next_multiple_of(BLOCK);
-    let done = client
-        .read(start, AlignedBuf::zeroed((end - start) as usize), true)
-        .await
-        .map_err(|e| errno_of(&e))?;
+    let done = client.read(start, pool.get((end - start) as usize), true).await.map_err(|e| errno_of(&e))?;
     Ok((done.buf, (offset - start) as usize))
 }
 
 /// Writes a payload at `offset`; unaligned ones by read-modify-write of the enclosing blocks.
 async fn write_range(
     client: &Client,
+    pool: &BufPool,
     e: &ExportState,
     offset: u64,
     payload: Payload,
@@ -1142,7 +1172,7 @@ async fn write_range(
     let buf = match payload {
         Payload::Aligned(b) => b,
         Payload::Bytes(v) => {
-            let (mut buf, at) = read_range(client, start, (end - start) as u32).await?;
+            let (mut buf, at) = read_range(client, pool, start, (end - start) as u32).await?;
             debug_assert_eq!(at, 0);
             let at = (offset - start) as usize;
             buf.as_mut_slice()[at..at + v.len()].copy_from_slice(&v);
@@ -1150,11 +1180,15 @@ async fn write_range(
         }
     };
     let t = if fua { client.write_fua(start, buf) } else { client.write(start, buf, true) };
-    t.await.map(|_| ()).map_err(|e| errno_of(&e))
+    let done = t.await.map_err(|e| errno_of(&e))?;
+    pool.put(done.buf);
+    Ok(())
 }
 
-async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Reply>) {
-    let mut wr = BufWriter::with_capacity(256 << 10, wr);
+async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Reply>, pool: BufPool) {
+    // Small replies are gathered into one write; a read's data of 64 KiB or more goes straight to the
+    // socket (the buffer writer passes writes at least its capacity through), not through a copy.
+    let mut wr = BufWriter::with_capacity(64 << 10, wr);
     while let Some(r) = rx.recv().await {
         let mut next = Some(r);
         while let Some(r) = next.take() {
@@ -1165,6 +1199,9 @@ async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Repl
                 if wr.write_all(&buf.as_slice()[*at..*at + *len]).await.is_err() {
                     return;
                 }
+            }
+            if let Some((buf, _, _)) = r.data {
+                pool.put(buf);
             }
             next = rx.try_recv().ok();
         }
