@@ -1186,9 +1186,9 @@ async fn write_range(
 }
 
 async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Reply>, pool: BufPool) {
-    // Small replies are gathered into one write; a read's data of 64 KiB or more goes straight to the
-    // socket (the buffer writer passes writes at least its capacity through), not through a copy.
-    let mut wr = BufWriter::with_capacity(64 << 10, wr);
+    // Replies are gathered into one write per batch (a header and its data in one syscall); a
+    // 64 KiB buffer that let large reads bypass the copy measured no better (docs/serve.md).
+    let mut wr = BufWriter::with_capacity(256 << 10, wr);
     while let Some(r) = rx.recv().await {
         let mut next = Some(r);
         while let Some(r) = next.take() {
