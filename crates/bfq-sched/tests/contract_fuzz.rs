@@ -276,7 +276,11 @@ impl Driver {
                 if !self.live.is_empty() {
                     let id = *self.live.keys().nth(pick % self.live.len()).unwrap();
                     let original = self.live[&id];
-                    let dup = Request { queue: QueueId(queue), offset: original.offset + 4096, ..original };
+                    let dup = Request {
+                        queue: QueueId(queue),
+                        offset: original.offset.saturating_add(4096),
+                        ..original
+                    };
                     self.operations += 1;
                     // Contract: an id that is queued or in flight is not accepted again; the driver's
                     // model does not count it, so any effect on the counters shows in check_counts.
