@@ -26,6 +26,9 @@ const BLOCK: u64 = 4096;
 /// Requests of one connection being served at once; beyond it the server stops reading from that
 /// client until one is answered (memory stays bounded whatever the client sends).
 const MAX_IN_FLIGHT_PER_CONNECTION: usize = 256;
+/// After a stop, how long a connection waits for the client's next request (answered with
+/// ESHUTDOWN) or its disconnect before closing.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Why the server could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -949,21 +952,51 @@ async fn transmission<R, W>(
     let pool = BufPool::default();
     let writer = tokio::spawn(write_replies(wr, rx, pool.clone()));
     let mut tasks: JoinSet<()> = JoinSet::new();
-    loop {
+    let mut draining = false;
+    'requests: loop {
         while tasks.try_join_next().is_some() {}
         if tasks.len() >= MAX_IN_FLIGHT_PER_CONNECTION {
             tasks.join_next().await;
         }
+        // The header is read piece by piece with `read`, which a stop can interrupt without losing
+        // bytes (`read_exact` could, in the middle of a header, and the stream would be out of step).
         let mut header = [0u8; 28];
-        let read = tokio::select! {
-            r = rd.read_exact(&mut header) => r,
-            _ = stopped.changed() => break,
-        };
-        if read.is_err() {
-            break;
+        let mut got = 0;
+        while got < header.len() {
+            let n = if draining {
+                // Shutting down: whatever the client still sends is answered with ESHUTDOWN until it
+                // disconnects, or stays silent for a while.
+                match tokio::time::timeout(SHUTDOWN_GRACE, rd.read(&mut header[got..])).await {
+                    Ok(r) => r,
+                    Err(_) => break 'requests,
+                }
+            } else {
+                tokio::select! {
+                    r = rd.read(&mut header[got..]) => r,
+                    _ = stopped.changed() => {
+                        draining = true;
+                        continue;
+                    }
+                }
+            };
+            match n {
+                Ok(0) | Err(_) => break 'requests,
+                Ok(n) => got += n,
+            }
         }
         let Some(h) = RequestHeader::parse(&header) else { break };
         let arrived = std::time::Instant::now();
+        if draining && h.command != CMD_DISC {
+            if h.command == CMD_WRITE
+                && tokio::io::copy(&mut (&mut rd).take(u64::from(h.length)), &mut tokio::io::sink())
+                    .await
+                    .is_err()
+            {
+                break;
+            }
+            let _ = tx.send(Reply { handle: h.handle, error: ESHUTDOWN, data: None }).await;
+            continue;
+        }
         let end = h.offset.checked_add(u64::from(h.length));
         let in_bounds = end.is_some_and(|end| end <= e.size);
         let reply = |error: u32| {

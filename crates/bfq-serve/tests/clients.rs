@@ -431,3 +431,34 @@ fn the_metrics_page_counts_requests_bytes_and_connections() {
     drop(c);
     server.stop().unwrap();
 }
+
+/// Issue 16 part 4: stopping the server (SIGTERM for `bfq serve`) answers every request it received —
+/// those in flight with their data, later ones with ESHUTDOWN — before closing; nothing goes
+/// unanswered.
+#[test]
+fn a_stop_answers_every_request_in_flight_and_refuses_later_ones_with_eshutdown() {
+    let (server, _files, tcp) = server("drain");
+    let mut c = Raw::connect(&tcp);
+    c.hello();
+    assert_eq!(c.go("a"), 1);
+    for i in 0..32u64 {
+        c.request(0, i, i * 65536, 65536, &[]);
+    }
+    let stopper = std::thread::spawn(move || server.stop());
+    let mut answered = std::collections::BTreeSet::new();
+    for _ in 0..32 {
+        let (error, handle) = c.simple();
+        assert!(error == 0 || error == 108, "request {handle}: error {error}");
+        if error == 0 {
+            c.read_n(65536);
+        }
+        assert!(answered.insert(handle), "request {handle} answered twice");
+    }
+    assert_eq!(answered.len(), 32);
+    // A request after the stop: refused with ESHUTDOWN, not dropped.
+    c.request(0, 99, 0, 4096, &[]);
+    assert_eq!(c.simple(), (108, 99));
+    c.request(2, 0, 0, 0, &[]);
+    assert!(closed(&mut c.0));
+    stopper.join().unwrap().unwrap();
+}
