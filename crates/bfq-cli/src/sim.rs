@@ -108,7 +108,7 @@ pub(crate) fn table(reports: &[RunReport]) -> String {
             row(&label, &|r| {
                 r.apps.get(i).and_then(|a| a.extra.startup.as_ref()).map_or("-".into(), |s| {
                     if s.invocations == 0 {
-                        "none done".into()
+                        format!("not done: {} of {} requests", s.requests_issued, s.trace_requests)
                     } else {
                         format!("{:.3} ({}x)", s.mean_s, s.invocations)
                     }
