@@ -52,6 +52,8 @@ struct SchedulerEntry {
     /// Tunable -> default on a rotational device (and on a non-rotational one, where different).
     tunables: BTreeMap<String, String>,
     tunables_non_rotational: BTreeMap<String, String>,
+    /// Tunable -> what it means.
+    meanings: BTreeMap<String, String>,
 }
 
 #[derive(serde::Serialize)]
@@ -110,7 +112,16 @@ fn collect(what: Option<What>) -> Lists {
             };
             let (rot, flash) = (params(true), params(false));
             let differ = flash.into_iter().filter(|(k, v)| rot.get(k) != Some(v)).collect();
-            l.schedulers.push(SchedulerEntry { name, tunables: rot, tunables_non_rotational: differ });
+            let meanings = rot
+                .keys()
+                .filter_map(|k| bfq_sched::param_docs::describe(name, k).map(|d| (k.clone(), d.to_string())))
+                .collect();
+            l.schedulers.push(SchedulerEntry {
+                name,
+                tunables: rot,
+                tunables_non_rotational: differ,
+                meanings,
+            });
         }
     }
     if all || what == Some(What::Devices) {
@@ -174,17 +185,19 @@ fn render(l: &Lists) -> String {
     if !l.schedulers.is_empty() {
         let _ = writeln!(out, "schedulers (--scheduler, --engine, [scheduler] name; tunables with --params or [scheduler] params):");
         for s in &l.schedulers {
-            let tunables: Vec<String> = s.tunables.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let _ = writeln!(
-                out,
-                "  {:<13} {}",
-                s.name,
-                if tunables.is_empty() { "(no tunables)".into() } else { tunables.join(" ") }
-            );
-            if !s.tunables_non_rotational.is_empty() {
-                let flash: Vec<String> =
-                    s.tunables_non_rotational.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                let _ = writeln!(out, "  {:<13} on a non-rotational device: {}", "", flash.join(" "));
+            if s.tunables.is_empty() {
+                let _ = writeln!(out, "  {} (no tunables)", s.name);
+                continue;
+            }
+            let _ = writeln!(out, "  {}", s.name);
+            for (k, v) in &s.tunables {
+                let flash = s
+                    .tunables_non_rotational
+                    .get(k)
+                    .map(|f| format!(" ({f} non-rotational)"))
+                    .unwrap_or_default();
+                let meaning = s.meanings.get(k).map(String::as_str).unwrap_or("");
+                let _ = writeln!(out, "    {:<24} {:<18} {meaning}", k, format!("{v}{flash}"));
             }
         }
         let _ = writeln!(out, "  aliases: noop and none = fifo, as = anticipatory; kernel schedulers for compare --kernel: {}\n", bfq_kernel::KERNEL_SCHEDULERS.join(", "));

@@ -31,6 +31,7 @@
 pub mod accounting;
 pub mod bfq;
 pub mod fifo;
+pub mod param_docs;
 pub mod params;
 pub mod peers;
 pub mod registry;

@@ -1,0 +1,90 @@
+//! What each scheduler's tunables mean, one line each, for `bfq list` (issue 17 part 5). Names follow
+//! the kernel's sysfs files where the kernel has the tunable; the units are those `params()` reports.
+
+/// (scheduler, tunable, meaning).
+pub const PARAM_DOCS: &[(&str, &str, &str)] = &[
+    ("bfq", "slice_idle", "ms the device is idled for the in-service sync queue's next request (kernel name; seed 001 sec. 3)"),
+    ("bfq", "slice_idle_us", "the same idle window in microseconds (kernel name)"),
+    ("bfq", "timeout_sync", "ms: budget timeout T_max, the longest a queue is served in one turn (kernel name; seed 001 sec. 3.2)"),
+    ("bfq", "max_budget", "sectors: largest budget B_max; 0 = automatic, T_max x estimated peak rate (kernel name)"),
+    ("bfq", "low_latency", "1 = weight raising for interactive and soft real-time queues (kernel name; seed 001 sec. 4.1, seed 003 sec. V)"),
+    ("bfq", "strict_guarantees", "1 = always idle for the in-service queue, whatever the device (kernel name)"),
+    ("bfq", "back_seek_max", "KiB behind the head a request may be and still be served in C-LOOK order (kernel name)"),
+    ("bfq", "back_seek_penalty", "a backward seek counts this many times a forward one (kernel name)"),
+    ("bfq", "fifo_expire_sync", "ms after which a sync request is served before the C-LOOK order (kernel name)"),
+    ("bfq", "fifo_expire_async", "ms, the same for async requests (kernel name)"),
+    ("bfq", "v1_heuristics", "0 = seed 001's original BFQ (sec. 3 only); 1 = BFQ+ with the sec. 4 heuristics"),
+    ("bfq", "weight_raising", "v1 (seed 001 sec. 4.1: C_rais over B_rais within T_rais) or v7r8 (seed 003: device-speed duration, soft real-time)"),
+    ("bfq", "peak_rate_estimator", "paper (seed 001 sec. 4.2 low-pass filter) or kernel (today's sampler)"),
+    ("bfq", "budget_feedback", "paper (seed 001 sec. 4.3-4.4) or kernel (its table and time-proportional overcharge)"),
+    ("bfq", "idling_policy", "on devices with internal queueing: v1 (no idling), v7r8 (raised or asymmetric only), kernel (today's rule)"),
+    ("bfq", "write_charge", "writes are charged this many times their sectors (seed 001 sec. 4.5)"),
+    ("bfq", "wr_coeff", "raising coefficient; 0 = the variant's default (10 for v1, 30 for v7r8)"),
+    ("bfq", "wr_budget", "sectors of service over which v1 raising decreases (B_rais, seed 001 sec. 4.1)"),
+    ("bfq", "wr_max_time", "ms: longest v1 raising (T_rais, seed 001 sec. 4.1)"),
+    ("bfq", "wr_min_idle_time", "ms a queue must have been idle to count as newly started (T_idle, seed 001 sec. 4.1)"),
+    ("bfq", "softrt_max_rate", "sectors/s: highest rate of a soft real-time queue (seed 003 sec. V-B)"),
+    ("bfq", "softrt_duration", "ms one soft real-time raising lasts"),
+    ("bfq", "softrt_coeff", "soft real-time raising coefficient (kernel: 30 x 100)"),
+    ("bfq", "idle_class_guard", "ms after which the IDLE class is served even with others busy"),
+    ("bfq", "seeky_threshold", "sectors: mean seek distance above which a queue counts as random (seed 000 sec. 4)"),
+    ("bfq", "merge", "1 = Early Queue Merge of interleaved queues (seed 003 sec. V-D)"),
+    ("bfq", "merge_distance", "sectors: how close a new request must be to the in-service queue's next one to merge"),
+    ("bfq", "large_burst", "1 = queues created in a large burst are not raised (kernel)"),
+    ("bfq", "wr_default_weight_only", "1 = raise only queues with the default weight, as the kernel does"),
+    ("cfq", "slice_idle", "ms the device is idled for a sync queue's next request (kernel name)"),
+    ("cfq", "slice_sync", "ms: time slice of a sync queue (kernel name)"),
+    ("cfq", "slice_async", "ms: time slice of an async queue (kernel name)"),
+    ("cfq", "slice_async_rq", "requests an async queue may dispatch per slice (kernel name)"),
+    ("cfq", "quantum", "requests dispatched to the device per round (kernel name)"),
+    ("cfq", "low_latency", "1 = slices scaled so that every queue is served within target_latency (kernel name)"),
+    ("cfq", "target_latency", "ms within which every queue should be served with low_latency (kernel name)"),
+    ("cfq", "back_seek_max", "KiB behind the head still served in order (kernel name)"),
+    ("cfq", "back_seek_penalty", "a backward seek counts this many times a forward one (kernel name)"),
+    ("cfq", "fifo_expire_sync", "ms after which a sync request is served first (kernel name)"),
+    ("cfq", "fifo_expire_async", "ms, the same for async requests (kernel name)"),
+    ("deadline", "read_expire", "ms: a read's deadline (kernel name)"),
+    ("deadline", "write_expire", "ms: a write's deadline (kernel name)"),
+    ("deadline", "fifo_batch", "requests served in sector order before deadlines are checked again (kernel name)"),
+    ("deadline", "writes_starved", "read batches that may pass before writes are served (kernel name)"),
+    ("deadline", "front_merges", "1 = merge requests at their front (kernel name)"),
+    ("mq-deadline", "read_expire", "ms: a read's deadline (kernel name)"),
+    ("mq-deadline", "write_expire", "ms: a write's deadline (kernel name)"),
+    ("mq-deadline", "fifo_batch", "requests served in sector order before deadlines are checked again (kernel name)"),
+    ("mq-deadline", "writes_starved", "read batches that may pass before writes are served (kernel name)"),
+    ("mq-deadline", "front_merges", "1 = merge requests at their front (kernel name)"),
+    ("mq-deadline", "prio_aging_expire", "ms after which a lower-priority request is served anyway (kernel name)"),
+    ("anticipatory", "antic_expire", "ms to wait for the last process's next nearby read (2.6 kernel name)"),
+    ("anticipatory", "read_expire", "ms: a read's deadline (2.6 kernel name)"),
+    ("anticipatory", "write_expire", "ms: a write's deadline (2.6 kernel name)"),
+    ("anticipatory", "read_batch_expire", "ms a read batch lasts before writes get their turn (2.6 kernel name)"),
+    ("anticipatory", "write_batch_expire", "ms a write batch lasts (2.6 kernel name)"),
+    ("scan-edf", "relative_deadline", "ms: each request's deadline after its arrival"),
+    ("scan-edf", "deadline_granularity", "ms: deadlines in one granule are served in SCAN order"),
+    ("scan-edf", "idle_wait", "ms to wait for the last application's next request"),
+    ("yfq", "batch_size", "requests dispatched per batch, sorted by position"),
+    ("yfq", "idle_wait", "ms to wait for the last application's next request"),
+    ("kyber", "read_lat_nsec", "target read latency in ns, by which the read queue depth is throttled (kernel name)"),
+    ("kyber", "write_lat_nsec", "target write latency in ns (kernel name)"),
+];
+
+/// What `key` of `scheduler` means, if documented.
+pub fn describe(scheduler: &str, key: &str) -> Option<&'static str> {
+    let name = crate::canonical_name(scheduler)?;
+    PARAM_DOCS.iter().find(|(s, k, _)| *s == name && *k == key).map(|(_, _, d)| *d)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{build, DeviceInfo, SCHEDULER_NAMES};
+
+    #[test]
+    fn every_tunable_of_every_scheduler_is_described() {
+        for name in SCHEDULER_NAMES {
+            let s = build(name, DeviceInfo::default(), &[]).unwrap();
+            for (key, _) in s.params() {
+                assert!(super::describe(name, key).is_some(), "{name}: `{key}` has no description");
+            }
+        }
+    }
+}
