@@ -26,6 +26,12 @@ const BLOCK: u64 = 4096;
 /// Requests of one connection being served at once; beyond it the server stops reading from that
 /// client until one is answered (memory stays bounded whatever the client sends).
 const MAX_IN_FLIGHT_PER_CONNECTION: usize = 256;
+/// Data of one connection's requests being served at once (read buffers until their reply is sent,
+/// write payloads until written): beyond it the server stops reading from that client. With the
+/// request count above, what one client can make the server hold is bounded by bytes as well.
+const MAX_BYTES_IN_FLIGHT_PER_CONNECTION: usize = 64 << 20;
+/// The unit of that budget (a semaphore permit).
+const BUDGET_UNIT: usize = 4096;
 /// After a stop, how long a connection waits for the client's next request (answered with
 /// ESHUTDOWN) or its disconnect before closing.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
@@ -915,6 +921,8 @@ async fn send<W: AsyncWrite + Unpin>(wr: &mut W, bytes: Vec<u8>) -> std::io::Res
 struct Reply {
     handle: u64,
     error: u32,
+    /// The share of the connection's byte budget this request holds until its reply is written.
+    _budget: Option<tokio::sync::OwnedSemaphorePermit>,
     /// A read's data: the buffer, and where the requested bytes lie in it.
     data: Option<(AlignedBuf, usize, usize)>,
 }
@@ -951,6 +959,8 @@ async fn transmission<R, W>(
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT_PER_CONNECTION);
     let pool = BufPool::default();
     let writer = tokio::spawn(write_replies(wr, rx, pool.clone()));
+    let budget = Arc::new(tokio::sync::Semaphore::new(MAX_BYTES_IN_FLIGHT_PER_CONNECTION / BUDGET_UNIT));
+    let units = |len: u32| ((len as usize).div_ceil(BUDGET_UNIT).max(1)) as u32;
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut draining = false;
     'requests: loop {
@@ -994,14 +1004,14 @@ async fn transmission<R, W>(
             {
                 break;
             }
-            let _ = tx.send(Reply { handle: h.handle, error: ESHUTDOWN, data: None }).await;
+            let _ = tx.send(Reply { handle: h.handle, error: ESHUTDOWN, data: None, _budget: None }).await;
             continue;
         }
         let end = h.offset.checked_add(u64::from(h.length));
         let in_bounds = end.is_some_and(|end| end <= e.size);
         let reply = |error: u32| {
             e.counters.record(Kind::Flush, false, arrived.elapsed());
-            Reply { handle: h.handle, error, data: None }
+            Reply { handle: h.handle, error, data: None, _budget: None }
         };
         match h.command {
             CMD_READ => {
@@ -1009,6 +1019,7 @@ async fn transmission<R, W>(
                     let _ = tx.send(reply(EINVAL)).await;
                     continue;
                 }
+                let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
                 let (client, tx, state, pool) = (client.clone(), tx.clone(), state.clone(), pool.clone());
                 tasks.spawn(async move {
                     let r = read_range(&client, &pool, h.offset, h.length).await;
@@ -1019,10 +1030,13 @@ async fn transmission<R, W>(
                     );
                     let _ = tx
                         .send(match r {
-                            Ok((buf, at)) => {
-                                Reply { handle: h.handle, error: 0, data: Some((buf, at, h.length as usize)) }
-                            }
-                            Err(err) => Reply { handle: h.handle, error: err, data: None },
+                            Ok((buf, at)) => Reply {
+                                handle: h.handle,
+                                error: 0,
+                                data: Some((buf, at, h.length as usize)),
+                                _budget: Some(permit),
+                            },
+                            Err(err) => Reply { handle: h.handle, error: err, data: None, _budget: None },
                         })
                         .await;
                 });
@@ -1048,6 +1062,7 @@ async fn transmission<R, W>(
                     let _ = tx.send(reply(err)).await;
                     continue;
                 }
+                let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
                 let aligned = h.offset % BLOCK == 0 && u64::from(h.length) % BLOCK == 0 && h.length > 0;
                 let payload = if aligned {
                     let mut buf = pool.get(h.length as usize);
@@ -1068,8 +1083,10 @@ async fn transmission<R, W>(
                     let e = &state.exports[export];
                     let r = write_range(&client, &pool, e, h.offset, payload, fua).await;
                     e.counters.record(Kind::Write(u64::from(h.length)), r.is_ok(), arrived.elapsed());
-                    let _ =
-                        tx.send(Reply { handle: h.handle, error: r.err().unwrap_or(0), data: None }).await;
+                    let reply =
+                        Reply { handle: h.handle, error: r.err().unwrap_or(0), data: None, _budget: None };
+                    drop(permit);
+                    let _ = tx.send(reply).await;
                 });
             }
             CMD_FLUSH => {
@@ -1082,6 +1099,7 @@ async fn transmission<R, W>(
                             handle: h.handle,
                             error: r.err().map_or(0, |e| errno_of(&e)),
                             data: None,
+                            _budget: None,
                         })
                         .await;
                 });
@@ -1117,8 +1135,14 @@ async fn transmission<R, W>(
                         Ok::<(), u32>(())
                     }
                     .await;
-                    let _ =
-                        tx.send(Reply { handle: h.handle, error: r.err().unwrap_or(0), data: None }).await;
+                    let _ = tx
+                        .send(Reply {
+                            handle: h.handle,
+                            error: r.err().unwrap_or(0),
+                            data: None,
+                            _budget: None,
+                        })
+                        .await;
                 });
             }
             CMD_DISC => break,
@@ -1144,6 +1168,7 @@ struct BufPool(Arc<Mutex<Vec<AlignedBuf>>>);
 
 impl BufPool {
     const KEEP: usize = 64;
+    const KEEP_BYTES: usize = 8 << 20;
 
     fn get(&self, len: usize) -> AlignedBuf {
         let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -1155,7 +1180,8 @@ impl BufPool {
 
     fn put(&self, buf: AlignedBuf) {
         let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.len() < Self::KEEP && !buf.is_empty() {
+        let kept: usize = pool.iter().map(AlignedBuf::len).sum();
+        if pool.len() < Self::KEEP && !buf.is_empty() && kept + buf.len() <= Self::KEEP_BYTES {
             pool.push(buf);
         }
     }

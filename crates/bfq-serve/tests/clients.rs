@@ -11,6 +11,14 @@ use std::process::Command;
 
 use bfq_serve::{start, Config, ServerHandle};
 
+/// Tests that move a lot of memory, one at a time: the memory-bound test measures this process's
+/// resident size, which the others' image buffers would inflate.
+static BIG_MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn big_memory() -> std::sync::MutexGuard<'static, ()> {
+    BIG_MEMORY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn have(tool: &str) -> bool {
     Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
 }
@@ -78,6 +86,7 @@ fn run(cmd: &mut Command) -> String {
 
 #[test]
 fn qemu_img_copies_an_image_in_and_out_identically() {
+    let _memory = big_memory();
     if !have("qemu-img") {
         eprintln!("SKIPPED: qemu-img missing (apt-get install qemu-utils)");
         return;
@@ -461,4 +470,51 @@ fn a_stop_answers_every_request_in_flight_and_refuses_later_ones_with_eshutdown(
     c.request(2, 0, 0, 0, &[]);
     assert!(closed(&mut c.0));
     stopper.join().unwrap().unwrap();
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+/// Issue 16, robustness: a client that sends 2 GiB worth of 1 MiB reads without reading any reply
+/// makes the server hold a bounded amount (a 64 MiB budget of request data per connection, and at most
+/// 256 requests): its memory grows by far less than what was asked, and every reply still comes.
+#[test]
+fn a_client_that_never_reads_its_replies_cannot_make_the_server_grow_without_bound() {
+    let _memory = big_memory();
+    let (server, _files, tcp) = server("bound");
+    let mut c = Raw::connect(&tcp);
+    c.hello();
+    assert_eq!(c.go("a"), 1);
+    let before = rss_bytes();
+    let writer = {
+        let mut s = c.0.try_clone().unwrap();
+        std::thread::spawn(move || {
+            for i in 0..2048u64 {
+                let mut b = 0x2560_9513u32.to_be_bytes().to_vec();
+                b.extend_from_slice(&0u16.to_be_bytes());
+                b.extend_from_slice(&0u16.to_be_bytes());
+                b.extend_from_slice(&i.to_be_bytes());
+                b.extend_from_slice(&((i % 63) << 20).to_be_bytes());
+                b.extend_from_slice(&(1u32 << 20).to_be_bytes());
+                if s.write_all(&b).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    // Let the server take all it will take, with no reply read.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let grown = rss_bytes().saturating_sub(before);
+    eprintln!("server grew by {} MiB", grown >> 20);
+    assert!(grown < 256 << 20, "the server grew by {} MiB for a client that reads nothing", grown >> 20);
+    for _ in 0..2048 {
+        let (error, _) = c.simple();
+        assert_eq!(error, 0);
+        c.read_n(1 << 20);
+    }
+    writer.join().unwrap();
+    server.stop().unwrap();
 }
