@@ -518,3 +518,49 @@ fn a_client_that_never_reads_its_replies_cannot_make_the_server_grow_without_bou
     writer.join().unwrap();
     server.stop().unwrap();
 }
+
+/// Issue 16 part 6: libnbd's nbdcopy copies an image in (with several connections, as it does when
+/// the server offers multi-conn) and out byte for byte, and fio's nbd engine writes random blocks and
+/// verifies every one of them (crc32c) through the server.
+#[test]
+fn nbdcopy_and_fio_nbd_verify_their_data() {
+    let _memory = big_memory();
+    let have_nbdcopy = have("nbdcopy");
+    let have_fio = Command::new("fio")
+        .arg("--enghelp")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("nbd"));
+    if !have_nbdcopy && !have_fio {
+        eprintln!("SKIPPED: nbdcopy (libnbd-bin) and fio with its nbd engine are missing");
+        return;
+    }
+    let (server, _files, tcp) = server("copy");
+    let pid = std::process::id();
+    let src = PathBuf::from(format!("/var/tmp/bfq-serve-nbdcopy-src-{pid}.img"));
+    let back = PathBuf::from(format!("/var/tmp/bfq-serve-nbdcopy-back-{pid}.img"));
+    let _cleanup = Files(vec![src.clone(), back.clone()]);
+    if have_nbdcopy {
+        let data: Vec<u8> = (0..64u32 << 20).map(|i| (i.wrapping_mul(2246822519) >> 11) as u8).collect();
+        std::fs::write(&src, &data).unwrap();
+        let uri = format!("nbd://{tcp}/a");
+        run(Command::new("nbdcopy").args(["--connections=4"]).arg(&src).arg(&uri));
+        run(Command::new("nbdcopy").arg(&uri).arg(&back));
+        assert!(std::fs::read(&back).unwrap() == data, "nbdcopy read back different bytes");
+    }
+    if have_fio {
+        let out = run(Command::new("fio").args([
+            "--name=verify",
+            "--ioengine=nbd",
+            &format!("--uri=nbd://{tcp}/b"),
+            "--rw=randwrite",
+            "--bs=4k",
+            "--size=16m",
+            "--iodepth=8",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--verify_fatal=1",
+        ]));
+        assert!(!out.contains("verify: bad"), "{out}");
+    }
+    server.stop().unwrap();
+}
