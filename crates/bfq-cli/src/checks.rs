@@ -55,7 +55,8 @@ pub fn json_path(path: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// Applies `--duration` to the job: it must be longer than the warm-up. An application that would
+/// Applies `--duration` to the job: it must be longer than the warm-up and at most 24 h (the job
+/// file's own limit, `bfq_sim::job::MAX_DURATION`). An application that would
 /// start after the new end is named on standard error (it will not run; the kernel runs of `bfq
 /// compare` refuse a start-up that cannot start, before anything is set up).
 pub fn apply_duration(job: &mut Job, text: Option<&str>) -> Result<()> {
@@ -63,6 +64,12 @@ pub fn apply_duration(job: &mut Job, text: Option<&str>) -> Result<()> {
     let ns = bfq_sim::units::parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
     if ns <= job.warmup.0 {
         bail!("--duration {d}: must be longer than the job's warm-up ({} s)", job.warmup.0 as f64 / 1e9);
+    }
+    if ns > bfq_sim::job::MAX_DURATION {
+        bail!(
+            "--duration {d}: longer than the limit of 24h (a longer run, real or simulated, is almost \
+             certainly a typo; split it into several)"
+        );
     }
     for (name, spec) in job.expanded_apps() {
         if let Some(start) = spec.start {

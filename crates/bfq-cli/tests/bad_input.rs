@@ -68,6 +68,7 @@ fn run_refuses_bad_options_before_touching_the_target() {
     case.refused("run", &["--scheduler", "fifo,nosuch"], "unknown scheduler \"nosuch\"");
     case.refused("run", &["--params", "no_such_tunable=3"], "no_such_tunable");
     case.refused("run", &["--json", "/nonexistent-dir/out.json"], "--json /nonexistent-dir/out.json");
+    case.refused("run", &["--duration", "100000h"], "limit of 24h");
 }
 
 #[test]
@@ -76,6 +77,7 @@ fn compare_refuses_bad_options_before_touching_the_target() {
     case.refused("compare", &["--engine", "bfq,nosuch", "--kernel", ""], "unknown scheduler \"nosuch\"");
     case.refused("compare", &["--params", "no_such_tunable=3", "--kernel", ""], "no_such_tunable");
     case.refused("compare", &["--json", "/nonexistent-dir/out.json", "--kernel", ""], "--json");
+    case.refused("compare", &["--duration", "100000h", "--kernel", ""], "limit of 24h");
     // fio cannot run a start-up that starts after the end: refused before root, fio or the target.
     case.refused(
         "compare",
