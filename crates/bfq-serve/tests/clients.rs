@@ -548,7 +548,9 @@ fn nbdcopy_and_fio_nbd_verify_their_data() {
         assert!(std::fs::read(&back).unwrap() == data, "nbdcopy read back different bytes");
     }
     if have_fio {
-        let out = run(Command::new("fio").args([
+        // fio writes a verify state file into its working directory unless told not to.
+        let out = run(Command::new("fio").current_dir(std::env::temp_dir()).args([
+            "--verify_state_save=0",
             "--name=verify",
             "--ioengine=nbd",
             &format!("--uri=nbd://{tcp}/b"),
