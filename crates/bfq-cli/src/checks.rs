@@ -96,3 +96,16 @@ pub fn failed_apps(reports: &[RunReport]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Fails, naming every application that stopped on an error, if any did (after the tables are out).
+pub fn fail_on_failed_apps(reports: &[RunReport]) -> Result<()> {
+    let failed = failed_apps(reports);
+    if !failed.is_empty() {
+        bail!(
+            "{} application run(s) stopped on an error (their results up to then are shown above):\n  {}",
+            failed.len(),
+            failed.join("\n  ")
+        );
+    }
+    Ok(())
+}

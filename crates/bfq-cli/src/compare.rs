@@ -195,15 +195,7 @@ pub fn execute(args: CompareArgs) -> Result<()> {
             e.context(format!("{} run(s) measured before the failure are shown above", reports.len()))
         );
     }
-    let failed = crate::checks::failed_apps(&reports);
-    if !failed.is_empty() {
-        bail!(
-            "{} application run(s) stopped on an error (their results up to then are shown above):\n  {}",
-            failed.len(),
-            failed.join("\n  ")
-        );
-    }
-    Ok(())
+    crate::checks::fail_on_failed_apps(&reports)
 }
 
 /// Where the results go, shared with the signal handler.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use bfq_runner::{run_job, RunOptions};
 use bfq_sim::job::Job;
 use bfq_sim::RunReport;
@@ -126,13 +126,5 @@ pub fn execute(args: RunArgs) -> Result<()> {
         };
         crate::output::write_json(path, &out)?;
     }
-    let failed = crate::checks::failed_apps(&reports);
-    if !failed.is_empty() {
-        bail!(
-            "{} application run(s) stopped on an error (their results up to then are shown above):\n  {}",
-            failed.len(),
-            failed.join("\n  ")
-        );
-    }
-    Ok(())
+    crate::checks::fail_on_failed_apps(&reports)
 }

@@ -508,7 +508,7 @@ pub(crate) fn open_direct(path: &Path, read_only: bool) -> Result<std::fs::File,
 /// Whether the device under `file` is rotational, from sysfs: the block device itself, or for a regular
 /// file the device of its file system (a partition's answer is its disk's). A file system without a
 /// block device (tmpfs) counts as non-rotational.
-fn rotational(file: &std::fs::File) -> bool {
+pub(crate) fn rotational(file: &std::fs::File) -> bool {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let Ok(meta) = file.metadata() else { return false };
     let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };

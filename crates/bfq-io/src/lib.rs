@@ -20,3 +20,9 @@ pub use engine::{
     LiveQueueStats, Ready, Ticket, DEFAULT_OUTSTANDING_LIMIT,
 };
 pub use local::{LocalCompletion, LocalEngine};
+
+/// Whether the device under `file` is rotational (sysfs: the block device itself, or for a regular file
+/// the device of its file system; tmpfs counts as non-rotational). The engine tells its scheduler this.
+pub fn is_rotational(file: &std::fs::File) -> bool {
+    core::rotational(file)
+}

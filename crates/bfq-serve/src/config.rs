@@ -295,47 +295,21 @@ impl Config {
     }
 }
 
-/// `"10s"`, `"500ms"`, `"1min"`: an interval of at least 100 ms.
+/// `"10s"`, `"500ms"`, `"1min"`: an interval of at least 100 ms (the job files' duration syntax).
 fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("expected an interval such as \"10s\", got {text:?}"))?;
-    let ms = match unit {
-        "ms" => n,
-        "s" => n.saturating_mul(1000),
-        "min" => n.saturating_mul(60_000),
-        _ => return Err(format!("expected an interval such as \"10s\" (units ms, s, min), got {text:?}")),
-    };
-    if ms < 100 {
+    let ns = bfq_workload::units::parse_duration(text)?;
+    if ns < 100 * bfq_sched::MSEC {
         return Err(format!("{text:?} is shorter than 100ms (or write \"off\")"));
     }
-    Ok(std::time::Duration::from_millis(ms))
+    Ok(std::time::Duration::from_nanos(ns))
 }
 
-/// `"10GiB"`, `"512MB"`, `"4096"`: bytes.
+/// `"10GiB"`, `"512MB"`, `"4096"`: bytes, more than zero (the job files' size syntax).
 fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("expected a size such as \"10GiB\", got {text:?}"))?;
-    let mult: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" | "K" => 1 << 10,
-        "MiB" | "M" => 1 << 20,
-        "GiB" | "G" => 1 << 30,
-        "TiB" | "T" => 1 << 40,
-        "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        other => {
-            return Err(format!(
-                "unknown size unit {other:?} in {text:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB)"
-            ))
-        }
-    };
-    n.checked_mul(mult).filter(|&b| b > 0).ok_or_else(|| format!("size {text:?} is zero or too large"))
+    match bfq_workload::units::parse_size(text)? {
+        0 => Err(format!("size {text:?} is zero")),
+        n => Ok(n),
+    }
 }
 
 #[cfg(test)]

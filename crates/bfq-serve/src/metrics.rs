@@ -9,6 +9,23 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+/// One open connection, as [`crate::ServerHandle::connections`] and the metrics page report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// The export it uses.
+    pub export: String,
+    /// Its queue in the export's scheduler.
+    pub queue: u32,
+    /// The weight the scheduler has for it now.
+    pub weight: u32,
+    /// Requests completed.
+    pub completed: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+}
+
 /// Upper bounds of the latency buckets, in microseconds: powers of two from 16 us to ~8.4 s.
 pub const BUCKET_UPPER_US: [u64; 20] = {
     let mut b = [0u64; 20];
@@ -158,28 +175,12 @@ impl Snapshot {
     }
 }
 
-/// One connection's figures for the metrics page.
-pub struct ConnectionLine {
-    /// Export name.
-    pub export: String,
-    /// Queue id.
-    pub queue: u32,
-    /// Weight in the scheduler.
-    pub weight: u32,
-    /// Requests completed by the engine.
-    pub completed: u64,
-    /// Bytes read.
-    pub bytes_read: u64,
-    /// Bytes written.
-    pub bytes_written: u64,
-}
-
 fn label(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// The Prometheus text exposition of every export and connection.
-pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[ConnectionLine]) -> String {
+pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[ConnectionStats]) -> String {
     let mut o = String::new();
     let family = |o: &mut String, name: &str, kind: &str, help: &str| {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");

@@ -19,7 +19,8 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
 use crate::config::{Config, Export, Listen};
-use crate::metrics::{ConnectionLine, ExportCounters, Kind};
+pub use crate::metrics::ConnectionStats;
+use crate::metrics::{ExportCounters, Kind};
 use crate::protocol::*;
 
 const BLOCK: u64 = 4096;
@@ -87,23 +88,6 @@ struct State {
     /// Open connections: their queue and export.
     live: Mutex<HashMap<QueueId, usize>>,
     scheduler: String,
-}
-
-/// One open connection, as [`ServerHandle::connections`] reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConnectionStats {
-    /// The export it uses.
-    pub export: String,
-    /// Its queue in the export's scheduler.
-    pub queue: u32,
-    /// The weight the scheduler has for it now.
-    pub weight: u32,
-    /// Requests completed.
-    pub completed: u64,
-    /// Bytes read.
-    pub bytes_read: u64,
-    /// Bytes written.
-    pub bytes_written: u64,
 }
 
 impl State {
@@ -582,18 +566,7 @@ async fn serve_metrics(mut stream: tokio::net::TcpStream, state: Arc<State>) {
                     )
                 })
                 .collect();
-            let conns: Vec<ConnectionLine> = state2
-                .connections()
-                .into_iter()
-                .map(|c| ConnectionLine {
-                    export: c.export,
-                    queue: c.queue,
-                    weight: c.weight,
-                    completed: c.completed,
-                    bytes_read: c.bytes_read,
-                    bytes_written: c.bytes_written,
-                })
-                .collect();
+            let conns = state2.connections();
             crate::metrics::prometheus(&exports, &conns)
         })
         .await
@@ -630,19 +603,17 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
     for (i, e) in config.exports.iter().enumerate() {
         let (file, size, device, rotational) = open_export(e)?;
         by_device.entry(device).or_default().push(i);
-        opened.push((file, size, rotational));
+        opened.push((Some(file), size, rotational));
     }
     let mut slots: Vec<Option<(usize, u32)>> = vec![None; config.exports.len()];
     let mut engines = Vec::new();
-    let mut files: Vec<Option<std::fs::File>> =
-        opened.iter_mut().map(|o| Some(std::mem::replace(&mut o.0, tempfile_placeholder()))).collect();
     let mut devices: Vec<_> = by_device.into_iter().collect();
     devices.sort();
     for (_, members) in devices {
         let mut builder =
             Engine::builder().scheduler_name(&config.scheduler, &config.params).depth(config.depth);
         for (t, &i) in members.iter().enumerate() {
-            builder = builder.target_file(files[i].take().expect("each export opened once"));
+            builder = builder.target_file(opened[i].0.take().expect("each export opened once"));
             slots[i] = Some((engines.len(), t as u32));
         }
         engines.push(builder.build()?);
@@ -676,11 +647,6 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
         live: Mutex::new(HashMap::new()),
         scheduler: config.scheduler.clone(),
     })
-}
-
-/// A stand-in left behind when an opened file moves into its engine.
-fn tempfile_placeholder() -> std::fs::File {
-    std::fs::File::open("/dev/null").expect("/dev/null opens")
 }
 
 /// Opens one export: (file, size, device id, rotational). A missing file is created with the
@@ -735,18 +701,8 @@ fn open_export(e: &Export) -> Result<(std::fs::File, u64, u64, bool), ServeError
         return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
     }
     let device = if block { meta.rdev() } else { meta.dev() };
-    let rotational = rotational(device, block);
+    let rotational = bfq_io::is_rotational(&file);
     Ok((file, size, device, rotational))
-}
-
-fn rotational(dev: u64, block: bool) -> bool {
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let base = format!("/sys/dev/block/{major}:{minor}");
-    let _ = block;
-    [format!("{base}/queue/rotational"), format!("{base}/../queue/rotational")]
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
-        .is_some_and(|s| s.trim() == "1")
 }
 
 async fn connection(conn: Conn, state: Arc<State>, stopped: watch::Receiver<bool>) {
