@@ -303,17 +303,24 @@ pub fn bandwidth_weights(workload: &str) -> Option<(Vec<u32>, bool)> {
     })
 }
 
+/// The tunables that turn this project's additions beyond the seeds off, for the papers' BFQ.
+pub const PAPER_BFQ_PARAMS: &[(&str, &str)] =
+    &[("injection", "0"), ("waker_detection", "0"), ("fair_charge", "0")];
+
 /// The registry scheduler and tunables standing for a paper's scheduler name and config.
 pub fn scheduler_and_params(
     scheduler: &str,
     config: &str,
 ) -> Result<(String, Vec<(String, String)>), NotRun> {
+    // The papers' BFQ has none of what this project adds for fast devices (injection, waker detection,
+    // the shared-slot charge: docs/fast-devices.md); those are the engine's defaults, never the papers'.
+    let papers_bfq = |extra: &[(&str, &str)]| -> Vec<(String, String)> {
+        PAPER_BFQ_PARAMS.iter().chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
     let (name, mut params): (&str, Vec<(String, String)>) = match scheduler {
-        "bfq" => ("bfq", vec![]),
-        "bfq-low-latency-off" => ("bfq", vec![("low_latency".into(), "0".into())]),
-        "bfq-no-heuristics" => {
-            ("bfq", vec![("v1_heuristics".into(), "0".into()), ("low_latency".into(), "0".into())])
-        }
+        "bfq" => ("bfq", papers_bfq(&[])),
+        "bfq-low-latency-off" => ("bfq", papers_bfq(&[("low_latency", "0")])),
+        "bfq-no-heuristics" => ("bfq", papers_bfq(&[("v1_heuristics", "0"), ("low_latency", "0")])),
         "any" => return Err("figure holds for any scheduler".into()),
         other => match bfq_sched::canonical_name(other) {
             Some(c) => (c, vec![]),
@@ -615,6 +622,8 @@ mod tests {
 
     #[test]
     fn the_papers_scheduler_names_map_onto_registry_schedulers_and_tunables() {
+        let (name, params) = scheduler_and_params("bfq", "").unwrap();
+        assert!(params.contains(&("injection".into(), "0".into())), "the papers' BFQ injects nothing");
         let (name, params) = scheduler_and_params("bfq-no-heuristics", "max_budget=4096").unwrap();
         assert_eq!(name, "bfq");
         assert!(params.contains(&("v1_heuristics".into(), "0".into())));

@@ -70,6 +70,7 @@ impl Bfq {
         }
         self.wf2q.activate(t, class, w, budget, backshift);
         self.set_busy(t, true);
+        self.detect_waker(t, now);
         self.event(now, t, EventKind::Activated);
         if let Some(svc) = self.service {
             let in_service = &self.queues[svc.slot as usize];

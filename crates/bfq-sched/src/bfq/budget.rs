@@ -68,6 +68,10 @@ pub struct SlotOutcome {
     /// It emptied and was expired at once because idling was not worth it (seed 003 sec. V-C: no
     /// idling for symmetric queues on devices with internal queueing).
     pub not_idled: bool,
+    /// Sectors the queue itself dispatched in the slot.
+    pub own_sectors: u64,
+    /// Sectors of other queues injected into the device during the slot (`super::injection`).
+    pub injected_sectors: u64,
 }
 
 /// The next budget after a service slot (seed 001 sec. 4.3; original rules with `v1_heuristics=0`).
@@ -140,6 +144,20 @@ pub fn is_slow(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> bool {
 /// timeout"), else a random reader that gets a few sectors per T_max is charged almost nothing for
 /// its disk time and delays every other queue's virtual time.
 pub fn charge(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
+    let full = charge_whole_slot(cfg, o, b_max);
+    if !cfg.fair_charge || o.injected_sectors == 0 || full <= o.served {
+        return full;
+    }
+    // `fair_charge`: the overcharge stands for device time the queue kept from the others; with
+    // injection the others were served in that time, in proportion to what they dispatched. Charge
+    // the overcharge only for the queue's own part of the slot's sectors.
+    let own = u128::from(o.own_sectors);
+    let part = u128::from(full - o.served) * own / (own + u128::from(o.injected_sectors)).max(1);
+    o.served + u64::try_from(part).unwrap_or(u64::MAX)
+}
+
+/// The charge of [`charge`] before `fair_charge`.
+fn charge_whole_slot(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
     let slow = is_slow(cfg, o, b_max);
     let candidate = o.reason == ExpiryReason::BudgetTimeout || slow;
     if !candidate || o.reason == ExpiryReason::Preempted {
@@ -177,6 +195,8 @@ mod tests {
             served,
             elapsed: 10 * MSEC,
             not_idled: false,
+            own_sectors: served,
+            injected_sectors: 0,
             outstanding: false,
             seeky: false,
             sync: true,

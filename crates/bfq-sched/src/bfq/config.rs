@@ -113,6 +113,23 @@ pub struct BfqConfig {
     /// application-defined queue configured with the default weight beside others with explicit
     /// weights would be raised over them, breaking configured shares for the raising period.
     pub wr_default_weight_only: bool,
+    /// `injection` (1): while the device is idled or held for the in-service queue, dispatch other
+    /// queues' requests as long as the in-service queue's request latency stays within
+    /// `inject_latency_ratio` of its latency alone (beyond the seeds: kernel-bfq-reference.md
+    /// "Injection", design/fast-devices.md; docs/fast-devices.md). 0 = the seeds' BFQ.
+    pub injection: bool,
+    /// `inject_latency_ratio` (115 %): how much longer than alone the in-service queue's requests may
+    /// take while others' requests are injected (the kernel uses 150 %).
+    pub inject_latency_ratio: u32,
+    /// `waker_detection` (1): a queue that keeps becoming backlogged just after another queue's
+    /// completions (3 times within 4 ms) is that queue's wakee; wakers and wakees are injected first
+    /// and without the latency limit while the other waits with nothing in the device (kernel-bfq-
+    /// reference.md "Waker/wakee").
+    pub waker_detection: bool,
+    /// `fair_charge` (1): a budget timeout or slow slot overcharges the in-service queue only for the
+    /// part of the slot in which the device served it alone; with injection the device was shared, and
+    /// charging the whole time would count the other queues' service against it too.
+    pub fair_charge: bool,
 }
 
 impl Default for BfqConfig {
@@ -146,6 +163,10 @@ impl Default for BfqConfig {
             merge_distance: 8192,
             large_burst: true,
             wr_default_weight_only: false,
+            injection: true,
+            inject_latency_ratio: 115,
+            waker_detection: true,
+            fair_charge: true,
         }
     }
 }
@@ -181,6 +202,10 @@ pub const PARAM_NAMES: &[&str] = &[
     "merge_distance",
     "large_burst",
     "wr_default_weight_only",
+    "injection",
+    "inject_latency_ratio",
+    "waker_detection",
+    "fair_charge",
 ];
 
 const IDLING_POLICIES: [(&str, IdlingPolicy); 3] =
@@ -252,6 +277,12 @@ impl BfqConfig {
             "merge_distance" => self.merge_distance = parse_u64(NAME, key, value, 0, 1 << 40)?,
             "large_burst" => self.large_burst = parse_bool(NAME, key, value)?,
             "wr_default_weight_only" => self.wr_default_weight_only = parse_bool(NAME, key, value)?,
+            "injection" => self.injection = parse_bool(NAME, key, value)?,
+            "inject_latency_ratio" => {
+                self.inject_latency_ratio = parse_u64(NAME, key, value, 100, 1000)? as u32
+            }
+            "waker_detection" => self.waker_detection = parse_bool(NAME, key, value)?,
+            "fair_charge" => self.fair_charge = parse_bool(NAME, key, value)?,
             _ => return Err(ParamError::unknown(NAME, key, PARAM_NAMES)),
         }
         Ok(())
@@ -301,6 +332,10 @@ impl BfqConfig {
             ("merge_distance", self.merge_distance.to_string()),
             ("large_burst", b(self.large_burst)),
             ("wr_default_weight_only", b(self.wr_default_weight_only)),
+            ("injection", b(self.injection)),
+            ("inject_latency_ratio", self.inject_latency_ratio.to_string()),
+            ("waker_detection", b(self.waker_detection)),
+            ("fair_charge", b(self.fair_charge)),
         ]
     }
 }

@@ -20,6 +20,25 @@ pub struct InFlight {
     /// Whether it is synchronous, as inserted: a completion is accounted with the request's own flag,
     /// never with the caller's copy (the `Scheduler::complete` contract).
     pub sync: bool,
+    /// When it was dispatched (0 while queued).
+    pub dispatched_at: u64,
+    /// For a request dispatched by the in-service queue in its turn with nothing of other queues in
+    /// the device: the count of all dispatches minus the serving queue's own, then. If it is the same
+    /// at completion, the request was served alone and its latency is a baseline sample for I/O
+    /// injection (`super::injection`). [`NOT_ALONE`] otherwise.
+    pub alone_mark: u64,
+    /// Dispatched by the in-service queue in its turn (not injected).
+    pub in_turn: bool,
+}
+
+/// [`InFlight::alone_mark`] of a request that shared the device (or was injected).
+pub const NOT_ALONE: u64 = u64::MAX;
+
+impl InFlight {
+    /// A request just inserted: queued, issued by `owner`.
+    pub fn queued(owner: u32, sync: bool) -> Self {
+        InFlight { serving: QUEUED, owner, sync, dispatched_at: 0, alone_mark: NOT_ALONE, in_turn: false }
+    }
 }
 
 /// [`InFlight::serving`] of a request that is queued, not yet dispatched.
@@ -32,7 +51,18 @@ struct Entry {
     used: bool,
 }
 
-const EMPTY: Entry = Entry { id: 0, value: InFlight { serving: 0, owner: 0, sync: false }, used: false };
+const EMPTY: Entry = Entry {
+    id: 0,
+    value: InFlight {
+        serving: 0,
+        owner: 0,
+        sync: false,
+        dispatched_at: 0,
+        alone_mark: NOT_ALONE,
+        in_turn: false,
+    },
+    used: false,
+};
 
 /// Request id -> [`InFlight`].
 #[derive(Debug)]
@@ -157,7 +187,14 @@ mod tests {
     use std::collections::HashMap;
 
     fn v(n: u32) -> InFlight {
-        InFlight { serving: n, owner: n + 1, sync: n % 2 == 0 }
+        InFlight {
+            serving: n,
+            owner: n + 1,
+            sync: n % 2 == 0,
+            dispatched_at: 0,
+            alone_mark: NOT_ALONE,
+            in_turn: true,
+        }
     }
 
     #[test]

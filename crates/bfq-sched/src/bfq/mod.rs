@@ -38,6 +38,7 @@ pub mod burst;
 pub mod config;
 pub mod idling;
 pub mod inflight;
+pub mod injection;
 pub mod merge;
 pub mod ordering;
 pub mod peak_rate;
@@ -82,6 +83,8 @@ struct Service {
     idle_until: Option<Nanos>,
     /// The FIFO was looked at in this slot (see `OrderParams::check_fifo`).
     fifo_checked: bool,
+    /// Sectors of other queues injected during this slot ([`injection`]).
+    injected_sectors: u64,
 }
 
 /// The BFQ scheduler.
@@ -116,6 +119,13 @@ pub struct Bfq {
     pos_index: IdMap<u64, u32>,
     burst: BurstDetector,
     preempt: bool,
+    /// Requests dispatched so far, by all queues ([`injection`]: a request was served alone if no
+    /// other queue dispatched meanwhile).
+    dispatched_total: u64,
+    /// The queue that issued the last completed request, and when ([`injection`]: waker detection).
+    last_completion: Option<(QueueId, Nanos)>,
+    /// A queue just woken by the in-service queue, to be injected first ([`injection`]).
+    wakee_ready: Option<u32>,
     events_on: bool,
     events: VecDeque<Event>,
 }
@@ -157,6 +167,9 @@ impl Bfq {
             pos_index: IdMap::default(),
             burst: BurstDetector::default(),
             preempt: false,
+            dispatched_total: 0,
+            last_completion: None,
+            wakee_ready: None,
             events_on: false,
             events: VecDeque::new(),
             cfg,
@@ -266,6 +279,7 @@ impl Bfq {
             deadline: now.saturating_add(timeout),
             idle_until: None,
             fifo_checked: false,
+            injected_sectors: 0,
         });
         self.event(now, s, EventKind::Selected { budget: b });
     }
@@ -286,6 +300,8 @@ impl Bfq {
             sync: self.queues[s as usize].sync,
             // Expired for an empty queue without an idle window (`dispatch` idles otherwise).
             not_idled: reason == ExpiryReason::NoMoreRequests,
+            own_sectors: svc.served_sectors,
+            injected_sectors: svc.injected_sectors,
         };
         let charged = budget::charge(&self.cfg, &outcome, self.b_max);
         // An overcharge is service for B-WF2Q+ (seed 000 sec. 3.5: the queue is charged "an entire
@@ -309,7 +325,14 @@ impl Bfq {
         self.event(now, s, EventKind::Expired { reason, service: charged });
         self.event(now, s, EventKind::BudgetUpdated { budget: next });
         self.check_raising_end(s, now);
-        let backlogged = !self.queues[s as usize].reqs.is_empty();
+        // With injection, a queue whose budget ran out while all its requests were in the device (a
+        // greedy reader with read-ahead on a deep device) is still backlogged: its next requests come
+        // with the completions. Deactivating it would let the other queues' turns come first whatever
+        // their timestamps (B-WF2Q+ selects among the backlogged), so it stays in the tree until its
+        // last request completes with nothing queued ([`injection`]; `complete`).
+        let cut_off = matches!(reason, ExpiryReason::BudgetExhausted | ExpiryReason::BudgetTimeout);
+        let backlogged = !self.queues[s as usize].reqs.is_empty()
+            || (self.cfg.injection && cut_off && self.queues[s as usize].serving_in_flight > 0);
         let class = self.queues[s as usize].spec.class.index();
         let w = self.effective_weight(s);
         if backlogged {
@@ -346,29 +369,49 @@ impl Bfq {
         }
     }
 
-    /// Dispatches the slab request `index` of the in-service queue `s`.
-    fn dispatch_from(&mut self, s: u32, index: u32, now: Nanos) -> Request {
+    /// Dispatches the slab request `index` of queue `s`: the in-service queue in its turn
+    /// (`in_turn`), or another one injected ([`injection`]), whose service B-WF2Q+ charges to it out of
+    /// its turn.
+    fn dispatch_from(&mut self, s: u32, index: u32, now: Nanos, in_turn: bool) -> Request {
         let slot = self.queues[s as usize].reqs.remove(&mut self.slab, index);
         if self.queues[s as usize].reqs.is_empty() && self.queues[s as usize].pos_bucket.is_some() {
             self.index_position(s);
         }
         let r = slot.request;
         let cost = budget::request_cost(&self.cfg, &r);
-        if let Some(svc) = self.service.as_mut() {
-            svc.served += cost;
-            svc.served_sectors += r.sectors();
-            svc.idle_until = None;
+        // Whether the request enters a device holding nothing of other queues (a baseline sample).
+        let others = self.in_flight - self.queues[s as usize].serving_in_flight;
+        if in_turn {
+            if let Some(svc) = self.service.as_mut() {
+                svc.served += cost;
+                svc.served_sectors += r.sectors();
+                svc.idle_until = None;
+            }
+            self.wf2q.served(s, cost);
+        } else {
+            if let Some(svc) = self.service.as_mut() {
+                svc.injected_sectors += r.sectors();
+            }
+            let q = &self.queues[s as usize];
+            let b = q.budget.clamp(budget::min_budget(self.b_max), self.b_max);
+            self.wf2q.served_out_of_turn(s, cost, b);
         }
-        self.wf2q.served(s, cost);
         // Raising that ran out ends now (its weight leaves the tree at the next requeue, as for any
         // weight change), so that stats and idling see it at once.
         self.check_raising_end(s, now);
+        self.dispatched_total += 1;
         {
             let q = &mut self.queues[s as usize];
             q.raising.on_service(&self.cfg, r.sectors());
             q.service_since_backlogged += r.sectors();
             q.serving_in_flight += 1;
+            q.serving_dispatched += 1;
         }
+        let alone_mark = if in_turn && others == 0 {
+            self.dispatched_total - self.queues[s as usize].serving_dispatched
+        } else {
+            inflight::NOT_ALONE
+        };
         let o = &mut self.queues[slot.owner as usize];
         o.own_queued -= 1;
         o.own_in_flight += 1;
@@ -377,7 +420,10 @@ impl Bfq {
         self.queued -= 1;
         self.in_flight += 1;
         self.sync_in_flight += usize::from(r.sync);
-        self.live.insert(r.id, InFlight { serving: s, owner: slot.owner, sync: r.sync });
+        self.live.insert(
+            r.id,
+            InFlight { serving: s, owner: slot.owner, sync: r.sync, dispatched_at: now, alone_mark, in_turn },
+        );
         self.last_position = r.end_sector();
         if self.peak.on_dispatch(&self.cfg, now, r.sector(), r.sectors()) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
@@ -444,6 +490,9 @@ impl Scheduler for Bfq {
             }
         }
         self.burst.forget(s);
+        if self.wakee_ready == Some(s) {
+            self.wakee_ready = None;
+        }
         self.index.remove(queue);
         self.queues[s as usize] = Queue::new(queue, QueueSpec::default());
         self.free_slots.push(s);
@@ -457,7 +506,7 @@ impl Scheduler for Bfq {
             return;
         }
         let s = self.slot_of(request.queue);
-        self.live.insert(request.id, InFlight { serving: QUEUED, owner: s, sync: request.sync });
+        self.live.insert(request.id, InFlight::queued(s, request.sync));
         self.queues[s as usize].first_io.get_or_insert(now);
         let mut target = s;
         let mut recorded = false;
@@ -548,7 +597,7 @@ impl Scheduler for Bfq {
                 if let Some(x) = self.service.as_mut() {
                     x.fifo_checked = true;
                 }
-                let r = self.dispatch_from(s, index, now);
+                let r = self.dispatch_from(s, index, now, true);
                 // Kernel: an IDLE-class queue yields after each request when other classes have work.
                 if self.queues[s as usize].spec.class == IoClass::Idle
                     && (self.wf2q.class_busy(0) || self.wf2q.class_busy(1))
@@ -560,6 +609,9 @@ impl Scheduler for Bfq {
             // The in-service queue is empty.
             if let Some(until) = idle_until {
                 if now < until {
+                    if let Some(r) = self.try_inject(s, now) {
+                        return Decision::Dispatch(r);
+                    }
                     return Decision::Idle { until };
                 }
                 self.expire(ExpiryReason::TooIdle, now);
@@ -567,13 +619,21 @@ impl Scheduler for Bfq {
             }
             let inputs = self.idle_inputs(s, served);
             match idling::idle_window(&self.cfg, &inputs) {
-                Some(_) if self.queues[s as usize].serving_in_flight > 0 => return Decision::Wait,
+                Some(_) if self.queues[s as usize].serving_in_flight > 0 => {
+                    if let Some(r) = self.try_inject(s, now) {
+                        return Decision::Dispatch(r);
+                    }
+                    return Decision::Wait;
+                }
                 Some(window) if window > 0 => {
                     let until = now.saturating_add(window);
                     if let Some(x) = self.service.as_mut() {
                         x.idle_until = Some(until);
                     }
                     self.event(now, s, EventKind::IdlingStarted { until });
+                    if let Some(r) = self.try_inject(s, now) {
+                        return Decision::Dispatch(r);
+                    }
                     return Decision::Idle { until };
                 }
                 _ => {
@@ -589,11 +649,16 @@ impl Scheduler for Bfq {
     fn complete(&mut self, request: &Request, now: Nanos) {
         // Only a dispatched request, named with the queue that issued it, completes; its own sync flag
         // counts, not the caller's copy (the `Scheduler::complete` contract).
-        let Some(InFlight { serving: s, owner, sync }) = self.live.get(request.id) else { return };
+        let Some(f) = self.live.get(request.id) else { return };
+        let InFlight { serving: s, owner, sync, .. } = f;
         if s == QUEUED || self.queues[owner as usize].id != request.queue {
             return;
         }
         self.live.remove(request.id);
+        if f.in_turn {
+            self.learn_inject_limit(s, &f, now);
+        }
+        self.last_completion = Some((request.queue, now));
         self.in_flight -= 1;
         self.sync_in_flight -= usize::from(sync);
         self.queues[s as usize].serving_in_flight -= 1;
@@ -622,7 +687,12 @@ impl Scheduler for Bfq {
             }
             _ => {
                 let state = self.wf2q.entities[s as usize].state;
-                if drained && !matches!(state, EntityState::Active | EntityState::InService) {
+                if drained && state == EntityState::Active {
+                    // A waiting queue drained by injection ([`injection`]): its last request is done.
+                    self.wf2q.deactivate(s);
+                    self.set_busy(s, false);
+                    self.became_idle(s, now);
+                } else if drained && state != EntityState::InService {
                     self.became_idle(s, now);
                 }
             }

@@ -165,6 +165,16 @@ impl QueueRequests {
         self.sorted.is_empty()
     }
 
+    /// The oldest synchronous request queued, if any.
+    pub fn sync_head(&self) -> Option<u32> {
+        (self.fifo[0].head != NIL).then_some(self.fifo[0].head)
+    }
+
+    /// Whether a synchronous request is queued.
+    pub fn has_sync(&self, _slab: &Slab) -> bool {
+        self.fifo[0].head != NIL
+    }
+
     /// Queues the slab request `index` that arrived at `now`; its FIFO deadline is set from `p`.
     pub fn add(&mut self, slab: &mut Slab, index: u32, now: Nanos, p: &OrderParams) {
         let r = slab.get(index).request;

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::idling::SeekTracker;
+use super::injection::{InjectLimit, WakerState};
 use super::ordering::QueueRequests;
 use super::weight_raising::Raising;
 use crate::scheduler::ExpiryReason;
@@ -150,6 +151,12 @@ pub(super) struct Queue {
     pub(super) counted_weight: Option<(u64, bool)>,
     /// The bucket of `pos_index` this queue is filed under, if any.
     pub(super) pos_bucket: Option<u64>,
+    /// Requests it dispatched as the serving queue, in its turn or injected.
+    pub(super) serving_dispatched: u64,
+    /// How many requests of other queues may be injected while it is in service ([`super::injection`]).
+    pub(super) inject: InjectLimit,
+    /// Which queue wakes it ([`super::injection`]).
+    pub(super) waker: WakerState,
 }
 
 impl Queue {
@@ -182,6 +189,9 @@ impl Queue {
             first_io: None,
             counted_weight: None,
             pos_bucket: None,
+            serving_dispatched: 0,
+            inject: InjectLimit::default(),
+            waker: WakerState::default(),
         }
     }
 }

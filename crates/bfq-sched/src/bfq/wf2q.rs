@@ -224,9 +224,23 @@ struct RunHeap {
 }
 
 impl RunHeap {
-    #[cfg(test)]
     fn len(&self) -> usize {
         self.run.len() + self.heap.len()
+    }
+
+    /// Up to `n` entries of the run's front and of the heap's top levels (not in order).
+    fn first_entries(&self, n: usize) -> impl Iterator<Item = &HeapEntry> {
+        self.run.iter().take(n).chain(self.heap.v.iter().take(n))
+    }
+
+    /// Drops the entries `keep` rejects (stale ones) and rebuilds the heap: O(n log n), run only when
+    /// stale entries have piled up (see [`Wf2q::served_out_of_turn`]).
+    fn compact(&mut self, keep: impl Fn(&HeapEntry) -> bool) {
+        self.run.retain(|e| keep(e));
+        let old = std::mem::take(&mut self.heap.v);
+        for e in old.into_iter().filter(|e| keep(e)) {
+            self.heap.push(e);
+        }
     }
 
     #[inline]
@@ -298,6 +312,9 @@ impl RunHeap {
         }
     }
 }
+
+/// How many heap entries [`Wf2q::peek_out_of_turn`] looks at when the top one will not do.
+pub const OUT_OF_TURN_SCAN: usize = 64;
 
 /// One class's B-WF2Q+ instance.
 #[derive(Debug, Default)]
@@ -578,6 +595,96 @@ impl Wf2q {
                 ent.state = EntityState::Forgotten;
                 tree.wsum -= ent.weight;
             }
+        }
+        tree.forget_idle(&mut self.entities);
+    }
+
+    /// The queue that I/O injection would serve next (`super::injection`): in the highest class up to
+    /// `max_class` that has a waiting queue `accept`s, the eligible one with the smallest F, or, if none
+    /// is eligible, the one with the smallest S, without moving V (the in-service queue keeps its slot,
+    /// so V does not jump as it would at a selection). The in-service queue is never returned.
+    ///
+    /// The top of each heap is looked at first; when `accept` refuses it (an asynchronous queue while
+    /// synchronous requests are in the device), the first [`OUT_OF_TURN_SCAN`] entries of the heap (its
+    /// top levels: the smallest keys) are, so that the cost stays bounded with many queues.
+    pub fn peek_out_of_turn(&mut self, max_class: usize, accept: impl Fn(u32) -> bool) -> Option<u32> {
+        for class in 0..=max_class.min(2) {
+            let tree = &mut self.trees[class];
+            if tree.active == 0 {
+                continue;
+            }
+            if let Some(c) = tree.promote(&self.entities) {
+                tree.eligible.push(c);
+            }
+            ServiceTree::clean_top(&mut tree.eligible, &self.entities, HeapKind::Eligible);
+            ServiceTree::clean_top(&mut tree.pending, &self.entities, HeapKind::Pending);
+            for (heap, kind) in [(&tree.eligible, HeapKind::Eligible), (&tree.pending, HeapKind::Pending)] {
+                if let Some(top) = heap.peek() {
+                    if accept(top.slot) {
+                        return Some(top.slot);
+                    }
+                }
+                let best = heap
+                    .first_entries(OUT_OF_TURN_SCAN)
+                    .filter(|e| live(e, &self.entities, kind) && accept(e.slot))
+                    .min_by_key(|e| e.rank());
+                if let Some(e) = best {
+                    return Some(e.slot);
+                }
+            }
+        }
+        None
+    }
+
+    /// A waiting (not in-service) entity received `charge` of service out of its turn (injected while
+    /// another queue held the device, `super::injection`). It is charged as if it had been served:
+    /// S moves on by charge / weight, F = S + budget / weight, and V advances by charge / wsum, so
+    /// that B-WF2Q+ counts this service against its share like any other.
+    pub fn served_out_of_turn(&mut self, slot: u32, charge: u64, budget: u64) {
+        let ent = &mut self.entities[slot as usize];
+        if ent.state != EntityState::Active {
+            return;
+        }
+        let tree = &mut self.trees[ent.class];
+        tree.vtime += vtime_delta(charge, tree.wsum.max(1));
+        let delta = vtime_delta(charge, ent.weight);
+        if delta > 0 {
+            ent.start += delta;
+            ent.finish = ent.start + vtime_delta(budget, ent.weight);
+            // Re-filed under its new keys; the old entries are now stale.
+            tree.active -= 1;
+            tree.insert_active(slot, ent);
+            // Stale entries normally surface (their keys are the smaller ones) and are dropped on the
+            // way; bound them anyway, so that many re-filings cannot grow the heaps without limit.
+            let bound = 4 * (tree.active + tree.idle_count) + 64;
+            if tree.eligible.len() + tree.pending.len() > bound {
+                let entities = &self.entities;
+                tree.eligible.compact(|e| live(e, entities, HeapKind::Eligible));
+                tree.pending.compact(|e| live(e, entities, HeapKind::Pending));
+            }
+        }
+        tree.forget_idle(&mut self.entities);
+    }
+
+    /// A waiting (not in-service) entity has no more requests (its last one was injected): it leaves
+    /// the active set, with F = S (all its service is already in S), to the idle tree if F > V, else
+    /// forgotten, as an expired queue does.
+    pub fn deactivate(&mut self, slot: u32) {
+        let ent = &mut self.entities[slot as usize];
+        if ent.state != EntityState::Active {
+            return;
+        }
+        let tree = &mut self.trees[ent.class];
+        tree.active -= 1;
+        ent.finish = ent.start;
+        if ent.finish > tree.vtime {
+            ent.state = EntityState::Idle;
+            tree.idle_count += 1;
+            let finish = ent.finish;
+            tree.push(HeapKind::Idle, finish, slot);
+        } else {
+            ent.state = EntityState::Forgotten;
+            tree.wsum -= ent.weight;
         }
         tree.forget_idle(&mut self.entities);
     }

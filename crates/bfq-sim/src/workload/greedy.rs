@@ -1,7 +1,8 @@
 //! Greedy file readers and writers (seed 001 sec. 6.2): each exclusively reads or writes its own file,
 //! back to back, sequentially or at random positions. Readers are synchronous — the next read is issued
 //! only when the previous one completes — unless given a read-ahead window, in which case they keep that
-//! many reads outstanding (the oldest synchronous, the others asynchronous read-ahead). Writers are
+//! many reads outstanding (read-ahead; every read is synchronous for the scheduler, as Linux counts
+//! every read, read-ahead included, as synchronous: `op_is_sync`). Writers are
 //! buffered: they dirty page cache as fast as the system-wide dirty limit lets them, and the write-back
 //! path flushes their data as asynchronous writes.
 
@@ -63,14 +64,12 @@ impl GreedyReader {
         while self.outstanding < self.window {
             let len = u64::from(self.request_bytes);
             let offset = next_position(self.pattern, self.region, &mut self.cursor, len, ctx);
-            // The read the process blocks on is synchronous; reads beyond it are read-ahead.
-            let sync = self.outstanding == 0;
             ctx.submit(NewRequest {
                 queue: 0,
                 op: Op::Read,
                 offset,
                 len: self.request_bytes,
-                sync,
+                sync: true,
                 meta: false,
                 tag: 0,
             });

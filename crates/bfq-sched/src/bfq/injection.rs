@@ -1,0 +1,346 @@
+//! I/O injection and waker detection: BFQ on devices that serve many requests at once (beyond the
+//! seeds; kernel-bfq-reference.md "Injection" and "Waker/wakee", design/fast-devices.md,
+//! docs/fast-devices.md).
+//!
+//! The seeds serve one queue at a time and idle the device for the in-service synchronous queue
+//! (seed 001 sec. 3, seed 003 sec. V-C). On a device with internal parallelism, a queue that keeps one
+//! or a few requests in flight then leaves most of the device unused, and every other queue waits.
+//! Injection dispatches other queues' requests while the in-service queue has nothing queued (it is
+//! idled for, or waits for its requests in flight), within a limit learned from the in-service queue's
+//! own request latency: the limit grows while that latency stays within `inject_latency_ratio` of its
+//! latency alone, and shrinks when it does not. The in-service queue keeps (nearly) what it would get
+//! alone; what it cannot use goes to the others. That is the weighted max-min fair share of
+//! docs/fast-devices.md: a queue that cannot use its weight's share gets all it can use, the rest is
+//! divided among the others.
+//!
+//! Injected requests are service of the queue they belong to: B-WF2Q+ charges them to it
+//! ([`super::wf2q::Wf2q::served_out_of_turn`]), so that injection moves no queue beyond its share in
+//! the long run. Among the queues that may be injected, the order is B-WF2Q+'s (smallest eligible F),
+//! after the in-service queue's waker and a queue it just woke: a process that waits for another (the
+//! processes of a starting application, a client and its server thread) is served without an idle
+//! window per hand-over.
+
+use super::config::BfqConfig;
+use super::*;
+use crate::types::MSEC;
+
+/// Completions within the latency ratio, in a row, that raise the limit by one (at least).
+const GOOD_SAMPLES_PER_STEP: u32 = 16;
+
+/// Samples ignored after a decrease (their requests entered the device under the old limit).
+const HOLDOFF_SAMPLES: u32 = 4;
+
+/// The most good samples an increase may wait for.
+const MAX_PROBE: u32 = 256;
+
+/// A queue that becomes backlogged this soon after another queue's completion may have been woken by
+/// it (kernel-bfq-reference.md "Waker/wakee": 4 ms).
+pub const WAKE_WINDOW: Nanos = 4 * MSEC;
+
+/// Wake-ups by the same queue that make it the waker (kernel: 3).
+pub const WAKER_HITS: u8 = 3;
+
+/// The inject limit of one queue, learned from its request latency (kernel-bfq-reference.md
+/// "Injection": a limit measured against a baseline latency).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InjectLimit {
+    /// Requests of other queues allowed in the device while this queue is in service and empty.
+    pub limit: u32,
+    /// Filtered latency of its requests served alone (0 = not measured yet).
+    pub base: Nanos,
+    /// When `base` was last sampled.
+    pub base_at: Nanos,
+    /// Filtered latency of its requests served beside injected ones.
+    shared: Nanos,
+    good_samples: u32,
+    /// Good samples needed for the next increase: doubled by each decrease (a probe above the right
+    /// limit failed), halved by each increase, between [`GOOD_SAMPLES_PER_STEP`] and [`MAX_PROBE`].
+    probe: u32,
+    /// The last change of the limit was an increase.
+    probing: bool,
+    /// Samples still to be ignored after a decrease.
+    holdoff: u32,
+}
+
+impl InjectLimit {
+    /// One of the queue's requests completed after `latency`; `alone` says that nothing of other queues
+    /// was in the device meanwhile. `max` caps the limit (the device's depth).
+    pub fn on_completion(&mut self, latency: Nanos, alone: bool, now: Nanos, ratio_pct: u32, max: u32) {
+        if alone {
+            self.base = if self.base == 0 { latency } else { (7 * self.base + latency) / 8 };
+            self.base_at = now;
+            // A limit driven to 0 tries again from 1 once the baseline is known afresh.
+            self.limit = self.limit.max(1).min(max);
+            return;
+        }
+        if self.base == 0 {
+            return;
+        }
+        // A request that shared the device and still beat the baseline says the device got faster: the
+        // baseline follows it down (slowly, so that one lucky request does not tighten the limit).
+        // The kernel measures the baseline again every second by stopping injection; that costs a
+        // drained device per slot on fast devices, and a baseline that is too low corrects itself: the
+        // limit falls to 0 and the queue's next requests are served alone.
+        if latency < self.base {
+            self.base = (7 * self.base + latency) / 8;
+        }
+        // Additive increase after a run of good samples, multiplicative decrease at once: a limit one
+        // too high makes the in-service queue wait for a unit (a latency-bound queue loses a large
+        // part of its throughput), one too low only leaves a unit idle for a while.
+        self.shared = if self.shared == 0 { latency } else { (3 * self.shared + latency) / 4 };
+        let allowed = u128::from(self.base) * u128::from(ratio_pct) / 100;
+        let shared = u128::from(self.shared);
+        if self.holdoff > 0 {
+            // Requests dispatched before the last decrease are still completing: they say nothing
+            // about the new limit.
+            self.holdoff -= 1;
+            return;
+        }
+        let probe = self.probe.clamp(GOOD_SAMPLES_PER_STEP, MAX_PROBE);
+        if shared <= allowed {
+            self.good_samples += 1;
+            if self.good_samples >= probe {
+                self.good_samples = 0;
+                self.limit = (self.limit + 1).min(max);
+                self.probe = (probe / 2).max(GOOD_SAMPLES_PER_STEP);
+                self.probing = true;
+            }
+            return;
+        }
+        self.good_samples = 0;
+        self.probe = (probe * 2).min(MAX_PROBE);
+        // A failed probe (the last change was an increase) goes back one step; latency far over the
+        // ratio otherwise means the device got slower or busier: halve.
+        self.limit =
+            if shared > 2 * allowed && !self.probing { self.limit / 2 } else { self.limit.saturating_sub(1) };
+        self.probing = false;
+        self.holdoff = HOLDOFF_SAMPLES;
+        // The next step needs new evidence, not the tail of the filter.
+        self.shared = u64::try_from(allowed).unwrap_or(u64::MAX);
+    }
+
+    /// Whether one more request of another queue may enter the device, with `others` of them in it.
+    /// Nothing is injected before the queue's latency alone is known.
+    pub fn allows(&self, others: usize) -> bool {
+        self.base > 0 && others < self.limit as usize
+    }
+}
+
+/// Which queue wakes this one (kernel-bfq-reference.md "Waker/wakee").
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WakerState {
+    candidate: Option<QueueId>,
+    hits: u8,
+    /// The detected waker.
+    pub waker: Option<QueueId>,
+}
+
+impl WakerState {
+    /// The queue became backlogged at `now`; the last completion was of `last` at `at`.
+    pub fn on_activation(&mut self, me: QueueId, last: Option<(QueueId, Nanos)>, now: Nanos) {
+        let Some((by, at)) = last else { return };
+        if by == me || now.saturating_sub(at) > WAKE_WINDOW {
+            return;
+        }
+        if self.candidate == Some(by) {
+            self.hits = self.hits.saturating_add(1);
+        } else {
+            self.candidate = Some(by);
+            self.hits = 1;
+        }
+        if self.hits >= WAKER_HITS {
+            self.waker = Some(by);
+        }
+    }
+}
+
+impl Bfq {
+    /// The most requests of other queues injection may keep in the device.
+    fn inject_max(&self) -> u32 {
+        self.device.queue_depth.clamp(4, 256)
+    }
+
+    /// A request of another queue to dispatch while the in-service queue `s` has nothing queued, if
+    /// injection may and can serve one now.
+    pub(super) fn try_inject(&mut self, s: u32, now: Nanos) -> Option<Request> {
+        if !self.cfg.injection || !self.cfg.v1_heuristics {
+            return None;
+        }
+        let q = &self.queues[s as usize];
+        let own_in_flight = q.serving_in_flight;
+        let others = self.in_flight - own_in_flight;
+        let class = q.spec.class.index();
+        // A waker or wakee of the in-service queue goes first, and without the limit while the
+        // in-service queue has nothing in the device: it is waiting for that very I/O.
+        if self.cfg.waker_detection {
+            let related = [q.waker.waker.and_then(|w| self.index.get(w)), self.wakee_ready.take()];
+            for c in related.into_iter().flatten() {
+                if c != s && self.injectable(c) && (own_in_flight == 0 || self.inject_allowed(s, others)) {
+                    return self.inject_from(c, now);
+                }
+            }
+        }
+        // Other queues only where the device runs requests in parallel: on a device that serves one
+        // request at a time (a disk without command queueing), idling is what keeps a sequential
+        // queue's next request from waiting behind a seek (seed 001 sec. 3).
+        if !self.hw_tag.detected || !self.inject_allowed(s, others) {
+            return None;
+        }
+        let sync_only = self.sync_in_flight > 0;
+        let (queues, slab) = (&self.queues, &self.slab);
+        let c = self.wf2q.peek_out_of_turn(class, |c| {
+            let reqs = &queues[c as usize].reqs;
+            c != s && !reqs.is_empty() && (!sync_only || reqs.has_sync(slab))
+        })?;
+        if !self.injectable(c) {
+            return None;
+        }
+        self.inject_from(c, now)
+    }
+
+    fn inject_allowed(&self, s: u32, others: usize) -> bool {
+        self.queues[s as usize].inject.allows(others)
+    }
+
+    /// Whether queue `c` waits in B-WF2Q+ with a request that may enter the device now (asynchronous
+    /// ones wait while synchronous ones are in it, as in the service loop).
+    fn injectable(&self, c: u32) -> bool {
+        self.wf2q.entities.get(c as usize).is_some_and(|e| e.state == EntityState::Active)
+            && !self.queues[c as usize].reqs.is_empty()
+    }
+
+    fn inject_from(&mut self, c: u32, now: Nanos) -> Option<Request> {
+        let p = self.order_params();
+        let mut index = self.queues[c as usize].reqs.peek_next(&self.slab, self.last_position, now, &p)?;
+        if !self.slab.get(index).request.sync && self.sync_in_flight > 0 {
+            // Asynchronous requests wait while synchronous ones are in the device (as in the service
+            // loop); a synchronous one of the same queue may go.
+            index = self.queues[c as usize].reqs.sync_head()?;
+        }
+        // A queue drained by injection stays backlogged in B-WF2Q+ while its requests are in the device
+        // (it is deactivated at the completion of the last one, `Bfq::complete`): a greedy queue whose
+        // requests were all injected would otherwise be missing at the next selection, lose its turn to
+        // the in-service queue, and the weights between greedy queues would not hold.
+        Some(self.dispatch_from(c, index, now, false))
+    }
+
+    /// Learning from the completion of a request the queue `s` dispatched in its turn.
+    pub(super) fn learn_inject_limit(&mut self, s: u32, f: &InFlight, now: Nanos) {
+        if !self.cfg.injection {
+            return;
+        }
+        let alone = f.alone_mark != inflight::NOT_ALONE
+            && f.alone_mark == self.dispatched_total - self.queues[s as usize].serving_dispatched;
+        let latency = now.saturating_sub(f.dispatched_at);
+        let (ratio, max) = (self.cfg.inject_latency_ratio, self.inject_max());
+        self.queues[s as usize].inject.on_completion(latency, alone, now, ratio, max);
+    }
+
+    /// Waker detection at the activation of queue `t`.
+    pub(super) fn detect_waker(&mut self, t: u32, now: Nanos) {
+        if !self.cfg.waker_detection {
+            return;
+        }
+        let me = self.queues[t as usize].id;
+        let last = self.last_completion;
+        let q = &mut self.queues[t as usize];
+        q.waker.on_activation(me, last, now);
+        if let (Some(w), Some(svc)) = (q.waker.waker, self.service) {
+            if self.queues[svc.slot as usize].id == w && svc.slot != t {
+                self.wakee_ready = Some(t);
+            }
+        }
+    }
+}
+
+/// The inject limit's learning alone, for the mechanism tests.
+pub fn learned_limit(cfg: &BfqConfig, base: Nanos, samples: &[Nanos], max: u32) -> u32 {
+    let mut l = InjectLimit::default();
+    l.on_completion(base, true, 0, cfg.inject_latency_ratio, max);
+    for &x in samples {
+        l.on_completion(x, false, 0, cfg.inject_latency_ratio, max);
+    }
+    l.limit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_grows_while_latency_stays_within_the_ratio_and_shrinks_beyond_it() {
+        // kernel-bfq-reference.md "Injection": a limit measured against the latency alone.
+        let cfg = BfqConfig::default();
+        let us = 1000;
+        assert_eq!(learned_limit(&cfg, 100 * us, &[105 * us; 64], 32), 5, "16 samples per step, from 1");
+        assert_eq!(learned_limit(&cfg, 100 * us, &[105 * us; 1000], 32), 32, "capped at the device depth");
+        let mut l = InjectLimit::default();
+        l.on_completion(100 * us, true, 0, 115, 32);
+        for _ in 0..160 {
+            l.on_completion(105 * us, false, 0, 115, 32);
+        }
+        assert_eq!(l.limit, 11);
+        assert_eq!(l.probe, GOOD_SAMPLES_PER_STEP);
+        l.on_completion(130 * us, false, 0, 115, 32);
+        l.on_completion(130 * us, false, 0, 115, 32);
+        assert_eq!(l.limit, 10, "over the ratio just after an increase: one step back");
+        for _ in 0..HOLDOFF_SAMPLES {
+            l.on_completion(1000 * us, false, 0, 115, 32);
+        }
+        assert_eq!(l.limit, 10, "samples of requests sent under the old limit are ignored");
+        l.on_completion(1000 * us, false, 0, 115, 32);
+        assert_eq!(l.limit, 5, "far over, not probing: halved");
+        for _ in 0..HOLDOFF_SAMPLES {
+            l.on_completion(100 * us, false, 0, 115, 32);
+        }
+        // Each failure doubles the run of good samples the next increase needs.
+        for _ in 0..63 {
+            l.on_completion(100 * us, false, 0, 115, 32);
+        }
+        assert_eq!(l.limit, 5, "64 good samples needed after two decreases");
+        l.on_completion(100 * us, false, 0, 115, 32);
+        assert_eq!(l.limit, 6);
+    }
+
+    #[test]
+    fn nothing_is_injected_before_the_latency_alone_is_known() {
+        let mut l = InjectLimit::default();
+        assert!(!l.allows(0));
+        l.on_completion(50_000, true, 10, 115, 32);
+        assert!(l.allows(0) && !l.allows(1), "limit 1 after the first measure");
+    }
+
+    #[test]
+    fn a_shared_request_faster_than_the_baseline_lowers_it() {
+        let mut l = InjectLimit::default();
+        l.on_completion(80_000, true, 0, 115, 32);
+        l.on_completion(40_000, false, 0, 115, 32);
+        assert_eq!(l.base, 75_000);
+    }
+
+    #[test]
+    fn a_waker_is_the_queue_whose_completions_three_times_precede_the_activation() {
+        // kernel-bfq-reference.md "Waker/wakee": within 4 ms, 3 times.
+        let (a, b, c) = (QueueId(1), QueueId(2), QueueId(3));
+        let mut w = WakerState::default();
+        w.on_activation(b, Some((a, 0)), MSEC);
+        w.on_activation(b, Some((a, 10 * MSEC)), 11 * MSEC);
+        assert_eq!(w.waker, None);
+        w.on_activation(b, Some((a, 20 * MSEC)), 22 * MSEC);
+        assert_eq!(w.waker, Some(a));
+        // Too late after a completion, or its own completion: not a wake-up.
+        let mut w = WakerState::default();
+        for i in 0..5 {
+            w.on_activation(b, Some((a, i * 100 * MSEC)), i * 100 * MSEC + 5 * MSEC);
+            w.on_activation(b, Some((b, i * 100 * MSEC)), i * 100 * MSEC + MSEC);
+        }
+        assert_eq!(w.waker, None);
+        // Another queue's wake-ups in between restart the count.
+        let mut w = WakerState::default();
+        for i in 0..4 {
+            let by = if i % 2 == 0 { a } else { c };
+            w.on_activation(b, Some((by, i * 10 * MSEC)), i * 10 * MSEC + MSEC);
+        }
+        assert_eq!(w.waker, None);
+    }
+}

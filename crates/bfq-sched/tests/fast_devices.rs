@@ -1,0 +1,281 @@
+//! BFQ on devices that serve many requests at once (beyond the seeds: I/O injection, waker detection and
+//! the shared-slot charge, `bfq::injection`, docs/fast-devices.md). The guarantee checked is weighted
+//! max-min fairness: a queue that cannot use its weight's share (a synchronous random reader, bound by
+//! its request latency) gets about what it gets alone, and the rest of the device goes to the others.
+//!
+//! The device here is a bank of `units` servers with one FIFO in front: a request waits only when every
+//! unit is busy, and takes a fixed overhead plus its size over one unit's rate. Requests are dispatched
+//! while fewer than `depth` are in the device, as a block layer does.
+
+use std::collections::VecDeque;
+
+use bfq_sched::bfq::{Bfq, BfqConfig};
+use bfq_sched::{
+    build, Decision, DeviceInfo, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler, MSEC, SEC,
+};
+
+const NVME: DeviceInfo = DeviceInfo { rotational: false, queue_depth: 32 };
+const DISK: DeviceInfo = DeviceInfo { rotational: true, queue_depth: 1 };
+
+#[derive(Clone, Copy)]
+struct Device {
+    units: usize,
+    depth: usize,
+    overhead: Nanos,
+    /// Bytes per second of one unit.
+    unit_rate: u64,
+}
+
+#[derive(Clone, Copy)]
+struct App {
+    weight: u32,
+    request_bytes: u32,
+    window: u32,
+    random: bool,
+}
+
+fn seq(weight: u32) -> App {
+    App { weight, request_bytes: 128 << 10, window: 4, random: false }
+}
+
+fn rand(weight: u32) -> App {
+    App { weight, request_bytes: 4 << 10, window: 1, random: true }
+}
+
+/// Runs `apps` (queue i+1 each) for `duration` under `sched`; returns the bytes each one completed.
+fn run(sched: &mut dyn Scheduler, dev: Device, apps: &[App], duration: Nanos) -> Vec<u64> {
+    for (i, a) in apps.iter().enumerate() {
+        let spec = QueueSpec { weight: a.weight, ..QueueSpec::default() };
+        sched.configure_queue(QueueId(i as u32 + 1), spec, 0).unwrap();
+    }
+    let mut now: Nanos = 0;
+    let mut next_id = 1u64;
+    let mut cursor: Vec<u64> = (0..apps.len()).map(|i| (i as u64) << 36).collect();
+    let mut lcg = 0x2545_f491_4f6c_dd1du64;
+    let mut bytes = vec![0u64; apps.len()];
+    // In service: (done at, request); waiting in the device: FIFO.
+    let mut serving: Vec<(Nanos, Request)> = Vec::new();
+    let mut waiting: VecDeque<Request> = VecDeque::new();
+    let mut issue = |i: usize, now: Nanos, sched: &mut dyn Scheduler, next_id: &mut u64| {
+        let a = apps[i];
+        let offset = if a.random {
+            lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((i as u64) << 36) + ((lcg >> 20) % (1 << 24)) * 4096
+        } else {
+            let o = cursor[i];
+            cursor[i] += u64::from(a.request_bytes);
+            o
+        };
+        let r = Request {
+            id: RequestId(*next_id),
+            queue: QueueId(i as u32 + 1),
+            op: Op::Read,
+            offset,
+            len: a.request_bytes,
+            sync: true,
+            meta: false,
+        };
+        *next_id += 1;
+        sched.insert(r, now);
+    };
+    for (i, a) in apps.iter().enumerate() {
+        for _ in 0..a.window {
+            issue(i, now, sched, &mut next_id);
+        }
+    }
+    let service = |r: &Request| dev.overhead + u64::from(r.len) * SEC / dev.unit_rate;
+    while now < duration {
+        while serving.len() + waiting.len() < dev.depth {
+            match sched.dispatch(now) {
+                Decision::Dispatch(r) => {
+                    if serving.len() < dev.units {
+                        serving.push((now + service(&r), r));
+                    } else {
+                        waiting.push_back(r);
+                    }
+                }
+                _ => break,
+            }
+        }
+        let completion = serving.iter().map(|(t, _)| *t).min();
+        let timer = sched.next_timer();
+        let next = [completion, timer, Some(duration)].into_iter().flatten().min().unwrap();
+        now = next.max(now);
+        if timer.is_some_and(|t| t <= now) {
+            sched.timer(now);
+        }
+        while let Some(k) = serving.iter().position(|(t, _)| *t <= now) {
+            let (_, r) = serving.swap_remove(k);
+            if let Some(w) = waiting.pop_front() {
+                serving.push((now + service(&w), w));
+            }
+            sched.complete(&r, now);
+            let i = r.queue.0 as usize - 1;
+            bytes[i] += u64::from(r.len);
+            issue(i, now, sched, &mut next_id);
+        }
+    }
+    bytes
+}
+
+fn bfq(device: DeviceInfo, params: &[(&str, &str)]) -> Bfq {
+    let mut cfg = BfqConfig::default();
+    for (k, v) in params {
+        cfg.set(k, v).unwrap();
+    }
+    Bfq::with_config(device, cfg)
+}
+
+fn fifo() -> Box<dyn Scheduler> {
+    build("fifo", NVME, &[]).unwrap()
+}
+
+/// An NVMe-like bank: 8 units, 20 us per command, 400 MB/s per unit (3.2 GB/s in all).
+const BANK: Device = Device { units: 8, depth: 32, overhead: 20_000, unit_rate: 400_000_000 };
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1 << 20) as f64
+}
+
+#[test]
+fn injection_fills_a_parallel_device_while_a_latency_bound_queue_is_in_service() {
+    // docs/fast-devices.md: a random reader of weight 400 beside sequential readers of weight 100. BFQ
+    // of the seeds idles the device for the random reader between its requests (asymmetric weights,
+    // seed 003 sec. V-C), so the device serves one request at a time; with injection the sequential
+    // readers fill it while the random reader keeps nearly what it gets alone.
+    let apps = [rand(400), seq(100), seq(100), seq(100)];
+    let d = 2 * SEC;
+    let alone = run(&mut bfq(NVME, &[]), BANK, &apps[..1], d)[0];
+    let f = run(fifo().as_mut(), BANK, &apps, d);
+    let b = run(&mut bfq(NVME, &[]), BANK, &apps, d);
+    let papers = run(&mut bfq(NVME, &[("injection", "0"), ("waker_detection", "0")]), BANK, &apps, d);
+    let total = |v: &[u64]| v.iter().sum::<u64>();
+    eprintln!("alone {:.1} fifo {:?} bfq {:?} papers {:?}", mib(alone), f, b, papers);
+    assert!(
+        total(&b) as f64 >= 0.8 * total(&f) as f64,
+        "aggregate: bfq {:.0} MiB against fifo {:.0}",
+        mib(total(&b)),
+        mib(total(&f))
+    );
+    assert!(
+        b[0] as f64 >= 0.85 * alone as f64,
+        "random reader {:.1} MiB, alone {:.1}",
+        mib(b[0]),
+        mib(alone)
+    );
+    assert!(
+        (total(&papers) as f64) < 0.5 * total(&f) as f64,
+        "without injection the device serves about one request at a time ({:.0} MiB)",
+        mib(total(&papers))
+    );
+    // Equal weights among the sequential readers: equal shares of the rest.
+    let (lo, hi) = (b[1..].iter().min().unwrap(), b[1..].iter().max().unwrap());
+    assert!(*hi as f64 <= 1.1 * *lo as f64, "sequential readers {:?}", &b[1..]);
+}
+
+#[test]
+fn injection_backs_off_when_it_would_slow_the_in_service_queue() {
+    // Two units only: every injected 128 KiB read that takes the second unit makes the random
+    // reader's next request wait (kernel-bfq-reference.md "Injection": the limit shrinks when the
+    // in-service queue's latency exceeds its baseline by the ratio). FIFO lets the readers' windows fill
+    // the device queue; BFQ keeps the random reader within the ratio of its latency alone.
+    let dev = Device { units: 2, ..BANK };
+    let apps = [rand(400), seq(100), seq(100)];
+    let d = 2 * SEC;
+    let alone = run(&mut bfq(NVME, &[]), dev, &apps[..1], d)[0];
+    let f = run(fifo().as_mut(), dev, &apps, d);
+    let b = run(&mut bfq(NVME, &[]), dev, &apps, d);
+    eprintln!("alone {:.1} fifo {:?} bfq {:?}", mib(alone), f, b);
+    assert!((f[0] as f64) < 0.5 * alone as f64, "FIFO: the random reader waits behind the windows");
+    assert!(b[0] as f64 >= 0.75 * alone as f64, "BFQ: {:.1} MiB, alone {:.1}", mib(b[0]), mib(alone));
+    assert!(b[1] + b[2] > 0, "the sequential readers still get the device's spare time");
+}
+
+#[test]
+fn injected_service_counts_against_the_injected_queues_share() {
+    // B-WF2Q+ charges injected requests to their queue (`served_out_of_turn`): two greedy readers that
+    // can each use the whole device keep their 1:3 weights, although the lighter one is injected
+    // whenever the heavier one has nothing queued.
+    let dev = Device { units: 2, ..BANK };
+    let apps = [App { window: 8, ..seq(100) }, App { window: 8, ..seq(300) }];
+    let b = run(&mut bfq(NVME, &[]), dev, &apps, 4 * SEC);
+    let ratio = b[1] as f64 / b[0] as f64;
+    eprintln!("{b:?} ratio {ratio:.2}");
+    assert!((2.4..=3.6).contains(&ratio), "service ratio {ratio:.2}, weights 1:3");
+}
+
+#[test]
+fn a_waker_is_served_without_an_idle_window_per_hand_over() {
+    // kernel-bfq-reference.md "Waker/wakee": queues 1 and 2 hand over to each other (each issues its
+    // next read just after the other's completes, as a client and its server thread); queue 3, of
+    // another weight, keeps the scenario asymmetric, so the in-service queue is idled for (seed 003
+    // sec. V-C). On a disk that serves one request at a time nothing else is injected; the detected
+    // waker is, as soon as it has a request.
+    let hand_over_delay = |waker_detection: &str| -> Vec<Nanos> {
+        let mut b = bfq(DISK, &[("waker_detection", waker_detection), ("low_latency", "0")]);
+        b.configure_queue(QueueId(3), QueueSpec { weight: 200, ..QueueSpec::default() }, 0).unwrap();
+        let mut id = 0u64;
+        let mut req = |q: u32| {
+            id += 1;
+            let offset = (u64::from(q) << 30) + id * 4096;
+            Request {
+                id: RequestId(id),
+                queue: QueueId(q),
+                op: Op::Read,
+                offset,
+                len: 4096,
+                sync: true,
+                meta: false,
+            }
+        };
+        let mut now: Nanos = 0;
+        let mut in_device: Option<(Nanos, Request)> = None;
+        // The chain's next request: when it is issued, and by which queue.
+        let mut chain: Option<(Nanos, u32)> = Some((0, 1));
+        let mut chain_inserted: Option<(RequestId, Nanos)> = None;
+        let mut delays = Vec::new();
+        b.insert(req(3), 0);
+        while delays.len() < 20 {
+            if let Some((at, q)) = chain.filter(|(at, _)| *at <= now) {
+                let r = req(q);
+                b.insert(r, at);
+                chain_inserted = Some((r.id, at));
+                chain = None;
+            }
+            if in_device.is_none() {
+                if let Decision::Dispatch(r) = b.dispatch(now) {
+                    if let Some((cid, at)) = chain_inserted.filter(|(cid, _)| *cid == r.id) {
+                        delays.push(now - at);
+                        chain_inserted = Some((cid, Nanos::MAX));
+                    }
+                    in_device = Some((now + MSEC, r));
+                }
+            }
+            let next = [in_device.map(|(t, _)| t), chain.map(|(t, _)| t), b.next_timer()]
+                .into_iter()
+                .flatten()
+                .min()
+                .expect("something always comes next");
+            now = next.max(now);
+            if b.next_timer().is_some_and(|t| t <= now) {
+                b.timer(now);
+            }
+            if let Some((done, r)) = in_device.filter(|(t, _)| *t <= now) {
+                let _ = done;
+                in_device = None;
+                b.complete(&r, now);
+                match r.queue.0 {
+                    3 => b.insert(req(3), now),
+                    q => chain = Some((now + 100_000, 3 - q)),
+                }
+            }
+        }
+        delays
+    };
+    let with = hand_over_delay("1");
+    let without = hand_over_delay("0");
+    eprintln!("with {with:?}\nwithout {without:?}");
+    // Three wake-ups of each queue by the other, then every hand-over is immediate.
+    assert!(with[6..].iter().all(|&d| d == 0), "once detected, the wakee goes at once: {with:?}");
+    assert!(without[6..].iter().all(|&d| d >= MSEC), "without detection it waits: {without:?}");
+}
