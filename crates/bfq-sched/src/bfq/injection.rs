@@ -22,16 +22,21 @@
 
 use super::config::BfqConfig;
 use super::*;
-use crate::types::MSEC;
+use crate::types::{MSEC, SEC};
 
-/// Completions within the latency ratio, in a row, that raise the limit by one (at least).
-const GOOD_SAMPLES_PER_STEP: u32 = 16;
+/// Completions beside injected requests whose mean latency makes one decision (up, down or stay):
+/// a mean, not single samples, because a real device's latencies are noisy.
+const WINDOW: u32 = 16;
 
-/// Samples ignored after a decrease (their requests entered the device under the old limit).
+/// Completions ignored after a decrease (their requests entered the device under the old limit).
 const HOLDOFF_SAMPLES: u32 = 4;
 
-/// The most good samples an increase may wait for.
-const MAX_PROBE: u32 = 256;
+/// The most good windows an increase may wait for.
+const MAX_PROBE: u32 = 16;
+
+/// How often a queue's latency alone is measured again (kernel: every second): injection pauses
+/// until one of its requests has been served alone.
+pub const BASE_REFRESH: Nanos = SEC;
 
 /// A queue that becomes backlogged this soon after another queue's completion may have been woken by
 /// it (kernel-bfq-reference.md "Waker/wakee": 4 ms).
@@ -50,15 +55,17 @@ pub struct InjectLimit {
     pub base: Nanos,
     /// When `base` was last sampled.
     pub base_at: Nanos,
-    /// Filtered latency of its requests served beside injected ones.
-    shared: Nanos,
-    good_samples: u32,
-    /// Good samples needed for the next increase: doubled by each decrease (a probe above the right
-    /// limit failed), halved by each increase, between [`GOOD_SAMPLES_PER_STEP`] and [`MAX_PROBE`].
+    /// Latencies of the current window of requests served beside injected ones.
+    window_sum: u128,
+    window_len: u32,
+    /// Good windows in a row.
+    good_windows: u32,
+    /// Good windows needed for the next increase: doubled by each decrease (a probe above the right
+    /// limit failed), halved by each increase, between 1 and [`MAX_PROBE`].
     probe: u32,
     /// The last change of the limit was an increase.
     probing: bool,
-    /// Samples still to be ignored after a decrease.
+    /// Completions still to be ignored after a decrease.
     holdoff: u32,
 }
 
@@ -76,53 +83,55 @@ impl InjectLimit {
         if self.base == 0 {
             return;
         }
-        // A request that shared the device and still beat the baseline says the device got faster: the
-        // baseline follows it down (slowly, so that one lucky request does not tighten the limit).
-        // The kernel measures the baseline again every second by stopping injection; that costs a
-        // drained device per slot on fast devices, and a baseline that is too low corrects itself: the
-        // limit falls to 0 and the queue's next requests are served alone.
-        if latency < self.base {
-            self.base = (7 * self.base + latency) / 8;
-        }
-        // Additive increase after a run of good samples, multiplicative decrease at once: a limit one
-        // too high makes the in-service queue wait for a unit (a latency-bound queue loses a large
-        // part of its throughput), one too low only leaves a unit idle for a while.
-        self.shared = if self.shared == 0 { latency } else { (3 * self.shared + latency) / 4 };
-        let allowed = u128::from(self.base) * u128::from(ratio_pct) / 100;
-        let shared = u128::from(self.shared);
         if self.holdoff > 0 {
             // Requests dispatched before the last decrease are still completing: they say nothing
             // about the new limit.
             self.holdoff -= 1;
             return;
         }
-        let probe = self.probe.clamp(GOOD_SAMPLES_PER_STEP, MAX_PROBE);
-        if shared <= allowed {
-            self.good_samples += 1;
-            if self.good_samples >= probe {
-                self.good_samples = 0;
+        let allowed = u128::from(self.base) * u128::from(ratio_pct) / 100;
+        self.window_sum += u128::from(latency);
+        self.window_len += 1;
+        // One request that took several times the allowed latency waited for the device: decide now
+        // rather than at the end of the window (a failed probe must cost little).
+        let waited = u128::from(latency) > 3 * allowed;
+        if self.window_len < WINDOW && !waited {
+            return;
+        }
+        let mean = if waited { u128::from(latency) } else { self.window_sum / u128::from(self.window_len) };
+        self.window_sum = 0;
+        self.window_len = 0;
+        // Additive increase after a run of good windows, decrease at once: a limit one too high makes
+        // the in-service queue wait (a latency-bound queue loses much of its throughput), one too low
+        // only leaves part of the device idle for a while. Each failed probe doubles the run of good
+        // windows the next increase waits for, so that a limit just below the right one stays there.
+        let probe = self.probe.clamp(1, MAX_PROBE);
+        if mean <= allowed {
+            self.good_windows += 1;
+            if self.good_windows >= probe {
+                self.good_windows = 0;
                 self.limit = (self.limit + 1).min(max);
-                self.probe = (probe / 2).max(GOOD_SAMPLES_PER_STEP);
+                self.probe = (probe / 2).max(1);
                 self.probing = true;
             }
             return;
         }
-        self.good_samples = 0;
+        self.good_windows = 0;
         self.probe = (probe * 2).min(MAX_PROBE);
         // A failed probe (the last change was an increase) goes back one step; latency far over the
         // ratio otherwise means the device got slower or busier: halve.
         self.limit =
-            if shared > 2 * allowed && !self.probing { self.limit / 2 } else { self.limit.saturating_sub(1) };
+            if mean > 2 * allowed && !self.probing { self.limit / 2 } else { self.limit.saturating_sub(1) };
         self.probing = false;
         self.holdoff = HOLDOFF_SAMPLES;
-        // The next step needs new evidence, not the tail of the filter.
-        self.shared = u64::try_from(allowed).unwrap_or(u64::MAX);
     }
 
     /// Whether one more request of another queue may enter the device, with `others` of them in it.
-    /// Nothing is injected before the queue's latency alone is known.
-    pub fn allows(&self, others: usize) -> bool {
-        self.base > 0 && others < self.limit as usize
+    /// Nothing is injected before the queue's latency alone is known, nor when that measure is older
+    /// than [`BASE_REFRESH`]: then the device drains, the queue's next request runs alone, and the
+    /// measure is taken again (a device that got faster would otherwise be held to an old limit).
+    pub fn allows(&self, others: usize, now: Nanos) -> bool {
+        self.base > 0 && now.saturating_sub(self.base_at) <= BASE_REFRESH && others < self.limit as usize
     }
 }
 
@@ -175,7 +184,7 @@ impl Bfq {
         if self.cfg.waker_detection {
             let related = [q.waker.waker.and_then(|w| self.index.get(w)), self.wakee_ready.take()];
             for c in related.into_iter().flatten() {
-                if c != s && self.injectable(c) && (own_in_flight == 0 || self.inject_allowed(s, others)) {
+                if c != s && self.injectable(c) && (own_in_flight == 0 || self.inject_allowed(s, others, now)) {
                     return self.inject_from(c, now);
                 }
             }
@@ -183,7 +192,7 @@ impl Bfq {
         // Other queues only where the device runs requests in parallel: on a device that serves one
         // request at a time (a disk without command queueing), idling is what keeps a sequential
         // queue's next request from waiting behind a seek (seed 001 sec. 3).
-        if !self.hw_tag.detected || !self.inject_allowed(s, others) {
+        if !self.hw_tag.detected || !self.inject_allowed(s, others, now) {
             return None;
         }
         let sync_only = self.sync_in_flight > 0;
@@ -198,8 +207,8 @@ impl Bfq {
         self.inject_from(c, now)
     }
 
-    fn inject_allowed(&self, s: u32, others: usize) -> bool {
-        self.queues[s as usize].inject.allows(others)
+    fn inject_allowed(&self, s: u32, others: usize, now: Nanos) -> bool {
+        self.queues[s as usize].inject.allows(others, now)
     }
 
     /// Whether queue `c` waits in B-WF2Q+ with a request that may enter the device now (asynchronous
@@ -272,50 +281,38 @@ mod tests {
         // kernel-bfq-reference.md "Injection": a limit measured against the latency alone.
         let cfg = BfqConfig::default();
         let us = 1000;
-        assert_eq!(learned_limit(&cfg, 100 * us, &[105 * us; 64], 32), 5, "16 samples per step, from 1");
-        assert_eq!(learned_limit(&cfg, 100 * us, &[105 * us; 1000], 32), 32, "capped at the device depth");
+        let w = WINDOW as usize;
+        assert_eq!(learned_limit(&cfg, 100 * us, &vec![105 * us; 4 * w], 32), 5, "a window per step, from 1");
+        assert_eq!(learned_limit(&cfg, 100 * us, &vec![105 * us; 100 * w], 32), 32, "capped at the depth");
+        let feed = |l: &mut InjectLimit, latency: Nanos, n: usize| {
+            for _ in 0..n {
+                l.on_completion(latency, false, 0, 115, 32);
+            }
+        };
         let mut l = InjectLimit::default();
         l.on_completion(100 * us, true, 0, 115, 32);
-        for _ in 0..160 {
-            l.on_completion(105 * us, false, 0, 115, 32);
-        }
+        feed(&mut l, 105 * us, 10 * w);
         assert_eq!(l.limit, 11);
-        assert_eq!(l.probe, GOOD_SAMPLES_PER_STEP);
-        l.on_completion(130 * us, false, 0, 115, 32);
-        l.on_completion(130 * us, false, 0, 115, 32);
+        feed(&mut l, 130 * us, w);
         assert_eq!(l.limit, 10, "over the ratio just after an increase: one step back");
-        for _ in 0..HOLDOFF_SAMPLES {
-            l.on_completion(1000 * us, false, 0, 115, 32);
-        }
-        assert_eq!(l.limit, 10, "samples of requests sent under the old limit are ignored");
-        l.on_completion(1000 * us, false, 0, 115, 32);
-        assert_eq!(l.limit, 5, "far over, not probing: halved");
-        for _ in 0..HOLDOFF_SAMPLES {
-            l.on_completion(100 * us, false, 0, 115, 32);
-        }
-        // Each failure doubles the run of good samples the next increase needs.
-        for _ in 0..63 {
-            l.on_completion(100 * us, false, 0, 115, 32);
-        }
-        assert_eq!(l.limit, 5, "64 good samples needed after two decreases");
-        l.on_completion(100 * us, false, 0, 115, 32);
+        feed(&mut l, 1000 * us, HOLDOFF_SAMPLES as usize);
+        assert_eq!(l.limit, 10, "completions of requests sent under the old limit are ignored");
+        feed(&mut l, 1000 * us, 1);
+        assert_eq!(l.limit, 5, "a request that waited: decided at once; not probing: halved");
+        // Two failures in a row: the next increase waits for four good windows.
+        feed(&mut l, 100 * us, HOLDOFF_SAMPLES as usize + 3 * w);
+        assert_eq!(l.limit, 5);
+        feed(&mut l, 100 * us, w);
         assert_eq!(l.limit, 6);
     }
 
     #[test]
-    fn nothing_is_injected_before_the_latency_alone_is_known() {
+    fn nothing_is_injected_before_the_latency_alone_is_known_or_once_it_is_stale() {
         let mut l = InjectLimit::default();
-        assert!(!l.allows(0));
+        assert!(!l.allows(0, 0));
         l.on_completion(50_000, true, 10, 115, 32);
-        assert!(l.allows(0) && !l.allows(1), "limit 1 after the first measure");
-    }
-
-    #[test]
-    fn a_shared_request_faster_than_the_baseline_lowers_it() {
-        let mut l = InjectLimit::default();
-        l.on_completion(80_000, true, 0, 115, 32);
-        l.on_completion(40_000, false, 0, 115, 32);
-        assert_eq!(l.base, 75_000);
+        assert!(l.allows(0, 10) && !l.allows(1, 10), "limit 1 after the first measure");
+        assert!(!l.allows(0, 10 + BASE_REFRESH + 1), "measured again every second");
     }
 
     #[test]
