@@ -157,12 +157,7 @@ fn injection_fills_a_parallel_device_while_a_latency_bound_queue_is_in_service()
         mib(total(&b)),
         mib(total(&f))
     );
-    assert!(
-        b[0] as f64 >= 0.8 * alone as f64,
-        "random reader {:.1} MiB, alone {:.1}",
-        mib(b[0]),
-        mib(alone)
-    );
+    assert!(b[0] as f64 >= 0.8 * alone as f64, "random reader {:.1} MiB, alone {:.1}", mib(b[0]), mib(alone));
     assert!(
         (total(&papers) as f64) < 0.5 * total(&f) as f64,
         "without injection the device serves about one request at a time ({:.0} MiB)",

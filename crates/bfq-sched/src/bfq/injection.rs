@@ -67,15 +67,45 @@ pub struct InjectLimit {
     probing: bool,
     /// Completions still to be ignored after a decrease.
     holdoff: u32,
+    /// [`ServiceSnapshot`] sectors when the current window started: (own, total).
+    window_start: (u64, u64),
+}
+
+/// Sectors dispatched so far by the in-service queue in its turns and by all queues, and the queue's
+/// weight beside the sum of its class's weights: whether it gets its weight's share of the device.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ServiceSnapshot {
+    /// Sectors the queue dispatched in its turns, ever.
+    pub own: u64,
+    /// Sectors all queues dispatched, ever.
+    pub total: u64,
+    /// The queue's weight in force.
+    pub weight: u64,
+    /// The sum of the weights B-WF2Q+ divides its class among.
+    pub wsum: u64,
 }
 
 impl InjectLimit {
     /// One of the queue's requests completed after `latency`; `alone` says that nothing of other queues
     /// was in the device meanwhile. `max` caps the limit (the device's depth).
-    pub fn on_completion(&mut self, latency: Nanos, alone: bool, now: Nanos, ratio_pct: u32, max: u32) {
+    ///
+    /// A window in which the queue's latency exceeds the ratio still counts as good when the queue got
+    /// at least its weight's share of all the sectors dispatched meanwhile (`service`): weighted
+    /// max-min fairness owes a queue its share or what it can use alone, whichever is less, and a queue
+    /// that gets its share is owed no protection beyond it (docs/fast-devices.md).
+    pub fn on_completion(
+        &mut self,
+        latency: Nanos,
+        alone: bool,
+        now: Nanos,
+        ratio_pct: u32,
+        max: u32,
+        service: ServiceSnapshot,
+    ) {
         if alone {
             self.base = if self.base == 0 { latency } else { (7 * self.base + latency) / 8 };
             self.base_at = now;
+            self.window_start = (service.own, service.total);
             // A limit driven to 0 tries again from 1 once the baseline is known afresh.
             self.limit = self.limit.max(1).min(max);
             return;
@@ -101,12 +131,18 @@ impl InjectLimit {
         let mean = if waited { u128::from(latency) } else { self.window_sum / u128::from(self.window_len) };
         self.window_sum = 0;
         self.window_len = 0;
+        let (own0, total0) = self.window_start;
+        self.window_start = (service.own, service.total);
+        let own = u128::from(service.own.saturating_sub(own0));
+        let total = u128::from(service.total.saturating_sub(total0));
+        let has_share =
+            total > 0 && own * u128::from(service.wsum.max(1)) >= total * u128::from(service.weight);
         // Additive increase after a run of good windows, decrease at once: a limit one too high makes
         // the in-service queue wait (a latency-bound queue loses much of its throughput), one too low
         // only leaves part of the device idle for a while. Each failed probe doubles the run of good
         // windows the next increase waits for, so that a limit just below the right one stays there.
         let probe = self.probe.clamp(1, MAX_PROBE);
-        if mean <= allowed {
+        if mean <= allowed || has_share {
             self.good_windows += 1;
             if self.good_windows >= probe {
                 self.good_windows = 0;
@@ -184,7 +220,8 @@ impl Bfq {
         if self.cfg.waker_detection {
             let related = [q.waker.waker.and_then(|w| self.index.get(w)), self.wakee_ready.take()];
             for c in related.into_iter().flatten() {
-                if c != s && self.injectable(c) && (own_in_flight == 0 || self.inject_allowed(s, others, now)) {
+                if c != s && self.injectable(c) && (own_in_flight == 0 || self.inject_allowed(s, others, now))
+                {
                     return self.inject_from(c, now);
                 }
             }
@@ -242,7 +279,14 @@ impl Bfq {
             && f.alone_mark == self.dispatched_total - self.queues[s as usize].serving_dispatched;
         let latency = now.saturating_sub(f.dispatched_at);
         let (ratio, max) = (self.cfg.inject_latency_ratio, self.inject_max());
-        self.queues[s as usize].inject.on_completion(latency, alone, now, ratio, max);
+        let class = self.wf2q.entities[s as usize].class;
+        let service = ServiceSnapshot {
+            own: self.queues[s as usize].serving_sectors,
+            total: self.dispatched_sectors,
+            weight: self.effective_weight(s),
+            wsum: self.wf2q.trees[class].wsum,
+        };
+        self.queues[s as usize].inject.on_completion(latency, alone, now, ratio, max, service);
     }
 
     /// Waker detection at the activation of queue `t`.
@@ -265,9 +309,9 @@ impl Bfq {
 /// The inject limit's learning alone, for the mechanism tests.
 pub fn learned_limit(cfg: &BfqConfig, base: Nanos, samples: &[Nanos], max: u32) -> u32 {
     let mut l = InjectLimit::default();
-    l.on_completion(base, true, 0, cfg.inject_latency_ratio, max);
+    l.on_completion(base, true, 0, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
     for &x in samples {
-        l.on_completion(x, false, 0, cfg.inject_latency_ratio, max);
+        l.on_completion(x, false, 0, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
     }
     l.limit
 }
@@ -286,11 +330,11 @@ mod tests {
         assert_eq!(learned_limit(&cfg, 100 * us, &vec![105 * us; 100 * w], 32), 32, "capped at the depth");
         let feed = |l: &mut InjectLimit, latency: Nanos, n: usize| {
             for _ in 0..n {
-                l.on_completion(latency, false, 0, 115, 32);
+                l.on_completion(latency, false, 0, 115, 32, ServiceSnapshot::default());
             }
         };
         let mut l = InjectLimit::default();
-        l.on_completion(100 * us, true, 0, 115, 32);
+        l.on_completion(100 * us, true, 0, 115, 32, ServiceSnapshot::default());
         feed(&mut l, 105 * us, 10 * w);
         assert_eq!(l.limit, 11);
         feed(&mut l, 130 * us, w);
@@ -307,10 +351,29 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_that_gets_its_weights_share_is_not_protected_beyond_it() {
+        // docs/fast-devices.md: weighted max-min fairness owes a queue min(its share, what it gets alone).
+        let us = 1000;
+        let snap = |own, total| ServiceSnapshot { own, total, weight: 100, wsum: 400 };
+        let mut l = InjectLimit::default();
+        l.on_completion(100 * us, true, 0, 115, 32, snap(1, 1));
+        // Slowed to 1.3x, but with half of all sectors for a quarter of the weight: good windows.
+        for i in 1..=(2 * WINDOW as u64) {
+            l.on_completion(130 * us, false, 0, 115, 32, snap(1 + i * 50, 1 + i * 100));
+        }
+        assert_eq!(l.limit, 3);
+        // Slowed to 1.3x with a tenth of the sectors: protected.
+        for i in 1..=(WINDOW as u64) {
+            l.on_completion(130 * us, false, 0, 115, 32, snap(1601 + i * 10, 3201 + i * 100));
+        }
+        assert_eq!(l.limit, 2);
+    }
+
+    #[test]
     fn nothing_is_injected_before_the_latency_alone_is_known_or_once_it_is_stale() {
         let mut l = InjectLimit::default();
         assert!(!l.allows(0, 0));
-        l.on_completion(50_000, true, 10, 115, 32);
+        l.on_completion(50_000, true, 10, 115, 32, ServiceSnapshot::default());
         assert!(l.allows(0, 10) && !l.allows(1, 10), "limit 1 after the first measure");
         assert!(!l.allows(0, 10 + BASE_REFRESH + 1), "measured again every second");
     }

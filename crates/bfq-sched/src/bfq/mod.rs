@@ -122,6 +122,8 @@ pub struct Bfq {
     /// Requests dispatched so far, by all queues ([`injection`]: a request was served alone if no
     /// other queue dispatched meanwhile).
     dispatched_total: u64,
+    /// Sectors dispatched so far, by all queues ([`injection`]: the share the in-service queue gets).
+    dispatched_sectors: u64,
     /// The queue that issued the last completed request, and when ([`injection`]: waker detection).
     last_completion: Option<(QueueId, Nanos)>,
     /// A queue just woken by the in-service queue, to be injected first ([`injection`]).
@@ -168,6 +170,7 @@ impl Bfq {
             burst: BurstDetector::default(),
             preempt: false,
             dispatched_total: 0,
+            dispatched_sectors: 0,
             last_completion: None,
             wakee_ready: None,
             events_on: false,
@@ -400,8 +403,12 @@ impl Bfq {
         // weight change), so that stats and idling see it at once.
         self.check_raising_end(s, now);
         self.dispatched_total += 1;
+        self.dispatched_sectors += r.sectors();
         {
             let q = &mut self.queues[s as usize];
+            if in_turn {
+                q.serving_sectors += r.sectors();
+            }
             q.raising.on_service(&self.cfg, r.sectors());
             q.service_since_backlogged += r.sectors();
             q.serving_in_flight += 1;

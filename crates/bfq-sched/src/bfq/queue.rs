@@ -153,6 +153,8 @@ pub(super) struct Queue {
     pub(super) pos_bucket: Option<u64>,
     /// Requests it dispatched as the serving queue, in its turn or injected.
     pub(super) serving_dispatched: u64,
+    /// Sectors it dispatched in its turns (not injected).
+    pub(super) serving_sectors: u64,
     /// How many requests of other queues may be injected while it is in service ([`super::injection`]).
     pub(super) inject: InjectLimit,
     /// Which queue wakes it ([`super::injection`]).
@@ -190,6 +192,7 @@ impl Queue {
             counted_weight: None,
             pos_bucket: None,
             serving_dispatched: 0,
+            serving_sectors: 0,
             inject: InjectLimit::default(),
             waker: WakerState::default(),
         }
