@@ -622,7 +622,7 @@ mod tests {
 
     #[test]
     fn the_papers_scheduler_names_map_onto_registry_schedulers_and_tunables() {
-        let (name, params) = scheduler_and_params("bfq", "").unwrap();
+        let (_, params) = scheduler_and_params("bfq", "").unwrap();
         assert!(params.contains(&("injection".into(), "0".into())), "the papers' BFQ injects nothing");
         let (name, params) = scheduler_and_params("bfq-no-heuristics", "max_budget=4096").unwrap();
         assert_eq!(name, "bfq");
