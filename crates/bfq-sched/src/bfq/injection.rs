@@ -205,6 +205,22 @@ impl Bfq {
         self.device.queue_depth.clamp(4, 256)
     }
 
+    /// Whether an asynchronous request may enter the device now. The seeds hold them back while
+    /// synchronous ones are in it (seed 001 sec. 4.5: a drive's write cache would starve reads). On a
+    /// device that queues internally with injection on, a stream of synchronous reads is never absent,
+    /// and writes would never go: there, as the kernel limits async requests to part of the device's
+    /// tags, they may take up to half of its queue.
+    pub(super) fn async_may_enter(&self) -> bool {
+        if self.sync_in_flight == 0 {
+            return true;
+        }
+        let async_in_flight = self.in_flight - self.sync_in_flight;
+        self.cfg.injection
+            && self.cfg.v1_heuristics
+            && self.hw_tag.detected
+            && async_in_flight < (self.device.queue_depth as usize / 2).max(1)
+    }
+
     /// A request of another queue to dispatch while the in-service queue `s` has nothing queued, if
     /// injection may and can serve one now.
     pub(super) fn try_inject(&mut self, s: u32, now: Nanos) -> Option<Request> {
@@ -232,7 +248,7 @@ impl Bfq {
         if !self.hw_tag.detected || !self.inject_allowed(s, others, now) {
             return None;
         }
-        let sync_only = self.sync_in_flight > 0;
+        let sync_only = !self.async_may_enter();
         let (queues, slab) = (&self.queues, &self.slab);
         let c = self.wf2q.peek_out_of_turn(class, |c| {
             let reqs = &queues[c as usize].reqs;
@@ -258,7 +274,7 @@ impl Bfq {
     fn inject_from(&mut self, c: u32, now: Nanos) -> Option<Request> {
         let p = self.order_params();
         let mut index = self.queues[c as usize].reqs.peek_next(&self.slab, self.last_position, now, &p)?;
-        if !self.slab.get(index).request.sync && self.sync_in_flight > 0 {
+        if !self.slab.get(index).request.sync && !self.async_may_enter() {
             // Asynchronous requests wait while synchronous ones are in the device (as in the service
             // loop); a synchronous one of the same queue may go.
             index = self.queues[c as usize].reqs.sync_head()?;

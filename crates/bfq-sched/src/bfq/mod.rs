@@ -592,8 +592,10 @@ impl Scheduler for Bfq {
                 // that acknowledges writes into its cache and destages them before reads would starve
                 // those reads (seed 001 sec. 4.5), and with internal queueing a burst of writes would
                 // pass them (seed 003 sec. V-C). BFQ up to v7r8 held async dispatch back this way, as
-                // CFQ does; the kernel reference's tag-depth limits for async writes serve the same end.
-                if !self.slab.get(index).request.sync && self.sync_in_flight > 0 {
+                // CFQ does; the kernel reference's tag-depth limits for async writes serve the same end
+                // (with injection on a device that queues internally, async requests may take up to half
+                // of its depth: `async_may_enter`).
+                if !self.slab.get(index).request.sync && !self.async_may_enter() {
                     return Decision::Wait;
                 }
                 let cost = budget::request_cost(&self.cfg, &self.slab.get(index).request);
