@@ -3,6 +3,7 @@
 //! data/published.toml checked on our figures, published figures printed beside ours
 //! (docs/experiments.md).
 
+pub mod beyond;
 pub mod claims;
 pub mod html;
 pub mod published;
@@ -88,6 +89,8 @@ pub struct SuiteResult {
     pub figures: Vec<FigureResult>,
     /// Every run.
     pub runs: Vec<RunResult>,
+    /// Beyond the papers: this project's BFQ on fast devices, without verdicts ([`beyond`]).
+    pub beyond: Vec<beyond::BeyondRow>,
 }
 
 /// The device class a paper's device maps to.
@@ -192,6 +195,7 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
         .zip(reports)
         .map(|(k, r)| RunResult { label: k.label(), key: k.clone(), report: r })
         .collect();
+    let beyond = if opts.only.is_some() { Vec::new() } else { beyond::run(opts.quick.then_some(4)) };
     Ok(SuiteResult {
         schema: "bfq-suite/1",
         device: opts.device.clone(),
@@ -201,6 +205,7 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
         claims: claim_results,
         figures,
         runs,
+        beyond,
     })
 }
 
@@ -359,6 +364,9 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
             }
         }
         out.push('\n');
+    }
+    if !r.beyond.is_empty() {
+        out.push_str(&beyond::render(&r.beyond));
     }
     let count = |f: &dyn Fn(&ClaimResult) -> bool| r.claims.iter().filter(|c| f(c)).count();
     let pass = |c: &ClaimResult| c.verdict == Verdict::Pass;

@@ -1,0 +1,240 @@
+//! "Beyond the papers": this project's BFQ on fast devices (docs/fast-devices.md), in the simulator,
+//! beside the papers' BFQ and FIFO. No paper makes these claims, so there are no verdicts here, only
+//! the measures the fast-device work is judged by: aggregate throughput against FIFO, each greedy
+//! application's error against its weighted max-min fair share (from its throughput alone, measured
+//! in the same way), and a start-up's time against the same start-up on an idle device.
+
+use std::collections::BTreeMap;
+
+use bfq_sim::{run_job, Job, RunReport};
+use serde::Serialize;
+
+use super::runs::PAPER_BFQ_PARAMS;
+
+/// The jobs, embedded (the examples/ files of the same names).
+const JOBS: &[(&str, &str)] = &[
+    ("fast-seq-rand-1-4", include_str!("../../../../examples/fast-seq-rand-1-4.toml")),
+    ("fast-seq-rand-10-1", include_str!("../../../../examples/fast-seq-rand-10-1.toml")),
+    ("fast-seq-weights-1-10", include_str!("../../../../examples/fast-seq-weights-1-10.toml")),
+    ("fast-rand-weights-1-3", include_str!("../../../../examples/fast-rand-weights-1-3.toml")),
+    ("fast-startup-mixed", include_str!("../../../../examples/fast-startup-mixed.toml")),
+];
+
+/// The schedulers compared: label, registry name, tunables.
+fn schedulers() -> Vec<(&'static str, &'static str, Vec<(String, String)>)> {
+    let papers = PAPER_BFQ_PARAMS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    vec![("fifo", "fifo", vec![]), ("bfq (papers)", "bfq", papers), ("bfq", "bfq", vec![])]
+}
+
+/// One job under one scheduler.
+#[derive(Clone, Debug, Serialize)]
+pub struct BeyondRow {
+    /// The job (examples/NAME.toml).
+    pub job: String,
+    /// The scheduler: `fifo`, `bfq (papers)` (injection, waker detection and the shared-slot charge
+    /// off), `bfq` (this project's default).
+    pub scheduler: String,
+    /// MiB/s of the greedy applications together.
+    pub aggregate_mib_s: f64,
+    /// That, over FIFO's.
+    pub vs_fifo: f64,
+    /// The largest |error| of a greedy application against its weighted max-min fair share, %.
+    pub max_share_error_pct: f64,
+    /// The start-up's time, s (None: no start-up in the job, or it did not finish).
+    pub startup_s: Option<f64>,
+    /// The same start-up alone on the device (FIFO), s.
+    pub startup_idle_s: Option<f64>,
+    /// Why the row is missing, if it is.
+    pub error: Option<String>,
+}
+
+/// Weighted max-min fair shares of `total` among applications with weights and caps (their
+/// throughput alone): water-filling (docs/fast-devices.md, "The guarantee").
+pub fn max_min_shares(weights: &[f64], caps: &[f64], total: f64) -> Vec<f64> {
+    let mut share = vec![0.0; weights.len()];
+    let mut active: Vec<usize> = (0..weights.len()).collect();
+    let mut remaining = total;
+    while !active.is_empty() {
+        let wsum: f64 = active.iter().map(|&i| weights[i]).sum();
+        let capped: Vec<usize> =
+            active.iter().copied().filter(|&i| caps[i] <= weights[i] / wsum * remaining).collect();
+        if capped.is_empty() {
+            for &i in &active {
+                share[i] = weights[i] / wsum * remaining;
+            }
+            break;
+        }
+        for &i in &capped {
+            share[i] = caps[i];
+            remaining -= caps[i];
+        }
+        active.retain(|i| !capped.contains(i));
+    }
+    share
+}
+
+fn greedy(r: &RunReport) -> impl Iterator<Item = &bfq_sim::report::AppReport> {
+    r.apps.iter().filter(|a| a.kind != "startup")
+}
+
+fn startup_time(r: &RunReport) -> Option<f64> {
+    r.apps.iter().find_map(|a| {
+        let s = a.extra.startup.as_ref()?;
+        (s.invocations > 0 && s.requests_issued == s.trace_requests).then_some(s.mean_s)
+    })
+}
+
+/// Runs the section: every job under every scheduler, and every application of every job alone.
+/// `duration_s`: the runs' length (None: each job's own).
+pub fn run(duration_s: Option<u64>) -> Vec<BeyondRow> {
+    let mut rows = Vec::new();
+    for (name, text) in JOBS {
+        let job = match Job::from_toml(text, &format!("examples/{name}.toml")) {
+            Ok(mut job) => {
+                if let Some(d) = duration_s {
+                    job.duration = bfq_sim::job::Duration(d * bfq_sched::SEC);
+                }
+                job
+            }
+            Err(e) => {
+                rows.push(missing(name, "all", e.to_string()));
+                continue;
+            }
+        };
+        // Each application alone (one instance), under FIFO: its cap, and the idle start-up time.
+        let mut alone: BTreeMap<String, (f64, Option<f64>)> = BTreeMap::new();
+        for app in &job.apps {
+            let mut solo = job.clone();
+            solo.apps = vec![bfq_sim::AppSpec { count: 1, ..app.clone() }];
+            let label = app.name.clone().unwrap_or_default();
+            match run_job(&solo, "fifo", &[]) {
+                Ok(r) => {
+                    let tput = r.apps.first().map_or(0.0, |a| a.throughput_mib_s);
+                    alone.insert(label, (tput, startup_time(&r)));
+                }
+                Err(e) => rows.push(missing(name, &format!("{label} alone"), e.to_string())),
+            }
+        }
+        let base_of = |instance: &str| -> Option<(f64, Option<f64>)> {
+            alone.get(instance).copied().or_else(|| alone.get(instance.rsplit_once('-')?.0).copied())
+        };
+        let startup_idle = alone.values().find_map(|(_, s)| *s);
+        let mut fifo_aggregate = None;
+        for (label, sched, params) in schedulers() {
+            let r = match run_job(&job, sched, &params) {
+                Ok(r) => r,
+                Err(e) => {
+                    rows.push(missing(name, label, e.to_string()));
+                    continue;
+                }
+            };
+            let apps: Vec<_> = greedy(&r).collect();
+            let total: f64 = apps.iter().map(|a| a.throughput_mib_s).sum();
+            let weights: Vec<f64> = apps.iter().map(|a| f64::from(a.weight)).collect();
+            let caps: Vec<f64> =
+                apps.iter().map(|a| base_of(&a.name).map_or(f64::INFINITY, |(t, _)| t)).collect();
+            let fair = max_min_shares(&weights, &caps, total);
+            let max_err = apps
+                .iter()
+                .zip(&fair)
+                .filter(|(_, f)| **f > 0.0)
+                .map(|(a, f)| (a.throughput_mib_s / f - 1.0).abs() * 100.0)
+                .fold(0.0, f64::max);
+            let fifo = *fifo_aggregate.get_or_insert(total);
+            rows.push(BeyondRow {
+                job: name.to_string(),
+                scheduler: label.to_string(),
+                aggregate_mib_s: total,
+                vs_fifo: if fifo > 0.0 { total / fifo } else { f64::NAN },
+                max_share_error_pct: max_err,
+                startup_s: startup_time(&r),
+                startup_idle_s: startup_idle,
+                error: None,
+            });
+        }
+    }
+    rows
+}
+
+fn missing(job: &str, scheduler: &str, error: String) -> BeyondRow {
+    BeyondRow {
+        job: job.to_string(),
+        scheduler: scheduler.to_string(),
+        aggregate_mib_s: f64::NAN,
+        vs_fifo: f64::NAN,
+        max_share_error_pct: f64::NAN,
+        startup_s: None,
+        startup_idle_s: None,
+        error: Some(error),
+    }
+}
+
+/// The section as text.
+pub fn render(rows: &[BeyondRow]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "== Beyond the papers: fast devices (simulated NVMe; docs/fast-devices.md; no verdicts) =="
+    );
+    let _ = writeln!(
+        out,
+        "  {:<22} {:<13} {:>10} {:>8} {:>12} {:>16}",
+        "job", "scheduler", "MiB/s", "vs fifo", "share error", "start-up (idle)"
+    );
+    for r in rows {
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "  {:<22} {:<13} not run: {e}", r.job, r.scheduler);
+            continue;
+        }
+        let startup = match (r.startup_s, r.startup_idle_s) {
+            (Some(s), Some(i)) => format!("{s:.3} s ({:.2}x)", s / i),
+            (None, Some(_)) => "not done".to_string(),
+            _ => "-".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<22} {:<13} {:>10.1} {:>8.2} {:>11.0}% {:>16}",
+            r.job, r.scheduler, r.aggregate_mib_s, r.vs_fifo, r.max_share_error_pct, startup
+        );
+    }
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_min_shares_give_capped_applications_their_cap_and_the_rest_by_weight() {
+        // docs/fast-devices.md "The guarantee".
+        let s = max_min_shares(&[400.0, 100.0, 100.0], &[50.0, 1e9, 1e9], 1050.0);
+        assert_eq!(s, vec![50.0, 500.0, 500.0]);
+        let s = max_min_shares(&[1.0, 3.0], &[1e9, 1e9], 400.0);
+        assert_eq!(s, vec![100.0, 300.0]);
+        // A cap that only binds once another cap has been taken out.
+        let s = max_min_shares(&[1.0, 1.0, 2.0], &[10.0, 45.0, 1e9], 200.0);
+        assert_eq!(s, vec![10.0, 45.0, 145.0]);
+    }
+
+    #[test]
+    fn the_section_shows_the_defaults_ahead_of_the_papers_bfq_on_every_job() {
+        // Issue 12, item 5: the fast-device scenarios run in simulation as a suite section. 4 s runs.
+        let rows = run(Some(4));
+        assert!(rows.iter().all(|r| r.error.is_none()), "{rows:?}");
+        for (name, _) in JOBS {
+            let get = |s: &str| rows.iter().find(|r| r.job == *name && r.scheduler == s).unwrap();
+            let (papers, ours) = (get("bfq (papers)"), get("bfq"));
+            assert!(
+                ours.aggregate_mib_s >= 0.99 * papers.aggregate_mib_s,
+                "{name}: {} MiB/s against the papers' {}",
+                ours.aggregate_mib_s,
+                papers.aggregate_mib_s
+            );
+        }
+        let weights = rows.iter().find(|r| r.job == "fast-seq-weights-1-10" && r.scheduler == "bfq").unwrap();
+        assert!(weights.max_share_error_pct < 10.0, "{weights:?}");
+        assert!(render(&rows).contains("Beyond the papers"));
+    }
+}
