@@ -20,8 +20,11 @@ const JOBS: &[(&str, &str)] = &[
     ("fast-startup-mixed", include_str!("../../../../examples/fast-startup-mixed.toml")),
 ];
 
-/// The schedulers compared: label, registry name, tunables.
-fn schedulers() -> Vec<(&'static str, &'static str, Vec<(String, String)>)> {
+/// A scheduler compared: label, registry name, tunables.
+type Compared = (&'static str, &'static str, Vec<(String, String)>);
+
+/// The schedulers compared.
+fn schedulers() -> Vec<Compared> {
     let papers = PAPER_BFQ_PARAMS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     vec![("fifo", "fifo", vec![]), ("bfq (papers)", "bfq", papers), ("bfq", "bfq", vec![])]
 }
