@@ -8,10 +8,10 @@
 //! Injection dispatches other queues' requests while the in-service queue has nothing queued (it is
 //! idled for, or waits for its requests in flight), within a limit learned from the in-service queue's
 //! own request latency: the limit grows while that latency stays within `inject_latency_ratio` of its
-//! latency alone, and shrinks when it does not. The in-service queue keeps (nearly) what it would get
-//! alone; what it cannot use goes to the others. That is the weighted max-min fair share of
-//! docs/fast-devices.md: a queue that cannot use its weight's share gets all it can use, the rest is
-//! divided among the others.
+//! latency alone (or while it gets at least its weight's share of the sectors dispatched), and shrinks
+//! when it does not. The in-service queue keeps (nearly) what it would get alone, up to its share; what
+//! it cannot use goes to the others. That is the weighted max-min fair share of docs/fast-devices.md: a
+//! queue that cannot use its weight's share gets all it can use, the rest is divided among the others.
 //!
 //! Injected requests are service of the queue they belong to: B-WF2Q+ charges them to it
 //! ([`super::wf2q::Wf2q::served_out_of_turn`]), so that injection moves no queue beyond its share in
