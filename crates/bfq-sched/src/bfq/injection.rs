@@ -20,7 +20,6 @@
 //! processes of a starting application, a client and its server thread) is served without an idle
 //! window per hand-over.
 
-use super::config::BfqConfig;
 use super::*;
 use crate::types::{MSEC, SEC};
 
@@ -249,10 +248,10 @@ impl Bfq {
             return None;
         }
         let sync_only = !self.async_may_enter();
-        let (queues, slab) = (&self.queues, &self.slab);
+        let queues = &self.queues;
         let c = self.wf2q.peek_out_of_turn(class, |c| {
             let reqs = &queues[c as usize].reqs;
-            c != s && !reqs.is_empty() && (!sync_only || reqs.has_sync(slab))
+            c != s && !reqs.is_empty() && (!sync_only || reqs.has_sync())
         })?;
         if !self.injectable(c) {
             return None;
@@ -264,8 +263,8 @@ impl Bfq {
         self.queues[s as usize].inject.allows(others, now)
     }
 
-    /// Whether queue `c` waits in B-WF2Q+ with a request that may enter the device now (asynchronous
-    /// ones wait while synchronous ones are in it, as in the service loop).
+    /// Whether queue `c` waits in B-WF2Q+ (not in service) with a request queued. Whether that request
+    /// may enter the device now is `inject_from`'s check.
     fn injectable(&self, c: u32) -> bool {
         self.wf2q.entities.get(c as usize).is_some_and(|e| e.state == EntityState::Active)
             && !self.queues[c as usize].reqs.is_empty()
@@ -322,19 +321,19 @@ impl Bfq {
     }
 }
 
-/// The inject limit's learning alone, for the mechanism tests.
-pub fn learned_limit(cfg: &BfqConfig, base: Nanos, samples: &[Nanos], max: u32) -> u32 {
-    let mut l = InjectLimit::default();
-    l.on_completion(base, true, 0, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
-    for &x in samples {
-        l.on_completion(x, false, 0, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
-    }
-    l.limit
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The limit learned from one baseline and then `samples` shared latencies.
+    fn learned_limit(cfg: &BfqConfig, base: Nanos, samples: &[Nanos], max: u32) -> u32 {
+        let mut l = InjectLimit::default();
+        l.on_completion(base, true, 0, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
+        for &x in samples {
+            l.on_completion(x, false, 0, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
+        }
+        l.limit
+    }
 
     #[test]
     fn the_limit_grows_while_latency_stays_within_the_ratio_and_shrinks_beyond_it() {

@@ -171,7 +171,7 @@ impl QueueRequests {
     }
 
     /// Whether a synchronous request is queued.
-    pub fn has_sync(&self, _slab: &Slab) -> bool {
+    pub fn has_sync(&self) -> bool {
         self.fifo[0].head != NIL
     }
 
