@@ -49,6 +49,47 @@ pub struct ClaimResult {
     pub source: String,
     /// The paper's words.
     pub text: String,
+    /// Ratio claims: the values of `ours` that pass (an open side is `None`), for plotting.
+    pub band: Option<Band>,
+    /// Ordering claims: each scheduler's measured value, in the claimed order (highest first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub order_values: Vec<OrderValue>,
+    /// Ordering claims: the metric ordered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order_metric: Option<String>,
+}
+
+/// The passing range of a ratio claim: `lo <= ours <= hi` (a `within_pct` claim has both sides).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Band {
+    /// Lowest passing value, if bounded below.
+    pub lo: Option<f64>,
+    /// Highest passing value, if bounded above.
+    pub hi: Option<f64>,
+}
+
+/// One scheduler's value in an ordering claim.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OrderValue {
+    /// The scheduler (with its configuration, if any).
+    pub scheduler: String,
+    /// Its measured value.
+    pub value: f64,
+    /// Only a lower bound (a start-up that did not finish, for instance).
+    pub lower_bound: bool,
+}
+
+/// The band of a claim kind, or none for orderings.
+pub fn band_of(claim: &Claim) -> Option<Band> {
+    match claim.kind.as_str() {
+        "ratio_at_least" => Some(Band { lo: Some(claim.threshold.unwrap_or(0.0)), hi: None }),
+        "ratio_at_most" => Some(Band { lo: None, hi: Some(claim.threshold.unwrap_or(f64::INFINITY)) }),
+        "within_pct" => {
+            let (t, p) = (claim.target.unwrap_or(1.0), claim.tolerance_pct.unwrap_or(0.0));
+            Some(Band { lo: Some(t - t * p / 100.0), hi: Some(t + t * p / 100.0) })
+        }
+        _ => None,
+    }
 }
 
 /// Measurements by run key and metric, filled in by the suite.
@@ -158,6 +199,9 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
         verdict: Verdict::Fail,
         source: format!("{} {}", claim.seed, claim.section),
         text: claim.text.clone(),
+        band: band_of(claim),
+        order_values: Vec::new(),
+        order_metric: None,
     };
     let sels = selections(claim);
     if claim.kind == "ordering" {
@@ -174,6 +218,21 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
         match vals {
             Err(reason) => result.verdict = Verdict::NotRun { reason },
             Ok(vals) => {
+                result.order_metric = claim.metric.clone();
+                result.order_values = order
+                    .iter()
+                    .zip(&vals)
+                    .enumerate()
+                    .map(|(i, (s, v))| {
+                        let cfg =
+                            claim.order_configs.as_ref().and_then(|c| c.get(i)).filter(|c| !c.is_empty());
+                        OrderValue {
+                            scheduler: cfg.map_or(s.clone(), |c| format!("{s}[{c}]")),
+                            value: v.value,
+                            lower_bound: v.lower_bound,
+                        }
+                    })
+                    .collect();
                 result.detail = order
                     .iter()
                     .zip(&vals)

@@ -1,113 +1,101 @@
-//! `--report DIR`: a self-contained HTML page (inline hand-built SVG, no scripts, no network) with a
-//! bar chart per experiment (our ratio beside the paper's), throughput over time, start-up time
-//! CDFs and service-versus-ideal lines of the weighted readers.
+//! `--report DIR`: a self-contained HTML page (inline SVG drawn with `plotters`, no scripts, no
+//! network). It opens with every claim at a glance (band, paper's number, ours, verdict; see
+//! [`super::plots`]), in a block of known height so that `scripts/render-report` can photograph it,
+//! then the claims' tables with the papers' words, throughput over time, start-up time CDFs,
+//! service against the ideal share of the weighted readers, and the fast-device rows beyond the papers.
 
 use std::fmt::Write as _;
 
-use super::claims::Verdict;
+use super::claims::{ClaimResult, Verdict};
+use super::plots::{self, Axis, Line};
 use super::runs::Scenario;
 use super::{SuiteResult, EXPERIMENTS};
 
-const W: f64 = 720.0;
-const H: f64 = 260.0;
-const COLORS: &[&str] =
-    &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+/// Height of the page's header (title and summary) above the charts.
+const HEADER_H: u32 = 130;
+/// Gap under each chart.
+const GAP: u32 = 6;
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
-/// Grouped bars: for each label, our value and the paper's.
-fn bars(items: &[(String, f64, Option<f64>)]) -> String {
-    let n = items.len().max(1) as f64;
-    let top = items
-        .iter()
-        .flat_map(|(_, a, b)| [*a, b.unwrap_or(0.0)])
-        .filter(|v| v.is_finite())
-        .fold(1.0, f64::max);
-    let h = H + 120.0;
-    let mut s = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{h}' font-size='10'>");
-    let slot = (W - 60.0) / n;
-    for (i, (label, ours, paper)) in items.iter().enumerate() {
-        let x = 50.0 + i as f64 * slot;
-        let bh = |v: f64| (v.min(top) / top) * (H - 20.0);
-        let _ = write!(s, "<rect x='{:.1}' y='{:.1}' width='{:.1}' height='{:.1}' fill='#1f77b4'><title>{} ours {:.3}</title></rect>", x, H - bh(*ours), slot * 0.4, bh(*ours), esc(label), ours);
-        if let Some(p) = paper {
-            let _ = write!(s, "<rect x='{:.1}' y='{:.1}' width='{:.1}' height='{:.1}' fill='#aaa'><title>{} paper {:.3}</title></rect>", x + slot * 0.4, H - bh(*p), slot * 0.4, bh(*p), esc(label), p);
+/// A chart in its figure element (axis descriptions as data attributes, which the report test
+/// reads), or the reason it could not be drawn.
+fn figure(chart: Result<plots::Chart, String>) -> String {
+    match chart {
+        Ok(c) => format!(
+            "<figure style='height:{}px' data-x-axis='{}' data-y-axis='{}'>{}</figure>",
+            c.height,
+            esc(&c.x_desc),
+            esc(&c.y_desc),
+            c.svg
+        ),
+        Err(e) => format!("<p class='FAIL'>{}</p>", esc(&e)),
+    }
+}
+
+/// The claim charts at the top of the page and their total height.
+fn glance(r: &SuiteResult) -> (String, u32) {
+    let mut html = String::new();
+    let mut height = 0;
+    for (exp, title) in EXPERIMENTS {
+        let of_exp: Vec<&ClaimResult> = r.claims.iter().filter(|c| c.experiment == *exp).collect();
+        for ordering in [false, true] {
+            let rows: Vec<&ClaimResult> =
+                of_exp.iter().copied().filter(|c| c.band.is_none() == ordering).collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let title = if ordering { format!("{title}: orderings") } else { (*title).to_string() };
+            let h = plots::claim_chart_height(&rows, ordering);
+            html.push_str(&figure(plots::claim_chart(&title, &rows, ordering)));
+            height += h + GAP;
         }
-        let _ = write!(
-            s,
-            "<text transform='translate({:.1},{:.1}) rotate(60)'>{}</text>",
-            x + slot * 0.3,
-            H + 5.0,
-            esc(label)
-        );
     }
-    let _ = write!(s, "<line x1='50' y1='{H}' x2='{W}' y2='{H}' stroke='black'/><text x='5' y='20'>{top:.2}</text><text x='5' y='{H}'>0</text>");
-    s.push_str("<rect x='600' y='5' width='10' height='10' fill='#1f77b4'/><text x='615' y='14'>ours</text><rect x='650' y='5' width='10' height='10' fill='#aaa'/><text x='665' y='14'>paper</text></svg>");
-    s
+    (html, height)
 }
 
-/// One line of a plot: name, points, dashed.
-type Series = (String, Vec<(f64, f64)>, bool);
-
-/// Lines.
-fn lines(series: &[Series], xlabel: &str, ylabel: &str) -> String {
-    let xmax = series.iter().flat_map(|(_, p, _)| p.iter().map(|q| q.0)).fold(1e-9, f64::max);
-    let ymax = series
-        .iter()
-        .flat_map(|(_, p, _)| p.iter().map(|q| q.1))
-        .filter(|v| v.is_finite())
-        .fold(1e-9, f64::max);
-    let mut s =
-        format!("<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{}' font-size='10'>", H + 30.0);
-    let px = |x: f64| 50.0 + x / xmax * (W - 200.0);
-    let py = |y: f64| H - y / ymax * (H - 20.0);
-    for (i, (name, pts, dashed)) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        let d: Vec<String> = pts.iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
-        let dash = if *dashed { " stroke-dasharray='4 3'" } else { "" };
-        let _ = write!(
-            s,
-            "<polyline fill='none' stroke='{c}' stroke-width='1.5'{dash} points='{}'/>",
-            d.join(" ")
-        );
-        let _ = write!(
-            s,
-            "<text x='{}' y='{}' fill='{c}'>{}</text>",
-            W - 140.0,
-            15.0 + 12.0 * i as f64,
-            esc(name)
-        );
-    }
-    let _ = write!(
-        s,
-        "<line x1='50' y1='{H}' x2='{}' y2='{H}' stroke='black'/><line x1='50' y1='20' x2='50' y2='{H}' stroke='black'/><text x='5' y='20'>{ymax:.2}</text><text x='{}' y='{}'>{xlabel} (max {xmax:.1})</text><text x='5' y='{}'>{ylabel}</text></svg>",
-        W - 150.0,
-        W / 2.0,
-        H + 20.0,
-        H + 25.0
-    );
-    s
+/// Counts of each verdict among `claims`.
+fn tally(claims: &[&ClaimResult]) -> String {
+    let count = |f: &dyn Fn(&Verdict) -> bool| claims.iter().filter(|c| f(&c.verdict)).count();
+    format!(
+        "{} pass, {} fail, {} unsure, {} not run",
+        count(&|v| *v == Verdict::Pass),
+        count(&|v| *v == Verdict::Fail),
+        count(&|v| *v == Verdict::Inconclusive),
+        count(&|v| matches!(v, Verdict::NotRun { .. })),
+    )
 }
 
 /// The page.
 pub fn render(r: &SuiteResult) -> String {
-    let mut h = String::from("<!DOCTYPE html><html><head><meta charset='utf-8'><title>bfq suite</title><style>body{font-family:sans-serif;max-width:1000px;margin:auto}td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}table{border-collapse:collapse}.PASS{background:#dfd}.FAIL{background:#fdd}.NOTRUN{background:#eee}</style></head><body>");
-    let _ = write!(h, "<h1>bfq suite{}</h1><p>Device preset <code>{}</code>, {} runs, {:.1} s of host time. Bars compare ratios (ours blue, paper grey), never absolute MB/s.</p>", if r.quick { " --quick" } else { "" }, esc(&r.device), r.runs.len(), r.run_time_s);
+    let mut h = String::from("<!DOCTYPE html><html><head><meta charset='utf-8'><title>bfq suite</title><style>body{font-family:sans-serif;max-width:980px;margin:0 auto;padding:0 10px}figure{margin:0 0 6px 0;display:block}header{height:130px;overflow:hidden}h1{margin:10px 0 6px 0;font-size:26px}header p{margin:4px 0;font-size:14px}td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}table{border-collapse:collapse}.PASS{background:#dfd}.FAIL{background:#fdd}.NOTRUN{background:#eee}</style></head><body>");
+    let all: Vec<&ClaimResult> = r.claims.iter().collect();
+    let headline: Vec<&ClaimResult> = r.claims.iter().filter(|c| c.headline).collect();
+    let (charts, charts_h) = glance(r);
+    let _ = write!(
+        h,
+        "<div id='glance' data-height='{}'><header><h1>bfq suite{}</h1><p><b>{} claims: {}.</b> Headline (*) claims: {}.</p><p>Device <code>{}</code>, {} simulated runs, {:.1} s of host time. Each row is one claim of the papers: the green band holds the values of our ratio that pass it, the grey cross is the paper's own number, the dot is ours (green pass, red fail, orange unsure: a start-up that never finished is only a lower bound). Ratios, never absolute MB/s: the model is not the papers' machine.</p></header>{charts}</div>",
+        HEADER_H + charts_h,
+        if r.quick { " --quick" } else { "" },
+        r.claims.len(),
+        tally(&all),
+        tally(&headline),
+        esc(&r.device),
+        r.runs.len(),
+        r.run_time_s
+    );
     for (exp, title) in EXPERIMENTS {
         let cls: Vec<_> = r.claims.iter().filter(|c| c.experiment == *exp).collect();
         if cls.is_empty() {
             continue;
         }
         let _ = write!(h, "<h2>{}</h2>", esc(title));
-        let items: Vec<(String, f64, Option<f64>)> = cls
-            .iter()
-            .filter_map(|c| c.ours.filter(|v| v.is_finite()).map(|v| (c.id.clone(), v, c.paper)))
-            .collect();
-        if !items.is_empty() {
-            h.push_str(&bars(&items));
-        }
         h.push_str("<table><tr><th>verdict</th><th>claim</th><th>check</th><th>ours</th><th>paper</th><th>detail</th></tr>");
         for c in cls {
             let (word, class, detail) = match &c.verdict {
@@ -119,7 +107,7 @@ pub fn render(r: &SuiteResult) -> String {
             let _ = write!(
                 h,
                 "<tr class='{class}'><td>{word}</td><td>{}{} <small>({})</small><br><small>{}</small></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                if c.headline { "&#9733; " } else { "" },
+                if c.headline { "* " } else { "" },
                 esc(&c.id),
                 esc(&c.source),
                 esc(&c.text),
@@ -131,23 +119,39 @@ pub fn render(r: &SuiteResult) -> String {
         }
         h.push_str("</table>");
     }
+    // Scheduler names keep one colour across the charts.
+    let mut colours: Vec<String> = Vec::new();
+    let mut colour_of = |name: &str| -> usize {
+        colours.iter().position(|c| c == name).unwrap_or_else(|| {
+            colours.push(name.to_string());
+            colours.len() - 1
+        })
+    };
     // Throughput over time of the long 10r-seq runs.
-    let tput: Vec<_> = r
+    let tput: Vec<Line> = r
         .runs
         .iter()
         .filter(|x| matches!(&x.key.scenario, Scenario::Throughput { workload, short: false } if workload == "10r-seq") && x.key.class == "hdd" && !x.key.ncq)
-        .filter_map(|x| x.report.as_ref().ok().and_then(|r| r.first()).map(|rep| {
-            let pts = rep.throughput_mib_s.iter().enumerate().map(|(i, v)| (i as f64 * rep.bucket_s, *v)).collect();
-            (x.key.scheduler.clone(), pts, false)
-        }))
+        .filter_map(|x| {
+            let rep = x.report.as_ref().ok()?.first()?;
+            let points = rep.throughput_mib_s.iter().enumerate().map(|(i, v)| (i as f64 * rep.bucket_s, *v)).collect();
+            Some(Line { name: x.key.scheduler.clone(), points, dashed: false, colour: colour_of(&x.key.scheduler) })
+        })
         .collect();
     if !tput.is_empty() {
         h.push_str("<h2>Aggregate throughput over time, 10r-seq (after warm-up)</h2>");
-        h.push_str(&lines(&tput, "time (s)", "MiB/s"));
+        let svg = plots::line_chart(
+            "10r-seq: aggregate throughput per second",
+            &tput,
+            Axis { desc: "time after warm-up (s)", log: false },
+            Axis { desc: "throughput (MiB/s)", log: false },
+        );
+        h.push_str(&figure(svg));
     }
-    // Start-up time CDFs under 10r-seq and idle.
+    // Start-up time CDFs under 10r-seq and idle, on a log axis: BFQ's start-ups take a fraction of a
+    // second, the others' tens of seconds.
     for trace in ["xterm", "gnometerm"] {
-        let cdfs: Vec<_> = r
+        let cdfs: Vec<Line> = r
             .runs
             .iter()
             .filter(|x| matches!(&x.key.scenario, Scenario::Startup { trace: t, background } if t == trace && (background == "10r-seq" || background == "idle")) && x.key.class == "hdd" && !x.key.ncq)
@@ -159,14 +163,21 @@ pub fn render(r: &SuiteResult) -> String {
                 }
                 times.sort_by(f64::total_cmp);
                 let n = times.len() as f64;
-                let pts = times.iter().enumerate().flat_map(|(i, t)| [(*t, i as f64 / n), (*t, (i + 1) as f64 / n)]).collect();
+                let points = times.iter().enumerate().flat_map(|(i, t)| [(*t, i as f64 / n), (*t, (i + 1) as f64 / n)]).collect();
                 let bg = match &x.key.scenario { Scenario::Startup { background, .. } => background.clone(), _ => String::new() };
-                Some((format!("{} {bg}", x.key.scheduler), pts, bg == "idle"))
+                let name = format!("{} {}", x.key.scheduler, if bg == "idle" { "idle device" } else { "under 10r-seq" });
+                Some(Line { name, points, dashed: bg == "idle", colour: colour_of(&x.key.scheduler) })
             })
             .collect();
         if !cdfs.is_empty() {
             let _ = write!(h, "<h2>CDF of {trace} start-up times (dashed: idle device)</h2>");
-            h.push_str(&lines(&cdfs, "start-up time (s)", "fraction"));
+            let svg = plots::line_chart(
+                &format!("{trace} start-up times, idle and under 10r-seq"),
+                &cdfs,
+                Axis { desc: "start-up time (s, log scale)", log: true },
+                Axis { desc: "fraction of start-ups done", log: false },
+            );
+            h.push_str(&figure(svg));
         }
     }
     // Service received versus the ideal weighted share.
@@ -181,8 +192,8 @@ pub fn render(r: &SuiteResult) -> String {
         let nb = readers.iter().map(|a| a.throughput_series_mib_s.len()).min().unwrap_or(0);
         let total: Vec<f64> =
             (0..nb).map(|i| readers.iter().map(|a| a.throughput_series_mib_s[i]).sum()).collect();
-        let mut series = Vec::new();
-        for a in &readers {
+        let mut lines = Vec::new();
+        for (k, a) in readers.iter().enumerate() {
             let mut acc = (0.0, 0.0);
             let mut got = vec![(0.0, 0.0)];
             let mut ideal = vec![(0.0, 0.0)];
@@ -192,11 +203,22 @@ pub fn render(r: &SuiteResult) -> String {
                 got.push(((i + 1) as f64 * rep.bucket_s, acc.0));
                 ideal.push(((i + 1) as f64 * rep.bucket_s, acc.1));
             }
-            series.push((format!("{} w{}", a.name, a.weight), got, false));
-            series.push((format!("{} ideal", a.name), ideal, true));
+            lines.push(Line {
+                name: format!("{} w{}", a.name, a.weight),
+                points: got,
+                dashed: false,
+                colour: k,
+            });
+            lines.push(Line { name: format!("{} ideal", a.name), points: ideal, dashed: true, colour: k });
         }
         let _ = write!(h, "<h2>Service vs ideal share: {}</h2>", esc(&x.label));
-        h.push_str(&lines(&series, "time (s)", "MiB served"));
+        let svg = plots::line_chart(
+            &x.label,
+            &lines,
+            Axis { desc: "time (s)", log: false },
+            Axis { desc: "service received (MiB)", log: false },
+        );
+        h.push_str(&figure(svg));
     }
     if !r.beyond.is_empty() {
         h.push_str("<h2>Beyond the papers: fast devices (simulated NVMe, no verdicts)</h2><p>This project's BFQ beside the papers' BFQ (injection, waker detection and the shared-slot charge off) and FIFO; share error against weighted max-min fair shares (docs/fast-devices.md).</p>");

@@ -6,6 +6,7 @@
 pub mod beyond;
 pub mod claims;
 pub mod html;
+pub mod plots;
 pub mod published;
 pub mod runs;
 
