@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use bfq_sim::{run_job, Job, RunReport};
+use bfq_sim::{run_job, run_job_with_progress, Job, RunReport};
 use clap::Args;
 
 /// Arguments of `bfq sim`.
@@ -58,11 +58,20 @@ pub fn execute(args: SimArgs) -> Result<()> {
     } else {
         args.scheduler.clone()
     };
+    let mode = crate::output::progress_mode(args.quiet);
     let mut reports = Vec::new();
-    for name in &schedulers {
+    // The columns run one after the other, each with its own progress (issue 17).
+    for (index, name) in schedulers.iter().enumerate() {
         let started = Instant::now();
-        let report = run_job(&job, name, &params)
-            .with_context(|| format!("running {} under {name}", args.job.display()))?;
+        let ticker = crate::output::SimTicker::start(mode, name, index, schedulers.len(), job.duration.0);
+        let result = if ticker.is_active() {
+            run_job_with_progress(&job, name, &params, &mut |p| ticker.reached(p.now))
+        } else {
+            run_job(&job, name, &params)
+        };
+        // The bar is cleared before the line below is printed.
+        drop(ticker);
+        let report = result.with_context(|| format!("running {} under {name}", args.job.display()))?;
         let host = started.elapsed().as_secs_f64();
         if !args.quiet && !crate::output::json_to_stdout(args.json.as_deref()) {
             eprintln!(

@@ -1,7 +1,7 @@
 //! What a person and a script see (issue 17 parts 2-5): `--json -` puts JSON and nothing else on
 //! standard output in every verb, `-q` prints no table, `suite --fail-on-headline` exits 3 on a failing
-//! headline claim, and `run` and `compare` report their progress (here as plain lines, forced with
-//! `BFQ_PROGRESS=lines` because the test's standard error is not a terminal).
+//! headline claim, and `run`, `compare` and `sim` report their progress (here as plain lines, forced
+//! with `BFQ_PROGRESS=lines` because the test's standard error is not a terminal).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -178,4 +178,88 @@ fn run_and_compare_report_progress_per_run() {
     // Not a terminal and no BFQ_PROGRESS: no progress at all.
     let plain = bfq(&["run", job, "--target", target, "--duration", "1s"], &[]);
     assert!(!String::from_utf8_lossy(&plain.stderr).contains("progress:"));
+}
+
+/// `bfq sim` of the papers' 10r-seq for 24 simulated hours (minutes of wall time), with `extra`
+/// arguments and `BFQ_PROGRESS=lines`: its standard error until `lines` progress lines have appeared,
+/// after which it is stopped (so the test takes a few seconds however fast the build), and how long
+/// that took. Panics if it ends first, or prints no progress in five minutes (a hung test otherwise).
+fn long_sim_until_progress(extra: &[&str], lines: usize) -> (String, std::time::Duration) {
+    use std::io::BufRead;
+    let job = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/10r-seq.toml");
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args([&["sim", job, "--duration", "24h"][..], extra].concat())
+        .env("BFQ_PROGRESS", "lines")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut text = String::new();
+    let mut progress = 0;
+    while progress < lines {
+        match rx.recv_timeout(std::time::Duration::from_secs(300)) {
+            Ok(line) => {
+                progress += usize::from(line.starts_with("progress:"));
+                text += &line;
+                text.push('\n');
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("bfq sim ended or went silent ({e}) after {progress} progress lines:\n{text}");
+            }
+        }
+    }
+    let took = started.elapsed();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reader.join().unwrap();
+    (text, took)
+}
+
+#[test]
+fn sim_reports_progress_per_scheduler_in_simulated_seconds() {
+    let (stderr, took) = long_sim_until_progress(&["-s", "bfq,fifo"], 2);
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("progress:")).collect();
+    for line in &lines {
+        // The first of two columns, how far of the 86,400 simulated seconds, and what is left of it
+        // and of both columns.
+        assert!(line.starts_with("progress: sim 1/2 bfq: simulated "), "{stderr}");
+        assert!(line.contains(" of 86,400 s; "), "{stderr}");
+        assert!(line.contains(" elapsed, "), "{stderr}");
+        assert!(line.contains(" left (") && line.ends_with(" in all)"), "{stderr}");
+    }
+
+    // With -q, nothing, for as long as the progress above took to show and a second more (the run
+    // is still going when stopped, so its silence is not that of a finished run).
+    let job = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/10r-seq.toml");
+    let mut quiet = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["sim", job, "--duration", "24h", "-q"])
+        .env("BFQ_PROGRESS", "lines")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(took + std::time::Duration::from_secs(1));
+    assert!(quiet.try_wait().unwrap().is_none(), "a 24-hour simulation ended already");
+    quiet.kill().unwrap();
+    let out = quiet.wait_with_output().unwrap();
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // A short simulation shows no progress at all.
+    let (_f, job, _target) = files("sim-progress");
+    let short = bfq(&["sim", job.to_str().unwrap(), "--duration", "200ms"], &[("BFQ_PROGRESS", "lines")]);
+    let stderr = String::from_utf8_lossy(&short.stderr);
+    assert!(short.status.success(), "{stderr}");
+    assert!(!stderr.contains("progress:"), "{stderr}");
 }

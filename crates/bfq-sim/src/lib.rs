@@ -28,7 +28,7 @@ pub use bfq_workload::{job, layout, metrics, units, DEFAULT_FILE_BYTES};
 
 use bfq_sched::QueueSpec;
 
-pub use engine::{Engine, EngineConfig};
+pub use engine::{Engine, EngineConfig, SimProgress};
 pub use job::{AppKind, AppSpec, Job, JobError};
 pub use layout::{real_layout, write_regions, LayoutError, Placement, REAL_FILE_BYTES};
 pub use report::RunReport;
@@ -66,6 +66,27 @@ pub enum SimError {
 /// Runs `job` under the scheduler `scheduler` with tunables `params` (applied after the job's own
 /// tunables when the job names the same scheduler).
 pub fn run_job(job: &Job, scheduler: &str, params: &[(String, String)]) -> Result<RunReport, SimError> {
+    run_job_observed(job, scheduler, params, None)
+}
+
+/// Runs `job` as [`run_job`] does, calling `progress` every few thousand simulated events with the
+/// simulated time reached and the simulated end (so `bfq sim` can show how far a long run has got);
+/// the report is the same as `run_job`'s.
+pub fn run_job_with_progress(
+    job: &Job,
+    scheduler: &str,
+    params: &[(String, String)],
+    progress: &mut dyn FnMut(SimProgress),
+) -> Result<RunReport, SimError> {
+    run_job_observed(job, scheduler, params, Some(progress))
+}
+
+fn run_job_observed(
+    job: &Job,
+    scheduler: &str,
+    params: &[(String, String)],
+    progress: Option<&mut dyn FnMut(SimProgress)>,
+) -> Result<RunReport, SimError> {
     let device_params: Vec<(String, String)> =
         job.device.params.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
     let device = device::build_device(&job.device.preset, &device_params)?;
@@ -88,7 +109,11 @@ pub fn run_job(job: &Job, scheduler: &str, params: &[(String, String)]) -> Resul
         writeback_spec: QueueSpec { weight: job.writeback.weight.0, class: job.writeback.class.0 },
     };
     let device_name = job.device.preset.clone();
-    let outcome = Engine::new(cfg, device, sched, apps)?.run();
+    let engine = Engine::new(cfg, device, sched, apps)?;
+    let outcome = match progress {
+        Some(observer) => engine.run_with_progress(observer),
+        None => engine.run(),
+    };
     Ok(report::report_from_outcome(job.name.as_deref().unwrap_or("job"), &device_name, job.seed, outcome))
 }
 

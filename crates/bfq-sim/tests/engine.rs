@@ -1,6 +1,6 @@
 //! End-to-end checks of the simulator: determinism, and that each workload produces what it claims.
 
-use bfq_sim::{run_job, Job, RunReport};
+use bfq_sim::{run_job, run_job_with_progress, Job, RunReport, SimProgress};
 
 fn job(text: &str) -> Job {
     Job::from_toml(text, "test.toml").unwrap()
@@ -30,6 +30,26 @@ fn the_same_job_twice_gives_identical_json() {
     let a = serde_json::to_string(&run(MIXED, "fifo")).unwrap();
     let b = serde_json::to_string(&run(MIXED, "fifo")).unwrap();
     assert_eq!(a, b);
+}
+
+/// Issue 17: a progress observer sees the run advance in simulated time towards its end, and watching
+/// changes nothing in the result.
+#[test]
+fn a_progress_observer_sees_simulated_time_advance_and_changes_nothing() {
+    let mut seen: Vec<SimProgress> = Vec::new();
+    let watched = run_job_with_progress(&job(MIXED), "bfq", &[], &mut |p| seen.push(p)).unwrap();
+    let plain = run(MIXED, "bfq");
+    assert_eq!(serde_json::to_string(&watched).unwrap(), serde_json::to_string(&plain).unwrap());
+    assert!(seen.len() >= 2, "a 3-second mixed run has many thousand events: {seen:?}");
+    let end = 3 * bfq_sched::SEC;
+    for pair in seen.windows(2) {
+        assert!(pair[0].now <= pair[1].now && pair[0].events < pair[1].events, "{pair:?}");
+    }
+    for p in &seen {
+        assert_eq!(p.end, end);
+        assert!(p.now < end, "{p:?}");
+        assert_eq!(p.events % bfq_sim::engine::PROGRESS_EVERY, 0, "{p:?}");
+    }
 }
 
 #[test]
