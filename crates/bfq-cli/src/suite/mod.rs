@@ -218,8 +218,10 @@ fn run_all(keys: &[RunKey], profile: &Profile, progress: bool) -> Vec<Result<Vec
     let bar = if progress {
         let b = indicatif::ProgressBar::new(keys.len() as u64);
         b.set_style(
-            indicatif::ProgressStyle::with_template("suite {elapsed_precise} [{bar:40}] {pos}/{len} simulated runs, about {eta} left {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "suite {elapsed_precise} [{bar:40}] {pos}/{len} simulated runs, about {eta} left {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         b
     } else {

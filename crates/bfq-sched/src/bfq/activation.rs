@@ -109,7 +109,7 @@ impl Bfq {
             self.check_raising_end(m, now);
             // A busy member counts among the non-raised queues from now on; its B-WF2Q+ weight drops
             // at its next expiry or activation, as for any raising that ends.
-            if matches!(self.wf2q.entities[m as usize].state, EntityState::Active | EntityState::InService) {
+            if matches!(self.wf2q.entity(m).state, EntityState::Active | EntityState::InService) {
                 self.set_busy(m, true);
             }
         }

@@ -266,7 +266,8 @@ impl Bfq {
     /// Whether queue `c` waits in B-WF2Q+ (not in service) with a request queued. Whether that request
     /// may enter the device now is `inject_from`'s check.
     fn injectable(&self, c: u32) -> bool {
-        self.wf2q.entities.get(c as usize).is_some_and(|e| e.state == EntityState::Active)
+        (c as usize) < self.queues.len()
+            && self.wf2q.entity(c).state == EntityState::Active
             && !self.queues[c as usize].reqs.is_empty()
     }
 
@@ -294,12 +295,11 @@ impl Bfq {
             && f.alone_mark == self.dispatched_total - self.queues[s as usize].serving_dispatched;
         let latency = now.saturating_sub(f.dispatched_at);
         let (ratio, max) = (self.cfg.inject_latency_ratio, self.inject_max());
-        let class = self.wf2q.entities[s as usize].class;
         let service = ServiceSnapshot {
             own: self.queues[s as usize].serving_sectors,
             total: self.dispatched_sectors,
             weight: self.effective_weight(s),
-            wsum: self.wf2q.trees[class].wsum,
+            wsum: self.wf2q.tree_of(s).wsum,
         };
         self.queues[s as usize].inject.on_completion(latency, alone, now, ratio, max, service);
     }

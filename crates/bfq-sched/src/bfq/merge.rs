@@ -70,7 +70,9 @@ mod bookkeeping {
                 both_unmerged: qs.merged_into.is_none()
                     && qs.merged_from.is_empty()
                     && qi.merged_into.is_none(),
-                same_weight_and_class: qs.spec == qi.spec,
+                // Queues of different groups are never merged: their service is charged to different
+                // groups (the kernel merges only within a group too).
+                same_weight_and_class: qs.spec == qi.spec && self.wf2q.group_of(s) == self.wf2q.group_of(i),
                 neither_seeky: !qs.seek.seeky(threshold) && !qi.seek.seeky(threshold),
                 early_enough: qs.service == 0
                     || qs.first_io.is_some_and(|t| now.saturating_sub(t) <= merge::MERGE_TIME_LIMIT),

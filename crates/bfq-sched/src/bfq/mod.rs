@@ -36,6 +36,7 @@ mod activation;
 pub mod budget;
 pub mod burst;
 pub mod config;
+pub mod hierarchy;
 pub mod idling;
 pub mod inflight;
 pub mod injection;
@@ -48,16 +49,17 @@ pub mod timers;
 pub mod weight_raising;
 pub mod wf2q;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::params::ParamError;
 use crate::scheduler::{Decision, Event, EventKind, ExpiryReason, QueueStats, RaiseKind, Scheduler};
-use crate::types::{DeviceInfo, IoClass, Nanos, QueueId, QueueSpec, Request};
+use crate::types::{DeviceInfo, GroupId, IoClass, Nanos, QueueId, QueueSpec, Request, ROOT_GROUP};
 use crate::SchedError;
 
 use burst::{BurstDetector, BurstOutcome};
 pub use config::BfqConfig;
 use config::WeightRaising;
+use hierarchy::Hierarchy;
 use idling::{HwTag, IdleInputs};
 use inflight::{InFlight, InFlightTable, QUEUED};
 use ordering::{OrderParams, Slab};
@@ -65,7 +67,7 @@ use peak_rate::PeakRate;
 pub use queue::IdHasher;
 use queue::{level_weight, two_mut, IdMap, Queue, QueueIndex};
 use timers::{Timer, Timers};
-use wf2q::{EntityState, Wf2q};
+use wf2q::EntityState;
 
 /// The most events kept unread; older ones are dropped.
 pub const EVENT_CAPACITY: usize = 65_536;
@@ -97,7 +99,10 @@ pub struct Bfq {
     free_slots: Vec<u32>,
     index: QueueIndex,
     slab: Slab,
-    wf2q: Wf2q,
+    /// B-WF2Q+ over the tree of groups and queues (one root group unless groups are configured).
+    wf2q: Hierarchy,
+    /// The caller's group ids and their index in [`Hierarchy`].
+    group_index: HashMap<u32, u32>,
     /// Every request held, queued or in flight -> the queue that dispatched it (once dispatched), the
     /// queue that issued it and its sync flag. Rejects duplicate ids and stray completions.
     live: InFlightTable,
@@ -154,7 +159,8 @@ impl Bfq {
             free_slots: Vec::new(),
             index: QueueIndex::default(),
             slab: Slab::default(),
-            wf2q: Wf2q::default(),
+            wf2q: Hierarchy::default(),
+            group_index: HashMap::new(),
             live: InFlightTable::default(),
             queued: 0,
             in_flight: 0,
@@ -206,7 +212,7 @@ impl Bfq {
 
     /// The B-WF2Q+ virtual time of class `class` (0 RT, 1 BE, 2 IDLE), for tests and tracing.
     pub fn vtime(&self, class: usize) -> u64 {
-        self.wf2q.trees[class.min(2)].vtime
+        self.wf2q.root_tree(class.min(2)).vtime
     }
 
     fn order_params(&self) -> OrderParams {
@@ -224,6 +230,16 @@ impl Bfq {
         let mut t = Timers::default();
         t.set(Timer::IdleSlice, self.service.and_then(|s| s.idle_until));
         t
+    }
+
+    /// The internal index of a caller's group id.
+    fn group_internal(&self, group: GroupId) -> Result<u32, SchedError> {
+        if group == ROOT_GROUP {
+            return Ok(hierarchy::ROOT);
+        }
+        self.group_index.get(&group.0).copied().ok_or_else(|| {
+            SchedError::InvalidGroup(format!("unknown group {} (configure it first)", group.0))
+        })
     }
 
     fn raising_on(&self) -> bool {
@@ -339,7 +355,7 @@ impl Bfq {
         let class = self.queues[s as usize].spec.class.index();
         let w = self.effective_weight(s);
         if backlogged {
-            if self.wf2q.entities[s as usize].class == class {
+            if self.wf2q.entity(s).class == class {
                 self.wf2q.expire(s, charged, Some((w, next)));
             } else {
                 self.wf2q.expire(s, charged, None);
@@ -453,7 +469,7 @@ impl Scheduler for Bfq {
         self.index_position(s);
         // A new weight takes effect at the queue's next (re)activation, as in the kernel; a new class
         // moves a waiting queue to its class's tree at once.
-        if old_class != spec.class.index() && self.wf2q.entities[s as usize].state == EntityState::Active {
+        if old_class != spec.class.index() && self.wf2q.entity(s).state == EntityState::Active {
             self.wf2q.remove(s);
             let w = self.effective_weight(s);
             let b = self.queues[s as usize].budget.clamp(1, self.b_max);
@@ -467,6 +483,53 @@ impl Scheduler for Bfq {
         }
         let _ = now;
         Ok(())
+    }
+
+    fn supports_groups(&self) -> bool {
+        true
+    }
+
+    fn configure_group(
+        &mut self,
+        group: GroupId,
+        parent: GroupId,
+        spec: QueueSpec,
+        now: Nanos,
+    ) -> Result<(), SchedError> {
+        let _ = now;
+        spec.validate()?;
+        if group == ROOT_GROUP {
+            return Err(SchedError::InvalidGroup("the root group cannot be configured".into()));
+        }
+        let parent_index = self.group_internal(parent)?;
+        let next = self.group_index.len() as u32 + 1;
+        let index = *self.group_index.get(&group.0).unwrap_or(&next);
+        let weight = u64::from(level_weight(spec));
+        self.wf2q.configure_group(index, parent_index, weight, spec.class.index()).map_err(|e| {
+            SchedError::InvalidGroup(match e {
+                hierarchy::GroupError::Cycle => {
+                    format!(
+                        "group {} cannot be placed under group {}: that is itself or below it",
+                        group.0, parent.0
+                    )
+                }
+                hierarchy::GroupError::Busy => {
+                    format!("group {} has backlogged queues; move it when it is idle", group.0)
+                }
+                hierarchy::GroupError::Unknown(_) => format!("unknown group {}", parent.0),
+            })
+        })?;
+        self.group_index.insert(group.0, index);
+        Ok(())
+    }
+
+    fn set_queue_group(&mut self, queue: QueueId, group: GroupId, now: Nanos) -> Result<(), SchedError> {
+        let _ = now;
+        let index = self.group_internal(group)?;
+        let s = self.slot_of(queue);
+        self.wf2q
+            .set_queue_group(s, index)
+            .map_err(|_| SchedError::InvalidGroup(format!("unknown group {}", group.0)))
     }
 
     fn remove_queue(&mut self, queue: QueueId, now: Nanos) -> Result<(), SchedError> {
@@ -490,6 +553,8 @@ impl Scheduler for Bfq {
             self.queues[t as usize].merged_from.retain(|&x| x != s);
         }
         self.wf2q.remove(s);
+        // The slot is reused by the next new queue, which starts in the root group.
+        let _ = self.wf2q.set_queue_group(s, hierarchy::ROOT);
         self.set_busy(s, false);
         if let Some(b) = self.queues[s as usize].pos_bucket.take() {
             if self.pos_index.get(&b) == Some(&s) {
@@ -540,7 +605,7 @@ impl Scheduler for Bfq {
         self.index_position(target);
         self.queues[s as usize].own_queued += 1;
         self.queued += 1;
-        let state = self.wf2q.entities[target as usize].state;
+        let state = self.wf2q.entity(target).state;
         if was_empty && !matches!(state, EntityState::Active | EntityState::InService) {
             self.activate(target, now, request.sync);
         }
@@ -695,7 +760,7 @@ impl Scheduler for Bfq {
                 }
             }
             _ => {
-                let state = self.wf2q.entities[s as usize].state;
+                let state = self.wf2q.entity(s).state;
                 if drained && state == EntityState::Active {
                     // A waiting queue drained by injection ([`injection`]): its last request is done.
                     self.wf2q.deactivate(s);

@@ -52,7 +52,9 @@ impl Bfq {
 
     pub(super) fn asymmetric(&self) -> bool {
         let classes = (0..3).filter(|&c| self.wf2q.class_busy(c)).count();
-        self.weight_counts.len() > 1 || classes > 1
+        // With groups, a backlogged group other than the root makes the scenario asymmetric, as in the
+        // kernel: group shares hold only if the in-service queue keeps its group's turn.
+        self.weight_counts.len() > 1 || classes > 1 || self.wf2q.busy_groups() > 0
     }
 
     /// One internal-queueing sample (see [`HwTag::sample`]).

@@ -1,0 +1,618 @@
+//! Groups: B-WF2Q+ over a tree of groups and queues, of any depth (seed 003 sec. V: BFQ schedules
+//! groups with B-WF2Q+ as it schedules queues; kernel-bfq-reference.md, cgroups support).
+//!
+//! Every group holds one [`Wf2q`] over its children, which are queues or groups. A group is an entity
+//! in its parent's B-WF2Q+ with the group's weight and class, so that each level divides the service
+//! its group receives among the children by their weights: two exports of weights 1 and 3 get 1:3 of
+//! the device however many connections each has, and each export's connections share its part.
+//!
+//! The path of service, as in the kernel's hierarchical BFQ:
+//! - *selection* walks down from the root, each level choosing by B-WF2Q+ among its children, to a
+//!   queue; every entity on the way is in service;
+//! - *service* is charged at every level of that path (each level's virtual time advances by the
+//!   service over its own weight sum), and summed per group for its turn;
+//! - at the queue's *expiry* every group of the path expires in its parent with the service of its
+//!   turn, and is requeued if it still has backlogged children, with the budget of the child it
+//!   would serve next (the kernel's group budget is its next child's), else goes idle;
+//! - a queue that becomes backlogged activates the groups above it that were not backlogged.
+//!
+//! Children have slots local to their group. Queues start in the root group, in the order they are
+//! created, so that without groups every local slot is the queue's own slot and the scheduler behaves
+//! exactly as the flat B-WF2Q+ of the papers (the suite's results do not move).
+
+use std::collections::HashMap;
+
+use super::wf2q::{Entity, EntityState, ServiceTree, Wf2q, VTIME_SHIFT};
+use crate::types::Nanos;
+
+/// The root group's index.
+pub const ROOT: u32 = 0;
+
+/// What a local slot of a group holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Child {
+    /// Nothing (a queue moved away; the slot is reused).
+    Free,
+    /// A queue, by its scheduler slot.
+    Queue(u32),
+    /// A group, by its index.
+    Group(u32),
+}
+
+/// One group.
+#[derive(Debug, Default)]
+struct Group {
+    /// B-WF2Q+ over the children.
+    wf2q: Wf2q,
+    /// Local slot → child.
+    children: Vec<Child>,
+    /// Local slots to reuse.
+    free: Vec<u32>,
+    /// The parent's index and this group's local slot in it (`None` for the root).
+    parent: Option<(u32, u32)>,
+    /// Weight and class among its siblings.
+    weight: u64,
+    class: usize,
+    /// Service charged through this group since it was selected in its parent.
+    turn_service: u64,
+}
+
+impl Group {
+    /// Whether any child is waiting or in service.
+    fn backlogged(&self) -> bool {
+        self.wf2q.active_count() > 0 || self.wf2q.in_service.is_some()
+    }
+}
+
+/// Why a group call was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupError {
+    /// No such group.
+    Unknown(u32),
+    /// The new parent is the group itself or one of its descendants.
+    Cycle,
+    /// The group has backlogged children, so it cannot change parents now.
+    Busy,
+}
+
+/// The tree of groups and the place of every queue in it.
+#[derive(Debug)]
+pub struct Hierarchy {
+    /// Index 0 is the root.
+    groups: Vec<Group>,
+    /// Queue slot → (group, local slot).
+    place: Vec<(u32, u32)>,
+    /// Queues waiting to move to another group once they are no longer backlogged.
+    moves: HashMap<u32, u32>,
+}
+
+impl Default for Hierarchy {
+    fn default() -> Self {
+        Hierarchy {
+            groups: vec![Group { weight: 100, class: 1, ..Group::default() }],
+            place: Vec::new(),
+            moves: HashMap::new(),
+        }
+    }
+}
+
+impl Hierarchy {
+    /// Makes sure queue slot `slot` exists; new queues go to the root group.
+    pub fn ensure_slot(&mut self, slot: usize) {
+        while self.place.len() <= slot {
+            let queue = self.place.len() as u32;
+            let local = self.alloc(ROOT, Child::Queue(queue));
+            self.place.push((ROOT, local));
+        }
+    }
+
+    fn alloc(&mut self, group: u32, child: Child) -> u32 {
+        let g = &mut self.groups[group as usize];
+        let local = match g.free.pop() {
+            Some(l) => {
+                g.children[l as usize] = child;
+                l
+            }
+            None => {
+                g.children.push(child);
+                (g.children.len() - 1) as u32
+            }
+        };
+        g.wf2q.ensure_slot(local as usize);
+        g.wf2q.entities[local as usize] = Entity::default();
+        local
+    }
+
+    /// Whether any group other than the root exists.
+    pub fn has_groups(&self) -> bool {
+        self.groups.len() > 1
+    }
+
+    /// A queue's B-WF2Q+ entity (in its group's tree).
+    pub fn entity(&self, slot: u32) -> &Entity {
+        let (g, l) = self.place[slot as usize];
+        &self.groups[g as usize].wf2q.entities[l as usize]
+    }
+
+    /// The service tree a queue competes in (its group's, of its class).
+    pub fn tree_of(&self, slot: u32) -> &ServiceTree {
+        let (g, l) = self.place[slot as usize];
+        let w = &self.groups[g as usize].wf2q;
+        &w.trees[w.entities[l as usize].class]
+    }
+
+    /// The root's tree of class `class` (tests and tracing).
+    pub fn root_tree(&self, class: usize) -> &ServiceTree {
+        &self.groups[ROOT as usize].wf2q.trees[class]
+    }
+
+    /// Creates group `index` (the next index) under `parent`, or changes an existing one's parent,
+    /// weight and class. A new parent applies at once if the group has no backlogged child, and is
+    /// refused otherwise; a new weight or class applies when the group is next queued (at the latest at
+    /// its next expiry, a few milliseconds away while it is served).
+    pub fn configure_group(
+        &mut self,
+        index: u32,
+        parent: u32,
+        weight: u64,
+        class: usize,
+    ) -> Result<(), GroupError> {
+        if parent as usize >= self.groups.len() {
+            return Err(GroupError::Unknown(parent));
+        }
+        let weight = weight.max(1);
+        if index as usize == self.groups.len() {
+            self.groups.push(Group { weight, class, ..Group::default() });
+            let local = self.alloc(parent, Child::Group(index));
+            self.groups[index as usize].parent = Some((parent, local));
+            return Ok(());
+        }
+        if index == ROOT || index as usize > self.groups.len() {
+            return Err(GroupError::Unknown(index));
+        }
+        // The new parent must not be this group or below it.
+        let mut up = Some(parent);
+        while let Some(p) = up {
+            if p == index {
+                return Err(GroupError::Cycle);
+            }
+            up = self.groups[p as usize].parent.map(|(pp, _)| pp);
+        }
+        let (old_parent, local) = self.groups[index as usize].parent.expect("a non-root group has a parent");
+        if old_parent != parent {
+            if self.groups[index as usize].backlogged() {
+                return Err(GroupError::Busy);
+            }
+            self.groups[old_parent as usize].wf2q.remove(local);
+            self.release(old_parent, local);
+            let local = self.alloc(parent, Child::Group(index));
+            self.groups[index as usize].parent = Some((parent, local));
+        }
+        let g = &mut self.groups[index as usize];
+        g.weight = weight;
+        g.class = class;
+        Ok(())
+    }
+
+    fn release(&mut self, group: u32, local: u32) {
+        let g = &mut self.groups[group as usize];
+        g.children[local as usize] = Child::Free;
+        g.free.push(local);
+        self.settle(group);
+    }
+
+    /// The group a queue is in.
+    pub fn group_of(&self, slot: u32) -> u32 {
+        self.place[slot as usize].0
+    }
+
+    /// Moves a queue to `group`: now if it is not backlogged, else once it is no longer.
+    pub fn set_queue_group(&mut self, slot: u32, group: u32) -> Result<(), GroupError> {
+        if group as usize >= self.groups.len() {
+            return Err(GroupError::Unknown(group));
+        }
+        self.moves.remove(&slot);
+        if self.group_of(slot) == group {
+            return Ok(());
+        }
+        match self.entity(slot).state {
+            EntityState::Active | EntityState::InService => {
+                self.moves.insert(slot, group);
+            }
+            EntityState::Idle | EntityState::Forgotten => self.move_now(slot, group),
+        }
+        Ok(())
+    }
+
+    fn move_now(&mut self, slot: u32, group: u32) {
+        let (g, l) = self.place[slot as usize];
+        self.groups[g as usize].wf2q.remove(l);
+        self.release(g, l);
+        let local = self.alloc(group, Child::Queue(slot));
+        self.place[slot as usize] = (group, local);
+    }
+
+    fn apply_move(&mut self, slot: u32) {
+        if self.moves.is_empty() {
+            return;
+        }
+        if let Some(group) = self.moves.remove(&slot) {
+            self.move_now(slot, group);
+        }
+    }
+
+    /// A group whose children are all idle leaves its parent's active set (when it is waiting there;
+    /// an in-service group is expired with its queue), and so on up.
+    fn settle(&mut self, mut group: u32) {
+        while let Some((parent, local)) = self.groups[group as usize].parent {
+            if self.groups[group as usize].backlogged() {
+                return;
+            }
+            let p = &mut self.groups[parent as usize].wf2q;
+            if p.entities[local as usize].state != EntityState::Active {
+                return;
+            }
+            p.deactivate(local);
+            group = parent;
+        }
+    }
+
+    /// The budget a group is queued with: that of the child it would serve next (its F - S times its
+    /// weight), or `fallback`.
+    fn next_budget(&mut self, group: u32, fallback: u64) -> u64 {
+        let w = &mut self.groups[group as usize].wf2q;
+        match w.peek_out_of_turn(2, |_| true) {
+            Some(l) => {
+                let e = &w.entities[l as usize];
+                let budget = (u128::from(e.finish - e.start) * u128::from(e.weight)) >> VTIME_SHIFT;
+                u64::try_from(budget).unwrap_or(u64::MAX).max(1)
+            }
+            None => fallback.max(1),
+        }
+    }
+
+    /// Removes a queue from wherever it is (see [`Wf2q::remove`]).
+    pub fn remove(&mut self, slot: u32) {
+        let (g, l) = self.place[slot as usize];
+        self.groups[g as usize].wf2q.remove(l);
+        self.apply_move(slot);
+        self.settle(g);
+    }
+
+    /// A queue becomes backlogged (see [`Wf2q::activate`]); so do the groups above it that were not.
+    pub fn activate(&mut self, slot: u32, class: usize, weight: u64, budget: u64, backshift: Option<u64>) {
+        let (mut g, l) = self.place[slot as usize];
+        self.groups[g as usize].wf2q.activate(l, class, weight, budget, backshift);
+        while let Some((parent, local)) = self.groups[g as usize].parent {
+            let (gw, gc) = (self.groups[g as usize].weight, self.groups[g as usize].class);
+            let p = &mut self.groups[parent as usize].wf2q;
+            if matches!(p.entities[local as usize].state, EntityState::Active | EntityState::InService) {
+                return;
+            }
+            p.activate(local, gc, gw, budget, None);
+            g = parent;
+        }
+    }
+
+    /// Chooses the next queue: B-WF2Q+ at each level from the root down.
+    pub fn select(&mut self, now: Nanos, idle_class_guard: Nanos) -> Option<u32> {
+        // Each retry expires one group that was chosen with nothing below it, so this ends.
+        for _ in 0..=self.groups.len() {
+            let mut g = ROOT;
+            loop {
+                match self.groups[g as usize].wf2q.select(now, idle_class_guard) {
+                    Some(l) => match self.groups[g as usize].children[l as usize] {
+                        Child::Queue(s) => return Some(s),
+                        Child::Group(h) => g = h,
+                        Child::Free => return None,
+                    },
+                    None if g == ROOT => return None,
+                    None => {
+                        self.expire_group(g);
+                        break;
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The in-service queue consumed `charge` sectors: charged at every level of its path.
+    pub fn served(&mut self, slot: u32, charge: u64) {
+        let (mut g, l) = self.place[slot as usize];
+        self.groups[g as usize].wf2q.served(l, charge);
+        while let Some((parent, local)) = self.groups[g as usize].parent {
+            self.groups[g as usize].turn_service += charge;
+            self.groups[parent as usize].wf2q.served(local, charge);
+            g = parent;
+        }
+    }
+
+    /// The in-service queue's service ends (see [`Wf2q::expire`]); every group of its path expires in
+    /// its parent with the service of its turn.
+    pub fn expire(&mut self, slot: u32, charged: u64, next: Option<(u64, u64)>) {
+        let (g, l) = self.place[slot as usize];
+        self.groups[g as usize].wf2q.expire(l, charged, next);
+        if next.is_none() {
+            self.apply_move(slot);
+        }
+        let mut g = g;
+        while self.groups[g as usize].parent.is_some() {
+            let parent = self.groups[g as usize].parent.map(|(p, _)| p).unwrap_or(ROOT);
+            if !self.expire_group(g) {
+                return;
+            }
+            g = parent;
+        }
+    }
+
+    /// Expires an in-service group in its parent: requeued with its next child's budget if it has
+    /// backlogged children, else idle. False if it was not in service.
+    fn expire_group(&mut self, g: u32) -> bool {
+        let Some((parent, local)) = self.groups[g as usize].parent else { return false };
+        if self.groups[parent as usize].wf2q.entities[local as usize].state != EntityState::InService {
+            return false;
+        }
+        let charged = std::mem::take(&mut self.groups[g as usize].turn_service);
+        let next = if self.groups[g as usize].backlogged() {
+            let weight = self.groups[g as usize].weight;
+            Some((weight, self.next_budget(g, charged)))
+        } else {
+            None
+        };
+        let class = self.groups[g as usize].class;
+        let p = &mut self.groups[parent as usize].wf2q;
+        if p.entities[local as usize].class != class && next.is_some() {
+            // A class change applies at requeueing: leave, then enter the new class's tree.
+            let (weight, budget) = next.unwrap_or((1, 1));
+            p.expire(local, charged, None);
+            p.activate(local, class, weight, budget, None);
+        } else {
+            p.expire(local, charged, next);
+        }
+        true
+    }
+
+    /// The queue injection would serve next (see [`Wf2q::peek_out_of_turn`]): among the siblings of
+    /// the in-service queue first, then among its group's siblings, and so on up to the root.
+    pub fn peek_out_of_turn(&mut self, max_class: usize, accept: impl Fn(u32) -> bool) -> Option<u32> {
+        let start = self.in_service_queue().map_or(ROOT, |s| self.group_of(s));
+        let mut g = Some(start);
+        while let Some(group) = g {
+            if let Some(s) = self.peek_in(group, max_class, &accept) {
+                return Some(s);
+            }
+            g = self.groups[group as usize].parent.map(|(p, _)| p);
+        }
+        None
+    }
+
+    fn peek_in(&mut self, group: u32, max_class: usize, accept: &dyn Fn(u32) -> bool) -> Option<u32> {
+        // The group's tree is taken out for the call, so that the filter can look at the other groups.
+        let mut w = std::mem::take(&mut self.groups[group as usize].wf2q);
+        let found = {
+            let groups = &self.groups;
+            let children = &groups[group as usize].children;
+            w.peek_out_of_turn(max_class, |l| match children[l as usize] {
+                Child::Queue(s) => accept(s),
+                Child::Group(h) => groups[h as usize].wf2q.active_count() > 0,
+                Child::Free => false,
+            })
+        };
+        self.groups[group as usize].wf2q = w;
+        match self.groups[group as usize].children[found? as usize] {
+            Child::Queue(s) => Some(s),
+            Child::Group(h) => self.peek_in(h, max_class, accept),
+            Child::Free => None,
+        }
+    }
+
+    /// The queue in service, if any (the end of the in-service path).
+    pub fn in_service_queue(&self) -> Option<u32> {
+        let mut g = ROOT;
+        loop {
+            let l = self.groups[g as usize].wf2q.in_service?;
+            match self.groups[g as usize].children[l as usize] {
+                Child::Queue(s) => return Some(s),
+                Child::Group(h) => g = h,
+                Child::Free => return None,
+            }
+        }
+    }
+
+    /// A waiting queue was served out of its turn (see [`Wf2q::served_out_of_turn`]); the groups above
+    /// it are charged too: out of turn where they are waiting, as service of their turn where they are
+    /// in service.
+    pub fn served_out_of_turn(&mut self, slot: u32, charge: u64, budget: u64) {
+        let (mut g, l) = self.place[slot as usize];
+        self.groups[g as usize].wf2q.served_out_of_turn(l, charge, budget);
+        while let Some((parent, local)) = self.groups[g as usize].parent {
+            match self.groups[parent as usize].wf2q.entities[local as usize].state {
+                EntityState::Active => {
+                    let group_budget = self.next_budget(g, budget);
+                    self.groups[parent as usize].wf2q.served_out_of_turn(local, charge, group_budget);
+                }
+                EntityState::InService => {
+                    self.groups[g as usize].turn_service += charge;
+                    self.groups[parent as usize].wf2q.served(local, charge);
+                }
+                EntityState::Idle | EntityState::Forgotten => return,
+            }
+            g = parent;
+        }
+    }
+
+    /// A waiting queue has no more requests (see [`Wf2q::deactivate`]); groups left with nothing
+    /// backlogged leave their parents' active sets.
+    pub fn deactivate(&mut self, slot: u32) {
+        let (g, l) = self.place[slot as usize];
+        self.groups[g as usize].wf2q.deactivate(l);
+        self.apply_move(slot);
+        self.settle(g);
+    }
+
+    /// Whether any entity of class `class` is backlogged, in any group.
+    pub fn class_busy(&self, class: usize) -> bool {
+        self.groups.iter().any(|g| g.wf2q.class_busy(class))
+    }
+
+    /// Number of groups other than the root with backlogged queues.
+    pub fn busy_groups(&self) -> usize {
+        self.groups.iter().skip(1).filter(|g| g.backlogged()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GUARD: Nanos = 200_000_000;
+    const BUDGET: u64 = 1000;
+
+    /// Serves `rounds` slots of `BUDGET` sectors, each backlogged queue staying backlogged, and returns
+    /// the service of each queue.
+    fn serve(h: &mut Hierarchy, queues: &[(u32, u64)], rounds: usize) -> Vec<u64> {
+        for &(q, w) in queues {
+            h.activate(q, 1, w, BUDGET, None);
+        }
+        let mut got = vec![0; queues.len()];
+        for _ in 0..rounds {
+            let s = h.select(0, GUARD).expect("something is backlogged");
+            h.served(s, BUDGET);
+            let w = queues.iter().find(|(q, _)| *q == s).map(|(_, w)| *w).unwrap();
+            h.expire(s, BUDGET, Some((w, BUDGET)));
+            got[queues.iter().position(|(q, _)| *q == s).unwrap()] += BUDGET;
+        }
+        got
+    }
+
+    #[test]
+    fn without_groups_every_queue_keeps_its_own_slot_in_the_root() {
+        let mut h = Hierarchy::default();
+        h.ensure_slot(9);
+        for s in 0..10 {
+            assert_eq!(h.place[s], (ROOT, s as u32));
+        }
+        assert!(!h.has_groups());
+    }
+
+    #[test]
+    fn two_groups_share_by_group_weight_whatever_their_number_of_queues() {
+        // Seed 003 sec. V: groups are scheduled by B-WF2Q+ as queues are. Group 1 (weight 100) has one
+        // queue, group 2 (weight 300) has three: the groups get 1:3, not 1:9.
+        let mut h = Hierarchy::default();
+        h.ensure_slot(3);
+        h.configure_group(1, ROOT, 100, 1).unwrap();
+        h.configure_group(2, ROOT, 300, 1).unwrap();
+        h.set_queue_group(0, 1).unwrap();
+        for q in 1..4 {
+            h.set_queue_group(q, 2).unwrap();
+        }
+        let got = serve(&mut h, &[(0, 100), (1, 100), (2, 100), (3, 100)], 400);
+        let group2: u64 = got[1..].iter().sum();
+        let ratio = group2 as f64 / got[0] as f64;
+        assert!((ratio - 3.0).abs() < 0.1, "group shares {:?} ratio {ratio}", got);
+        // Inside group 2 the three equal queues share equally.
+        assert!(
+            got[1..].iter().all(|&g| (g as f64 - group2 as f64 / 3.0).abs() <= 2.0 * BUDGET as f64),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn nested_groups_divide_each_level_by_its_own_weights() {
+        // Root: A (100) and B (100); A holds queue 0 and group C (300); C holds queues 1 and 2 (1:1);
+        // B holds queue 3. Expected: B 1/2; A's half split 1:3 between queue 0 and C; C's part 1:1.
+        let mut h = Hierarchy::default();
+        h.ensure_slot(3);
+        h.configure_group(1, ROOT, 100, 1).unwrap(); // A
+        h.configure_group(2, ROOT, 100, 1).unwrap(); // B
+        h.configure_group(3, 1, 300, 1).unwrap(); // C in A
+        h.set_queue_group(0, 1).unwrap();
+        h.set_queue_group(1, 3).unwrap();
+        h.set_queue_group(2, 3).unwrap();
+        h.set_queue_group(3, 2).unwrap();
+        let got = serve(&mut h, &[(0, 100), (1, 100), (2, 100), (3, 100)], 800);
+        let total = got.iter().sum::<u64>() as f64;
+        let share: Vec<f64> = got.iter().map(|&g| g as f64 / total).collect();
+        let expected = [0.125, 0.1875, 0.1875, 0.5];
+        for (s, e) in share.iter().zip(expected) {
+            assert!((s - e).abs() < 0.02, "shares {share:?}, expected {expected:?}");
+        }
+    }
+
+    #[test]
+    fn a_group_that_empties_stops_competing_and_its_sibling_gets_everything() {
+        let mut h = Hierarchy::default();
+        h.ensure_slot(1);
+        h.configure_group(1, ROOT, 100, 1).unwrap();
+        h.configure_group(2, ROOT, 100, 1).unwrap();
+        h.set_queue_group(0, 1).unwrap();
+        h.set_queue_group(1, 2).unwrap();
+        h.activate(0, 1, 100, BUDGET, None);
+        h.activate(1, 1, 100, BUDGET, None);
+        // Queue 0 leaves (not backlogged) after its first slot; only queue 1 is selected afterwards.
+        let first = h.select(0, GUARD).unwrap();
+        h.served(first, BUDGET);
+        h.expire(first, BUDGET, None);
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            let s = h.select(0, GUARD).unwrap();
+            seen.push(s);
+            h.served(s, BUDGET);
+            h.expire(s, BUDGET, Some((100, BUDGET)));
+        }
+        assert!(seen.iter().all(|&s| s != first), "{seen:?} after {first} left");
+        assert_eq!(h.busy_groups(), 1);
+    }
+
+    #[test]
+    fn a_busy_queue_moves_to_its_new_group_only_when_it_goes_idle() {
+        let mut h = Hierarchy::default();
+        h.ensure_slot(0);
+        h.configure_group(1, ROOT, 100, 1).unwrap();
+        h.activate(0, 1, 100, BUDGET, None);
+        h.set_queue_group(0, 1).unwrap();
+        assert_eq!(h.group_of(0), ROOT, "still backlogged where it was charged");
+        let s = h.select(0, GUARD).unwrap();
+        h.served(s, BUDGET);
+        h.expire(s, BUDGET, None);
+        assert_eq!(h.group_of(0), 1);
+        h.activate(0, 1, 100, BUDGET, None);
+        assert_eq!(h.select(0, GUARD), Some(0));
+        assert_eq!(h.in_service_queue(), Some(0));
+    }
+
+    #[test]
+    fn group_changes_are_refused_for_unknown_groups_and_cycles() {
+        let mut h = Hierarchy::default();
+        h.configure_group(1, ROOT, 100, 1).unwrap();
+        h.configure_group(2, 1, 100, 1).unwrap();
+        assert_eq!(h.configure_group(1, 2, 100, 1), Err(GroupError::Cycle));
+        assert_eq!(h.configure_group(1, 1, 100, 1), Err(GroupError::Cycle));
+        assert_eq!(h.configure_group(3, 7, 100, 1), Err(GroupError::Unknown(7)));
+        assert_eq!(h.set_queue_group(0, 5).map_err(|_| ()), Err(()));
+    }
+
+    #[test]
+    fn injection_looks_at_the_in_service_queues_siblings_first() {
+        let mut h = Hierarchy::default();
+        h.ensure_slot(2);
+        h.configure_group(1, ROOT, 100, 1).unwrap();
+        h.set_queue_group(0, 1).unwrap();
+        h.set_queue_group(1, 1).unwrap();
+        for q in 0..3 {
+            h.activate(q, 1, 100, BUDGET, None);
+        }
+        let s = h.select(0, GUARD).unwrap();
+        let sibling = h.peek_out_of_turn(2, |q| q != s).unwrap();
+        if h.group_of(s) == 1 {
+            assert_eq!(h.group_of(sibling), 1, "a sibling in the same group comes first");
+        }
+        // Charged out of turn, the sibling and its group stay consistent.
+        h.served_out_of_turn(sibling, 100, BUDGET);
+        h.served(s, BUDGET);
+        h.expire(s, BUDGET, Some((100, BUDGET)));
+        assert!(h.select(0, GUARD).is_some());
+    }
+}
