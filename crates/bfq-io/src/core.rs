@@ -12,7 +12,9 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bfq_sched::{Decision, DeviceInfo, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler};
+use bfq_sched::{
+    Decision, DeviceInfo, GroupId, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler,
+};
 use io_uring::{opcode, types, IoUring};
 
 use crate::buf::AlignedBuf;
@@ -180,6 +182,27 @@ impl<T> Core<T> {
         now: Nanos,
     ) -> Result<(), EngineError> {
         self.sched.configure_queue(queue, spec, now).map_err(EngineError::from)
+    }
+
+    /// Creates or changes a scheduling group (see `Scheduler::configure_group`).
+    pub(crate) fn configure_group(
+        &mut self,
+        group: GroupId,
+        parent: GroupId,
+        spec: QueueSpec,
+        now: Nanos,
+    ) -> Result<(), EngineError> {
+        self.sched.configure_group(group, parent, spec, now).map_err(EngineError::from)
+    }
+
+    /// Places a queue in a group (see `Scheduler::set_queue_group`).
+    pub(crate) fn set_queue_group(
+        &mut self,
+        queue: QueueId,
+        group: GroupId,
+        now: Nanos,
+    ) -> Result<(), EngineError> {
+        self.sched.set_queue_group(queue, group, now).map_err(EngineError::from)
     }
 
     /// Hands one request to the scheduler (offset and buffer already checked by the front end).

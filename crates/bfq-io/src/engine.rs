@@ -20,7 +20,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
-use bfq_sched::{Nanos, Op, QueueId, QueueSpec, QueueStats};
+use bfq_sched::{GroupId, Nanos, Op, QueueId, QueueSpec, QueueStats};
 use io_uring::{opcode, types};
 
 use crate::buf::AlignedBuf;
@@ -282,9 +282,14 @@ struct Pending {
     cell: Arc<Cell>,
 }
 
+/// Where the engine thread answers a group call.
+type Reply = std::sync::mpsc::SyncSender<Result<(), EngineError>>;
+
 enum Cmd {
     Submit(Pending),
     Configure(QueueId, QueueSpec),
+    ConfigureGroup(GroupId, GroupId, QueueSpec, Reply),
+    SetQueueGroup(QueueId, GroupId, Reply),
     Remove(QueueId),
     Stats(std::sync::mpsc::SyncSender<EngineStats>),
     Shutdown,
@@ -444,6 +449,31 @@ impl Engine {
     /// if it holds none); requests issued on it afterwards create it anew with the default weight.
     pub fn remove_queue(&self, queue: QueueId) {
         self.shared.send(Cmd::Remove(queue));
+    }
+
+    /// Creates group `group` under `parent` (`ROOT_GROUP` for a top level group) with the weight and
+    /// class of `spec` among its siblings, or changes an existing one (hierarchical schedulers: BFQ
+    /// shares the device among groups by weight, then inside each group among its queues and groups;
+    /// other schedulers accept and ignore groups). Waits for the engine thread's answer, so that an
+    /// unknown parent or a cycle is reported here.
+    pub fn configure_group(
+        &self,
+        group: GroupId,
+        parent: GroupId,
+        spec: QueueSpec,
+    ) -> Result<(), EngineError> {
+        spec.validate()?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.shared.send(Cmd::ConfigureGroup(group, parent, spec, tx));
+        rx.recv().map_err(|_| EngineError::Thread("engine is shut down".into()))?
+    }
+
+    /// Places `queue` in `group` (every queue starts in `ROOT_GROUP`); a queue with requests in the
+    /// scheduler moves when it next has none. Waits for the engine thread's answer.
+    pub fn set_queue_group(&self, queue: QueueId, group: GroupId) -> Result<(), EngineError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.shared.send(Cmd::SetQueueGroup(queue, group, tx));
+        rx.recv().map_err(|_| EngineError::Thread("engine is shut down".into()))?
     }
 
     /// A handle bound to `queue` with this weight and class (reconfigures the queue if it exists),
@@ -803,6 +833,12 @@ impl Worker {
                 Cmd::Configure(q, spec) => {
                     // Validated by `Engine::client`; a failure here cannot be reported to anyone.
                     let _ = self.core.configure(q, spec, now);
+                }
+                Cmd::ConfigureGroup(g, parent, spec, reply) => {
+                    let _ = reply.send(self.core.configure_group(g, parent, spec, now));
+                }
+                Cmd::SetQueueGroup(q, g, reply) => {
+                    let _ = reply.send(self.core.set_queue_group(q, g, now));
                 }
                 Cmd::Remove(q) => self.core.remove_queue(q, now),
                 Cmd::Stats(tx) => {

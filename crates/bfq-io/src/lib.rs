@@ -13,7 +13,7 @@ mod core;
 pub mod engine;
 pub mod local;
 
-pub use bfq_sched::{IoClass, QueueId, QueueSpec};
+pub use bfq_sched::{GroupId, IoClass, QueueId, QueueSpec, ROOT_GROUP};
 pub use buf::{AlignedBuf, ALIGN};
 pub use engine::{
     Busy, Client, Completion, Engine, EngineBuilder, EngineConfig, EngineError, EngineStats, IoError,

@@ -10,7 +10,7 @@
 use std::marker::PhantomData;
 use std::path::Path;
 
-use bfq_sched::{Nanos, Op, QueueId, QueueSpec};
+use bfq_sched::{GroupId, Nanos, Op, QueueId, QueueSpec};
 
 use crate::buf::AlignedBuf;
 use crate::core::{check_alignment, check_range, Core, Submission};
@@ -64,6 +64,24 @@ impl LocalEngine {
         spec.validate()?;
         let now = self.core.now();
         self.core.configure(queue, spec, now)
+    }
+
+    /// Creates or changes a scheduling group (see [`crate::Engine::configure_group`]).
+    pub fn configure_group(
+        &mut self,
+        group: GroupId,
+        parent: GroupId,
+        spec: QueueSpec,
+    ) -> Result<(), EngineError> {
+        spec.validate()?;
+        let now = self.core.now();
+        self.core.configure_group(group, parent, spec, now)
+    }
+
+    /// Places `queue` in `group` (see [`crate::Engine::set_queue_group`]).
+    pub fn set_queue_group(&mut self, queue: QueueId, group: GroupId) -> Result<(), EngineError> {
+        let now = self.core.now();
+        self.core.set_queue_group(queue, group, now)
     }
 
     /// Queues a read of `buf.len()` bytes at `offset` on `queue`. It reaches the device when the

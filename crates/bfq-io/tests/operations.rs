@@ -238,3 +238,41 @@ fn ranges_beyond_a_targets_address_space_are_refused() {
     assert!(matches!(err, bfq_io::IoError::OutOfRange { .. }), "{err}");
     engine.shutdown().unwrap();
 }
+
+/// Groups through the engine (the hierarchy of `bfq_sched::bfq::hierarchy`): group calls reach the
+/// scheduler and their refusals come back to the caller; queues placed in groups, nested ones
+/// included, issue and complete as any other.
+#[test]
+fn groups_are_configured_through_the_engine_and_their_refusals_reach_the_caller() {
+    use bfq_io::{GroupId, ROOT_GROUP};
+    let file = Temp::new("groups", 4 << 20, true);
+    let engine = engine(&file);
+    engine.configure_group(GroupId(1), ROOT_GROUP, QueueSpec::with_weight(100)).unwrap();
+    engine.configure_group(GroupId(2), ROOT_GROUP, QueueSpec::with_weight(300)).unwrap();
+    engine.configure_group(GroupId(3), GroupId(2), QueueSpec::with_weight(100)).unwrap();
+    let unknown = engine.configure_group(GroupId(4), GroupId(9), QueueSpec::default()).unwrap_err();
+    assert!(unknown.to_string().contains("unknown group 9"), "{unknown}");
+    let cycle = engine.configure_group(GroupId(2), GroupId(3), QueueSpec::default()).unwrap_err();
+    assert!(cycle.to_string().contains("below it"), "{cycle}");
+    assert!(engine.set_queue_group(QueueId(1), GroupId(8)).is_err());
+    let placed = [(1u32, GroupId(1)), (2, GroupId(2)), (3, GroupId(3)), (4, ROOT_GROUP)];
+    let clients: Vec<_> = placed
+        .iter()
+        .map(|&(q, g)| {
+            let c = engine.client(QueueId(q), QueueSpec::default()).unwrap();
+            engine.set_queue_group(QueueId(q), g).unwrap();
+            c
+        })
+        .collect();
+    let tickets: Vec<_> = (0..256u64)
+        .map(|i| clients[(i % 4) as usize].read((i % 1024) * 4096, AlignedBuf::zeroed(4096), true))
+        .collect();
+    for t in tickets {
+        assert_eq!(t.wait().unwrap().bytes, 4096);
+    }
+    let stats = engine.shutdown().unwrap();
+    for q in 1..=4 {
+        let live = stats.live.iter().find(|s| s.queue == QueueId(q)).unwrap();
+        assert_eq!((live.completed, live.failed), (64, 0), "queue {q}");
+    }
+}

@@ -22,8 +22,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bfq_sched::{
-    build, Decision, DeviceInfo, IoClass, Nanos, Op, QueueId, QueueSpec, Request, RequestId, SchedError,
-    Scheduler, MSEC, SCHEDULER_NAMES, SEC, USEC,
+    build, Decision, DeviceInfo, GroupId, IoClass, Nanos, Op, QueueId, QueueSpec, Request, RequestId,
+    SchedError, Scheduler, MSEC, SCHEDULER_NAMES, SEC, USEC,
 };
 use proptest::prelude::*;
 
@@ -65,6 +65,17 @@ enum Step {
     Remove {
         queue: u32,
     },
+    /// Creates or changes a group (any parent, cycles included: refused with `InvalidGroup`).
+    Group {
+        group: u32,
+        parent: u32,
+        weight: u32,
+    },
+    /// Moves a queue to a group (maybe unknown: refused with `InvalidGroup`).
+    MoveQueue {
+        queue: u32,
+        group: u32,
+    },
 }
 
 const QUEUES: u32 = 6;
@@ -90,6 +101,8 @@ fn step() -> impl Strategy<Value = Step> {
         }),
         1 => (any::<usize>(), 0u8..8).prop_map(|(key, value)| Step::SetParam { key, value }),
         1 => (0u32..QUEUES).prop_map(|queue| Step::Remove { queue }),
+        1 => (0u32..4, 0u32..4, 1u32..=1000).prop_map(|(group, parent, weight)| Step::Group { group, parent, weight }),
+        1 => (0u32..QUEUES, 0u32..4).prop_map(|(queue, group)| Step::MoveQueue { queue, group }),
     ]
 }
 
@@ -360,6 +373,28 @@ impl Driver {
                 let res =
                     self.scheduler.configure_queue(QueueId(queue), QueueSpec { weight, class }, self.now);
                 prop_assert!(res.is_ok(), "{} refused a valid spec: {:?}", name, res);
+                self.per_queue.entry(QueueId(queue)).or_default();
+            }
+            Step::Group { group, parent, weight } => {
+                self.operations += 1;
+                let spec = QueueSpec { weight, class: IoClass::BestEffort(4) };
+                let res = self.scheduler.configure_group(GroupId(group), GroupId(parent), spec, self.now);
+                prop_assert!(
+                    matches!(res, Ok(()) | Err(SchedError::InvalidGroup(_))),
+                    "{} group call: {:?}",
+                    name,
+                    res
+                );
+            }
+            Step::MoveQueue { queue, group } => {
+                self.operations += 1;
+                let res = self.scheduler.set_queue_group(QueueId(queue), GroupId(group), self.now);
+                prop_assert!(
+                    matches!(res, Ok(()) | Err(SchedError::InvalidGroup(_))),
+                    "{} moving a queue: {:?}",
+                    name,
+                    res
+                );
                 self.per_queue.entry(QueueId(queue)).or_default();
             }
             Step::SetParam { key, value } => {
