@@ -3,8 +3,9 @@
 //! nbdinfo, nbdcopy, the kernel's nbd driver, fio's nbd engine) connect to it.
 //!
 //! The protocol is the NBD project's (`doc/proto.md` of NetworkBlockDevice/nbd), written here from its
-//! description: fixed newstyle negotiation with `NBD_OPT_GO`, `INFO`, `LIST`, `EXPORT_NAME` and `ABORT`,
-//! simple replies, and the commands READ, WRITE (with FUA), FLUSH, TRIM, WRITE_ZEROES and DISC.
+//! description: fixed newstyle negotiation with `NBD_OPT_GO`, `INFO`, `LIST`, `EXPORT_NAME`, `ABORT`,
+//! `STRUCTURED_REPLY` and the `base:allocation` metadata context, simple or structured replies, and
+//! the commands READ, WRITE (with FUA), FLUSH, TRIM, WRITE_ZEROES, BLOCK_STATUS and DISC.
 #![warn(missing_docs)]
 
 pub mod config;

@@ -1,6 +1,6 @@
 //! The NBD protocol's constants and wire formats (the protocol document of the NBD project,
-//! `doc/proto.md`): fixed newstyle negotiation, option replies, and the transmission phase's simple
-//! requests and replies. All integers are big-endian.
+//! `doc/proto.md`): fixed newstyle negotiation, option replies, and the transmission phase's
+//! requests, simple replies and structured reply chunks. All integers are big-endian.
 
 /// `NBDMAGIC`: the first 8 bytes the server sends.
 pub const NBD_MAGIC: u64 = 0x4e42_444d_4147_4943;
@@ -12,6 +12,8 @@ pub const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 pub const REQUEST_MAGIC: u32 = 0x2560_9513;
 /// The magic of a simple reply.
 pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+/// The magic of a structured reply chunk (only once `NBD_OPT_STRUCTURED_REPLY` was negotiated).
+pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
 
 /// Handshake flags (server).
 pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
@@ -32,6 +34,8 @@ pub const TF_SEND_FLUSH: u16 = 1 << 2;
 pub const TF_SEND_FUA: u16 = 1 << 3;
 /// The export is rotational.
 pub const TF_ROTATIONAL: u16 = 1 << 4;
+/// `NBD_CMD_FLAG_DF` is supported on reads (only with structured replies).
+pub const TF_SEND_DF: u16 = 1 << 7;
 /// `NBD_CMD_TRIM` is supported.
 pub const TF_SEND_TRIM: u16 = 1 << 5;
 /// `NBD_CMD_WRITE_ZEROES` is supported.
@@ -51,6 +55,12 @@ pub const OPT_STARTTLS: u32 = 5;
 pub const OPT_INFO: u32 = 6;
 /// Options.
 pub const OPT_GO: u32 = 7;
+/// Options.
+pub const OPT_STRUCTURED_REPLY: u32 = 8;
+/// Options.
+pub const OPT_LIST_META_CONTEXT: u32 = 9;
+/// Options.
+pub const OPT_SET_META_CONTEXT: u32 = 10;
 
 /// Option replies.
 pub const REP_ACK: u32 = 1;
@@ -58,6 +68,8 @@ pub const REP_ACK: u32 = 1;
 pub const REP_SERVER: u32 = 2;
 /// Option replies.
 pub const REP_INFO: u32 = 3;
+/// Option replies: one metadata context (its id and name).
+pub const REP_META_CONTEXT: u32 = 4;
 /// Option error replies (bit 31 set).
 pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
 /// Option error replies.
@@ -88,9 +100,36 @@ pub const CMD_FLUSH: u16 = 3;
 pub const CMD_TRIM: u16 = 4;
 /// Commands.
 pub const CMD_WRITE_ZEROES: u16 = 6;
+/// Commands (only with a metadata context selected).
+pub const CMD_BLOCK_STATUS: u16 = 7;
 
 /// Command flags: forced unit access.
 pub const CMD_FLAG_FUA: u16 = 1 << 0;
+/// Command flags: "don't fragment", at most one content chunk in a read's structured reply.
+pub const CMD_FLAG_DF: u16 = 1 << 2;
+/// Command flags: one extent per metadata context in a block status reply.
+pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
+
+/// Structured reply flags: the last chunk of a reply.
+pub const REPLY_FLAG_DONE: u16 = 1 << 0;
+/// Structured reply types: no payload (success, unless an error chunk came before).
+pub const REPLY_TYPE_NONE: u16 = 0;
+/// Structured reply types: data at an offset.
+pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
+/// Structured reply types: extents of one metadata context.
+pub const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
+/// Structured reply types: an error, with a message for a person.
+pub const REPLY_TYPE_ERROR: u16 = (1 << 15) + 1;
+/// Structured reply types: an error at an offset within the request (unused by this server: it
+/// never answers part of a request).
+pub const REPLY_TYPE_ERROR_OFFSET: u16 = (1 << 15) + 2;
+
+/// The one metadata context this server offers: whether extents are allocated.
+pub const CONTEXT_BASE_ALLOCATION: &str = "base:allocation";
+/// `base:allocation` status flags: a hole (not allocated).
+pub const STATE_HOLE: u32 = 1 << 0;
+/// `base:allocation` status flags: reads as zeroes.
+pub const STATE_ZERO: u32 = 1 << 1;
 
 /// Error values of replies (the protocol's own numbering, equal to Linux errno values).
 pub const EPERM: u32 = 1;
@@ -113,6 +152,8 @@ pub const ESHUTDOWN: u32 = 108;
 pub const MAX_PAYLOAD: u32 = 32 << 20;
 /// The longest option this server reads (export names are at most 4096 bytes).
 pub const MAX_OPTION: u32 = 64 << 10;
+/// The longest string the protocol allows (error messages in error chunks, among others).
+pub const MAX_STRING: usize = 4096;
 
 /// One request of the transmission phase (its 28-byte header).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +194,46 @@ pub fn simple_reply(error: u32, handle: u64) -> [u8; 16] {
     b
 }
 
+/// A structured reply chunk's 20-byte header; `length` bytes of payload follow it.
+pub fn chunk_header(flags: u16, kind: u16, handle: u64, length: u32) -> [u8; 20] {
+    let mut b = [0u8; 20];
+    b[..4].copy_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+    b[4..6].copy_from_slice(&flags.to_be_bytes());
+    b[6..8].copy_from_slice(&kind.to_be_bytes());
+    b[8..16].copy_from_slice(&handle.to_be_bytes());
+    b[16..].copy_from_slice(&length.to_be_bytes());
+    b
+}
+
+/// The final chunk of a reply that failed: `NBD_REPLY_TYPE_ERROR` with `NBD_REPLY_FLAG_DONE`, the
+/// error and a message for a person (cut to the protocol's 4096 bytes, at a character boundary).
+pub fn error_chunk(handle: u64, error: u32, message: &str) -> Vec<u8> {
+    let mut cut = message.len().min(MAX_STRING);
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let message = &message.as_bytes()[..cut];
+    let mut b = Vec::with_capacity(26 + message.len());
+    b.extend_from_slice(&chunk_header(REPLY_FLAG_DONE, REPLY_TYPE_ERROR, handle, 6 + message.len() as u32));
+    b.extend_from_slice(&error.to_be_bytes());
+    b.extend_from_slice(&(message.len() as u16).to_be_bytes());
+    b.extend_from_slice(message);
+    b
+}
+
+/// The final chunk of a block status reply: one metadata context's extents, each (length, flags).
+pub fn block_status_chunk(handle: u64, context: u32, extents: &[(u32, u32)]) -> Vec<u8> {
+    let length = 4 + 8 * extents.len();
+    let mut b = Vec::with_capacity(20 + length);
+    b.extend_from_slice(&chunk_header(REPLY_FLAG_DONE, REPLY_TYPE_BLOCK_STATUS, handle, length as u32));
+    b.extend_from_slice(&context.to_be_bytes());
+    for (len, flags) in extents {
+        b.extend_from_slice(&len.to_be_bytes());
+        b.extend_from_slice(&flags.to_be_bytes());
+    }
+    b
+}
+
 /// An option reply: header and data.
 pub fn option_reply(option: u32, kind: u32, data: &[u8]) -> Vec<u8> {
     let mut b = Vec::with_capacity(20 + data.len());
@@ -176,6 +257,30 @@ pub fn parse_info_request(data: &[u8]) -> Option<(String, Vec<u16>)> {
     }
     let infos = infos.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
     Some((String::from_utf8(name.to_vec()).ok()?, infos))
+}
+
+/// The data of `NBD_OPT_LIST_META_CONTEXT` / `NBD_OPT_SET_META_CONTEXT`: the export name and the
+/// queries; `None` if a length points past the data, something is left over, or a string is not
+/// UTF-8.
+pub fn parse_meta_context_request(data: &[u8]) -> Option<(String, Vec<String>)> {
+    let u32_at = |at: usize| -> Option<usize> {
+        Some(u32::from_be_bytes(data.get(at..at.checked_add(4)?)?.try_into().ok()?) as usize)
+    };
+    let string_at = |at: usize, len: usize| -> Option<String> {
+        String::from_utf8(data.get(at..at.checked_add(len)?)?.to_vec()).ok()
+    };
+    let name_len = u32_at(0)?;
+    let name = string_at(4, name_len)?;
+    let mut at = 4 + name_len;
+    let count = u32_at(at)?;
+    at += 4;
+    let mut queries = Vec::new();
+    for _ in 0..count {
+        let len = u32_at(at)?;
+        queries.push(string_at(at + 4, len)?);
+        at += 4 + len;
+    }
+    (at == data.len()).then_some((name, queries))
 }
 
 #[cfg(test)]
@@ -209,5 +314,55 @@ mod tests {
         let mut long = d.clone();
         long[3] = 200;
         assert_eq!(parse_info_request(&long), None);
+    }
+
+    #[test]
+    fn structured_chunks_have_the_protocols_layout() {
+        let h = chunk_header(REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, 0x0102_0304_0506_0708, 4104);
+        assert_eq!(&h[..4], &[0x66, 0x8e, 0x33, 0xef]);
+        assert_eq!(&h[4..8], &[0, 1, 0, 1]);
+        assert_eq!(&h[8..16], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&h[16..], &4104u32.to_be_bytes());
+        let e = error_chunk(9, EINVAL, "past the end");
+        assert_eq!(&e[4..8], &[0, 1, 0x80, 1]);
+        assert_eq!(u32::from_be_bytes(e[16..20].try_into().unwrap()), 6 + 12);
+        assert_eq!(&e[20..24], &EINVAL.to_be_bytes());
+        assert_eq!(&e[24..26], &12u16.to_be_bytes());
+        assert_eq!(&e[26..], b"past the end");
+        // A message longer than the protocol's strings is cut, never split inside a character.
+        let long = "é".repeat(3000);
+        let e = error_chunk(9, EIO, &long);
+        let n = u16::from_be_bytes([e[24], e[25]]) as usize;
+        assert_eq!(n, 4096);
+        assert!(std::str::from_utf8(&e[26..]).is_ok());
+        let b = block_status_chunk(3, 1, &[(4096, 0), (8192, STATE_HOLE | STATE_ZERO)]);
+        assert_eq!(&b[4..8], &[0, 1, 0, 5]);
+        assert_eq!(u32::from_be_bytes(b[16..20].try_into().unwrap()), 4 + 16);
+        assert_eq!(&b[20..], &[0, 0, 0, 1, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0, 0, 0, 3]);
+    }
+
+    #[test]
+    fn meta_context_requests_must_have_the_lengths_they_announce() {
+        let mut d = Vec::new();
+        d.extend_from_slice(&1u32.to_be_bytes());
+        d.extend_from_slice(b"a");
+        d.extend_from_slice(&2u32.to_be_bytes());
+        for q in ["base:allocation", "qemu:dirty-bitmap:x"] {
+            d.extend_from_slice(&(q.len() as u32).to_be_bytes());
+            d.extend_from_slice(q.as_bytes());
+        }
+        assert_eq!(
+            parse_meta_context_request(&d),
+            Some(("a".into(), vec!["base:allocation".into(), "qemu:dirty-bitmap:x".into()]))
+        );
+        assert_eq!(parse_meta_context_request(&d[..d.len() - 1]), None);
+        let mut extra = d.clone();
+        extra.push(0);
+        assert_eq!(parse_meta_context_request(&extra), None);
+        let mut huge = d.clone();
+        huge[5..9].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(parse_meta_context_request(&huge), None);
+        assert_eq!(parse_meta_context_request(&[0, 0, 0, 0, 0, 0, 0, 0]), Some((String::new(), vec![])));
+        assert_eq!(parse_meta_context_request(&[]), None);
     }
 }

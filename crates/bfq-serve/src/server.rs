@@ -7,6 +7,7 @@
 //! per-export range lock that every write, trim and write-zeroes takes, so that two writes sharing a
 //! block never undo each other.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
@@ -79,6 +80,9 @@ struct ExportState {
     target: u32,
     locks: RangeLocks,
     counters: ExportCounters,
+    /// A descriptor of its own on the file (not the engine's), to find holes and data with
+    /// `SEEK_HOLE`/`SEEK_DATA` for `base:allocation`; `None` for a block device (all data).
+    allocation: Option<std::fs::File>,
 }
 
 struct State {
@@ -601,9 +605,9 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
     let mut by_device: HashMap<u64, Vec<usize>> = HashMap::new();
     let mut opened = Vec::new();
     for (i, e) in config.exports.iter().enumerate() {
-        let (file, size, device, rotational) = open_export(e)?;
+        let (file, size, device, rotational, allocation) = open_export(e)?;
         by_device.entry(device).or_default().push(i);
-        opened.push((Some(file), size, rotational));
+        opened.push((Some(file), size, rotational, allocation));
     }
     let mut slots: Vec<Option<(usize, u32)>> = vec![None; config.exports.len()];
     let mut engines = Vec::new();
@@ -623,7 +627,7 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
         .iter()
         .zip(opened)
         .zip(slots)
-        .map(|((e, (_, size, rotational)), slot)| {
+        .map(|((e, (_, size, rotational, allocation)), slot)| {
             let (engine, target) = slot.expect("every export has an engine");
             ExportState {
                 name: e.name.clone(),
@@ -637,6 +641,7 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
                 target,
                 locks: RangeLocks::default(),
                 counters: ExportCounters::default(),
+                allocation,
             }
         })
         .collect();
@@ -649,10 +654,11 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
     })
 }
 
-/// Opens one export: (file, size, device id, rotational). A missing file is created with the
-/// configured size (sparse; never an existing file); an existing one keeps its size, rounded down to
-/// whole 4 KiB blocks.
-fn open_export(e: &Export) -> Result<(std::fs::File, u64, u64, bool), ServeError> {
+/// Opens one export: (file, size, device id, rotational, a second descriptor of a regular file for
+/// `base:allocation`). A missing file is created with the configured size (sparse; never an existing
+/// file); an existing one keeps its size, rounded down to whole 4 KiB blocks.
+#[allow(clippy::type_complexity)]
+fn open_export(e: &Export) -> Result<(std::fs::File, u64, u64, bool, Option<std::fs::File>), ServeError> {
     let fail = |message: String| ServeError::Export {
         export: e.name.clone(),
         path: e.path.display().to_string(),
@@ -702,7 +708,13 @@ fn open_export(e: &Export) -> Result<(std::fs::File, u64, u64, bool), ServeError
     }
     let device = if block { meta.rdev() } else { meta.dev() };
     let rotational = bfq_io::is_rotational(&file);
-    Ok((file, size, device, rotational))
+    // A description of its own (its own file offset, which SEEK_DATA/SEEK_HOLE move), read-only.
+    let allocation = if block {
+        None
+    } else {
+        Some(std::fs::File::open(&e.path).map_err(|err| fail(format!("cannot open it: {err}")))?)
+    };
+    Ok((file, size, device, rotational, allocation))
 }
 
 async fn connection(conn: Conn, state: Arc<State>, stopped: watch::Receiver<bool>) {
@@ -717,12 +729,27 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (mut rd, mut wr) = tokio::io::split(stream);
-    let export = match negotiate(&mut rd, &mut wr, &state).await {
-        Ok(Some(export)) => export,
+    let session = match negotiate(&mut rd, &mut wr, &state).await {
+        Ok(Some(session)) => session,
         _ => return,
     };
-    transmission(rd, wr, state, export, stopped).await;
+    transmission(rd, wr, state, session, stopped).await;
 }
+
+/// What the negotiation settled for the transmission phase.
+#[derive(Clone, Copy, Debug)]
+struct Session {
+    /// The export chosen.
+    export: usize,
+    /// `NBD_OPT_STRUCTURED_REPLY` was negotiated: every reply is structured reply chunks.
+    structured: bool,
+    /// `base:allocation` was selected for this export (`NBD_CMD_BLOCK_STATUS` is answered).
+    allocation: bool,
+}
+
+/// The id this server gives `base:allocation` in `NBD_OPT_SET_META_CONTEXT` (any value will do:
+/// it is the only context).
+const BASE_ALLOCATION_ID: u32 = 1;
 
 async fn read_u32<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<u32> {
     let mut b = [0u8; 4];
@@ -736,8 +763,13 @@ async fn read_u64<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<u64> {
     Ok(u64::from_be_bytes(b))
 }
 
-fn transmission_flags(e: &ExportState) -> u16 {
+/// The transmission flags of an export; `NBD_FLAG_SEND_DF` only with structured replies (a read's
+/// data is always one chunk, so the "don't fragment" flag holds for every read this server takes).
+fn transmission_flags(e: &ExportState, structured: bool) -> u16 {
     let mut f = TF_HAS_FLAGS | TF_SEND_FLUSH | TF_SEND_FUA | TF_CAN_MULTI_CONN;
+    if structured {
+        f |= TF_SEND_DF;
+    }
     if e.read_only {
         f |= TF_READ_ONLY;
     } else {
@@ -749,8 +781,9 @@ fn transmission_flags(e: &ExportState) -> u16 {
     f
 }
 
-/// The fixed newstyle negotiation; returns the export chosen, or `None` when the client ended it.
-async fn negotiate<R, W>(rd: &mut R, wr: &mut W, state: &State) -> std::io::Result<Option<usize>>
+/// The fixed newstyle negotiation; returns the export chosen and how to talk to the client, or `None`
+/// when the client ended it.
+async fn negotiate<R, W>(rd: &mut R, wr: &mut W, state: &State) -> std::io::Result<Option<Session>>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -767,6 +800,9 @@ where
         return Ok(None);
     }
     let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+    let mut structured = false;
+    // The export named in the last NBD_OPT_SET_META_CONTEXT that selected `base:allocation`.
+    let mut allocation_for: Option<String> = None;
     loop {
         if read_u64(rd).await? != IHAVEOPT {
             return Ok(None);
@@ -790,13 +826,14 @@ where
                 let e = &state.exports[i];
                 let mut b = Vec::with_capacity(134);
                 b.extend_from_slice(&e.size.to_be_bytes());
-                b.extend_from_slice(&transmission_flags(e).to_be_bytes());
+                b.extend_from_slice(&transmission_flags(e, structured).to_be_bytes());
                 if !no_zeroes {
                     b.extend_from_slice(&[0u8; 124]);
                 }
                 wr.write_all(&b).await?;
                 wr.flush().await?;
-                return Ok(Some(i));
+                let allocation = allocation_for.as_deref() == Some(&*name);
+                return Ok(Some(Session { export: i, structured, allocation }));
             }
             OPT_ABORT => {
                 send(wr, option_reply(option, REP_ACK, &[])).await?;
@@ -833,7 +870,7 @@ where
                 let mut info = Vec::new();
                 info.extend_from_slice(&INFO_EXPORT.to_be_bytes());
                 info.extend_from_slice(&e.size.to_be_bytes());
-                info.extend_from_slice(&transmission_flags(e).to_be_bytes());
+                info.extend_from_slice(&transmission_flags(e, structured).to_be_bytes());
                 wr.write_all(&option_reply(option, REP_INFO, &info)).await?;
                 // Any byte range is served (unaligned ones by read-modify-write): minimum 1.
                 let mut bs = Vec::new();
@@ -854,14 +891,70 @@ where
                 }
                 send(wr, option_reply(option, REP_ACK, &[])).await?;
                 if option == OPT_GO {
-                    return Ok(Some(i));
+                    let allocation = allocation_for.as_deref() == Some(name.as_str());
+                    return Ok(Some(Session { export: i, structured, allocation }));
                 }
             }
             OPT_STARTTLS => {
                 send(wr, option_reply(option, REP_ERR_POLICY, b"TLS is not offered by this server")).await?;
             }
+            OPT_STRUCTURED_REPLY => {
+                let refused: Option<&[u8]> = if !data.is_empty() {
+                    Some(b"NBD_OPT_STRUCTURED_REPLY takes no data")
+                } else if structured {
+                    Some(b"structured replies are already negotiated")
+                } else {
+                    None
+                };
+                match refused {
+                    Some(msg) => send(wr, option_reply(option, REP_ERR_INVALID, msg)).await?,
+                    None => {
+                        structured = true;
+                        send(wr, option_reply(option, REP_ACK, &[])).await?;
+                    }
+                }
+            }
+            OPT_LIST_META_CONTEXT | OPT_SET_META_CONTEXT => {
+                let set = option == OPT_SET_META_CONTEXT;
+                if set {
+                    // A SET replaces what an earlier one selected, even when it fails.
+                    allocation_for = None;
+                }
+                if !structured {
+                    let msg = b"metadata contexts need NBD_OPT_STRUCTURED_REPLY first";
+                    send(wr, option_reply(option, REP_ERR_INVALID, msg)).await?;
+                    continue;
+                }
+                let Some((name, queries)) = parse_meta_context_request(&data) else {
+                    let msg = b"malformed NBD_OPT_LIST_META_CONTEXT/SET_META_CONTEXT request";
+                    send(wr, option_reply(option, REP_ERR_INVALID, msg)).await?;
+                    continue;
+                };
+                if find(&name).is_none() {
+                    let msg = format!("no export named {name:?}");
+                    send(wr, option_reply(option, REP_ERR_UNKNOWN, msg.as_bytes())).await?;
+                    continue;
+                }
+                // `base:` lists every context of the namespace; a SET selects only full names.
+                // Queries of other namespaces, and unknown leaf names, are ignored.
+                let matches = if set {
+                    queries.iter().any(|q| q == CONTEXT_BASE_ALLOCATION)
+                } else {
+                    queries.is_empty() || queries.iter().any(|q| q == CONTEXT_BASE_ALLOCATION || q == "base:")
+                };
+                if matches {
+                    // The id of a listed context is reserved (zero).
+                    let mut d = (if set { BASE_ALLOCATION_ID } else { 0 }).to_be_bytes().to_vec();
+                    d.extend_from_slice(CONTEXT_BASE_ALLOCATION.as_bytes());
+                    wr.write_all(&option_reply(option, REP_META_CONTEXT, &d)).await?;
+                    if set {
+                        allocation_for = Some(name);
+                    }
+                }
+                send(wr, option_reply(option, REP_ACK, &[])).await?;
+            }
             _ => {
-                // Structured replies, metadata contexts and anything newer: simple replies only.
+                // Extended headers and anything newer.
                 send(wr, option_reply(option, REP_ERR_UNSUP, &[])).await?;
             }
         }
@@ -873,14 +966,49 @@ async fn send<W: AsyncWrite + Unpin>(wr: &mut W, bytes: Vec<u8>) -> std::io::Res
     wr.flush().await
 }
 
+/// What went wrong with a request: the protocol's error value, and a message for a person (sent in
+/// the error chunk of a structured reply; a simple reply has room for the value only).
+struct Failure {
+    errno: u32,
+    message: Cow<'static, str>,
+}
+
+impl Failure {
+    fn new(errno: u32, message: impl Into<Cow<'static, str>>) -> Failure {
+        Failure { errno, message: message.into() }
+    }
+
+    fn io(e: &IoError) -> Failure {
+        Failure::new(errno_of(e), e.to_string())
+    }
+}
+
 /// One reply for the writer task.
 struct Reply {
     handle: u64,
-    error: u32,
     /// The share of the connection's byte budget this request holds until its reply is written.
     _budget: Option<tokio::sync::OwnedSemaphorePermit>,
-    /// A read's data: the buffer, and where the requested bytes lie in it.
-    data: Option<(AlignedBuf, usize, usize)>,
+    body: Result<Body, Failure>,
+}
+
+/// What a successful reply carries.
+enum Body {
+    /// Nothing.
+    Done,
+    /// A read's data: the buffer, where the requested bytes lie in it, and the request's offset.
+    Data { buf: AlignedBuf, at: usize, len: usize, offset: u64 },
+    /// `base:allocation` extents (length, flags), consecutive from the request's offset.
+    Extents(Vec<(u32, u32)>),
+}
+
+impl Reply {
+    fn of(handle: u64, r: Result<(), Failure>) -> Reply {
+        Reply { handle, _budget: None, body: r.map(|()| Body::Done) }
+    }
+
+    fn failed(handle: u64, f: Failure) -> Reply {
+        Reply::of(handle, Err(f))
+    }
 }
 
 fn errno_of(e: &IoError) -> u32 {
@@ -899,12 +1027,13 @@ async fn transmission<R, W>(
     mut rd: R,
     wr: W,
     state: Arc<State>,
-    export: usize,
+    session: Session,
     mut stopped: watch::Receiver<bool>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let export = session.export;
     let e = &state.exports[export];
     let queue = QueueId(state.next_queue.fetch_add(1, Ordering::Relaxed));
     let engine = &state.engines[e.engine];
@@ -914,7 +1043,7 @@ async fn transmission<R, W>(
     e.counters.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT_PER_CONNECTION);
     let pool = BufPool::default();
-    let writer = tokio::spawn(write_replies(wr, rx, pool.clone()));
+    let writer = tokio::spawn(write_replies(wr, rx, pool.clone(), session.structured));
     let budget = Arc::new(tokio::sync::Semaphore::new(MAX_BYTES_IN_FLIGHT_PER_CONNECTION / BUDGET_UNIT));
     let units = |len: u32| ((len as usize).div_ceil(BUDGET_UNIT).max(1)) as u32;
     let mut tasks: JoinSet<()> = JoinSet::new();
@@ -960,19 +1089,35 @@ async fn transmission<R, W>(
             {
                 break;
             }
-            let _ = tx.send(Reply { handle: h.handle, error: ESHUTDOWN, data: None, _budget: None }).await;
+            let shutdown = Failure::new(ESHUTDOWN, "the server is shutting down");
+            let _ = tx.send(Reply::failed(h.handle, shutdown)).await;
             continue;
         }
         let end = h.offset.checked_add(u64::from(h.length));
         let in_bounds = end.is_some_and(|end| end <= e.size);
-        let reply = |error: u32| {
+        let beyond = |what: &str| {
+            format!(
+                "{what} of {} bytes at offset {} goes beyond the end of the export ({} bytes)",
+                h.length, h.offset, e.size
+            )
+        };
+        let too_long = |what: &str| {
+            format!("{what} of {} bytes is longer than the maximum of {MAX_PAYLOAD} bytes", h.length)
+        };
+        let read_only = || Failure::new(EPERM, "the export is read-only");
+        let reply = |f: Failure| {
             e.counters.record(Kind::Flush, false, arrived.elapsed());
-            Reply { handle: h.handle, error, data: None, _budget: None }
+            Reply::failed(h.handle, f)
         };
         match h.command {
             CMD_READ => {
-                if h.length > MAX_PAYLOAD || !in_bounds {
-                    let _ = tx.send(reply(EINVAL)).await;
+                // NBD_CMD_FLAG_DF needs nothing: a read's data is always one chunk.
+                if h.length > MAX_PAYLOAD {
+                    let _ = tx.send(reply(Failure::new(EINVAL, too_long("read")))).await;
+                    continue;
+                }
+                if !in_bounds {
+                    let _ = tx.send(reply(Failure::new(EINVAL, beyond("read")))).await;
                     continue;
                 }
                 let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
@@ -988,26 +1133,25 @@ async fn transmission<R, W>(
                         .send(match r {
                             Ok((buf, at)) => Reply {
                                 handle: h.handle,
-                                error: 0,
-                                data: Some((buf, at, h.length as usize)),
                                 _budget: Some(permit),
+                                body: Ok(Body::Data { buf, at, len: h.length as usize, offset: h.offset }),
                             },
-                            Err(err) => Reply { handle: h.handle, error: err, data: None, _budget: None },
+                            Err(f) => Reply::failed(h.handle, f),
                         })
                         .await;
                 });
             }
             CMD_WRITE => {
                 let refuse = if h.length > MAX_PAYLOAD {
-                    Some(EINVAL)
+                    Some(Failure::new(EINVAL, too_long("write")))
                 } else if e.read_only {
-                    Some(EPERM)
+                    Some(read_only())
                 } else if !in_bounds {
-                    Some(ENOSPC)
+                    Some(Failure::new(ENOSPC, beyond("write")))
                 } else {
                     None
                 };
-                if let Some(err) = refuse {
+                if let Some(f) = refuse {
                     // The payload still follows: skip it to stay in step with the client.
                     if tokio::io::copy(&mut (&mut rd).take(u64::from(h.length)), &mut tokio::io::sink())
                         .await
@@ -1015,7 +1159,7 @@ async fn transmission<R, W>(
                     {
                         break;
                     }
-                    let _ = tx.send(reply(err)).await;
+                    let _ = tx.send(reply(f)).await;
                     continue;
                 }
                 let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
@@ -1039,10 +1183,8 @@ async fn transmission<R, W>(
                     let e = &state.exports[export];
                     let r = write_range(&client, &pool, e, h.offset, payload, fua).await;
                     e.counters.record(Kind::Write(u64::from(h.length)), r.is_ok(), arrived.elapsed());
-                    let reply =
-                        Reply { handle: h.handle, error: r.err().unwrap_or(0), data: None, _budget: None };
                     drop(permit);
-                    let _ = tx.send(reply).await;
+                    let _ = tx.send(Reply::of(h.handle, r)).await;
                 });
             }
             CMD_FLUSH => {
@@ -1050,24 +1192,23 @@ async fn transmission<R, W>(
                 tasks.spawn(async move {
                     let r = client.flush().await;
                     state.exports[export].counters.record(Kind::Flush, r.is_ok(), arrived.elapsed());
-                    let _ = tx
-                        .send(Reply {
-                            handle: h.handle,
-                            error: r.err().map_or(0, |e| errno_of(&e)),
-                            data: None,
-                            _budget: None,
-                        })
-                        .await;
+                    let r = r.map(|_| ()).map_err(|e| Failure::io(&e));
+                    let _ = tx.send(Reply::of(h.handle, r)).await;
                 });
             }
             CMD_TRIM | CMD_WRITE_ZEROES => {
                 let zeroes = h.command == CMD_WRITE_ZEROES;
                 if e.read_only {
-                    let _ = tx.send(reply(EPERM)).await;
+                    let _ = tx.send(reply(read_only())).await;
                     continue;
                 }
                 if !in_bounds {
-                    let _ = tx.send(reply(if zeroes { ENOSPC } else { EINVAL })).await;
+                    let f = if zeroes {
+                        Failure::new(ENOSPC, beyond("write-zeroes"))
+                    } else {
+                        Failure::new(EINVAL, beyond("trim"))
+                    };
+                    let _ = tx.send(reply(f)).await;
                     continue;
                 }
                 let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
@@ -1084,26 +1225,51 @@ async fn transmission<R, W>(
                         } else {
                             client.discard(h.offset, h.length)
                         };
-                        t.await.map_err(|e| errno_of(&e))?;
+                        t.await.map_err(|e| Failure::io(&e))?;
                         if fua {
-                            client.flush().await.map_err(|e| errno_of(&e))?;
+                            client.flush().await.map_err(|e| Failure::io(&e))?;
                         }
-                        Ok::<(), u32>(())
+                        Ok::<(), Failure>(())
                     }
                     .await;
-                    let _ = tx
-                        .send(Reply {
-                            handle: h.handle,
-                            error: r.err().unwrap_or(0),
-                            data: None,
-                            _budget: None,
-                        })
-                        .await;
+                    let _ = tx.send(Reply::of(h.handle, r)).await;
+                });
+            }
+            CMD_BLOCK_STATUS => {
+                let refuse = if !session.allocation {
+                    Some("NBD_CMD_BLOCK_STATUS needs a metadata context: none was selected for this export")
+                } else if h.length == 0 {
+                    Some("NBD_CMD_BLOCK_STATUS of 0 bytes")
+                } else {
+                    None
+                };
+                if let Some(msg) = refuse {
+                    let _ = tx.send(reply(Failure::new(EINVAL, msg))).await;
+                    continue;
+                }
+                if !in_bounds {
+                    let _ = tx.send(reply(Failure::new(EINVAL, beyond("block status")))).await;
+                    continue;
+                }
+                debug_assert!(session.structured, "a metadata context needs structured replies");
+                let (tx, state) = (tx.clone(), state.clone());
+                let req_one = h.flags & CMD_FLAG_REQ_ONE != 0;
+                tasks.spawn(async move {
+                    // lseek may wait for the file system: not on the runtime's threads.
+                    let extents = tokio::task::spawn_blocking(move || {
+                        let file = state.exports[export].allocation.as_ref();
+                        allocation_extents(file, h.offset, h.length, req_one)
+                    })
+                    .await
+                    .unwrap_or_else(|_| vec![(h.length, 0)]);
+                    let reply = Reply { handle: h.handle, _budget: None, body: Ok(Body::Extents(extents)) };
+                    let _ = tx.send(reply).await;
                 });
             }
             CMD_DISC => break,
             _ => {
-                let _ = tx.send(reply(EINVAL)).await;
+                let f = Failure::new(EINVAL, format!("unknown command {}", h.command));
+                let _ = tx.send(reply(f)).await;
             }
         }
     }
@@ -1113,6 +1279,77 @@ async fn transmission<R, W>(
     let _ = writer.await;
     state.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&queue);
     engine.remove_queue(queue);
+}
+
+/// Most extents in one block status reply (a client asks again from where a reply ends).
+const MAX_EXTENTS: usize = 1024;
+
+/// The `base:allocation` extents of `len` (> 0) bytes at `offset` within the export, as
+/// (length, flags), consecutive from `offset` and within the request: data (flags 0) and holes
+/// (`NBD_STATE_HOLE | NBD_STATE_ZERO`) as `SEEK_DATA` and `SEEK_HOLE` find them on `file`; at most
+/// [`MAX_EXTENTS`], or one with `req_one`. Without a file (a block device), or where the file system
+/// cannot tell, it is data: status 0 is always true.
+fn allocation_extents(file: Option<&std::fs::File>, offset: u64, len: u32, req_one: bool) -> Vec<(u32, u32)> {
+    let Some(file) = file else { return vec![(len, 0)] };
+    let end = offset + u64::from(len);
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    let mut pos = offset;
+    let most = if req_one { 1 } else { MAX_EXTENTS };
+    while pos < end && out.len() < most {
+        let (stop, flags) = match seek(file, pos, Seek::Data) {
+            Ok(data) if data <= pos => match seek(file, pos, Seek::Hole) {
+                Ok(hole) if hole > pos => (hole, 0),
+                // The file changed between the two calls: say data, which is never wrong.
+                _ => (end, 0),
+            },
+            Ok(data) => (data, STATE_HOLE | STATE_ZERO),
+            // No data from here to the end of the file.
+            Err(e) if e.raw_os_error() == Some(ENXIO) => (end, STATE_HOLE | STATE_ZERO),
+            Err(_) => (end, 0),
+        };
+        let stop = stop.min(end);
+        let n = (stop - pos) as u32;
+        match out.last_mut() {
+            Some((l, f)) if *f == flags => *l += n,
+            _ => out.push((n, flags)),
+        }
+        pos = stop;
+    }
+    out
+}
+
+const ENXIO: i32 = 6;
+
+enum Seek {
+    Data,
+    Hole,
+}
+
+/// `lseek(2)` with `SEEK_DATA` or `SEEK_HOLE` (Linux): the next data or hole at or after `pos`.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+fn seek(file: &std::fs::File, pos: u64, whence: Seek) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    extern "C" {
+        fn lseek(fd: i32, offset: i64, whence: i32) -> i64;
+    }
+    let whence = match whence {
+        Seek::Data => 3,
+        Seek::Hole => 4,
+    };
+    let Ok(pos) = i64::try_from(pos) else { return Err(std::io::Error::from_raw_os_error(ENXIO)) };
+    // SAFETY: lseek reads no memory of ours; the descriptor is open for as long as `file` lives.
+    let r = unsafe { lseek(file.as_raw_fd(), pos, whence) };
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r as u64)
+    }
+}
+
+/// Elsewhere: unknown, so every extent is reported as data.
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
+fn seek(_file: &std::fs::File, _pos: u64, _whence: Seek) -> std::io::Result<u64> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
 }
 
 /// Buffers of one connection, reused from request to request: a read's buffer comes back once its
@@ -1155,13 +1392,14 @@ async fn read_range(
     pool: &BufPool,
     offset: u64,
     len: u32,
-) -> Result<(AlignedBuf, usize), u32> {
+) -> Result<(AlignedBuf, usize), Failure> {
     if len == 0 {
         return Ok((AlignedBuf::zeroed(0), 0));
     }
     let start = offset - offset % BLOCK;
     let end = (offset + u64::from(len)).next_multiple_of(BLOCK);
-    let done = client.read(start, pool.get((end - start) as usize), true).await.map_err(|e| errno_of(&e))?;
+    let done =
+        client.read(start, pool.get((end - start) as usize), true).await.map_err(|e| Failure::io(&e))?;
     Ok((done.buf, (offset - start) as usize))
 }
 
@@ -1173,7 +1411,7 @@ async fn write_range(
     offset: u64,
     payload: Payload,
     fua: bool,
-) -> Result<(), u32> {
+) -> Result<(), Failure> {
     let len = match &payload {
         Payload::Aligned(b) => b.len() as u64,
         Payload::Bytes(v) => v.len() as u64,
@@ -1195,27 +1433,31 @@ async fn write_range(
         }
     };
     let t = if fua { client.write_fua(start, buf) } else { client.write(start, buf, true) };
-    let done = t.await.map_err(|e| errno_of(&e))?;
+    let done = t.await.map_err(|e| Failure::io(&e))?;
     pool.put(done.buf);
     Ok(())
 }
 
-async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Reply>, pool: BufPool) {
+/// Sends the replies, in the order they come: simple replies, or with `structured` (negotiated with
+/// `NBD_OPT_STRUCTURED_REPLY`) structured reply chunks, never both on one connection.
+async fn write_replies<W: AsyncWrite + Unpin>(
+    wr: W,
+    mut rx: mpsc::Receiver<Reply>,
+    pool: BufPool,
+    structured: bool,
+) {
     // Replies are gathered into one write per batch (a header and its data in one syscall); a
     // 64 KiB buffer that let large reads bypass the copy measured no better (docs/serve.md).
     let mut wr = BufWriter::with_capacity(256 << 10, wr);
     while let Some(r) = rx.recv().await {
         let mut next = Some(r);
         while let Some(r) = next.take() {
-            if wr.write_all(&simple_reply(r.error, r.handle)).await.is_err() {
+            let sent =
+                if structured { write_chunks(&mut wr, &r).await } else { write_simple(&mut wr, &r).await };
+            if sent.is_err() {
                 return;
             }
-            if let (0, Some((buf, at, len))) = (r.error, &r.data) {
-                if wr.write_all(&buf.as_slice()[*at..*at + *len]).await.is_err() {
-                    return;
-                }
-            }
-            if let Some((buf, _, _)) = r.data {
+            if let Ok(Body::Data { buf, .. }) = r.body {
                 pool.put(buf);
             }
             next = rx.try_recv().ok();
@@ -1225,4 +1467,89 @@ async fn write_replies<W: AsyncWrite + Unpin>(wr: W, mut rx: mpsc::Receiver<Repl
         }
     }
     let _ = wr.shutdown().await;
+}
+
+/// A simple reply: the header, and a successful read's data.
+async fn write_simple<W: AsyncWrite + Unpin>(wr: &mut W, r: &Reply) -> std::io::Result<()> {
+    match &r.body {
+        Err(f) => wr.write_all(&simple_reply(f.errno, r.handle)).await,
+        Ok(Body::Data { buf, at, len, .. }) => {
+            wr.write_all(&simple_reply(0, r.handle)).await?;
+            wr.write_all(&buf.as_slice()[*at..*at + *len]).await
+        }
+        // Extents are only asked for with a metadata context, which needs structured replies.
+        Ok(Body::Done | Body::Extents(_)) => wr.write_all(&simple_reply(0, r.handle)).await,
+    }
+}
+
+/// A structured reply, in one chunk that is also the last (`NBD_REPLY_FLAG_DONE`): the data of a
+/// read (`OFFSET_DATA`; read whole before it is sent, so no error can follow it), a block status
+/// (`BLOCK_STATUS`), an error with its message (`ERROR`), or `NONE`.
+async fn write_chunks<W: AsyncWrite + Unpin>(wr: &mut W, r: &Reply) -> std::io::Result<()> {
+    match &r.body {
+        Err(f) => wr.write_all(&error_chunk(r.handle, f.errno, &f.message)).await,
+        Ok(Body::Data { buf, at, len, offset }) if *len > 0 => {
+            let mut head = [0u8; 28];
+            head[..20].copy_from_slice(&chunk_header(
+                REPLY_FLAG_DONE,
+                REPLY_TYPE_OFFSET_DATA,
+                r.handle,
+                8 + *len as u32,
+            ));
+            head[20..].copy_from_slice(&offset.to_be_bytes());
+            wr.write_all(&head).await?;
+            wr.write_all(&buf.as_slice()[*at..*at + *len]).await
+        }
+        Ok(Body::Extents(extents)) => {
+            wr.write_all(&block_status_chunk(r.handle, BASE_ALLOCATION_ID, extents)).await
+        }
+        // A read of 0 bytes has no data to send: a data chunk carries at least one byte.
+        Ok(Body::Done | Body::Data { .. }) => {
+            wr.write_all(&chunk_header(REPLY_FLAG_DONE, REPLY_TYPE_NONE, r.handle, 0)).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocation_extents_follow_holes_and_data_and_their_limits() {
+        use std::os::unix::fs::FileExt;
+        let path = std::env::temp_dir().join(format!("bfq-serve-extents-{}.img", std::process::id()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        // 2,100 blocks: data in every even block from block 2 on, holes between; then 8 MiB of hole.
+        f.set_len(4096 * 2100 + (8 << 20)).unwrap();
+        for b in (2..2100u64).step_by(2) {
+            f.write_all_at(&[1u8; 4096], b * 4096).unwrap();
+        }
+        f.sync_all().unwrap();
+        let r = std::fs::File::open(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let hole = STATE_HOLE | STATE_ZERO;
+        assert_eq!(
+            allocation_extents(Some(&r), 0, 5 * 4096, false),
+            vec![(8192, hole), (4096, 0), (4096, hole), (4096, 0)]
+        );
+        // Unaligned at both ends, and one extent with REQ_ONE, never past the request.
+        assert_eq!(allocation_extents(Some(&r), 100, 8200, false), vec![(8092, hole), (108, 0)]);
+        assert_eq!(allocation_extents(Some(&r), 100, 1 << 20, true), vec![(8092, hole)]);
+        assert_eq!(allocation_extents(Some(&r), 100, 50, true), vec![(50, hole)]);
+        // Many extents: at most MAX_EXTENTS, consecutive, short of the request; the client asks again.
+        let many = allocation_extents(Some(&r), 0, 4096 * 2100, false);
+        assert_eq!(many.len(), MAX_EXTENTS);
+        assert!(many.windows(2).all(|w| w[0].1 != w[1].1), "neighbours differ");
+        assert!(many.iter().map(|e| u64::from(e.0)).sum::<u64>() < 4096 * 2100);
+        // The tail of the file: one hole, to the end of the request.
+        assert_eq!(allocation_extents(Some(&r), 4096 * 2100, 8 << 20, false), vec![(8 << 20, hole)]);
+        // A block device (no file): all data.
+        assert_eq!(allocation_extents(None, 4096, 12345, false), vec![(12345, 0)]);
+    }
 }

@@ -271,6 +271,89 @@ impl Raw {
         assert_eq!(u32::from_be_bytes(h[..4].try_into().unwrap()), 0x6744_6698);
         (u32::from_be_bytes(h[4..8].try_into().unwrap()), u64::from_be_bytes(h[8..].try_into().unwrap()))
     }
+
+    /// `NBD_OPT_GO`: the final reply's type and the transmission flags of its `NBD_INFO_EXPORT`.
+    fn go_flags(&mut self, name: &str) -> (u32, Option<u16>) {
+        let mut d = (name.len() as u32).to_be_bytes().to_vec();
+        d.extend_from_slice(name.as_bytes());
+        d.extend_from_slice(&0u16.to_be_bytes());
+        self.option(7, &d);
+        let mut flags = None;
+        loop {
+            let (kind, data) = self.reply();
+            if kind != 3 {
+                return (kind, flags);
+            }
+            if data[..2] == [0, 0] {
+                flags = Some(u16::from_be_bytes([data[10], data[11]]));
+            }
+        }
+    }
+
+    /// A request with command flags.
+    fn request_flags(&mut self, flags: u16, command: u16, handle: u64, offset: u64, length: u32) {
+        let mut b = 0x2560_9513u32.to_be_bytes().to_vec();
+        b.extend_from_slice(&flags.to_be_bytes());
+        b.extend_from_slice(&command.to_be_bytes());
+        b.extend_from_slice(&handle.to_be_bytes());
+        b.extend_from_slice(&offset.to_be_bytes());
+        b.extend_from_slice(&length.to_be_bytes());
+        self.0.write_all(&b).unwrap();
+    }
+
+    /// One structured reply chunk (magic 0x668e33ef checked).
+    fn chunk(&mut self) -> Chunk {
+        let h = self.read_n(20);
+        assert_eq!(
+            u32::from_be_bytes(h[..4].try_into().unwrap()),
+            0x668e_33ef,
+            "not a structured reply chunk"
+        );
+        let length = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+        Chunk {
+            flags: u16::from_be_bytes([h[4], h[5]]),
+            kind: u16::from_be_bytes([h[6], h[7]]),
+            handle: u64::from_be_bytes(h[8..16].try_into().unwrap()),
+            payload: self.read_n(length),
+        }
+    }
+
+    /// A structured reply that is one `NBD_REPLY_TYPE_NONE` chunk with `NBD_REPLY_FLAG_DONE`.
+    fn none_done(&mut self, handle: u64) {
+        let c = self.chunk();
+        assert_eq!((c.flags, c.kind, c.handle, c.payload.len()), (1, 0, handle, 0), "NONE + DONE");
+    }
+
+    /// A structured reply that is one `NBD_REPLY_TYPE_ERROR` chunk with `NBD_REPLY_FLAG_DONE`:
+    /// (error, message).
+    fn error_done(&mut self, handle: u64) -> (u32, String) {
+        let c = self.chunk();
+        assert_eq!((c.flags, c.kind, c.handle), (1, 0x8001, handle), "ERROR + DONE");
+        let error = u32::from_be_bytes(c.payload[..4].try_into().unwrap());
+        let len = u16::from_be_bytes([c.payload[4], c.payload[5]]) as usize;
+        assert_eq!(c.payload.len(), 6 + len, "the message fills the chunk");
+        (error, String::from_utf8(c.payload[6..].to_vec()).unwrap())
+    }
+}
+
+/// A structured reply chunk: flags, type, handle (cookie) and payload.
+struct Chunk {
+    flags: u16,
+    kind: u16,
+    handle: u64,
+    payload: Vec<u8>,
+}
+
+/// Option data naming an export and a list of metadata context queries.
+fn meta_request(export: &str, queries: &[&str]) -> Vec<u8> {
+    let mut d = (export.len() as u32).to_be_bytes().to_vec();
+    d.extend_from_slice(export.as_bytes());
+    d.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+    for q in queries {
+        d.extend_from_slice(&(q.len() as u32).to_be_bytes());
+        d.extend_from_slice(q.as_bytes());
+    }
+    d
 }
 
 fn closed(s: &mut std::net::TcpStream) -> bool {
@@ -563,6 +646,307 @@ fn nbdcopy_and_fio_nbd_verify_their_data() {
             "--verify_fatal=1",
         ]));
         assert!(!out.contains("verify: bad"), "{out}");
+    }
+    server.stop().unwrap();
+}
+
+const REP_ACK: u32 = 1;
+const REP_META_CONTEXT: u32 = 4;
+const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
+const OPT_STRUCTURED_REPLY: u32 = 8;
+const OPT_LIST_META_CONTEXT: u32 = 9;
+const OPT_SET_META_CONTEXT: u32 = 10;
+const FLAG_SEND_DF: u16 = 1 << 7;
+
+/// Issue 16: a client that negotiates structured replies gets every reply as structured reply chunks
+/// — a read's data in one `OFFSET_DATA` chunk with its offset, errors as `ERROR` chunks with a
+/// message, everything else `NONE` — all marked `DONE`, and the connection goes on after an error;
+/// a client that did not negotiate them gets simple replies exactly as before; misused
+/// `NBD_OPT_STRUCTURED_REPLY` options get `NBD_REP_ERR_INVALID`, not a dropped connection.
+#[test]
+fn structured_replies_carry_data_errors_and_status_in_chunks_when_negotiated() {
+    let (server, _files, tcp) = server("structured");
+    let mut c = Raw::connect(&tcp);
+    c.hello();
+    // Misuse first: a payload is invalid, and so is asking twice.
+    c.option(OPT_STRUCTURED_REPLY, b"x");
+    assert_eq!(c.reply().0, REP_ERR_INVALID, "NBD_OPT_STRUCTURED_REPLY with data");
+    c.option(OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(c.reply(), (REP_ACK, vec![]), "NBD_OPT_STRUCTURED_REPLY: NBD_REP_ACK");
+    c.option(OPT_STRUCTURED_REPLY, &[]);
+    let (kind, msg) = c.reply();
+    assert_eq!(kind, REP_ERR_INVALID, "a second NBD_OPT_STRUCTURED_REPLY");
+    assert!(!msg.is_empty(), "the error says why");
+    let (kind, flags) = c.go_flags("a");
+    assert_eq!(kind, REP_ACK);
+    assert!(flags.unwrap() & FLAG_SEND_DF != 0, "NBD_FLAG_SEND_DF with structured replies");
+
+    // A write: NONE + DONE, with the request's handle.
+    let data: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
+    c.request(1, 0x1122_3344_5566_7788, 4096, 8192, &data);
+    c.none_done(0x1122_3344_5566_7788);
+    // An unaligned read: one OFFSET_DATA chunk with DONE, the offset, then exactly the bytes.
+    c.request(0, 2, 4100, 5000, &[]);
+    let r = c.chunk();
+    assert_eq!((r.flags, r.kind, r.handle), (1, 1, 2), "OFFSET_DATA + DONE");
+    assert_eq!(r.payload.len(), 8 + 5000);
+    assert_eq!(u64::from_be_bytes(r.payload[..8].try_into().unwrap()), 4100);
+    assert!(r.payload[8..] == data[4..5004], "the data read back differs");
+    // "Don't fragment": still one data chunk.
+    c.request_flags(1 << 2, 0, 3, 0, 1 << 20);
+    let r = c.chunk();
+    assert_eq!((r.flags, r.kind, r.handle, r.payload.len()), (1, 1, 3, 8 + (1 << 20)));
+    assert_eq!(u64::from_be_bytes(r.payload[..8].try_into().unwrap()), 0);
+    assert!(r.payload[8 + 4096..8 + 4096 + 8192] == data[..]);
+    // Errors: an ERROR chunk with DONE and a message, and the connection stays usable.
+    c.request(0, 4, (64 << 20) - 512, 1024, &[]);
+    let (error, message) = c.error_done(4);
+    assert_eq!(error, 22, "read past the end: EINVAL");
+    assert!(message.contains("beyond the end"), "{message}");
+    c.request(0, 5, 0, 64 << 20, &[]);
+    assert_eq!(c.error_done(5).0, 22, "read longer than the maximum: EINVAL");
+    c.request(1, 6, (64 << 20) - 10, 20, &[7u8; 20]);
+    assert_eq!(c.error_done(6).0, 28, "write past the end: ENOSPC");
+    c.request(42, 7, 0, 0, &[]);
+    let (error, message) = c.error_done(7);
+    assert_eq!(error, 22, "unknown command: EINVAL");
+    assert!(message.contains("42"), "{message}");
+    c.request(7, 8, 0, 4096, &[]);
+    assert_eq!(c.error_done(8).0, 22, "block status without a metadata context: EINVAL");
+    // Flush, trim, write-zeroes and a read of nothing: NONE + DONE.
+    c.request(3, 9, 0, 0, &[]);
+    c.none_done(9);
+    c.request(4, 10, 1 << 20, 65536, &[]);
+    c.none_done(10);
+    c.request_flags(1, 6, 11, 4096, 100);
+    c.none_done(11);
+    c.request(0, 12, 4096, 0, &[]);
+    c.none_done(12);
+    c.request(0, 13, 4096, 104, &[]);
+    let r = c.chunk();
+    assert_eq!((r.flags, r.kind, r.handle), (1, 1, 13));
+    assert_eq!(&r.payload[8..108], &[0u8; 100][..], "write-zeroes zeroed");
+    assert_eq!(&r.payload[108..], &data[100..104]);
+    // Several reads in flight: each answered once, by its own handle.
+    for i in 0..16u64 {
+        c.request(0, 100 + i, i * 4096, 4096, &[]);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..16 {
+        let r = c.chunk();
+        assert_eq!((r.flags, r.kind, r.payload.len()), (1, 1, 8 + 4096));
+        assert_eq!(u64::from_be_bytes(r.payload[..8].try_into().unwrap()), (r.handle - 100) * 4096);
+        assert!(seen.insert(r.handle));
+    }
+    c.request(2, 0, 0, 0, &[]);
+    assert!(closed(&mut c.0), "NBD_CMD_DISC closes");
+
+    // A read-only export: EPERM in an error chunk, and the write's payload is skipped.
+    let mut r = Raw::connect(&tcp);
+    r.hello();
+    r.option(OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(r.reply().0, REP_ACK);
+    assert_eq!(r.go("ro"), REP_ACK);
+    r.request(1, 1, 0, 4096, &[1u8; 4096]);
+    let (error, message) = r.error_done(1);
+    assert_eq!(error, 1, "write to a read-only export: EPERM");
+    assert!(message.contains("read-only"), "{message}");
+    r.request(0, 2, 8, 8, &[]);
+    let c2 = r.chunk();
+    assert_eq!((c2.kind, &c2.payload[8..]), (1, &[0x5a; 8][..]));
+
+    // Without negotiation: simple replies, as before, and no NBD_FLAG_SEND_DF.
+    let mut s = Raw::connect(&tcp);
+    s.hello();
+    let (kind, flags) = s.go_flags("a");
+    assert_eq!(kind, REP_ACK);
+    assert_eq!(flags.unwrap() & FLAG_SEND_DF, 0, "no NBD_FLAG_SEND_DF without structured replies");
+    s.request(0, 1, 4096 + 200, 10, &[]);
+    assert_eq!(s.simple(), (0, 1));
+    assert_eq!(s.read_n(10), data[200..210]);
+    s.request(0, 2, 64 << 20, 1, &[]);
+    assert_eq!(s.simple(), (22, 2));
+    s.request(3, 3, 0, 0, &[]);
+    assert_eq!(s.simple(), (0, 3));
+    s.request(7, 4, 0, 4096, &[]);
+    assert_eq!(s.simple(), (22, 4), "block status: EINVAL, in a simple reply");
+
+    // NBD_OPT_EXPORT_NAME after NBD_OPT_STRUCTURED_REPLY: structured replies all the same (and
+    // NBD_FLAG_SEND_DF); without it, simple ones.
+    for structured in [true, false] {
+        let mut x = Raw::connect(&tcp);
+        x.hello();
+        if structured {
+            x.option(OPT_STRUCTURED_REPLY, &[]);
+            assert_eq!(x.reply().0, REP_ACK);
+        }
+        x.option(1, b"a");
+        let size_flags = x.read_n(10);
+        assert_eq!(u64::from_be_bytes(size_flags[..8].try_into().unwrap()), 64 << 20);
+        let flags = u16::from_be_bytes([size_flags[8], size_flags[9]]);
+        assert_eq!(flags & FLAG_SEND_DF != 0, structured);
+        x.request(0, 9, 4096 + 200, 4, &[]);
+        if structured {
+            let r = x.chunk();
+            assert_eq!((r.flags, r.kind, r.handle), (1, 1, 9));
+            assert_eq!(&r.payload[8..], &data[200..204]);
+        } else {
+            assert_eq!(x.simple(), (0, 9));
+            assert_eq!(x.read_n(4), data[200..204]);
+        }
+    }
+    server.stop().unwrap();
+}
+
+/// Issue 16: `base:allocation` is listed and selected with the metadata context options (after
+/// structured replies, for a known export, with well-formed data — otherwise the protocol's
+/// errors), and `NBD_CMD_BLOCK_STATUS` reports holes and data of the sparse file as
+/// `SEEK_HOLE`/`SEEK_DATA` find them, also after a trim punched a hole.
+#[test]
+fn metadata_contexts_are_negotiated_and_block_status_reports_holes_and_data() {
+    let (server, _files, tcp) = server("meta");
+    let mut c = Raw::connect(&tcp);
+    c.hello();
+    c.option(OPT_SET_META_CONTEXT, &meta_request("a", &["base:allocation"]));
+    assert_eq!(c.reply().0, REP_ERR_INVALID, "metadata contexts before structured replies");
+    c.option(OPT_LIST_META_CONTEXT, &meta_request("a", &[]));
+    assert_eq!(c.reply().0, REP_ERR_INVALID, "listing before structured replies");
+    c.option(OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(c.reply().0, REP_ACK);
+    let request = meta_request("a", &["base:allocation"]);
+    c.option(OPT_SET_META_CONTEXT, &request[..request.len() - 1]);
+    assert_eq!(c.reply().0, REP_ERR_INVALID, "a query running past the data");
+    c.option(OPT_SET_META_CONTEXT, &[0, 0, 0, 1]);
+    assert_eq!(c.reply().0, REP_ERR_INVALID, "a name running past the data");
+    c.option(OPT_SET_META_CONTEXT, &meta_request("nope", &["base:allocation"]));
+    assert_eq!(c.reply().0, REP_ERR_UNKNOWN, "an unknown export");
+    // Listing: everything, the `base:` namespace, or nothing for a namespace this server lacks.
+    for (queries, listed) in [(&[][..], true), (&["base:"][..], true), (&["x-other:thing"][..], false)] {
+        c.option(OPT_LIST_META_CONTEXT, &meta_request("a", queries));
+        if listed {
+            let (kind, d) = c.reply();
+            assert_eq!(kind, REP_META_CONTEXT, "{queries:?}");
+            assert_eq!(&d[..4], &[0, 0, 0, 0], "a listed context's id is 0");
+            assert_eq!(&d[4..], b"base:allocation");
+        }
+        assert_eq!(c.reply(), (REP_ACK, vec![]), "{queries:?}");
+    }
+    // Selecting: unknown queries are ignored; base:allocation gets a nonzero id.
+    c.option(OPT_SET_META_CONTEXT, &meta_request("a", &["qemu:allocation-depth", "base:allocation"]));
+    let (kind, d) = c.reply();
+    assert_eq!(kind, REP_META_CONTEXT);
+    let id = u32::from_be_bytes(d[..4].try_into().unwrap());
+    assert_ne!(id, 0);
+    assert_eq!(&d[4..], b"base:allocation");
+    assert_eq!(c.reply().0, REP_ACK);
+    assert_eq!(c.go("a"), REP_ACK);
+
+    // A fresh sparse file: all hole. 4 KiB of data at 1 MiB.
+    let status = |c: &mut Raw, handle: u64, flags: u16, offset: u64, length: u32| -> Vec<(u32, u32)> {
+        c.request_flags(flags, 7, handle, offset, length);
+        let r = c.chunk();
+        assert_eq!((r.flags, r.kind, r.handle), (1, 5, handle), "BLOCK_STATUS + DONE");
+        assert_eq!(u32::from_be_bytes(r.payload[..4].try_into().unwrap()), id);
+        assert_eq!((r.payload.len() - 4) % 8, 0);
+        r.payload[4..]
+            .chunks(8)
+            .map(|d| {
+                (
+                    u32::from_be_bytes(d[..4].try_into().unwrap()),
+                    u32::from_be_bytes(d[4..].try_into().unwrap()),
+                )
+            })
+            .collect()
+    };
+    c.request(1, 1, 1 << 20, 4096, &[9u8; 4096]);
+    c.none_done(1);
+    let extents = status(&mut c, 2, 0, 0, 4 << 20);
+    assert_eq!(extents, vec![(1 << 20, 3), (4096, 0), ((3 << 20) - 4096, 3)], "hole+zero, data, hole+zero");
+    // Unaligned, and one extent only with NBD_CMD_FLAG_REQ_ONE.
+    assert_eq!(status(&mut c, 3, 0, (1 << 20) + 100, 10_000), vec![(3996, 0), (6004, 3)]);
+    assert_eq!(status(&mut c, 4, 1 << 3, 512, 1 << 22), vec![((1 << 20) - 512, 3)]);
+    assert_eq!(status(&mut c, 5, 1 << 3, 512, 1000), vec![(1000, 3)], "never longer than asked");
+    // A trim punches the hole again.
+    c.request(4, 6, 1 << 20, 4096, &[]);
+    c.none_done(6);
+    assert_eq!(status(&mut c, 7, 0, 0, 4 << 20), vec![(4 << 20, 3)]);
+    // Past the end, or of nothing: EINVAL in an error chunk; the connection goes on.
+    c.request(7, 8, (64 << 20) - 4096, 8192, &[]);
+    assert_eq!(c.error_done(8).0, 22);
+    c.request(7, 9, 0, 0, &[]);
+    assert_eq!(c.error_done(9).0, 22);
+    assert_eq!(status(&mut c, 10, 0, (64 << 20) - 4096, 4096), vec![(4096, 3)]);
+
+    // Contexts selected for another export do not count for the one entered; a failed SET
+    // clears an earlier selection.
+    for (set, other) in [(meta_request("b", &["base:allocation"]), "a"), (vec![0, 0], "a")] {
+        let mut x = Raw::connect(&tcp);
+        x.hello();
+        x.option(OPT_STRUCTURED_REPLY, &[]);
+        assert_eq!(x.reply().0, REP_ACK);
+        x.option(OPT_SET_META_CONTEXT, &meta_request(other, &["base:allocation"]));
+        while x.reply().0 != REP_ACK {}
+        x.option(OPT_SET_META_CONTEXT, &set);
+        loop {
+            let kind = x.reply().0;
+            if kind == REP_ACK || kind & (1 << 31) != 0 {
+                break;
+            }
+        }
+        assert_eq!(x.go(other), REP_ACK);
+        x.request(7, 1, 0, 4096, &[]);
+        assert_eq!(x.error_done(1).0, 22, "no context for this export");
+    }
+    server.stop().unwrap();
+}
+
+/// Issue 16 with real clients: nbdinfo says the server uses structured replies, offers DF and
+/// `base:allocation`, and maps the data and holes of an export; qemu-img maps them too (through
+/// `NBD_CMD_BLOCK_STATUS`, as qemu-img convert uses to skip holes).
+#[test]
+fn nbdinfo_and_qemu_img_see_structured_replies_and_the_holes_of_an_export() {
+    if !have("nbdinfo") {
+        eprintln!("SKIPPED: nbdinfo missing (apt-get install libnbd-bin)");
+        return;
+    }
+    let (server, _files, tcp) = server("sinfo");
+    let uri = format!("nbd://{tcp}/a");
+    let out = run(Command::new("nbdinfo").arg(&uri));
+    for needle in ["using structured packets", "can_df: true", "base:allocation"] {
+        assert!(out.contains(needle), "{needle} missing:\n{out}");
+    }
+    // 64 KiB of data at 1 MiB, written through the server.
+    let mut c = Raw::connect(&tcp);
+    c.hello();
+    assert_eq!(c.go("a"), REP_ACK);
+    c.request(1, 1, 1 << 20, 65536, &[0xeeu8; 65536]);
+    assert_eq!(c.simple(), (0, 1));
+    c.request(2, 0, 0, 0, &[]);
+    let map = run(Command::new("nbdinfo").arg("--map").arg(&uri));
+    let rows: Vec<(u64, u64, String)> = map
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].parse().unwrap(), f[1].parse().unwrap(), f[3..].join(" "))
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (0, 1 << 20, "hole,zero".to_string()),
+            (1 << 20, 65536, "data".to_string()),
+            ((1 << 20) + 65536, (63 << 20) - 65536, "hole,zero".to_string()),
+        ],
+        "nbdinfo --map:\n{map}"
+    );
+    if have("qemu-img") {
+        let json = run(Command::new("qemu-img").args(["map", "--output=json", "-f", "raw"]).arg(&uri));
+        let data_at_1m = format!("\"start\": {}, \"length\": 65536", 1 << 20);
+        let line = json.lines().find(|l| l.contains(&data_at_1m)).unwrap_or_else(|| panic!("{json}"));
+        assert!(line.contains("\"data\": true"), "{json}");
+        let first = json.lines().find(|l| l.contains("\"start\": 0,")).unwrap_or_else(|| panic!("{json}"));
+        assert!(first.contains("\"data\": false") && first.contains("\"zero\": true"), "{json}");
     }
     server.stop().unwrap();
 }
