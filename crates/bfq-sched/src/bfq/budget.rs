@@ -156,8 +156,19 @@ pub fn charge(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
     o.served + u64::try_from(part).unwrap_or(u64::MAX)
 }
 
+/// `fair_charge`: what a queue that had `sectors` of a slot's sectors injected is charged for that
+/// slot in all, when the slot is charged `full` (more than its service: by time or a full budget):
+/// its sectors' part of `full`. Zero when the slot is charged its service only (nothing to share).
+pub fn injected_share(cfg: &BfqConfig, o: &SlotOutcome, full: u64, sectors: u64) -> u64 {
+    if !cfg.fair_charge || full <= o.served {
+        return 0;
+    }
+    let total = u128::from(o.own_sectors) + u128::from(o.injected_sectors);
+    u64::try_from(u128::from(full) * u128::from(sectors) / total.max(1)).unwrap_or(u64::MAX)
+}
+
 /// The charge of [`charge`] before `fair_charge`.
-fn charge_whole_slot(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
+pub(super) fn charge_whole_slot(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
     let slow = is_slow(cfg, o, b_max);
     let candidate = o.reason == ExpiryReason::BudgetTimeout || slow;
     if !candidate || o.reason == ExpiryReason::Preempted {
@@ -348,6 +359,32 @@ mod tests {
         let cfg = BfqConfig { budget_feedback: Variant::Kernel, ..BfqConfig::default() };
         let o = SlotOutcome { elapsed: 125 * MSEC, ..outcome(ExpiryReason::BudgetTimeout, 12_000, 3000) };
         assert_eq!(charge(&cfg, &o, BMAX), BMAX);
+    }
+
+    #[test]
+    fn a_time_charged_slot_is_shared_with_the_queues_injected_in_it_by_their_sectors() {
+        // Beyond the seeds (`fair_charge`, docs/fast-devices.md): a slot charged by its time (here the
+        // kernel's B_max x elapsed / timeout after a budget timeout) where the in-service queue served
+        // 1000 sectors and others 3000 were injected: the in-service queue pays its quarter of the
+        // overcharge, an injected queue with 2000 sectors half of the slot's charge in all.
+        let cfg = BfqConfig { budget_feedback: Variant::Kernel, ..BfqConfig::default() };
+        let o = SlotOutcome {
+            elapsed: 125 * MSEC,
+            own_sectors: 1000,
+            injected_sectors: 3000,
+            ..outcome(ExpiryReason::BudgetTimeout, 12_000, 1000)
+        };
+        let full = charge_whole_slot(&cfg, &o, BMAX);
+        assert_eq!(full, BMAX);
+        assert_eq!(charge(&cfg, &o, BMAX), 1000 + (BMAX - 1000) / 4);
+        assert_eq!(injected_share(&cfg, &o, full, 2000), BMAX / 2);
+        // Charged its service only (budget exhausted): nothing to share.
+        let used =
+            SlotOutcome { injected_sectors: 3000, ..outcome(ExpiryReason::BudgetExhausted, 1000, 1000) };
+        assert_eq!(injected_share(&cfg, &used, charge_whole_slot(&cfg, &used, BMAX), 2000), 0);
+        // Off: injected service costs its sectors only.
+        let off = BfqConfig { fair_charge: false, ..cfg };
+        assert_eq!(injected_share(&off, &o, full, 2000), 0);
     }
 
     #[test]

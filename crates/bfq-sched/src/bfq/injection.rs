@@ -44,6 +44,9 @@ pub const WAKE_WINDOW: Nanos = 4 * MSEC;
 /// Wake-ups by the same queue that make it the waker (kernel: 3).
 pub const WAKER_HITS: u8 = 3;
 
+/// The wake-ups must come within this many idle slices of the first (kernel: 128).
+pub const WAKER_WINDOW_SLICES: Nanos = 128;
+
 /// The inject limit of one queue, learned from its request latency (kernel-bfq-reference.md
 /// "Injection": a limit measured against a baseline latency).
 #[derive(Clone, Copy, Debug, Default)]
@@ -175,25 +178,43 @@ impl InjectLimit {
 pub struct WakerState {
     candidate: Option<QueueId>,
     hits: u8,
+    /// When the candidate's first wake-up was seen.
+    since: Nanos,
     /// The detected waker.
     pub waker: Option<QueueId>,
 }
 
 impl WakerState {
-    /// The queue became backlogged at `now`; the last completion was of `last` at `at`.
-    pub fn on_activation(&mut self, me: QueueId, last: Option<(QueueId, Nanos)>, now: Nanos) {
+    /// The queue became backlogged at `now`; the last completion was of `last` at `at`. `waited`:
+    /// the queue had none of its requests in the device, so it was waiting for something; a queue with
+    /// requests in flight (a greedy reader keeping several outstanding) is never woken by anyone, and
+    /// on a fast device some other queue's completion always precedes its arrivals by microseconds.
+    /// `window`: the three wake-ups must fall within it from the first (kernel: 128 idle slices), so
+    /// that coincidences spread over a long run do not add up.
+    pub fn on_activation(
+        &mut self,
+        me: QueueId,
+        last: Option<(QueueId, Nanos)>,
+        now: Nanos,
+        waited: bool,
+        window: Nanos,
+    ) {
         let Some((by, at)) = last else { return };
-        if by == me || now.saturating_sub(at) > WAKE_WINDOW {
+        if !waited || by == me || now.saturating_sub(at) > WAKE_WINDOW {
             return;
         }
-        if self.candidate == Some(by) {
+        if self.candidate == Some(by) && now.saturating_sub(self.since) <= window {
             self.hits = self.hits.saturating_add(1);
         } else {
             self.candidate = Some(by);
             self.hits = 1;
+            self.since = now;
         }
         if self.hits >= WAKER_HITS {
+            // A queue that wakes this one three times in a row replaces any earlier waker.
             self.waker = Some(by);
+            self.candidate = None;
+            self.hits = 0;
         }
     }
 }
@@ -311,8 +332,10 @@ impl Bfq {
         }
         let me = self.queues[t as usize].id;
         let last = self.last_completion;
+        let window = self.cfg.slice_idle.saturating_mul(WAKER_WINDOW_SLICES).max(WAKE_WINDOW);
         let q = &mut self.queues[t as usize];
-        q.waker.on_activation(me, last, now);
+        let waited = q.own_in_flight == 0;
+        q.waker.on_activation(me, last, now, waited, window);
         if let (Some(w), Some(svc)) = (q.waker.waker, self.service) {
             if self.queues[svc.slot as usize].id == w && svc.slot != t {
                 self.wakee_ready = Some(t);
@@ -397,25 +420,53 @@ mod tests {
     fn a_waker_is_the_queue_whose_completions_three_times_precede_the_activation() {
         // kernel-bfq-reference.md "Waker/wakee": within 4 ms, 3 times.
         let (a, b, c) = (QueueId(1), QueueId(2), QueueId(3));
+        const WINDOW: Nanos = 128 * 8 * MSEC;
         let mut w = WakerState::default();
-        w.on_activation(b, Some((a, 0)), MSEC);
-        w.on_activation(b, Some((a, 10 * MSEC)), 11 * MSEC);
+        w.on_activation(b, Some((a, 0)), MSEC, true, WINDOW);
+        w.on_activation(b, Some((a, 10 * MSEC)), 11 * MSEC, true, WINDOW);
         assert_eq!(w.waker, None);
-        w.on_activation(b, Some((a, 20 * MSEC)), 22 * MSEC);
+        w.on_activation(b, Some((a, 20 * MSEC)), 22 * MSEC, true, WINDOW);
         assert_eq!(w.waker, Some(a));
         // Too late after a completion, or its own completion: not a wake-up.
         let mut w = WakerState::default();
         for i in 0..5 {
-            w.on_activation(b, Some((a, i * 100 * MSEC)), i * 100 * MSEC + 5 * MSEC);
-            w.on_activation(b, Some((b, i * 100 * MSEC)), i * 100 * MSEC + MSEC);
+            w.on_activation(b, Some((a, i * 100 * MSEC)), i * 100 * MSEC + 5 * MSEC, true, WINDOW);
+            w.on_activation(b, Some((b, i * 100 * MSEC)), i * 100 * MSEC + MSEC, true, WINDOW);
         }
         assert_eq!(w.waker, None);
         // Another queue's wake-ups in between restart the count.
         let mut w = WakerState::default();
         for i in 0..4 {
             let by = if i % 2 == 0 { a } else { c };
-            w.on_activation(b, Some((by, i * 10 * MSEC)), i * 10 * MSEC + MSEC);
+            w.on_activation(b, Some((by, i * 10 * MSEC)), i * 10 * MSEC + MSEC, true, WINDOW);
         }
         assert_eq!(w.waker, None);
+    }
+
+    #[test]
+    fn a_queue_with_requests_in_flight_or_hits_spread_beyond_the_window_has_no_waker() {
+        // kernel-bfq-reference.md "Waker/wakee": only a queue that waited can have been woken, and the
+        // three wake-ups count within 128 idle slices of the first.
+        const WINDOW: Nanos = 128 * 8 * MSEC;
+        let (a, b) = (QueueId(1), QueueId(2));
+        let mut w = WakerState::default();
+        for i in 0..10 {
+            w.on_activation(b, Some((a, i * MSEC)), i * MSEC + 10_000, false, WINDOW);
+        }
+        assert_eq!(w.waker, None, "a greedy queue's arrivals after others' completions are no wake-ups");
+        let mut w = WakerState::default();
+        for i in 0..6 {
+            let t = i * 600 * MSEC;
+            w.on_activation(b, Some((a, t)), t + MSEC, true, WINDOW);
+        }
+        assert_eq!(w.waker, None, "one wake-up every 0.6 s never makes three within 1 s");
+        // A new waker replaces the old one.
+        let c = QueueId(3);
+        let mut w = WakerState::default();
+        for (i, by) in [a, a, a, c, c, c].into_iter().enumerate() {
+            let t = i as Nanos * 10 * MSEC;
+            w.on_activation(b, Some((by, t)), t + MSEC, true, WINDOW);
+        }
+        assert_eq!(w.waker, Some(c));
     }
 }

@@ -89,6 +89,10 @@ struct Service {
     injected_sectors: u64,
 }
 
+/// How many injected queues a slot keeps account of (beyond them, injected service is charged its
+/// sectors only).
+const INJECTED_TRACKED: usize = 32;
+
 /// The BFQ scheduler.
 #[derive(Debug)]
 pub struct Bfq {
@@ -97,6 +101,9 @@ pub struct Bfq {
     queues: Vec<Queue>,
     /// Slots of removed queues, reused by new ones (`Scheduler::remove_queue`).
     free_slots: Vec<u32>,
+    /// The queues injected in the current slot, with their sectors and charge (`fair_charge`: they
+    /// share the slot's time charge, [`budget::injected_share`]). At most [`INJECTED_TRACKED`].
+    slot_injected: Vec<(u32, u64, u64)>,
     index: QueueIndex,
     slab: Slab,
     /// B-WF2Q+ over the tree of groups and queues (one root group unless groups are configured).
@@ -157,6 +164,7 @@ impl Bfq {
             device,
             queues: Vec::new(),
             free_slots: Vec::new(),
+            slot_injected: Vec::with_capacity(INJECTED_TRACKED),
             index: QueueIndex::default(),
             slab: Slab::default(),
             wf2q: Hierarchy::default(),
@@ -289,6 +297,7 @@ impl Bfq {
             // Kernel: the timeout of an interactive raised queue is multiplied by its coefficient.
             timeout *= q.raising.coeff;
         }
+        self.slot_injected.clear();
         self.service = Some(Service {
             slot: s,
             budget: b,
@@ -331,6 +340,7 @@ impl Bfq {
         if charged > svc.served {
             self.wf2q.served(s, charged - svc.served);
         }
+        self.charge_injected(&outcome);
         if self.peak.on_expiry(&self.cfg, svc.served_sectors, outcome.elapsed, seeky, reason) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
         }
@@ -376,6 +386,30 @@ impl Bfq {
         }
     }
 
+    /// `fair_charge`: when a slot is charged by its time (a budget timeout, a slow queue), the queues
+    /// injected in it had part of that time; each is charged its sectors' part of the slot's charge,
+    /// beyond what it was charged at dispatch. Without it, injected service costs its sectors while
+    /// the in-service queue pays device time: on a fast device two weighted random readers, each in
+    /// turn injected into the other's slots, converge to equal shares (1:1.8 for weights 1:3 on this
+    /// machine's disk file).
+    fn charge_injected(&mut self, outcome: &budget::SlotOutcome) {
+        if self.slot_injected.is_empty() {
+            return;
+        }
+        let full = budget::charge_whole_slot(&self.cfg, outcome, self.b_max);
+        let injected = std::mem::take(&mut self.slot_injected);
+        for &(q, sectors, charged) in &injected {
+            let extra = budget::injected_share(&self.cfg, outcome, full, sectors).saturating_sub(charged);
+            if extra > 0 && self.wf2q.entity(q).state == EntityState::Active {
+                let b = self.queues[q as usize].budget.clamp(budget::min_budget(self.b_max), self.b_max);
+                self.wf2q.served_out_of_turn(q, extra, b);
+                self.queues[q as usize].charged += extra;
+            }
+        }
+        self.slot_injected = injected;
+        self.slot_injected.clear();
+    }
+
     /// The queue has no request queued nor in flight.
     fn became_idle(&mut self, s: u32, now: Nanos) {
         let soft_rt = self.raising_on() && self.cfg.weight_raising == WeightRaising::V7r8;
@@ -410,6 +444,15 @@ impl Bfq {
         } else {
             if let Some(svc) = self.service.as_mut() {
                 svc.injected_sectors += r.sectors();
+                let tracked = self.slot_injected.len();
+                match self.slot_injected.iter_mut().find(|e| e.0 == s) {
+                    Some(e) => {
+                        e.1 += r.sectors();
+                        e.2 += cost;
+                    }
+                    None if tracked < INJECTED_TRACKED => self.slot_injected.push((s, r.sectors(), cost)),
+                    None => {}
+                }
             }
             let q = &self.queues[s as usize];
             let b = q.budget.clamp(budget::min_budget(self.b_max), self.b_max);
