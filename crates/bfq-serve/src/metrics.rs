@@ -16,8 +16,11 @@ pub struct ConnectionStats {
     pub export: String,
     /// Its queue in the export's scheduler.
     pub queue: u32,
-    /// The weight the scheduler has for it now.
+    /// The weight the scheduler has for it now, inside its export's group (the connections of an
+    /// export share the export's part equally).
     pub weight: u32,
+    /// Its export's weight, the weight of the group among the other exports of its device.
+    pub export_weight: u32,
     /// Requests completed.
     pub completed: u64,
     /// Bytes read.
@@ -269,7 +272,7 @@ pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[Connection
         &mut o,
         "bfq_serve_connection_weight",
         "gauge",
-        "The weight the scheduler has for each open connection.",
+        "The weight the scheduler has for each open connection, inside its export's group.",
     );
     for c in connections {
         let _ = writeln!(

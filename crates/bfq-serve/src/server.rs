@@ -1,6 +1,7 @@
 //! The server: listeners, the NBD negotiation and transmission phases of each connection, and the
 //! engines the exports' requests go through. Every export on one device shares that device's engine
-//! and scheduler; every connection is a queue of its own with its export's weight and class.
+//! and scheduler; every export is a group of that scheduler with the export's weight and class, and
+//! every connection a queue inside its export's group.
 //!
 //! The engine does O_DIRECT I/O in 4 KiB units; NBD clients may ask for any byte range. Reads of an
 //! unaligned range read the enclosing aligned blocks; writes to one are read-modify-write, under a
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bfq_io::{AlignedBuf, Client, Engine, IoError, QueueId, QueueSpec};
+use bfq_io::{AlignedBuf, Client, Engine, GroupId, IoError, QueueId, QueueSpec, ROOT_GROUP};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
@@ -108,6 +109,9 @@ impl State {
                 notes.push(format!("export `{}`: path and read_only change only with a restart", n.name));
             }
             *e.spec.lock().unwrap_or_else(|p| p.into_inner()) = n.spec;
+            if let Err(err) = self.engines[e.engine].configure_group(group_of(i), ROOT_GROUP, n.spec) {
+                notes.push(format!("export `{}`: the new weight and class were refused: {err}", n.name));
+            }
             let queues: Vec<QueueId> = self
                 .live
                 .lock()
@@ -117,8 +121,8 @@ impl State {
                 .map(|(q, _)| *q)
                 .collect();
             for q in queues {
-                // A handle bound to the queue carries the new weight and class to the scheduler.
-                let _ = self.engines[e.engine].client_on(e.target, q, n.spec);
+                // A handle bound to the queue carries the new class to the scheduler.
+                let _ = self.engines[e.engine].client_on(e.target, q, connection_spec(n.spec));
             }
         }
         for e in &self.exports {
@@ -150,6 +154,7 @@ impl State {
                     export: e.name.clone(),
                     queue: q.0,
                     weight: sched.map_or(0, |x| x.weight),
+                    export_weight: e.spec.lock().unwrap_or_else(|p| p.into_inner()).weight,
                     completed: live.map_or(0, |x| x.completed),
                     bytes_read: live.map_or(0, |x| x.bytes_read),
                     bytes_written: live.map_or(0, |x| x.bytes_written),
@@ -600,6 +605,17 @@ async fn accept(l: &Listener) -> std::io::Result<Conn> {
     }
 }
 
+/// The scheduling group of export `i` (group ids are unique across the engines).
+fn group_of(i: usize) -> GroupId {
+    GroupId(i as u32 + 1)
+}
+
+/// The spec of a connection inside its export's group: the connections of an export share it
+/// equally; the class is the export's, so that an idle-class export's connections stay idle-class.
+fn connection_spec(export: QueueSpec) -> QueueSpec {
+    QueueSpec { class: export.class, ..QueueSpec::default() }
+}
+
 /// Opens (or creates) every export and starts one engine per device.
 fn open_exports(config: &Config) -> Result<State, ServeError> {
     let mut by_device: HashMap<u64, Vec<usize>> = HashMap::new();
@@ -621,6 +637,13 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
             slots[i] = Some((engines.len(), t as u32));
         }
         engines.push(builder.build()?);
+    }
+    // Each export is a group of its engine's scheduler with the export's weight and class; its
+    // connections are queues inside it (issue 16: a tenant's share does not grow with its number of
+    // connections).
+    for (i, e) in config.exports.iter().enumerate() {
+        let (engine, _) = slots[i].expect("every export has an engine");
+        engines[engine].configure_group(group_of(i), ROOT_GROUP, e.spec)?;
     }
     let exports = config
         .exports
@@ -1038,7 +1061,10 @@ async fn transmission<R, W>(
     let queue = QueueId(state.next_queue.fetch_add(1, Ordering::Relaxed));
     let engine = &state.engines[e.engine];
     let spec = *e.spec.lock().unwrap_or_else(|p| p.into_inner());
-    let Ok(client) = engine.client_on(e.target, queue, spec) else { return };
+    let Ok(client) = engine.client_on(e.target, queue, connection_spec(spec)) else { return };
+    if engine.set_queue_group(queue, group_of(export)).is_err() {
+        return;
+    }
     state.live.lock().unwrap_or_else(|p| p.into_inner()).insert(queue, export);
     e.counters.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT_PER_CONNECTION);

@@ -454,7 +454,9 @@ fn a_reload_changes_the_weight_of_open_connections_without_dropping_them() {
     c.read_n(4096);
     let before = server.connections();
     assert_eq!(before.len(), 1);
-    assert_eq!((before[0].export.as_str(), before[0].weight, before[0].bytes_read), ("a", 300, 4096));
+    assert_eq!((before[0].export.as_str(), before[0].export_weight, before[0].bytes_read), ("a", 300, 4096));
+    // Inside its export's group the connection has the default weight: connections share the export.
+    assert_eq!(before[0].weight, 100);
     let (a, b, ro) = (&files.0[0], &files.0[1], &files.0[2]);
     let text = format!(
         "listen = [\"127.0.0.1:0\"]\n[[export]]\nname = \"a\"\npath = \"{}\"\nweight = 700\n[[export]]\nname = \"b\"\npath = \"{}\"\n[[export]]\nname = \"ro\"\npath = \"{}\"\nread_only = true\n[[export]]\nname = \"new\"\npath = \"/var/tmp/never-created\"\nsize = \"1MiB\"\n",
@@ -465,7 +467,7 @@ fn a_reload_changes_the_weight_of_open_connections_without_dropping_them() {
     let notes = server.reload(Config::from_toml(&text, "reload.toml").unwrap());
     assert_eq!(notes, vec!["export `new` is new: restart to serve it".to_string()]);
     let after = server.connections();
-    assert_eq!((after[0].queue, after[0].weight), (before[0].queue, 700));
+    assert_eq!((after[0].queue, after[0].export_weight), (before[0].queue, 700));
     c.request(0, 2, 4096, 4096, &[]);
     assert_eq!(c.simple(), (0, 2), "the connection survived the reload");
     c.read_n(4096);

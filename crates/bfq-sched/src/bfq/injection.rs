@@ -251,13 +251,14 @@ impl Bfq {
         let own_in_flight = q.serving_in_flight;
         let others = self.in_flight - own_in_flight;
         let class = q.spec.class.index();
-        // A waker or wakee of the in-service queue goes first, and without the limit while the
-        // in-service queue has nothing in the device: it is waiting for that very I/O.
-        if self.cfg.waker_detection {
+        // A waker or wakee of the in-service queue goes first, and without the limit, while the
+        // in-service queue has nothing in the device: it is waiting for that very I/O. With requests
+        // of its own in the device it is not waiting for anyone, and the waker competes as any other
+        // queue (below).
+        if self.cfg.waker_detection && own_in_flight == 0 {
             let related = [q.waker.waker.and_then(|w| self.index.get(w)), self.wakee_ready.take()];
             for c in related.into_iter().flatten() {
-                if c != s && self.injectable(c) && (own_in_flight == 0 || self.inject_allowed(s, others, now))
-                {
+                if c != s && self.injectable(c) {
                     return self.inject_from(c, now);
                 }
             }
@@ -266,6 +267,15 @@ impl Bfq {
         // request at a time (a disk without command queueing), idling is what keeps a sequential
         // queue's next request from waiting behind a seek (seed 001 sec. 3).
         if !self.hw_tag.detected || !self.inject_allowed(s, others, now) {
+            return None;
+        }
+        // Only into the part of the device the in-service queue cannot fill by itself: a queue that
+        // keeps as many requests outstanding as the device takes refills each slot a completion frees
+        // within microseconds, and a request injected there takes the slot from it. Its latency would
+        // not show the loss (the device is as full either way), its share would: two greedy tenants of
+        // weights 3:1 through `bfq serve` (iodepth 32, device depth 32) came out 1:1 without this rule.
+        let demand = q.demand.max(q.demand_peak);
+        if others >= (self.device.queue_depth as usize).saturating_sub(demand) {
             return None;
         }
         let sync_only = !self.async_may_enter();

@@ -286,6 +286,13 @@ impl Bfq {
 
     fn start_service(&mut self, s: u32, now: Nanos) {
         self.check_raising_end(s, now);
+        {
+            // What the queue keeps outstanding: the most since its last slot (`injection`).
+            let q = &mut self.queues[s as usize];
+            let now_outstanding = q.own_queued + q.own_in_flight;
+            q.demand = q.demand_peak.max(now_outstanding);
+            q.demand_peak = now_outstanding;
+        }
         let q = &self.queues[s as usize];
         let min = budget::min_budget(self.b_max);
         let b = if q.sync { q.budget.clamp(min, self.b_max) } else { self.b_max };
@@ -647,6 +654,8 @@ impl Scheduler for Bfq {
         self.queues[target as usize].sync = request.sync;
         self.index_position(target);
         self.queues[s as usize].own_queued += 1;
+        let q = &mut self.queues[s as usize];
+        q.demand_peak = q.demand_peak.max(q.own_queued + q.own_in_flight);
         self.queued += 1;
         let state = self.wf2q.entity(target).state;
         if was_empty && !matches!(state, EntityState::Active | EntityState::InService) {

@@ -127,6 +127,10 @@ pub(super) struct Queue {
     pub(super) last_expiry: Option<ExpiryReason>,
     /// Requests dispatched by this queue as the serving one, not yet completed.
     pub(super) serving_in_flight: usize,
+    /// The most requests it had outstanding (queued and in flight) in the interval before its current
+    /// or last slot, and since then: how much of the device it can fill by itself (`injection`).
+    pub(super) demand: usize,
+    pub(super) demand_peak: usize,
     /// Next budget; 0 until first assigned.
     pub(super) budget: u64,
     /// Whether the last request it received was synchronous.
@@ -175,6 +179,8 @@ impl Queue {
             own_in_flight: 0,
             last_expiry: None,
             serving_in_flight: 0,
+            demand: 0,
+            demand_peak: 0,
             budget: 0,
             sync: true,
             seek: SeekTracker::default(),
