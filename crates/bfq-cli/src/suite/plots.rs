@@ -177,7 +177,12 @@ fn log_key_points(range: &Range<f64>) -> Vec<f64> {
     let first = range.start.log10().floor() as i32;
     let last = range.end.log10().ceil() as i32;
     (first..=last)
-        .flat_map(|e| (1..10).map(move |m| f64::from(m) * 10f64.powi(e)))
+        // Divided for negative powers, so that 6 x 10^-1 is 0.6, not 0.6000000000000001.
+        .flat_map(|e| {
+            (1..10).map(
+                move |m| if e < 0 { f64::from(m) / 10f64.powi(-e) } else { f64::from(m) * 10f64.powi(e) },
+            )
+        })
         .filter(|v| *v >= range.start * 0.9999 && *v <= range.end * 1.0001)
         .collect()
 }
