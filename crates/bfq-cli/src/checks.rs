@@ -35,12 +35,18 @@ pub fn params(text: Option<&str>) -> Result<Vec<(String, String)>> {
 /// Checks that `--json PATH` can be written, before the runs whose results it would hold: the
 /// directory exists and the file can be created or opened for writing. Nothing is truncated here.
 pub fn json_path(path: Option<&Path>) -> Result<()> {
+    output_path("--json", path)
+}
+
+/// Checks that an output file named by `option` can be written (`-`: standard output), without
+/// leaving a file behind if none was there.
+pub fn output_path(option: &str, path: Option<&Path>) -> Result<()> {
     let Some(path) = path else { return Ok(()) };
     if path.as_os_str() == "-" {
         return Ok(());
     }
     if path.is_dir() {
-        bail!("--json {}: is a directory; give a file name", path.display());
+        bail!("{option} {}: is a directory; give a file name", path.display());
     }
     let existed = path.exists();
     std::fs::OpenOptions::new()
@@ -48,7 +54,7 @@ pub fn json_path(path: Option<&Path>) -> Result<()> {
         .create(true)
         .truncate(false)
         .open(path)
-        .with_context(|| format!("--json {}: cannot be written", path.display()))?;
+        .with_context(|| format!("{option} {}: cannot be written", path.display()))?;
     if !existed {
         let _ = std::fs::remove_file(path);
     }

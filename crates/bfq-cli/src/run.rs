@@ -41,6 +41,11 @@ pub struct RunArgs {
     /// Do not print the table.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Write the scheduler's events (selections, expiries with their reason and charge, idling,
+    /// raising) to this file, one line each; with several schedulers, one file each, named
+    /// FILE.<scheduler>.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
 }
 
 #[derive(serde::Serialize)]
@@ -65,8 +70,13 @@ pub fn execute(args: RunArgs) -> Result<()> {
     };
     crate::checks::schedulers("--scheduler", &schedulers, &params)?;
     crate::checks::json_path(args.json.as_deref())?;
+    crate::checks::output_path("--events", args.events.as_deref())?;
     bfq_runner::check_job(&job).with_context(|| format!("{}", args.job.display()))?;
-    let options = RunOptions { depth: args.depth, overwrite_existing_data: args.overwrite_existing_data };
+    let mut options = RunOptions {
+        depth: args.depth,
+        overwrite_existing_data: args.overwrite_existing_data,
+        event_log: None,
+    };
     // Interrupted (SIGINT, SIGTERM, SIGHUP): the runs measured so far are printed, and a target bfq
     // created keeps its ownership record current (otherwise the next run would not recognise it).
     let done: Arc<Mutex<Vec<RunReport>>> = Arc::default();
@@ -90,6 +100,15 @@ pub fn execute(args: RunArgs) -> Result<()> {
     for (i, name) in schedulers.iter().enumerate() {
         let ticker =
             crate::output::Ticker::start(mode, name, i, schedulers.len(), job.duration.0 as f64 / 1e9);
+        options.event_log = args.events.as_ref().map(|p| {
+            if schedulers.len() == 1 {
+                p.clone()
+            } else {
+                let mut f = p.clone().into_os_string();
+                f.push(format!(".{name}"));
+                PathBuf::from(f)
+            }
+        });
         let report = run_job(&job, &args.target, name, &params, &options);
         drop(ticker);
         match report {

@@ -76,6 +76,8 @@ pub(crate) struct Core<T> {
     start: Instant,
     completed: u64,
     failed: u64,
+    /// Where the scheduler's events go, one line each ([`Core::set_event_log`]).
+    event_log: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl<T> Core<T> {
@@ -143,7 +145,40 @@ impl<T> Core<T> {
             start: Instant::now(),
             completed: 0,
             failed: 0,
+            event_log: None,
         })
+    }
+
+    /// Writes every scheduler event to `file` from now on, one line each: the engine time in
+    /// microseconds, the queue and the event (`1288005 q3 IdlingStarted { until: 1296005912 }`), so that
+    /// a run's scheduling can be read back: which queue was served, why each slot ended, what it was
+    /// charged. The scheduler keeps its events only while this is on.
+    pub(crate) fn set_event_log(&mut self, file: std::fs::File) {
+        self.sched.set_events(true);
+        self.event_log = Some(std::io::BufWriter::new(file));
+    }
+
+    /// Moves the scheduler's pending events to the event log, if there is one. A write error ends the
+    /// log (the run goes on: the log is for reading afterwards, not part of the I/O).
+    fn write_events(&mut self) {
+        let Some(w) = self.event_log.as_mut() else { return };
+        use std::io::Write;
+        while let Some(e) = self.sched.poll_event() {
+            if writeln!(w, "{} q{} {:?}", e.time / 1000, e.queue.0, e.kind).is_err() {
+                self.event_log = None;
+                self.sched.set_events(false);
+                return;
+            }
+        }
+    }
+
+    /// Flushes the event log (at shutdown).
+    pub(crate) fn flush_event_log(&mut self) {
+        self.write_events();
+        if let Some(w) = self.event_log.as_mut() {
+            use std::io::Write;
+            let _ = w.flush();
+        }
     }
 
     /// How many targets this core drives.
@@ -274,6 +309,7 @@ impl<T> Core<T> {
                 Decision::Wait | Decision::Empty => break,
             }
         }
+        self.write_events();
         Ok(match (deadline, self.sched.next_timer()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -453,6 +489,7 @@ impl<T> Core<T> {
 
 impl<T> Drop for Core<T> {
     fn drop(&mut self) {
+        self.flush_event_log();
         // The kernel still writes into the buffers of requests in flight: wait for them before the
         // slab is freed. If the ring cannot be waited on any more, leak the buffers rather than free
         // memory the kernel may write.

@@ -900,6 +900,7 @@ pub struct EngineBuilder {
     depth: u32,
     read_only: bool,
     limit: usize,
+    event_log: Option<std::fs::File>,
 }
 
 impl Default for EngineBuilder {
@@ -910,6 +911,7 @@ impl Default for EngineBuilder {
             depth: 32,
             read_only: false,
             limit: DEFAULT_OUTSTANDING_LIMIT,
+            event_log: None,
         }
     }
 }
@@ -989,17 +991,35 @@ impl EngineBuilder {
         Ok((files, sched, self.depth, self.limit))
     }
 
+    /// Writes every scheduler event to `file`, one line each (engine time in microseconds, queue,
+    /// event: `1288005 q3 Expired { reason: TooIdle, service: 2048 }`), for reading a run's scheduling
+    /// afterwards. Costs a formatted line per event; off by default.
+    pub fn event_log(mut self, file: std::fs::File) -> Self {
+        self.event_log = Some(file);
+        self
+    }
+
     /// Starts an [`Engine`] (its own thread).
-    pub fn build(self) -> Result<Engine, EngineError> {
+    pub fn build(mut self) -> Result<Engine, EngineError> {
+        let log = self.event_log.take();
         let (files, sched, depth, limit) = self.parts()?;
         // One extra ring entry for the eventfd read that wakes the engine thread.
-        Engine::start(Core::new(files, sched, depth, 1, false)?, limit)
+        let mut core = Core::new(files, sched, depth, 1, false)?;
+        if let Some(f) = log {
+            core.set_event_log(f);
+        }
+        Engine::start(core, limit)
     }
 
     /// A [`crate::LocalEngine`] on the calling thread (the outstanding limit does not apply: the
     /// caller drives it).
-    pub fn build_local(self) -> Result<crate::LocalEngine, EngineError> {
+    pub fn build_local(mut self) -> Result<crate::LocalEngine, EngineError> {
+        let log = self.event_log.take();
         let (files, sched, depth, _) = self.parts()?;
-        Ok(crate::LocalEngine::from_core(Core::new(files, sched, depth, 0, true)?))
+        let mut core = Core::new(files, sched, depth, 0, true)?;
+        if let Some(f) = log {
+            core.set_event_log(f);
+        }
+        Ok(crate::LocalEngine::from_core(core))
     }
 }

@@ -276,3 +276,42 @@ fn groups_are_configured_through_the_engine_and_their_refusals_reach_the_caller(
         assert_eq!((live.completed, live.failed), (64, 0), "queue {q}");
     }
 }
+
+/// The event log (`EngineBuilder::event_log`): every scheduler event of a run, one line each, so that a
+/// run's scheduling can be read back (which queue was selected, why each slot ended, its charge).
+#[test]
+fn the_event_log_holds_the_schedulers_selections_and_expiries_one_line_each() {
+    let file = Temp::new("events", 64 << 20, true);
+    let log = Temp::new("events-log", 0, true);
+    let engine = Engine::builder()
+        .scheduler_name("bfq", &[])
+        .target_path(&file.0)
+        .depth(4)
+        .event_log(std::fs::File::create(&log.0).unwrap())
+        .build()
+        .unwrap();
+    let clients: Vec<_> = (1..=2).map(|q| engine.client(QueueId(q), QueueSpec::default()).unwrap()).collect();
+    let tickets: Vec<_> = (0..64u64)
+        .map(|i| {
+            // Each queue in its own half of the file, far apart, so that they are not merged.
+            let q = (i % 2) as usize;
+            clients[q].read(q as u64 * (32 << 20) + (i / 2) * 4096, AlignedBuf::zeroed(4096), true)
+        })
+        .collect();
+    for t in tickets {
+        t.wait().unwrap();
+    }
+    engine.shutdown().unwrap();
+    let text = std::fs::read_to_string(&log.0).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.iter().any(|l| l.contains(" q1 Selected")), "{text}");
+    assert!(lines.iter().any(|l| l.contains(" q2 ")), "{text}");
+    assert!(lines.iter().any(|l| l.contains(" Expired { reason: ")), "{text}");
+    // Each line: time in microseconds, the queue, the event.
+    for l in &lines {
+        let mut parts = l.splitn(3, ' ');
+        assert!(parts.next().unwrap().parse::<u64>().is_ok(), "{l}");
+        assert!(parts.next().unwrap().starts_with('q'), "{l}");
+        assert!(!parts.next().unwrap_or("").is_empty(), "{l}");
+    }
+}

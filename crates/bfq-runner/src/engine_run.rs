@@ -22,7 +22,7 @@ use bfq_workload::report::{AppReport, QueueReport, RunReport, Totals, SCHEMA};
 use bfq_workload::trace::{Trace, THREAD_FILE_BYTES};
 
 use crate::target::{prepare_target, record_ours, TargetError, TargetNeeds, WriteRegion};
-use bfq_io::{AlignedBuf, Client, Engine, EngineConfig, EngineError, IoError, Ticket, ALIGN};
+use bfq_io::{AlignedBuf, Client, Engine, EngineError, IoError, Ticket, ALIGN};
 
 /// Options of a real run.
 #[derive(Clone, Debug)]
@@ -32,11 +32,13 @@ pub struct RunOptions {
     /// The target may hold data this program did not write, and the job's writers may overwrite it
     /// (the CLI's `--overwrite-existing-data`; see [`crate::target`]).
     pub overwrite_existing_data: bool,
+    /// Write the scheduler's events to this file, one line each (`EngineBuilder::event_log`).
+    pub event_log: Option<std::path::PathBuf>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { depth: 32, overwrite_existing_data: false }
+        RunOptions { depth: 32, overwrite_existing_data: false, event_log: None }
     }
 }
 
@@ -170,15 +172,18 @@ pub fn run_job(
             target.display()
         );
     }
-    let engine = Engine::open(
-        target,
-        EngineConfig {
-            scheduler: scheduler.into(),
-            params: params.to_vec(),
-            depth: options.depth,
-            read_only: prepared.read_only,
-        },
-    )?;
+    let mut builder = Engine::builder()
+        .scheduler_name(scheduler, params)
+        .target_path(target)
+        .depth(options.depth)
+        .read_only(prepared.read_only);
+    if let Some(path) = &options.event_log {
+        let file = std::fs::File::create(path).map_err(|e| {
+            EngineError::Config(format!("cannot create the event log {}: {e}", path.display()))
+        })?;
+        builder = builder.event_log(file);
+    }
+    let engine = builder.build()?;
     let clock = Arc::new(Clock { start: Instant::now(), warmup: job.warmup.0, end: job.duration.0 });
     let qstats: Arc<Vec<QueueStat>> = Arc::new(
         (0..next_queue)
