@@ -71,6 +71,9 @@ pub fn execute(args: RunArgs) -> Result<()> {
     crate::checks::schedulers("--scheduler", &schedulers, &params)?;
     crate::checks::json_path(args.json.as_deref())?;
     crate::checks::output_path("--events", args.events.as_deref())?;
+    if let Some(note) = bfq_io::stacked_scheduler_note(&args.target) {
+        eprintln!("bfq run: {note}");
+    }
     bfq_runner::check_job(&job).with_context(|| format!("{}", args.job.display()))?;
     let mut options = RunOptions {
         depth: args.depth,

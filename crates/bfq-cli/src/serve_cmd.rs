@@ -46,6 +46,18 @@ pub fn execute(args: ServeArgs) -> Result<()> {
             )
         })
         .collect();
+    // One note per device whose kernel scheduler sits below the server's.
+    let mut noted = Vec::new();
+    for e in &config.exports {
+        if let Some((device, _)) = bfq_io::kernel_scheduler(&e.path) {
+            if !noted.contains(&device) {
+                if let Some(note) = bfq_io::stacked_scheduler_note(&e.path) {
+                    eprintln!("bfq serve: {note}");
+                }
+                noted.push(device);
+            }
+        }
+    }
     bfq_serve::run_until_signal(config, args.config.clone(), |addresses| {
         eprintln!("bfq serve: listening on {}", addresses.join(", "));
         eprintln!("bfq serve: exports: {}", exports.join("; "));

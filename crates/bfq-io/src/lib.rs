@@ -26,3 +26,50 @@ pub use local::{LocalCompletion, LocalEngine};
 pub fn is_rotational(file: &std::fs::File) -> bool {
     core::rotational(file)
 }
+
+/// The kernel's I/O scheduler on the block device that holds `path` (the device itself for a block
+/// device, else the file system's device, or its parent directory's when `path` does not exist yet),
+/// with the device's name: `Some(("vda", "mq-deadline"))`. `None` when it cannot be told (no sysfs, a
+/// device without a scheduler file such as tmpfs). A scheduler other than `none` sits below the
+/// engine's and reorders what the engine dispatches: mq-deadline serves sequential batches and lets a
+/// distant read wait up to its `read_expire` (500 ms), which defeats the engine's latency guarantees.
+pub fn kernel_scheduler(path: &std::path::Path) -> Option<(String, String)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(_) => {
+            let parent = path.parent()?;
+            let parent = if parent.as_os_str().is_empty() { std::path::Path::new(".") } else { parent };
+            std::fs::metadata(parent).ok()?
+        }
+    };
+    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
+    let base = std::path::PathBuf::from(format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev)));
+    // A partition has no queue of its own: its disk's is one directory up.
+    for dir in [base.clone(), base.join("..")] {
+        if let Ok(text) = std::fs::read_to_string(dir.join("queue/scheduler")) {
+            let chosen = text.split_whitespace().find(|w| w.starts_with('['))?;
+            let name = std::fs::canonicalize(&dir).ok()?.file_name()?.to_string_lossy().into_owned();
+            return Some((name, chosen.trim_matches(|c| c == '[' || c == ']').to_string()));
+        }
+    }
+    None
+}
+
+/// A note for standard error when the kernel schedules `path`'s device below the engine, saying how
+/// to turn that off; `None` when the kernel's scheduler there is `none` or unknown.
+pub fn stacked_scheduler_note(path: &std::path::Path) -> Option<String> {
+    let (device, scheduler) = kernel_scheduler(path)?;
+    (scheduler != "none").then(|| {
+        let how = if scheduler == "mq-deadline" {
+            " (mq-deadline batches sequential reads and lets a distant read wait up to 500 ms)"
+        } else {
+            ""
+        };
+        format!(
+            "note: the kernel schedules {device} with {scheduler} below this engine, and reorders what it \
+             dispatches{how}; for the engine's shares and latencies: \
+             echo none > /sys/block/{device}/queue/scheduler"
+        )
+    })
+}

@@ -315,3 +315,16 @@ fn the_event_log_holds_the_schedulers_selections_and_expiries_one_line_each() {
         assert!(!parts.next().unwrap_or("").is_empty(), "{l}");
     }
 }
+
+/// The kernel's scheduler below the engine is found for a file's device (what `bfq run` and `bfq serve`
+/// warn about), and there is none for a file on tmpfs.
+#[test]
+fn the_kernels_scheduler_below_a_target_is_read_from_sysfs() {
+    assert_eq!(bfq_io::kernel_scheduler(std::path::Path::new("/dev/shm/no-such-file")), None);
+    let file = Temp::new("kernel-scheduler", 4096, false);
+    if let Some((device, scheduler)) = bfq_io::kernel_scheduler(&file.0) {
+        let listed = std::fs::read_to_string(format!("/sys/block/{device}/queue/scheduler")).unwrap();
+        assert!(listed.contains(&format!("[{scheduler}]")), "{device}: {scheduler} not chosen in {listed}");
+        assert_eq!(bfq_io::stacked_scheduler_note(&file.0).is_some(), scheduler != "none");
+    }
+}
