@@ -84,6 +84,11 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     let params = crate::checks::params(args.params.as_deref())?;
     crate::checks::schedulers("--engine", &engine, &params)?;
     crate::checks::json_path(args.json.as_deref())?;
+    // The kernel's scheduler on the file's device sits below the engine's runs and below the loop
+    // device of the kernel's runs alike.
+    if let Some(note) = bfq_io::stacked_scheduler_note(&args.target) {
+        eprintln!("bfq compare: {note}");
+    }
     let job_name = args.job.display().to_string();
     if !engine.is_empty() {
         bfq_runner::check_job(&job).with_context(|| job_name.clone())?;
