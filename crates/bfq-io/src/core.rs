@@ -181,6 +181,17 @@ impl<T> Core<T> {
         }
     }
 
+    /// The tokens of every request the core holds (queued in the scheduler or on the device), for an
+    /// engine that stops without serving them. The caller must not reap with a delivering callback
+    /// afterwards (their slots stay until the device is done with their buffers: `Drop` reaps and
+    /// discards).
+    pub(crate) fn take_tokens(&mut self) -> Vec<T>
+    where
+        T: Clone,
+    {
+        self.slab.iter().flatten().map(|slot| slot.token.clone()).collect()
+    }
+
     /// How many targets this core drives.
     pub(crate) fn targets(&self) -> usize {
         self.files.len()

@@ -117,6 +117,10 @@ pub enum IoError {
     /// The engine was shut down before the request was submitted.
     #[error("engine is shut down")]
     ShutDown,
+    /// The engine thread stopped on an error or a panic; the request was not (or not known to be)
+    /// done. Every request held then gets this, and later ones [`IoError::ShutDown`].
+    #[error("the engine stopped: {0}")]
+    EngineFailed(String),
     /// The range lies beyond what a target can address (1 PiB) or its end overflows.
     #[error("range of {len} bytes at offset {offset} is beyond the 1 PiB a target can address")]
     OutOfRange {
@@ -432,7 +436,25 @@ impl Engine {
         };
         let thread = std::thread::Builder::new()
             .name("bfq-io-engine".into())
-            .spawn(move || worker.run())
+            .spawn(move || {
+                // A panic in the scheduler or an error of the ring must not leave clients waiting
+                // forever on tickets nobody will answer: every request held is failed first.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run()));
+                let why = match &outcome {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(payload) => {
+                        Some(format!("engine thread panicked: {}", panic_message(payload.as_ref())))
+                    }
+                };
+                match why {
+                    None => outcome.unwrap_or_else(|_| Err(EngineError::Thread("unreachable".into()))),
+                    Some(why) => {
+                        worker.fail_everything(&why);
+                        Err(EngineError::Thread(why))
+                    }
+                }
+            })
             .map_err(|e| EngineError::Thread(e.to_string()))?;
         Ok(Engine { shared, thread: Some(thread) })
     }
@@ -753,7 +775,46 @@ struct Worker {
     wake_buf: Box<[u8; 8]>,
 }
 
+/// The text of a panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
 impl Worker {
+    /// After the engine loop stopped on an error or a panic: no request is taken any more, and every
+    /// one held (in the inbox, in the scheduler, on the device) is answered with the reason. Requests
+    /// still on the device complete into buffers the core keeps until the ring is torn down.
+    fn fail_everything(&mut self, why: &str) {
+        let inbox = {
+            let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.closed.store(true, Ordering::SeqCst);
+            self.shared.dead.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *inbox)
+        };
+        let mut answered = 0;
+        for cmd in inbox.into_iter().chain(self.local.drain(..)) {
+            match cmd {
+                Cmd::Submit(p) => {
+                    p.cell.fulfil(Err(IoError::EngineFailed(why.to_string())));
+                    answered += 1;
+                }
+                Cmd::ConfigureGroup(_, _, _, reply) | Cmd::SetQueueGroup(_, _, reply) => {
+                    let _ = reply.send(Err(EngineError::Thread(why.to_string())));
+                }
+                _ => {}
+            }
+        }
+        for cell in self.core.take_tokens() {
+            cell.fulfil(Err(IoError::EngineFailed(why.to_string())));
+            answered += 1;
+        }
+        self.shared.answered(answered);
+    }
+
     fn run(&mut self) -> Result<EngineStats, EngineError> {
         self.core.enable()?;
         self.arm_wake()?;

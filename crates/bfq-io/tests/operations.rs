@@ -118,6 +118,9 @@ struct Gate {
     open: Arc<AtomicBool>,
     queued: std::collections::VecDeque<Request>,
     in_flight: usize,
+    /// Panics at this dispatch (a scheduler bug, for the engine's failure path).
+    panic_at: usize,
+    dispatched: usize,
 }
 
 impl Scheduler for Gate {
@@ -138,6 +141,12 @@ impl Scheduler for Gate {
             return Decision::Idle { until: now + MSEC };
         }
         self.in_flight += 1;
+        self.dispatched += 1;
+        assert!(
+            self.dispatched != self.panic_at,
+            "test: the scheduler panics at dispatch {}",
+            self.dispatched
+        );
         Decision::Dispatch(self.queued.pop_front().unwrap())
     }
     fn complete(&mut self, _: &Request, _: Nanos) {
@@ -174,7 +183,8 @@ impl Scheduler for Gate {
 async fn a_full_engine_hands_the_buffer_back_and_ready_resolves_when_room_appears() {
     let file = Temp::new("pressure", 1 << 20, true);
     let open = Arc::new(AtomicBool::new(false));
-    let gate = Gate { open: open.clone(), queued: Default::default(), in_flight: 0 };
+    let gate =
+        Gate { open: open.clone(), queued: Default::default(), in_flight: 0, panic_at: 0, dispatched: 0 };
     let engine =
         Engine::builder().scheduler(Box::new(gate)).target_path(&file.0).max_outstanding(2).build().unwrap();
     let c = engine.client(QueueId(7), QueueSpec::default()).unwrap();
@@ -327,4 +337,33 @@ fn the_kernels_scheduler_below_a_target_is_read_from_sysfs() {
         assert!(listed.contains(&format!("[{scheduler}]")), "{device}: {scheduler} not chosen in {listed}");
         assert_eq!(bfq_io::stacked_scheduler_note(&file.0).is_some(), scheduler != "none");
     }
+}
+
+/// A scheduler that panics takes the engine thread down, but no client waits forever: every request
+/// held is answered with the reason, later ones are refused, and `shutdown` reports the panic.
+#[test]
+fn a_panicking_scheduler_fails_every_request_held_instead_of_leaving_clients_waiting() {
+    let file = Temp::new("panic", 1 << 20, true);
+    let open = Arc::new(AtomicBool::new(true));
+    let gate = Gate { open, queued: Default::default(), in_flight: 0, panic_at: 10, dispatched: 0 };
+    let engine = Engine::builder().scheduler(Box::new(gate)).target_path(&file.0).depth(4).build().unwrap();
+    let client = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+    let tickets: Vec<_> = (0..64u64).map(|i| client.read(i * 4096, AlignedBuf::zeroed(4096), true)).collect();
+    // Waited for on another thread, so that a regression fails here instead of hanging the suite.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let results: Vec<_> = tickets.into_iter().map(|t| t.wait().map(|c| c.bytes)).collect();
+        let _ = tx.send(results);
+    });
+    let results = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("every ticket is answered");
+    let failed: Vec<String> =
+        results.iter().filter_map(|r| r.as_ref().err().map(|e| e.to_string())).collect();
+    assert!(results.iter().filter(|r| r.is_ok()).count() < 10, "no request after the panic was served");
+    assert!(!failed.is_empty());
+    assert!(failed.iter().all(|e| e.contains("panicked") || e.contains("shut down")), "{failed:?}");
+    assert!(failed.iter().any(|e| e.contains("the scheduler panics at dispatch 10")), "{failed:?}");
+    let later = client.read(0, AlignedBuf::zeroed(4096), true).wait();
+    assert!(later.is_err(), "a request after the failure is refused");
+    let stop = engine.shutdown().unwrap_err().to_string();
+    assert!(stop.contains("panicked"), "{stop}");
 }
