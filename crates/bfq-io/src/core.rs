@@ -185,7 +185,7 @@ impl<T> Core<T> {
     /// engine that stops without serving them. The caller must not reap with a delivering callback
     /// afterwards (their slots stay until the device is done with their buffers: `Drop` reaps and
     /// discards).
-    pub(crate) fn take_tokens(&mut self) -> Vec<T>
+    pub(crate) fn take_tokens(&self) -> Vec<T>
     where
         T: Clone,
     {
@@ -580,15 +580,20 @@ pub(crate) fn open_direct(path: &Path, read_only: bool) -> Result<std::fs::File,
 /// file the device of its file system (a partition's answer is its disk's). A file system without a
 /// block device (tmpfs) counts as non-rotational.
 pub(crate) fn rotational(file: &std::fs::File) -> bool {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let Ok(meta) = file.metadata() else { return false };
-    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let base = format!("/sys/dev/block/{major}:{minor}");
-    [format!("{base}/queue/rotational"), format!("{base}/../queue/rotational")]
+    block_dirs(&meta)
         .iter()
-        .find_map(|path| std::fs::read_to_string(path).ok())
+        .find_map(|dir| std::fs::read_to_string(dir.join("queue/rotational")).ok())
         .is_some_and(|s| s.trim() == "1")
+}
+
+/// The sysfs directories of the block device behind `meta` (the device itself, or the file
+/// system's): the device's, then its parent's, where a partition's disk keeps the `queue` directory.
+pub(crate) fn block_dirs(meta: &std::fs::Metadata) -> [std::path::PathBuf; 2] {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
+    let base = std::path::PathBuf::from(format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev)));
+    [base.clone(), base.join("..")]
 }
 
 /// Checks what O_DIRECT needs of a request before it is queued.

@@ -34,7 +34,6 @@ pub fn is_rotational(file: &std::fs::File) -> bool {
 /// engine's and reorders what the engine dispatches: mq-deadline serves sequential batches and lets a
 /// distant read wait up to its `read_expire` (500 ms), which defeats the engine's latency guarantees.
 pub fn kernel_scheduler(path: &std::path::Path) -> Option<(String, String)> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(_) => {
@@ -43,10 +42,7 @@ pub fn kernel_scheduler(path: &std::path::Path) -> Option<(String, String)> {
             std::fs::metadata(parent).ok()?
         }
     };
-    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
-    let base = std::path::PathBuf::from(format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev)));
-    // A partition has no queue of its own: its disk's is one directory up.
-    for dir in [base.clone(), base.join("..")] {
+    for dir in core::block_dirs(&meta) {
         if let Ok(text) = std::fs::read_to_string(dir.join("queue/scheduler")) {
             let chosen = text.split_whitespace().find(|w| w.starts_with('['))?;
             let name = std::fs::canonicalize(&dir).ok()?.file_name()?.to_string_lossy().into_owned();

@@ -123,11 +123,6 @@ impl Hierarchy {
         local
     }
 
-    /// Whether any group other than the root exists.
-    pub fn has_groups(&self) -> bool {
-        self.groups.len() > 1
-    }
-
     /// A queue's B-WF2Q+ entity (in its group's tree).
     pub fn entity(&self, slot: u32) -> &Entity {
         let (g, l) = self.place[slot as usize];
@@ -337,8 +332,7 @@ impl Hierarchy {
             self.apply_move(slot);
         }
         let mut g = g;
-        while self.groups[g as usize].parent.is_some() {
-            let parent = self.groups[g as usize].parent.map(|(p, _)| p).unwrap_or(ROOT);
+        while let Some((parent, _)) = self.groups[g as usize].parent {
             if !self.expire_group(g) {
                 return;
             }
@@ -362,13 +356,13 @@ impl Hierarchy {
         };
         let class = self.groups[g as usize].class;
         let p = &mut self.groups[parent as usize].wf2q;
-        if p.entities[local as usize].class != class && next.is_some() {
+        match next {
             // A class change applies at requeueing: leave, then enter the new class's tree.
-            let (weight, budget) = next.unwrap_or((1, 1));
-            p.expire(local, charged, None);
-            p.activate(local, class, weight, budget, None);
-        } else {
-            p.expire(local, charged, next);
+            Some((weight, budget)) if p.entities[local as usize].class != class => {
+                p.expire(local, charged, None);
+                p.activate(local, class, weight, budget, None);
+            }
+            _ => p.expire(local, charged, next),
         }
         true
     }
@@ -388,19 +382,22 @@ impl Hierarchy {
     }
 
     fn peek_in(&mut self, group: u32, max_class: usize, accept: &dyn Fn(u32) -> bool) -> Option<u32> {
-        // The group's tree is taken out for the call, so that the filter can look at the other groups.
-        let mut w = std::mem::take(&mut self.groups[group as usize].wf2q);
-        let found = {
-            let groups = &self.groups;
-            let children = &groups[group as usize].children;
-            w.peek_out_of_turn(max_class, |l| match children[l as usize] {
-                Child::Queue(s) => accept(s),
-                Child::Group(h) => groups[h as usize].wf2q.active_count() > 0,
-                Child::Free => false,
-            })
+        // This group's tree is searched while the filter looks at the other groups: split borrows.
+        let at = group as usize;
+        let (before, rest) = self.groups.split_at_mut(at);
+        let (this, after) = rest.split_first_mut()?;
+        let busy = |h: u32| {
+            let h = h as usize;
+            let g = if h < at { &before[h] } else { &after[h - at - 1] };
+            g.wf2q.active_count() > 0
         };
-        self.groups[group as usize].wf2q = w;
-        match self.groups[group as usize].children[found? as usize] {
+        let children = &this.children;
+        let found = this.wf2q.peek_out_of_turn(max_class, |l| match children[l as usize] {
+            Child::Queue(s) => accept(s),
+            Child::Group(h) => busy(h),
+            Child::Free => false,
+        });
+        match self.groups[at].children[found? as usize] {
             Child::Queue(s) => Some(s),
             Child::Group(h) => self.peek_in(h, max_class, accept),
             Child::Free => None,
@@ -493,7 +490,7 @@ mod tests {
         for s in 0..10 {
             assert_eq!(h.place[s], (ROOT, s as u32));
         }
-        assert!(!h.has_groups());
+        assert_eq!(h.groups.len(), 1, "the root only");
     }
 
     #[test]
