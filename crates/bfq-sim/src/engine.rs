@@ -23,9 +23,9 @@ use bfq_sched::{Decision, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Sch
 
 use crate::device::{Completion, Device};
 use crate::metrics::{LagTracker, LatencyHistogram, ThroughputSeries};
-use crate::rng::SimRng;
-use crate::workload::{App, Ctx, Done, NewRequest};
 use crate::writeback::Writeback;
+use bfq_workload::apps::{App, Ctx, Done, NewRequest};
+use bfq_workload::rng::SimRng;
 
 /// The largest request a merge builds: 512 KiB, the Linux block layer's default request size limit
 /// (`max_sectors_kb`) on the kernels the papers measured.
@@ -514,14 +514,14 @@ impl Engine {
     /// Calls one application with its context, then carries out what it asked for.
     fn with_app(&mut self, index: usize, f: impl FnOnce(&mut dyn App, &mut Ctx)) {
         let slot = &mut self.apps[index];
-        let mut ctx = Ctx {
-            now: self.now,
-            rng: &mut slot.rng,
-            requests: &mut self.out_requests,
-            timers: &mut self.out_timers,
-            writeback: &mut self.writeback,
-            app: index,
-        };
+        let mut ctx = Ctx::new(
+            self.now,
+            &mut slot.rng,
+            &mut self.out_requests,
+            &mut self.out_timers,
+            &mut self.writeback,
+            index,
+        );
         f(slot.app.as_mut(), &mut ctx);
         let base = slot.queue_base;
         let nqueues = slot.specs.len() as u32;

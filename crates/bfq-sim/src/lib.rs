@@ -18,9 +18,11 @@
 pub mod device;
 pub mod engine;
 pub mod report;
-pub mod rng;
-pub mod workload;
 pub mod writeback;
+
+// The applications (request generators) and their random streams are the workload crate's, shared with
+// the engine runner; re-exported under their old paths.
+pub use bfq_workload::{apps as workload, rng};
 
 // The job format, layout, metrics and units are the workload crate's (shared with the real runners);
 // re-exported under their old paths.
@@ -33,13 +35,7 @@ pub use job::{AppKind, AppSpec, Job, JobError};
 pub use layout::{real_layout, write_regions, LayoutError, Placement, REAL_FILE_BYTES};
 pub use report::RunReport;
 
-use workload::dbms::{Dbms, Interleaved};
-use workload::greedy::{GreedyReader, GreedyWriter, Pattern};
-use workload::startup::{StartupReplay, Trace};
-use workload::streaming::StreamingServer;
-use workload::video::VideoPlayer;
-use workload::web::{WebFiles, WebServer};
-use workload::{App, NamedApps, Region};
+use workload::NamedApps;
 
 /// Why a job could not be run.
 #[derive(Debug, thiserror::Error)]
@@ -119,91 +115,19 @@ fn run_job_observed(
 
 pub use bfq_workload::trace::load_trace;
 
-/// Builds every application of a job, laying their files out one after the other on the device.
+/// Builds every application of a job, laying their files out one after the other on the device (the
+/// workload crate's layout with the simulator's default file size, [`DEFAULT_FILE_BYTES`]).
 pub fn build_apps(job: &Job, capacity: u64) -> Result<NamedApps, SimError> {
-    let mut next = job.layout_start.map_or(0, |s| s.0).next_multiple_of(4096);
-    let mut apps: NamedApps = Vec::new();
-    for (name, spec) in job.expanded_apps() {
-        let fail = |message: String| SimError::Workload { app: name.clone(), message };
-        let qspec = spec.queue_spec();
-        let trace = match &spec.trace {
-            Some(t) if spec.kind == AppKind::Startup => Some(load_trace(t).map_err(fail)?),
-            _ => None,
-        };
-        let bytes = match spec.kind {
-            AppKind::Startup => trace.as_ref().map_or(0, Trace::region_bytes),
-            _ => spec.file_size.map_or(DEFAULT_FILE_BYTES, |s| s.0),
-        }
-        .next_multiple_of(4096);
-        if next + bytes > capacity {
-            return Err(fail(format!(
-                "its file ({bytes} bytes at {next}) does not fit on the device ({capacity} bytes); use smaller file_size"
-            )));
-        }
-        let region = Region { start: next, len: bytes };
-        next += bytes;
-        // At most 64 MiB (`Job::validate`).
-        let request = spec.request_bytes() as u32;
-        let app: Box<dyn App> = match spec.kind {
-            AppKind::SeqReader => Box::new(GreedyReader::new(
-                qspec,
-                Pattern::Sequential,
-                region,
-                request,
-                spec.window.unwrap_or(1),
-            )),
-            AppKind::RandReader => {
-                Box::new(GreedyReader::new(qspec, Pattern::Random, region, request, spec.window.unwrap_or(1)))
-            }
-            AppKind::SeqWriter => Box::new(GreedyWriter::new(qspec, Pattern::Sequential, region, request)),
-            AppKind::RandWriter => Box::new(GreedyWriter::new(qspec, Pattern::Random, region, request)),
-            AppKind::Video => Box::new(VideoPlayer::new(
-                qspec,
-                region,
-                request,
-                bfq_sched::SEC / u64::from(spec.fps.unwrap_or(25)),
-                spec.buffer.map_or(200 * bfq_sched::MSEC, |d| d.0),
-                spec.start.map_or(0, |d| d.0),
-                spec.length.map_or(job.duration.0, |d| d.0),
-            )),
-            AppKind::Dbms => Box::new(Dbms::new(
-                qspec,
-                region,
-                spec.process_count() as usize,
-                spec.window.unwrap_or(1),
-                request,
-            )),
-            AppKind::Interleaved => {
-                Box::new(Interleaved::new(qspec, region, spec.process_count() as usize, request))
-            }
-            AppKind::WebServer => Box::new(WebServer::new(
-                qspec,
-                region,
-                spec.process_count() as usize,
-                WebFiles { read_bytes: request, ..WebFiles::default() },
-            )),
-            AppKind::Streaming => Box::new(StreamingServer::new(
-                qspec,
-                region,
-                spec.process_count() as usize,
-                request,
-                bfq_sched::SEC / u64::from(spec.fps.unwrap_or(4)),
-                spec.buffer.map_or(bfq_sched::SEC, |d| d.0),
-                spec.every.map_or(15 * bfq_sched::SEC, |d| d.0),
-            )),
-            AppKind::Startup => Box::new(
-                StartupReplay::new(
-                    trace.ok_or_else(|| fail("a startup application needs a trace".into()))?,
-                    qspec,
-                    region,
-                    spec.start.map_or(0, |d| d.0),
-                    spec.every.map(|d| d.0),
-                    spec.invocations,
-                )
-                .with_pause(spec.pause.map_or(0, |d| d.0)),
+    let (places, _) = bfq_workload::layout::layout(job, DEFAULT_FILE_BYTES)
+        .map_err(|e| SimError::Workload { app: e.app, message: e.message })?;
+    if let Some(p) = places.iter().find(|p| p.end() > capacity) {
+        return Err(SimError::Workload {
+            app: p.name.clone(),
+            message: format!(
+                "its file ({} bytes at {}) does not fit on the device ({capacity} bytes); use smaller file_size",
+                p.len, p.start
             ),
-        };
-        apps.push((name, app));
+        });
     }
-    Ok(apps)
+    bfq_workload::apps::build(job, places).map_err(|e| SimError::Workload { app: e.app, message: e.message })
 }

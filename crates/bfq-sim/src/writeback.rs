@@ -73,8 +73,10 @@ impl Writeback {
             }
         }
     }
+}
 
-    pub(crate) fn dirty(&mut self, app: usize, offset: u64, len: u32, tag: u64) -> bool {
+impl bfq_workload::apps::PageCache for Writeback {
+    fn dirty(&mut self, app: usize, offset: u64, len: u32, tag: u64) -> bool {
         let Some(mine) = self.per_app_dirty.get(app).copied() else { return false };
         self.register(app);
         let share = (self.limit / self.dirtiers.max(1) as u64).max(u64::from(len));
@@ -89,7 +91,9 @@ impl Writeback {
         self.backlog[app].push_back(DirtyExtent { app, offset, len, tag });
         true
     }
+}
 
+impl Writeback {
     /// The next extent the flusher may send to the scheduler now, if any.
     pub(crate) fn next_flush(&mut self) -> Option<DirtyExtent> {
         if self.in_scheduler >= self.max_in_scheduler {
@@ -136,6 +140,7 @@ impl Writeback {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bfq_workload::apps::PageCache;
 
     /// Two writers that started together each hold half of the dirty limit, and the flusher writes
     /// their data in chunks of one file at a time, alternating (Linux writeback per inode).

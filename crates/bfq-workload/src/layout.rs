@@ -54,6 +54,13 @@ pub struct LayoutError {
 /// Every application's region on a real target, and the end of the last one (the bytes the target
 /// must hold).
 pub fn real_layout(job: &Job) -> Result<(Vec<Placement>, u64), LayoutError> {
+    layout(job, REAL_FILE_BYTES)
+}
+
+/// Every application's region, a greedy application's file being `default_file_bytes` unless the job
+/// sets `file_size` (the simulator's is [`crate::DEFAULT_FILE_BYTES`], a real target's
+/// [`REAL_FILE_BYTES`]), and the end of the last one.
+pub fn layout(job: &Job, default_file_bytes: u64) -> Result<(Vec<Placement>, u64), LayoutError> {
     let mut next = job.layout_start.map_or(0, |s| s.0).next_multiple_of(REGION_ALIGN);
     let mut out = Vec::new();
     for (name, spec) in job.expanded_apps() {
@@ -65,7 +72,7 @@ pub fn real_layout(job: &Job) -> Result<(Vec<Placement>, u64), LayoutError> {
         };
         let len = match &trace {
             Some(t) => t.region_bytes(),
-            None => spec.file_size.map_or(REAL_FILE_BYTES, |s| s.0),
+            None => spec.file_size.map_or(default_file_bytes, |s| s.0),
         }
         .next_multiple_of(REGION_ALIGN);
         let start = next;

@@ -1,16 +1,20 @@
 //! What a run is and what it measured, shared by every way of running it (issue 15 part 1): the job
 //! format ([`job`]: TOML with file, line and field in every error), the start-up traces ([`trace`]),
 //! the one layout of a job on a real target ([`layout`]), sizes and durations ([`units`]), and the
-//! report schema ([`report`]) with its metrics ([`metrics`]), written as JSON and read back.
+//! report schema ([`report`]) with its metrics ([`metrics`]), written as JSON and read back; and the
+//! applications themselves ([`apps`]): the request generators every runner drives, with their random
+//! streams ([`rng`]).
 //!
 //! The simulator (`bfq-sim`), the engine runner (`bfq-runner`) and the kernel runner (`bfq-kernel`)
 //! depend on this crate, not on each other: a real runner does not compile the simulator.
 #![warn(missing_docs)]
 
+pub mod apps;
 pub mod job;
 pub mod layout;
 pub mod metrics;
 pub mod report;
+pub mod rng;
 pub mod trace;
 pub mod units;
 

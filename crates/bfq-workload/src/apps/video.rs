@@ -5,7 +5,7 @@
 
 use bfq_sched::{Nanos, Op, QueueSpec};
 
-pub use bfq_workload::report::VideoStats;
+pub use crate::report::VideoStats;
 
 use super::{App, AppExtra, Ctx, Done, NewRequest, Region};
 

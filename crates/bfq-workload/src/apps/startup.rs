@@ -31,8 +31,8 @@
 
 use bfq_sched::{Nanos, Op, QueueSpec, SEC};
 
-pub use bfq_workload::report::StartupStats;
-pub use bfq_workload::trace::{
+pub use crate::report::StartupStats;
+pub use crate::trace::{
     Trace, TraceRequest, BUILTIN_TRACES, MAX_TRACE_FILE_BYTES, MAX_TRACE_PROCESSES, MAX_TRACE_REQUESTS,
     THREAD_FILE_BYTES,
 };

@@ -6,7 +6,7 @@
 
 use bfq_sched::{Nanos, Op, QueueSpec};
 
-pub use bfq_workload::report::WebStats;
+pub use crate::report::WebStats;
 
 use super::{App, AppExtra, Ctx, Done, NewRequest, Region};
 
@@ -210,7 +210,14 @@ impl App for WebServer {
 mod tests {
     use super::*;
     use crate::rng::SimRng;
-    use crate::writeback::Writeback;
+
+    /// A page cache with room for everything.
+    struct Unlimited;
+    impl crate::apps::PageCache for Unlimited {
+        fn dirty(&mut self, _app: usize, _offset: u64, _len: u32, _tag: u64) -> bool {
+            true
+        }
+    }
 
     /// Seed 002, web server: nine requests in ten are for a small file, the rest for a large one.
     #[test]
@@ -218,21 +225,14 @@ mod tests {
         let region = Region { start: 0, len: 10 << 30 };
         let spec = QueueSpec { weight: 100, class: Default::default() };
         let mut web = WebServer::new(spec, region, 1, WebFiles::default());
-        let (mut rng, mut requests, mut timers) = (SimRng::new(7, 0), Vec::new(), Vec::new());
-        let mut writeback = Writeback::new(1, 1 << 30, 16);
-        let mut ctx = Ctx {
-            now: 0,
-            rng: &mut rng,
-            requests: &mut requests,
-            timers: &mut timers,
-            writeback: &mut writeback,
-            app: 0,
-        };
+        let (mut rng, mut requests, mut timers, mut cache) =
+            (SimRng::new(7, 0), Vec::new(), Vec::new(), Unlimited);
+        let mut ctx = Ctx::new(0, &mut rng, &mut requests, &mut timers, &mut cache, 0);
         let (mut small, mut large) = (0u32, 0u32);
         for _ in 0..10_000 {
             web.next_file(&mut ctx, 0);
             let p = web.procs[0];
-            let len = p.end - (p.cursor - u64::from(ctx.requests.last().unwrap().len));
+            let len = p.end - (p.cursor - u64::from(ctx.submitted().last().unwrap().len));
             if len <= WebFiles::default().small_max_bytes {
                 assert!(web.small.start <= p.end - len && p.end <= web.small.start + web.small.len);
                 small += 1;
@@ -251,20 +251,13 @@ mod tests {
         let region = Region { start: 0, len: 1 << 30 };
         let spec = QueueSpec { weight: 100, class: Default::default() };
         let mut web = WebServer::new(spec, region, 2, WebFiles::default());
-        let (mut rng, mut requests, mut timers) = (SimRng::new(7, 0), Vec::new(), Vec::new());
-        let mut writeback = Writeback::new(1, 1 << 30, 16);
-        let mut ctx = Ctx {
-            now: 0,
-            rng: &mut rng,
-            requests: &mut requests,
-            timers: &mut timers,
-            writeback: &mut writeback,
-            app: 0,
-        };
+        let (mut rng, mut requests, mut timers, mut cache) =
+            (SimRng::new(7, 0), Vec::new(), Vec::new(), Unlimited);
+        let mut ctx = Ctx::new(0, &mut rng, &mut requests, &mut timers, &mut cache, 0);
         web.file_served(&mut ctx, 0, 0);
         web.file_served(&mut ctx, 1, 0);
         assert_eq!(web.log_cursor, web.log.start + 2 * 512);
-        assert_eq!(ctx.requests.len(), 2, "each process goes on with its next file");
+        assert_eq!(ctx.submitted().len(), 2, "each process goes on with its next file");
     }
 
     /// Seed 002, web server: "we measured the completion time of each small file (latency), the
@@ -274,16 +267,9 @@ mod tests {
         let region = Region { start: 0, len: 1 << 30 };
         let spec = QueueSpec { weight: 100, class: Default::default() };
         let mut web = WebServer::new(spec, region, 2, WebFiles::default());
-        let (mut rng, mut requests, mut timers) = (SimRng::new(7, 0), Vec::new(), Vec::new());
-        let mut writeback = Writeback::new(1, 1 << 30, 16);
-        let mut ctx = Ctx {
-            now: 500_000_000,
-            rng: &mut rng,
-            requests: &mut requests,
-            timers: &mut timers,
-            writeback: &mut writeback,
-            app: 0,
-        };
+        let (mut rng, mut requests, mut timers, mut cache) =
+            (SimRng::new(7, 0), Vec::new(), Vec::new(), Unlimited);
+        let mut ctx = Ctx::new(500_000_000, &mut rng, &mut requests, &mut timers, &mut cache, 0);
         web.procs[0] = Process { small: true, started: 100_000_000, ..Process::default() };
         web.procs[1] = Process { small: false, started: 0, ..Process::default() };
         web.file_served(&mut ctx, 0, 0);

@@ -6,7 +6,7 @@
 
 use bfq_sched::{Nanos, Op, QueueSpec};
 
-pub use bfq_workload::report::StreamingStats;
+pub use crate::report::StreamingStats;
 
 use super::{App, AppExtra, Ctx, Done, NewRequest, Region};
 

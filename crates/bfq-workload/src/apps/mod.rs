@@ -1,0 +1,287 @@
+//! Workload generators: each *application* owns one or more scheduler queues (one per process) and
+//! issues requests as the papers' benchmark programs do (seed 001 sec. 6, seed 000 sec. 6-7, seed 002).
+//!
+//! An application reacts to three things only: the start of the run, the completion of one of its
+//! requests, and a timer it set. It acts through [`Ctx`]: submit a request (inserted into the
+//! scheduler at once, as a process's `read()` would), set a timer, or dirty page-cache data that a
+//! write path flushes later ([`PageCache`]).
+//!
+//! These generators are the one source of every run's requests (issue 15 part 1): the simulator drives
+//! them in virtual time (`bfq-sim`), the engine runner in real time through the io_uring engine
+//! (`bfq-runner`), so the same job issues the same requests, offset by offset, on both; the kernel
+//! runner's fio translation (`bfq-kernel`) is checked against them (`bfq-kernel/tests/same_requests.rs`).
+//! [`build`] makes a job's applications from its layout ([`crate::layout`]).
+
+use bfq_sched::{Nanos, Op, QueueSpec, Request};
+
+use crate::rng::SimRng;
+
+pub mod dbms;
+pub mod greedy;
+pub mod startup;
+pub mod streaming;
+pub mod video;
+pub mod web;
+
+/// A request an application asks for; the engine gives it an id and its global queue.
+#[derive(Clone, Copy, Debug)]
+pub struct NewRequest {
+    /// Which of the application's queues (processes) issues it, `0..queues().len()`.
+    pub queue: usize,
+    /// Read or write.
+    pub op: Op,
+    /// Device position in bytes.
+    pub offset: u64,
+    /// Size in bytes.
+    pub len: u32,
+    /// Whether the issuer waits for it.
+    pub sync: bool,
+    /// File-system metadata.
+    pub meta: bool,
+    /// Opaque to the engine: handed back on completion.
+    pub tag: u64,
+}
+
+/// Where an application acts: the current time, its random stream, and the outputs it produces.
+pub struct Ctx<'a> {
+    /// Now, in virtual nanoseconds.
+    pub now: Nanos,
+    /// The application's own random stream.
+    pub rng: &'a mut SimRng,
+    requests: &'a mut Vec<NewRequest>,
+    timers: &'a mut Vec<(Nanos, u64)>,
+    page_cache: &'a mut dyn PageCache,
+    app: usize,
+}
+
+/// Where buffered writes go: the simulator's page cache and write-back path, or a real runner's write
+/// path. An application dirties data through [`Ctx::dirty`]; the writes that carry it complete to the
+/// application (with the tag given) as its other requests do.
+pub trait PageCache {
+    /// Dirties `len` bytes at device position `offset` for application `app`. Returns false, without
+    /// dirtying, when the application must wait for room ([`App::on_writeback_space`] follows).
+    fn dirty(&mut self, app: usize, offset: u64, len: u32, tag: u64) -> bool;
+}
+
+impl<'a> Ctx<'a> {
+    /// The context of application number `app` at `now`: what it submits goes to `requests`, the
+    /// timers it sets to `timers` (as (when, token)), the data it dirties to `page_cache`.
+    pub fn new(
+        now: Nanos,
+        rng: &'a mut SimRng,
+        requests: &'a mut Vec<NewRequest>,
+        timers: &'a mut Vec<(Nanos, u64)>,
+        page_cache: &'a mut dyn PageCache,
+        app: usize,
+    ) -> Self {
+        Ctx { now, rng, requests, timers, page_cache, app }
+    }
+
+    /// The requests submitted so far through this context (the last one last).
+    pub fn submitted(&self) -> &[NewRequest] {
+        self.requests
+    }
+
+    /// Submits a request now.
+    pub fn submit(&mut self, request: NewRequest) {
+        self.requests.push(request);
+    }
+
+    /// Asks for [`App::on_timer`] with `token` at `at` (now if `at` is in the past).
+    pub fn timer_at(&mut self, at: Nanos, token: u64) {
+        self.timers.push((at.max(self.now), token));
+    }
+
+    /// Dirties `len` bytes of page cache at device position `offset` (a buffered write). Returns false,
+    /// without dirtying, when the system-wide dirty limit is reached: the application is then blocked
+    /// (balance_dirty_pages) and gets [`App::on_writeback_space`] once flushing frees room.
+    pub fn dirty(&mut self, offset: u64, len: u32, tag: u64) -> bool {
+        self.page_cache.dirty(self.app, offset, len, tag)
+    }
+}
+
+/// What the engine hands back when one of an application's requests completes.
+#[derive(Clone, Copy, Debug)]
+pub struct Done {
+    /// The request as the scheduler and device saw it.
+    pub request: Request,
+    /// The tag given at submission.
+    pub tag: u64,
+    /// When it was inserted into the scheduler.
+    pub inserted: Nanos,
+}
+
+pub use crate::report::AppExtra;
+
+/// An application: a set of processes issuing I/O.
+pub trait App {
+    /// The kind of workload (`"seq-reader"`, `"startup"`, ...).
+    fn kind(&self) -> &'static str;
+
+    /// Weight and class of each of its queues (one per process).
+    fn queues(&self) -> Vec<QueueSpec>;
+
+    /// The run starts.
+    fn start(&mut self, ctx: &mut Ctx);
+
+    /// One of its requests completed (reads, and write-back writes of data it dirtied).
+    fn on_complete(&mut self, ctx: &mut Ctx, done: &Done);
+
+    /// A timer it set has fired.
+    fn on_timer(&mut self, _ctx: &mut Ctx, _token: u64) {}
+
+    /// The write-back path has room again after [`Ctx::dirty`] refused.
+    fn on_writeback_space(&mut self, _ctx: &mut Ctx) {}
+
+    /// Whether it has finished for good (a run whose applications have all finished ends early).
+    fn finished(&self) -> bool {
+        false
+    }
+
+    /// Whether it dirties page cache from the start of the run (a greedy writer): it is counted among the
+    /// writers sharing the dirty limit before any application starts, so that the first one started
+    /// cannot take the whole limit.
+    fn writes_from_start(&self) -> bool {
+        false
+    }
+
+    /// Whether it always has work (a greedy reader or writer): such applications enter Jain's index.
+    fn greedy(&self) -> bool {
+        false
+    }
+
+    /// Measurements start now (end of warm-up): forget what was measured before.
+    fn begin_measuring(&mut self, _now: Nanos) {}
+
+    /// Its workload-specific results at the end of the run.
+    fn extra(&self, _end: Nanos) -> AppExtra {
+        AppExtra::default()
+    }
+}
+
+/// Applications by name, as the engine takes them.
+pub type NamedApps = Vec<(String, Box<dyn App>)>;
+
+/// A contiguous part of the device given to one application for its files (the papers' files live in
+/// one partition, each at its own place, so interleaved sequential readers still seek).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// First byte.
+    pub start: u64,
+    /// Size in bytes.
+    pub len: u64,
+}
+
+impl Region {
+    /// The `i`-th of `n` equal parts of the region, 4 KiB-aligned.
+    pub fn part(&self, i: u64, n: u64) -> Region {
+        let size = (self.len / n.max(1)) & !4095;
+        Region { start: self.start + i * size, len: size }
+    }
+
+    /// A random offset aligned to `align` such that `len` bytes fit.
+    pub fn random_offset(&self, rng: &mut SimRng, len: u64, align: u64) -> u64 {
+        let slots = self.len.saturating_sub(len) / align.max(1);
+        self.start + rng.below(slots + 1) * align.max(1)
+    }
+}
+
+/// An application that cannot be built from its placement.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("application `{app}`: {message}")]
+pub struct BuildError {
+    /// The application.
+    pub app: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Builds every application of `job` on its placement ([`crate::layout::layout`]): the one place a
+/// job's kinds and options become request generators, for the simulator and the engine runner alike.
+pub fn build(job: &crate::Job, places: Vec<crate::Placement>) -> Result<NamedApps, BuildError> {
+    use crate::job::AppKind;
+    use bfq_sched::{MSEC, SEC};
+    let mut apps: NamedApps = Vec::with_capacity(places.len());
+    for place in places {
+        let (name, spec) = (place.name, place.spec);
+        let qspec = spec.queue_spec();
+        let region = Region { start: place.start, len: place.len };
+        // At most 64 MiB (`Job::validate`).
+        let request = spec.request_bytes() as u32;
+        let app: Box<dyn App> = match spec.kind {
+            AppKind::SeqReader => Box::new(greedy::GreedyReader::new(
+                qspec,
+                greedy::Pattern::Sequential,
+                region,
+                request,
+                spec.window.unwrap_or(1),
+            )),
+            AppKind::RandReader => Box::new(greedy::GreedyReader::new(
+                qspec,
+                greedy::Pattern::Random,
+                region,
+                request,
+                spec.window.unwrap_or(1),
+            )),
+            AppKind::SeqWriter => {
+                Box::new(greedy::GreedyWriter::new(qspec, greedy::Pattern::Sequential, region, request))
+            }
+            AppKind::RandWriter => {
+                Box::new(greedy::GreedyWriter::new(qspec, greedy::Pattern::Random, region, request))
+            }
+            AppKind::Video => Box::new(video::VideoPlayer::new(
+                qspec,
+                region,
+                request,
+                SEC / u64::from(spec.fps.unwrap_or(25)),
+                spec.buffer.map_or(200 * MSEC, |d| d.0),
+                spec.start.map_or(0, |d| d.0),
+                spec.length.map_or(job.duration.0, |d| d.0),
+            )),
+            AppKind::Dbms => Box::new(dbms::Dbms::new(
+                qspec,
+                region,
+                spec.process_count() as usize,
+                spec.window.unwrap_or(1),
+                request,
+            )),
+            AppKind::Interleaved => {
+                Box::new(dbms::Interleaved::new(qspec, region, spec.process_count() as usize, request))
+            }
+            AppKind::WebServer => Box::new(web::WebServer::new(
+                qspec,
+                region,
+                spec.process_count() as usize,
+                web::WebFiles { read_bytes: request, ..web::WebFiles::default() },
+            )),
+            AppKind::Streaming => Box::new(streaming::StreamingServer::new(
+                qspec,
+                region,
+                spec.process_count() as usize,
+                request,
+                SEC / u64::from(spec.fps.unwrap_or(4)),
+                spec.buffer.map_or(SEC, |d| d.0),
+                spec.every.map_or(15 * SEC, |d| d.0),
+            )),
+            AppKind::Startup => {
+                let trace = place.trace.ok_or_else(|| BuildError {
+                    app: name.clone(),
+                    message: "a startup application needs a trace".into(),
+                })?;
+                Box::new(
+                    startup::StartupReplay::new(
+                        trace,
+                        qspec,
+                        region,
+                        spec.start.map_or(0, |d| d.0),
+                        spec.every.map(|d| d.0),
+                        spec.invocations,
+                    )
+                    .with_pause(spec.pause.map_or(0, |d| d.0)),
+                )
+            }
+        };
+        apps.push((name, app));
+    }
+    Ok(apps)
+}
