@@ -19,9 +19,12 @@ pub struct ReplayArgs {
     /// Byte offset of the application's region on the device.
     #[arg(long)]
     pub region_start: u64,
-    /// Seed of the random offsets.
+    /// Seed of the random offsets (the job's).
     #[arg(long)]
     pub seed: u64,
+    /// The application's random stream: its index in the job, as in the simulator.
+    #[arg(long, default_value_t = 0)]
+    pub stream: u64,
     /// I/O priority as CLASS,LEVEL (ioprio_set(2) numbers).
     #[arg(long, default_value = "2,4")]
     pub ioprio: String,
@@ -48,6 +51,7 @@ pub fn execute(args: ReplayArgs) -> Result<()> {
         trace: args.trace,
         region_start: args.region_start,
         seed: args.seed,
+        stream: args.stream,
         ioprio: (class, level),
         delay: std::time::Duration::from_millis(args.delay_ms),
         stop: std::time::Duration::from_millis(args.stop_ms),

@@ -46,6 +46,11 @@ pub struct RunArgs {
     /// `FILE.SCHEDULER`.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
+    /// Write every request the applications submitted to this file, one line each:
+    /// `application queue op offset length` (the same requests `bfq sim` generates for the job);
+    /// with several schedulers, one file each, named `FILE.SCHEDULER`.
+    #[arg(long, value_name = "FILE")]
+    pub requests: Option<PathBuf>,
 }
 
 #[derive(serde::Serialize)]
@@ -71,6 +76,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
     crate::checks::schedulers("--scheduler", &schedulers, &params)?;
     crate::checks::json_path(args.json.as_deref())?;
     crate::checks::output_path("--events", args.events.as_deref())?;
+    crate::checks::output_path("--requests", args.requests.as_deref())?;
     if let Some(note) = bfq_io::stacked_scheduler_note(&args.target) {
         eprintln!("bfq run: {note}");
     }
@@ -79,6 +85,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
         depth: args.depth,
         overwrite_existing_data: args.overwrite_existing_data,
         event_log: None,
+        request_log: None,
     };
     // Interrupted (SIGINT, SIGTERM, SIGHUP): the runs measured so far are printed, and a target bfq
     // created keeps its ownership record current (otherwise the next run would not recognise it).
@@ -103,7 +110,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
     for (i, name) in schedulers.iter().enumerate() {
         let ticker =
             crate::output::Ticker::start(mode, name, i, schedulers.len(), job.duration.0 as f64 / 1e9);
-        options.event_log = args.events.as_ref().map(|p| {
+        let per_scheduler = |p: &PathBuf| {
             if schedulers.len() == 1 {
                 p.clone()
             } else {
@@ -111,7 +118,9 @@ pub fn execute(args: RunArgs) -> Result<()> {
                 f.push(format!(".{name}"));
                 PathBuf::from(f)
             }
-        });
+        };
+        options.event_log = args.events.as_ref().map(per_scheduler);
+        options.request_log = args.requests.as_ref().map(per_scheduler);
         let report = run_job(&job, &args.target, name, &params, &options);
         drop(ticker);
         match report {

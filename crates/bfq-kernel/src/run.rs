@@ -45,8 +45,10 @@ pub struct ReplayArgs {
     pub trace: String,
     /// Start of the application's region on the device.
     pub region_start: u64,
-    /// Seed of the random offsets.
+    /// Seed of the random offsets (the job's).
     pub seed: u64,
+    /// The application's random stream (its index in the job), as in the simulator.
+    pub stream: u64,
     /// I/O priority class and level.
     pub ioprio: (u32, u32),
     /// When the replay starts, from the process start.
@@ -69,6 +71,8 @@ impl ReplayArgs {
             self.region_start.to_string(),
             "--seed".into(),
             self.seed.to_string(),
+            "--stream".into(),
+            self.stream.to_string(),
             "--ioprio".into(),
             format!("{},{}", self.ioprio.0, self.ioprio.1),
             "--delay-ms".into(),
@@ -85,7 +89,7 @@ impl ReplayArgs {
         let trace = bfq_workload::load_trace(&self.trace)
             .map_err(|message| KernelError::Job { app: self.trace.clone(), message })?;
         let region = Region { start: self.region_start, len: fio::startup_region_bytes(&trace) };
-        let requests = fio::startup_requests(&trace, region, self.seed);
+        let requests = fio::startup_requests(&trace, region, self.seed, self.stream);
         let outcome = crate::replay::replay_startup(
             &self.device,
             trace.threads.len(),
@@ -124,7 +128,7 @@ pub fn check_job(job: &Job) -> Result<(), KernelError> {
     let (apps, _) = layout(job)?;
     let timing = Timing { duration: job.duration.0, warmup: job.warmup.0 };
     for app in &apps {
-        fio::plan_app(app, Path::new("/dev/loop-check"), timing, job.seed, Path::new("/nonexistent"))
+        fio::plan_app(app, Path::new("/dev/loop-check"), timing, job.seed, 0, Path::new("/nonexistent"))
             .map_err(|message| KernelError::Job { app: app.name.clone(), message })?;
     }
     Ok(())
@@ -183,7 +187,7 @@ pub fn run_kernel_job(
     let mut plans: Vec<FioPlan> = Vec::new();
     let timing = Timing { duration: job.duration.0, warmup: job.warmup.0 };
     for (i, app) in apps.iter().enumerate() {
-        let plan = fio::plan_app(app, device.path(), timing, job.seed.wrapping_add(i as u64), &scratch)
+        let plan = fio::plan_app(app, device.path(), timing, job.seed, i as u64, &scratch)
             .map_err(|message| KernelError::Job { app: app.name.clone(), message })?;
         groups.push(tree.child(&format!("{i}-{}", app.name), app.spec.weight.0)?);
         plans.push(plan);
@@ -323,8 +327,9 @@ fn replay_args(
         device: device.to_path_buf(),
         trace: app.spec.trace.clone()?,
         region_start: app.region.start,
-        // The seed fio's iologs would use, so both replays read the same places.
-        seed: job.seed.wrapping_add(i as u64),
+        // The application's random stream, as fio's iologs and the simulator use it.
+        seed: job.seed,
+        stream: i as u64,
         ioprio: (u32::from(class), u32::from(level)),
         delay: Duration::from_nanos(app.spec.start.map_or(0, |d| d.0)),
         stop: Duration::from_nanos(job.duration.0),

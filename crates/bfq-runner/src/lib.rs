@@ -5,6 +5,7 @@
 //! it depends only on the scheduler core.
 #![warn(missing_docs)]
 
+mod driver;
 pub mod engine_run;
 pub mod target;
 

@@ -65,17 +65,49 @@ fn a_small_job_runs_against_a_tmpfs_file_with_the_simulator_report() {
     assert!(report.totals.requests > 0);
 }
 
-/// Video applications are refused with a message naming the application.
+/// Issue 15 part 1: the engine runner drives the workload crate's generators, so the kinds that
+/// only the simulator could run before (video, interleaved, web server, streaming) run on a real target
+/// too, each reporting what the simulator reports for it.
 #[test]
-fn unsupported_application_kinds_are_refused_by_name() {
+fn every_application_kind_of_the_simulator_runs_on_a_real_target() {
+    let file = temp_file("allkinds");
     let job = Job::from_toml(
-        "duration = \"1s\"\n[device]\npreset = \"constant\"\n[[app]]\nname = \"movie\"\nkind = \"video\"\n",
-        "v.toml",
+        r#"
+duration = "1500ms"
+[[app]]
+name = "movie"
+kind = "video"
+file_size = "4MiB"
+[[app]]
+name = "chunks"
+kind = "interleaved"
+processes = 2
+file_size = "4MiB"
+[[app]]
+name = "web"
+kind = "web-server"
+processes = 2
+file_size = "64MiB"
+[[app]]
+name = "streams"
+kind = "streaming"
+processes = 2
+every = "200ms"
+file_size = "8MiB"
+"#,
+        "kinds.toml",
     )
     .unwrap();
-    let err =
-        run_job(&job, std::path::Path::new("/dev/null"), "bfq", &[], &RunOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("movie") && err.to_string().contains("not supported"), "{err}");
+    let report = run_job(&job, &file.0, "bfq", &[], &RunOptions::default()).unwrap();
+    for app in &report.apps {
+        assert!(app.requests > 0, "{} completed nothing", app.name);
+        assert!(app.extra.error.is_none(), "{}: {:?}", app.name, app.extra.error);
+    }
+    let video = report.apps[0].extra.video.as_ref().expect("the player reports its frames");
+    assert!(video.frames > 10, "{video:?}");
+    assert_eq!(report.apps[1].queues.len(), 2, "one engine queue per interleaved process");
+    assert!(report.apps[2].extra.web.is_some() && report.apps[2].bytes_written > 0, "the log is written");
+    assert!(report.apps[3].extra.streaming.is_some());
 }
 
 /// Issue 14, partial faults: when the target is truncated mid-run, the application whose region is

@@ -98,6 +98,12 @@ impl LatencyHistogram {
         self.0.saturating_record((latency / 1_000).max(1));
     }
 
+    /// Adds every value of `other` (same bounds: cannot fail).
+    pub fn add(&mut self, other: &LatencyHistogram) {
+        // Both histograms have the bounds of `new`, so the addition cannot run out of range.
+        let _ = self.0.add(&other.0);
+    }
+
     /// Number of values recorded.
     pub fn count(&self) -> u64 {
         self.0.len()

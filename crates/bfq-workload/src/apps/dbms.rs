@@ -7,6 +7,9 @@
 
 use bfq_sched::{Op, QueueSpec};
 
+/// Alignment of a DBMS process's random positions (a database page of 4 KiB at least).
+pub const DBMS_ALIGN: u64 = 4096;
+
 use super::{App, Ctx, Done, NewRequest, Region};
 
 /// DBMS-like random readers of one common file.
@@ -39,7 +42,7 @@ impl Dbms {
     }
 
     fn issue(&self, ctx: &mut Ctx, process: usize) {
-        let offset = self.region.random_offset(ctx.rng, u64::from(self.request_bytes), 4096);
+        let offset = self.region.random_offset(ctx.rng, u64::from(self.request_bytes), DBMS_ALIGN);
         ctx.submit(NewRequest {
             queue: process,
             op: Op::Read,

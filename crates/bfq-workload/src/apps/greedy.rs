@@ -19,6 +19,12 @@ pub enum Pattern {
     Random,
 }
 
+/// The alignment of a random reader's or writer's positions for requests of `len` bytes: the request
+/// size within 512 B..4 KiB (sector to page), so that any request size may be used.
+pub fn random_alignment(len: u64) -> u64 {
+    len.clamp(512, 4096)
+}
+
 fn next_position(pattern: Pattern, region: Region, cursor: &mut u64, len: u64, ctx: &mut Ctx) -> u64 {
     match pattern {
         Pattern::Sequential => {
@@ -29,7 +35,7 @@ fn next_position(pattern: Pattern, region: Region, cursor: &mut u64, len: u64, c
             *cursor += len;
             at
         }
-        Pattern::Random => region.random_offset(ctx.rng, len, len.clamp(512, 4096)),
+        Pattern::Random => region.random_offset(ctx.rng, len, random_alignment(len)),
     }
 }
 

@@ -113,8 +113,9 @@ pub struct Done {
 
 pub use crate::report::AppExtra;
 
-/// An application: a set of processes issuing I/O.
-pub trait App {
+/// An application: a set of processes issuing I/O. `Send`, so a real runner can drive it from its own
+/// thread.
+pub trait App: Send {
     /// The kind of workload (`"seq-reader"`, `"startup"`, ...).
     fn kind(&self) -> &'static str;
 
@@ -284,4 +285,99 @@ pub fn build(job: &crate::Job, places: Vec<crate::Placement>) -> Result<NamedApp
         apps.push((name, app));
     }
     Ok(apps)
+}
+
+/// The first `limit` requests `app` issues when every request completes the moment it is issued and
+/// every timer fires as soon as nothing is in flight: the order in which an application asks for its
+/// requests, independent of any device. Data it dirties is issued as writes (tagged as dirtied).
+///
+/// A single-process application (greedy reader or writer, one start-up invocation) issues the same
+/// requests in the same order whatever the device's timing, so this is the list every runner must
+/// produce for it (`bfq-cli/tests/same_requests.rs` checks the simulator, the engine runner and the
+/// kernel runner's fio translation against it; the kernel runner's start-up replay is made from it).
+pub fn requests_in_issue_order(app: &mut dyn App, rng: &mut SimRng, limit: usize) -> Vec<NewRequest> {
+    /// Accepts dirtied extents up to `room` at a time and hands them back as writes (a greedy writer
+    /// dirties until refused).
+    struct Immediate {
+        extents: Vec<NewRequest>,
+        room: usize,
+    }
+    impl PageCache for Immediate {
+        fn dirty(&mut self, _app: usize, offset: u64, len: u32, tag: u64) -> bool {
+            if self.extents.len() >= self.room {
+                return false;
+            }
+            self.extents.push(NewRequest {
+                queue: 0,
+                op: Op::Write,
+                offset,
+                len,
+                sync: false,
+                meta: false,
+                tag,
+            });
+            true
+        }
+    }
+    let mut out: Vec<NewRequest> = Vec::new();
+    let mut in_flight: std::collections::VecDeque<(NewRequest, bool)> = std::collections::VecDeque::new();
+    let mut timers: Vec<(Nanos, u64)> = Vec::new();
+    let mut now: Nanos = 0;
+    let mut cache = Immediate { extents: Vec::new(), room: 1 };
+    let mut step = |app: &mut dyn App,
+                    now: Nanos,
+                    rng: &mut SimRng,
+                    timers: &mut Vec<(Nanos, u64)>,
+                    in_flight: &mut std::collections::VecDeque<(NewRequest, bool)>,
+                    out: &mut Vec<NewRequest>,
+                    f: &mut dyn FnMut(&mut dyn App, &mut Ctx)| {
+        let mut requests = Vec::new();
+        {
+            let mut ctx = Ctx::new(now, rng, &mut requests, timers, &mut cache, 0);
+            f(app, &mut ctx);
+        }
+        let dirtied: Vec<NewRequest> = cache.extents.drain(..).collect();
+        for r in requests.into_iter().map(|r| (r, false)).chain(dirtied.into_iter().map(|r| (r, true))) {
+            if out.len() < limit {
+                out.push(r.0);
+                in_flight.push_back(r);
+            }
+        }
+    };
+    step(app, now, rng, &mut timers, &mut in_flight, &mut out, &mut |a, ctx| a.start(ctx));
+    while out.len() < limit {
+        if let Some((request, dirty)) = in_flight.pop_front() {
+            let done = Done {
+                request: Request {
+                    id: bfq_sched::RequestId(0),
+                    queue: bfq_sched::QueueId(request.queue as u32),
+                    op: request.op,
+                    offset: request.offset,
+                    len: request.len,
+                    sync: request.sync,
+                    meta: request.meta,
+                },
+                tag: request.tag,
+                inserted: now,
+            };
+            step(app, now, rng, &mut timers, &mut in_flight, &mut out, &mut |a, ctx| {
+                a.on_complete(ctx, &done)
+            });
+            if dirty {
+                step(app, now, rng, &mut timers, &mut in_flight, &mut out, &mut |a, ctx| {
+                    a.on_writeback_space(ctx)
+                });
+            }
+            continue;
+        }
+        if app.finished() {
+            break;
+        }
+        // Nothing in flight: the earliest timer.
+        let Some(i) = (0..timers.len()).min_by_key(|&i| timers[i]) else { break };
+        let (at, token) = timers.swap_remove(i);
+        now = now.max(at);
+        step(app, now, rng, &mut timers, &mut in_flight, &mut out, &mut |a, ctx| a.on_timer(ctx, token));
+    }
+    out
 }
