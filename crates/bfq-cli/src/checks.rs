@@ -78,7 +78,7 @@ pub fn apply_duration(job: &mut Job, text: Option<&str>) -> Result<()> {
         );
     }
     for (name, spec) in job.expanded_apps() {
-        if let Some(start) = spec.start {
+        if let Some(start) = spec.start() {
             if start.0 >= ns && start.0 < job.duration.0 {
                 eprintln!(
                     "bfq: note: with --duration {d}, application `{name}` (start {} s) does not run",

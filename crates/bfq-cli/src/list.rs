@@ -76,7 +76,12 @@ struct KindEntry {
     kind: &'static str,
     request_bytes: u64,
     processes: u32,
+    /// `bfq run` and the engine columns of `bfq compare` (every kind: the same generators).
     real_runs: bool,
+    /// The kernel columns of `bfq compare` (a fio translation).
+    kernel_runs: bool,
+    /// Its fields beyond name, kind, count, weight and class.
+    fields: Vec<&'static str>,
 }
 
 #[derive(serde::Serialize)]
@@ -86,19 +91,6 @@ struct TraceEntry {
     requests: usize,
     bytes: u64,
 }
-
-const KINDS: &[AppKind] = &[
-    AppKind::SeqReader,
-    AppKind::RandReader,
-    AppKind::SeqWriter,
-    AppKind::RandWriter,
-    AppKind::Startup,
-    AppKind::Video,
-    AppKind::Dbms,
-    AppKind::Interleaved,
-    AppKind::WebServer,
-    AppKind::Streaming,
-];
 
 fn collect(what: Option<What>) -> Lists {
     let all = what.is_none();
@@ -143,25 +135,19 @@ fn collect(what: Option<What>) -> Lists {
             let apps = named_workload(name)
                 .unwrap_or_default()
                 .iter()
-                .map(|a| format!("{} x {}", a.count, a.kind.as_str()))
+                .map(|a| format!("{} x {}", a.count, a.kind().as_str()))
                 .collect();
             l.workloads.push(WorkloadEntry { name, applications: apps });
         }
-        for kind in KINDS {
+        for kind in &AppKind::ALL {
             let spec = AppSpec::new(*kind);
             l.application_kinds.push(KindEntry {
                 kind: kind.as_str(),
                 request_bytes: spec.request_bytes(),
                 processes: spec.process_count(),
-                real_runs: matches!(
-                    kind,
-                    AppKind::SeqReader
-                        | AppKind::RandReader
-                        | AppKind::SeqWriter
-                        | AppKind::RandWriter
-                        | AppKind::Dbms
-                        | AppKind::Startup
-                ),
+                real_runs: true,
+                kernel_runs: kind.kernel_runs(),
+                fields: kind.fields().to_vec(),
             });
         }
     }
@@ -231,11 +217,17 @@ fn render(l: &Lists) -> String {
             };
             let _ = writeln!(
                 out,
-                "  {:<12} request {:>11}  processes {:>3}  {}",
+                "  {:<12} request {:>11}  processes {:>3}  {}\n  {:<12} fields: {}",
                 k.kind,
                 request,
                 k.processes,
-                if k.real_runs { "simulator, run, compare" } else { "simulator only" }
+                match (k.real_runs, k.kernel_runs) {
+                    (true, true) => "simulator, run, compare (engine and kernel)",
+                    (true, false) => "simulator, run, compare (engine only: no fio translation)",
+                    _ => "simulator only",
+                },
+                "",
+                k.fields.join(", ")
             );
         }
         out.push('\n');

@@ -319,19 +319,17 @@ fn replay_args(
     output: &Path,
 ) -> Option<ReplayArgs> {
     options.replayer.as_ref()?;
-    if app.spec.kind != AppKind::Startup {
-        return None;
-    }
+    let startup = app.spec.startup()?;
     let (class, level) = fio::ioprio(app.spec.class.0);
     Some(ReplayArgs {
         device: device.to_path_buf(),
-        trace: app.spec.trace.clone()?,
+        trace: startup.trace.clone(),
         region_start: app.region.start,
         // The application's random stream, as fio's iologs and the simulator use it.
         seed: job.seed,
         stream: i as u64,
         ioprio: (u32::from(class), u32::from(level)),
-        delay: Duration::from_nanos(app.spec.start.map_or(0, |d| d.0)),
+        delay: Duration::from_nanos(startup.start.map_or(0, |d| d.0)),
         stop: Duration::from_nanos(job.duration.0),
         output: output.to_path_buf(),
     })
@@ -390,7 +388,7 @@ fn build_report(
             lat.merge(&r.write_latency);
         }
         let bytes = bytes_of(rs);
-        if spec.kind != AppKind::Startup {
+        if spec.kind() != AppKind::Startup {
             greedy.push(bytes as f64 / f64::from(spec.weight.0));
         }
         let startup = trace.as_ref().map(|t| {
@@ -409,7 +407,7 @@ fn build_report(
         });
         reports.push(AppReport {
             name: name.clone(),
-            kind: spec.kind.as_str().to_string(),
+            kind: spec.kind().as_str().to_string(),
             weight: spec.weight.0,
             class: spec.class.0.to_string(),
             queues: Vec::new(),

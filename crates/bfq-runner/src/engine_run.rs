@@ -118,7 +118,7 @@ pub fn run_job(
         })?;
         builder = builder.event_log(file);
     }
-    let windows: Vec<u32> = places.iter().map(|p| p.spec.window.unwrap_or(1)).collect();
+    let windows: Vec<u32> = places.iter().map(|p| p.spec.window()).collect();
     let apps = bfq_workload::apps::build(job, places)
         .map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
     let engine = builder.build()?;

@@ -242,16 +242,150 @@ impl AppKind {
     }
 }
 
-/// One application (or `count` identical ones).
+/// One application (or `count` identical ones): what every kind has (name, count, weight, class) and
+/// its workload, one variant per kind with that kind's own fields.
+///
+/// In a job file it is one flat `[[app]]` table with a `kind` ([`AppTable`]); a field the kind does
+/// not use is refused there, naming the fields it has.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "AppTable", into = "AppTable")]
 pub struct AppSpec {
     /// Name in reports (default: kind and index).
-    #[serde(default)]
+    pub name: Option<String>,
+    /// How many identical applications (each with its own file and queue).
+    pub count: u32,
+    /// Weight of each of its queues.
+    pub weight: Weight,
+    /// Class of each of its queues.
+    pub class: Class,
+    /// What it does, with the options of that kind.
+    pub workload: Workload,
+}
+
+/// What an application does: one variant per [`AppKind`], each with the fields that kind uses. A
+/// field left `None` takes the kind's default (documented on the field).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Workload {
+    /// Greedy sequential reader of its own file.
+    SeqReader(Greedy),
+    /// Greedy random reader of its own file.
+    RandReader(Greedy),
+    /// Greedy sequential buffered writer of its own file.
+    SeqWriter(Greedy),
+    /// Greedy random buffered writer of its own file.
+    RandWriter(Greedy),
+    /// Start-up replay of a trace, once or repeatedly.
+    Startup(Startup),
+    /// Video player reading one frame per period, counting dropped frames.
+    Video(Video),
+    /// DBMS-like processes reading at random in one common file, `window` outstanding each.
+    Dbms(Dbms),
+    /// Processes reading interleaved chunks of one file.
+    Interleaved(Processes),
+    /// Web server: processes serving small (p = 0.9) or large files and appending to a log.
+    WebServer(Processes),
+    /// Streaming server: a new stream every `every` until 1% of the chunks are lost.
+    Streaming(Streaming),
+}
+
+/// A greedy reader's or writer's options.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Greedy {
+    /// Bytes per read, or per dirtied and flushed chunk (default: 128 KiB sequential reads, 4 KiB
+    /// random ones, 256 KiB written back).
+    pub request_size: Option<Size>,
+    /// Readers: reads kept outstanding (1 = synchronous; more = read-ahead window). Writers on a real
+    /// target: writes in flight. Default 1.
+    pub window: Option<u32>,
+    /// Size of its file.
+    pub file_size: Option<Size>,
+}
+
+/// A start-up replay's options (seed 001 sec. 6.3).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Startup {
+    /// Trace name (`xterm`, `gnometerm`) or path of a trace file.
+    pub trace: String,
+    /// When it first starts (default: at once).
+    pub start: Option<Duration>,
+    /// Start again this long after the previous start (or at its end if later); default: once.
+    pub every: Option<Duration>,
+    /// At most this many invocations.
+    pub invocations: Option<u64>,
+    /// The next invocation starts no earlier than this long after the previous one ended (the S suite
+    /// pauses 3 s + 1 s between invocations).
+    pub pause: Option<Duration>,
+}
+
+/// A video player's options (seed 001 sec. 6.4).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Video {
+    /// Bytes per frame (default 40 KiB).
+    pub request_size: Option<Size>,
+    /// Size of the movie's file.
+    pub file_size: Option<Size>,
+    /// Frames per second (default 25).
+    pub fps: Option<u32>,
+    /// How late after its period a frame may arrive (default 200 ms).
+    pub buffer: Option<Duration>,
+    /// When playback starts (default: at once).
+    pub start: Option<Duration>,
+    /// Length of the movie (default: the run).
+    pub length: Option<Duration>,
+}
+
+/// A DBMS's options (seed 002).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dbms {
+    /// Bytes per read (default 4 KiB).
+    pub request_size: Option<Size>,
+    /// Reads each process keeps outstanding (default 1).
+    pub window: Option<u32>,
+    /// Size of the common file.
+    pub file_size: Option<Size>,
+    /// Processes, one queue each (default 100).
+    pub processes: Option<u32>,
+}
+
+/// Options of the interleaved readers and the web server: processes sharing one region.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Processes {
+    /// Bytes per read (default: interleaved 64 KiB chunks, web server 128 KiB).
+    pub request_size: Option<Size>,
+    /// Size of the shared region.
+    pub file_size: Option<Size>,
+    /// Processes, one queue each (default: interleaved 4, web server 100).
+    pub processes: Option<u32>,
+}
+
+/// A streaming server's options (seed 002).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Streaming {
+    /// Bytes per chunk (default 128 KiB).
+    pub request_size: Option<Size>,
+    /// Size of the movies' region.
+    pub file_size: Option<Size>,
+    /// The most streams (default 64).
+    pub processes: Option<u32>,
+    /// Chunks per second of each stream (default 4).
+    pub fps: Option<u32>,
+    /// How late after its period a chunk may arrive (default 1 s).
+    pub buffer: Option<Duration>,
+    /// Interval between new streams (default 15 s).
+    pub every: Option<Duration>,
+}
+
+/// An `[[app]]` table as written in a job file: every field of every kind, flat, with its `kind`.
+/// [`AppSpec`] is made from it, refusing fields that the kind does not use.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppTable {
+    /// Name in reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// What it does.
-    pub kind: AppKind,
-    /// How many identical applications (each with its own file and queue).
+    pub kind: Option<AppKind>,
+    /// How many identical applications.
     #[serde(default = "one")]
     pub count: u32,
     /// Weight of each of its queues.
@@ -260,43 +394,41 @@ pub struct AppSpec {
     /// Class of each of its queues.
     #[serde(default)]
     pub class: Class,
-    /// Request size (readers: each read; writers: each dirtied and flushed chunk).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub request_size: Option<Size>,
-    /// Readers: reads kept outstanding (1 = synchronous; more = read-ahead window).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub window: Option<u32>,
-    /// Size of its file (readers, writers).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub file_size: Option<Size>,
-    /// Start-up: trace name (`xterm`, `gnometerm`) or path of a trace file.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub trace: Option<String>,
-    /// When it starts (start-up).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub start: Option<Duration>,
-    /// Start-up: start again this long after the previous start (or at its end if later). Streaming:
-    /// the interval between new streams (default 15 s).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub every: Option<Duration>,
-    /// Start-up: at most this many invocations.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub invocations: Option<u64>,
-    /// Start-up: the next invocation starts no earlier than this long after the previous one ended
-    /// (the S suite pauses 3 s + 1 s between invocations).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub pause: Option<Duration>,
-    /// DBMS, interleaved, web server: number of processes (queues); streaming: most streams.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub processes: Option<u32>,
-    /// Video: frames per second; streaming: chunks per second of each stream.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub fps: Option<u32>,
-    /// Video, streaming: playback buffer (how late after its period a frame or chunk may arrive).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub buffer: Option<Duration>,
-    /// Video: length of the movie.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub length: Option<Duration>,
 }
 
@@ -304,28 +436,212 @@ fn one() -> u32 {
     1
 }
 
+impl AppKind {
+    /// Every kind, in the order `bfq list` shows them.
+    pub const ALL: [AppKind; 10] = [
+        AppKind::SeqReader,
+        AppKind::RandReader,
+        AppKind::SeqWriter,
+        AppKind::RandWriter,
+        AppKind::Startup,
+        AppKind::Video,
+        AppKind::Dbms,
+        AppKind::Interleaved,
+        AppKind::WebServer,
+        AppKind::Streaming,
+    ];
+
+    /// The fields of an `[[app]]` table of this kind, beyond name, kind, count, weight and class.
+    pub fn fields(self) -> &'static [&'static str] {
+        match self {
+            AppKind::SeqReader | AppKind::RandReader | AppKind::SeqWriter | AppKind::RandWriter => {
+                &["request_size", "window", "file_size"]
+            }
+            AppKind::Startup => &["trace", "start", "every", "invocations", "pause"],
+            AppKind::Video => &["request_size", "file_size", "fps", "buffer", "start", "length"],
+            AppKind::Dbms => &["request_size", "window", "file_size", "processes"],
+            AppKind::Interleaved | AppKind::WebServer => &["request_size", "file_size", "processes"],
+            AppKind::Streaming => &["request_size", "file_size", "processes", "fps", "buffer", "every"],
+        }
+    }
+
+    /// Whether `bfq compare` can run it under the kernel's schedulers (it has a fio translation).
+    pub fn kernel_runs(self) -> bool {
+        !matches!(self, AppKind::Video | AppKind::Interleaved | AppKind::WebServer | AppKind::Streaming)
+    }
+}
+
+impl TryFrom<AppTable> for AppSpec {
+    type Error = String;
+
+    fn try_from(t: AppTable) -> Result<Self, String> {
+        let kind = t.kind.ok_or("missing field `kind` (one of seq-reader, rand-reader, seq-writer, rand-writer, startup, video, dbms, interleaved, web-server, streaming)")?;
+        let set = [
+            ("request_size", t.request_size.is_some()),
+            ("window", t.window.is_some()),
+            ("file_size", t.file_size.is_some()),
+            ("trace", t.trace.is_some()),
+            ("start", t.start.is_some()),
+            ("every", t.every.is_some()),
+            ("invocations", t.invocations.is_some()),
+            ("pause", t.pause.is_some()),
+            ("processes", t.processes.is_some()),
+            ("fps", t.fps.is_some()),
+            ("buffer", t.buffer.is_some()),
+            ("length", t.length.is_some()),
+        ];
+        if let Some((field, _)) = set.iter().find(|(f, on)| *on && !kind.fields().contains(f)) {
+            return Err(format!(
+                "`{field}` does not apply to {} applications (their fields: {})",
+                kind.as_str(),
+                kind.fields().join(", ")
+            ));
+        }
+        let greedy = || Greedy { request_size: t.request_size, window: t.window, file_size: t.file_size };
+        let processes =
+            || Processes { request_size: t.request_size, file_size: t.file_size, processes: t.processes };
+        let workload = match kind {
+            AppKind::SeqReader => Workload::SeqReader(greedy()),
+            AppKind::RandReader => Workload::RandReader(greedy()),
+            AppKind::SeqWriter => Workload::SeqWriter(greedy()),
+            AppKind::RandWriter => Workload::RandWriter(greedy()),
+            AppKind::Startup => Workload::Startup(Startup {
+                trace: t.trace.clone().ok_or("`trace` is missing: a startup application needs `trace` (xterm, gnometerm or a file path)")?,
+                start: t.start,
+                every: t.every,
+                invocations: t.invocations,
+                pause: t.pause,
+            }),
+            AppKind::Video => Workload::Video(Video {
+                request_size: t.request_size,
+                file_size: t.file_size,
+                fps: t.fps,
+                buffer: t.buffer,
+                start: t.start,
+                length: t.length,
+            }),
+            AppKind::Dbms => Workload::Dbms(Dbms {
+                request_size: t.request_size,
+                window: t.window,
+                file_size: t.file_size,
+                processes: t.processes,
+            }),
+            AppKind::Interleaved => Workload::Interleaved(processes()),
+            AppKind::WebServer => Workload::WebServer(processes()),
+            AppKind::Streaming => Workload::Streaming(Streaming {
+                request_size: t.request_size,
+                file_size: t.file_size,
+                processes: t.processes,
+                fps: t.fps,
+                buffer: t.buffer,
+                every: t.every,
+            }),
+        };
+        Ok(AppSpec { name: t.name, count: t.count, weight: t.weight, class: t.class, workload })
+    }
+}
+
+impl From<AppSpec> for AppTable {
+    fn from(a: AppSpec) -> AppTable {
+        let mut t = AppTable {
+            name: a.name,
+            kind: Some(a.workload.kind()),
+            count: a.count,
+            weight: a.weight,
+            class: a.class,
+            ..AppTable::default()
+        };
+        match a.workload {
+            Workload::SeqReader(g)
+            | Workload::RandReader(g)
+            | Workload::SeqWriter(g)
+            | Workload::RandWriter(g) => {
+                (t.request_size, t.window, t.file_size) = (g.request_size, g.window, g.file_size);
+            }
+            Workload::Startup(s) => {
+                (t.trace, t.start, t.every, t.invocations, t.pause) =
+                    (Some(s.trace), s.start, s.every, s.invocations, s.pause);
+            }
+            Workload::Video(v) => {
+                (t.request_size, t.file_size, t.fps, t.buffer, t.start, t.length) =
+                    (v.request_size, v.file_size, v.fps, v.buffer, v.start, v.length);
+            }
+            Workload::Dbms(d) => {
+                (t.request_size, t.window, t.file_size, t.processes) =
+                    (d.request_size, d.window, d.file_size, d.processes);
+            }
+            Workload::Interleaved(p) | Workload::WebServer(p) => {
+                (t.request_size, t.file_size, t.processes) = (p.request_size, p.file_size, p.processes);
+            }
+            Workload::Streaming(s) => {
+                (t.request_size, t.file_size, t.processes, t.fps, t.buffer, t.every) =
+                    (s.request_size, s.file_size, s.processes, s.fps, s.buffer, s.every);
+            }
+        }
+        t
+    }
+}
+
+impl Workload {
+    /// Its kind.
+    pub fn kind(&self) -> AppKind {
+        match self {
+            Workload::SeqReader(_) => AppKind::SeqReader,
+            Workload::RandReader(_) => AppKind::RandReader,
+            Workload::SeqWriter(_) => AppKind::SeqWriter,
+            Workload::RandWriter(_) => AppKind::RandWriter,
+            Workload::Startup(_) => AppKind::Startup,
+            Workload::Video(_) => AppKind::Video,
+            Workload::Dbms(_) => AppKind::Dbms,
+            Workload::Interleaved(_) => AppKind::Interleaved,
+            Workload::WebServer(_) => AppKind::WebServer,
+            Workload::Streaming(_) => AppKind::Streaming,
+        }
+    }
+
+    /// A workload of this kind with every option at its default (a start-up replay of `xterm`).
+    pub fn new(kind: AppKind) -> Workload {
+        match kind {
+            AppKind::SeqReader => Workload::SeqReader(Greedy::default()),
+            AppKind::RandReader => Workload::RandReader(Greedy::default()),
+            AppKind::SeqWriter => Workload::SeqWriter(Greedy::default()),
+            AppKind::RandWriter => Workload::RandWriter(Greedy::default()),
+            AppKind::Startup => Workload::Startup(Startup { trace: "xterm".into(), ..Startup::default() }),
+            AppKind::Video => Workload::Video(Video::default()),
+            AppKind::Dbms => Workload::Dbms(Dbms::default()),
+            AppKind::Interleaved => Workload::Interleaved(Processes::default()),
+            AppKind::WebServer => Workload::WebServer(Processes::default()),
+            AppKind::Streaming => Workload::Streaming(Streaming::default()),
+        }
+    }
+}
+
 impl AppSpec {
+    /// One application doing `workload`, at the default weight and class.
+    pub fn of(workload: Workload) -> Self {
+        AppSpec { name: None, count: 1, weight: Weight::default(), class: Class::default(), workload }
+    }
+
     /// An application of this kind with every option at its default.
     pub fn new(kind: AppKind) -> Self {
-        AppSpec {
-            name: None,
-            kind,
-            count: 1,
-            weight: Weight::default(),
-            class: Class::default(),
-            request_size: None,
-            window: None,
-            file_size: None,
-            trace: None,
-            start: None,
-            every: None,
-            invocations: None,
-            pause: None,
-            processes: None,
-            fps: None,
-            buffer: None,
-            length: None,
-        }
+        AppSpec::of(Workload::new(kind))
+    }
+
+    /// Named `name`.
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = Some(name.to_string());
+        self
+    }
+
+    /// With weight `weight` (checked by [`Job::validate`]).
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = Weight(weight);
+        self
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> AppKind {
+        self.workload.kind()
     }
 
     /// The queue spec of each of its queues.
@@ -333,12 +649,71 @@ impl AppSpec {
         QueueSpec { weight: self.weight.0, class: self.class.0 }
     }
 
+    /// `request_size`, where the kind has one and it is set.
+    pub fn request_size(&self) -> Option<Size> {
+        match &self.workload {
+            Workload::SeqReader(g)
+            | Workload::RandReader(g)
+            | Workload::SeqWriter(g)
+            | Workload::RandWriter(g) => g.request_size,
+            Workload::Startup(_) => None,
+            Workload::Video(v) => v.request_size,
+            Workload::Dbms(d) => d.request_size,
+            Workload::Interleaved(p) | Workload::WebServer(p) => p.request_size,
+            Workload::Streaming(s) => s.request_size,
+        }
+    }
+
+    /// `file_size`, where the kind has one and it is set (a start-up replay's files are its trace's).
+    pub fn file_size(&self) -> Option<Size> {
+        match &self.workload {
+            Workload::SeqReader(g)
+            | Workload::RandReader(g)
+            | Workload::SeqWriter(g)
+            | Workload::RandWriter(g) => g.file_size,
+            Workload::Startup(_) => None,
+            Workload::Video(v) => v.file_size,
+            Workload::Dbms(d) => d.file_size,
+            Workload::Interleaved(p) | Workload::WebServer(p) => p.file_size,
+            Workload::Streaming(s) => s.file_size,
+        }
+    }
+
+    /// Requests each process keeps outstanding (`window`, default 1; 1 for kinds without one).
+    pub fn window(&self) -> u32 {
+        match &self.workload {
+            Workload::SeqReader(g)
+            | Workload::RandReader(g)
+            | Workload::SeqWriter(g)
+            | Workload::RandWriter(g) => g.window.unwrap_or(1),
+            Workload::Dbms(d) => d.window.unwrap_or(1),
+            _ => 1,
+        }
+    }
+
+    /// When it starts (`start` of a start-up replay or a video player; the others start at once).
+    pub fn start(&self) -> Option<Duration> {
+        match &self.workload {
+            Workload::Startup(s) => s.start,
+            Workload::Video(v) => v.start,
+            _ => None,
+        }
+    }
+
+    /// A start-up replay's options.
+    pub fn startup(&self) -> Option<&Startup> {
+        match &self.workload {
+            Workload::Startup(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// Bytes per request: `request_size`, or the kind's default (seed 001 sec. 6.2: 128 KiB
     /// sequential reads, 4 KiB random ones; the write-back path flushes 256 KiB chunks; a video frame
     /// is 40 KiB). The one place every runner (simulator, `bfq run`, `bfq compare`) takes it from.
     pub fn request_bytes(&self) -> u64 {
-        self.request_size.map_or(
-            match self.kind {
+        self.request_size().map_or(
+            match self.kind() {
                 AppKind::SeqReader | AppKind::WebServer | AppKind::Streaming => 128 << 10,
                 AppKind::RandReader | AppKind::RandWriter | AppKind::Dbms => 4 << 10,
                 AppKind::SeqWriter => 256 << 10,
@@ -354,17 +729,18 @@ impl AppSpec {
     /// Processes (queues) of a DBMS, interleaved or web-server application, or the most streams of a
     /// streaming server: `processes`, or the kind's default; 1 for the other kinds.
     pub fn process_count(&self) -> u32 {
-        match self.kind {
-            AppKind::Dbms | AppKind::WebServer => self.processes.unwrap_or(100),
-            AppKind::Interleaved => self.processes.unwrap_or(4),
-            AppKind::Streaming => self.processes.unwrap_or(64),
+        match &self.workload {
+            Workload::Dbms(d) => d.processes.unwrap_or(100),
+            Workload::WebServer(p) => p.processes.unwrap_or(100),
+            Workload::Interleaved(p) => p.processes.unwrap_or(4),
+            Workload::Streaming(s) => s.processes.unwrap_or(64),
             _ => 1,
         }
     }
 
     /// Whether it writes (its region's data is overwritten when it runs on a real target).
     pub fn writes(&self) -> bool {
-        matches!(self.kind, AppKind::SeqWriter | AppKind::RandWriter | AppKind::WebServer)
+        matches!(self.kind(), AppKind::SeqWriter | AppKind::RandWriter | AppKind::WebServer)
     }
 }
 
@@ -482,11 +858,38 @@ impl fmt::Display for JobError {
 }
 
 impl Job {
+    /// A job of `duration` with everything else at its default (seed 1, no warm-up, 100 ms buckets,
+    /// the `default` device, no applications yet): build jobs as values, then [`Job::validate`].
+    pub fn new(duration: Duration) -> Job {
+        Job {
+            name: None,
+            seed: default_seed(),
+            duration,
+            warmup: zero_duration(),
+            bucket: default_bucket(),
+            device: DeviceSpec::default(),
+            scheduler: None,
+            writeback: WritebackSpec::default(),
+            layout_start: None,
+            workload: None,
+            apps: Vec::new(),
+        }
+    }
+
     /// Reads a job from TOML text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Job, JobError> {
         let job: Job = toml::from_str(text).map_err(|e| {
             let message = e.message().trim();
             let named = field_in_message(message);
+            // An `[[app]]` table refused as a whole (a field its kind does not use, a missing
+            // trace): toml points at the array of tables; find the table and the field's line.
+            if let Some(i) = failing_app(text, message) {
+                let line = named
+                    .as_deref()
+                    .and_then(|f| app_key_line(text, i, f))
+                    .or_else(|| app_table_line(text, i));
+                return JobError { file: file.to_string(), line, field: named, message: message.to_string() };
+            }
             let (line, field) = match e.span() {
                 // `missing field `x``: the span is the table that lacks it (the whole document for a
                 // top-level field), not a key of it.
@@ -592,7 +995,7 @@ impl Job {
             if app.count == 0 || app.count > 10_000 {
                 return fail("count", format!("must be 1..=10000, got {}", app.count));
             }
-            if let Some(Size(s)) = app.request_size {
+            if let Some(Size(s)) = app.request_size() {
                 if s < 512 {
                     return fail("request_size", format!("must be at least 512 bytes (one sector), got {s}"));
                 }
@@ -606,23 +1009,23 @@ impl Job {
                     );
                 }
             }
-            if let Some(Size(f)) = app.file_size {
+            if let Some(Size(f)) = app.file_size() {
                 if f == 0 {
                     return fail("file_size", "must be more than zero".into());
                 }
                 let request = app.request_bytes();
-                if app.kind != AppKind::Startup && f < request {
+                if f < request {
                     return fail(
                         "file_size",
                         format!(
                             "{f} bytes is smaller than one request ({request} bytes, request_size or the \
                              default of {}): every request must fit in the application's file",
-                            app.kind.as_str()
+                            app.kind().as_str()
                         ),
                     );
                 }
             }
-            if app.invocations == Some(0) {
+            if app.startup().is_some_and(|s| s.invocations == Some(0)) {
                 return fail("invocations", "must be at least 1 (leave it out for no limit)".into());
             }
             queues = queues.saturating_add(u64::from(app.count) * u64::from(app.process_count()));
@@ -636,31 +1039,6 @@ impl Job {
                     ),
                 );
             }
-            if app.kind == AppKind::Startup && app.trace.is_none() {
-                return fail(
-                    "trace",
-                    "a startup application needs `trace` (xterm, gnometerm or a file path)".into(),
-                );
-            }
-            if app.kind != AppKind::Startup {
-                for (field, set) in [
-                    ("trace", app.trace.is_some()),
-                    ("every", app.every.is_some() && app.kind != AppKind::Streaming),
-                    ("invocations", app.invocations.is_some()),
-                    ("pause", app.pause.is_some()),
-                ] {
-                    if set {
-                        return fail(
-                            field,
-                            format!(
-                                "only applies to startup{} applications, not {}",
-                                if field == "every" { " and streaming" } else { "" },
-                                app.kind.as_str()
-                            ),
-                        );
-                    }
-                }
-            }
         }
         Ok(())
     }
@@ -672,7 +1050,7 @@ impl Job {
         let mut out = Vec::new();
         let mut seen: BTreeMap<String, u32> = BTreeMap::new();
         for spec in specs {
-            let base = spec.name.clone().unwrap_or_else(|| spec.kind.as_str().to_string());
+            let base = spec.name.clone().unwrap_or_else(|| spec.kind().as_str().to_string());
             for _ in 0..spec.count {
                 let n = seen.entry(base.clone()).or_insert(0);
                 let name =
@@ -696,9 +1074,25 @@ fn key_on_line(text: &str, line: usize) -> Option<String> {
 /// A field named in backquotes in a message about a field (`missing field `duration``, `unknown
 /// field `speed``); not the tokens a syntax error quotes (`expected `.`, `]]``).
 fn field_in_message(message: &str) -> Option<String> {
+    // `x` does not apply ... / `trace` is missing ...
+    if let Some(rest) = message.strip_prefix('`') {
+        let len = rest.find('`')?;
+        return Some(rest[..len].to_string());
+    }
     let start = message.find("field `").map(|i| i + "field `".len())?;
     let len = message[start..].find('`')?;
     Some(message[start..start + len].to_string())
+}
+
+/// The index of the `[[app]]` table whose conversion into an [`AppSpec`] fails with `message`.
+fn failing_app(text: &str, message: &str) -> Option<usize> {
+    let doc: toml::Table = toml::from_str(text).ok()?;
+    let apps = doc.get("app")?.as_array()?;
+    apps.iter().position(|v| {
+        AppTable::deserialize(v.clone())
+            .ok()
+            .is_some_and(|t| AppSpec::try_from(t).err().is_some_and(|e| e == message))
+    })
 }
 
 /// The line of the `i`-th `[[app]]` table.
@@ -746,7 +1140,7 @@ trace = "xterm"
         let apps = job.expanded_apps();
         assert_eq!(apps.len(), 11);
         assert_eq!(apps[0].0, "seq-reader-0");
-        assert_eq!(apps[10].1.kind, AppKind::Startup);
+        assert_eq!(apps[10].1.kind(), AppKind::Startup);
         assert_eq!(job.device.params["service_time_us"].0, "100");
     }
 
@@ -788,6 +1182,38 @@ trace = "xterm"
         let job = Job::from_toml("duration = \"1s\"\nworkload = \"10r-seq\"\n[device]\n", "j.toml").unwrap();
         assert_eq!(job.device.preset, "default");
         // (The simulator maps `default` to the papers' disk: bfq-sim's device tests.)
+    }
+
+    /// Issue 15 part 1: each kind has its own fields; one it does not use is refused on its line, with
+    /// the kind's fields named (it used to be ignored silently).
+    #[test]
+    fn a_field_the_kind_does_not_use_is_refused_with_the_kinds_fields() {
+        let text = "duration = \"1s\"\n[[app]]\nkind = \"rand-reader\"\n\n[[app]]\nkind = \"seq-reader\"\nwindow = 2\nfps = 25\n";
+        let err = Job::from_toml(text, "j.toml").unwrap_err();
+        assert_eq!((err.line, err.field.as_deref()), (Some(8), Some("fps")), "{err}");
+        assert!(
+            err.message.contains("seq-reader") && err.message.contains("request_size, window, file_size"),
+            "{err}"
+        );
+    }
+
+    /// A typed application written back to TOML reads back the same (the suite builds jobs as values).
+    #[test]
+    fn a_typed_job_round_trips_through_its_toml_form() {
+        let mut job = Job::new(Duration(2 * bfq_sched::SEC));
+        job.apps = vec![
+            AppSpec::of(Workload::SeqReader(Greedy { window: Some(4), ..Greedy::default() }))
+                .named("r")
+                .weight(300),
+            AppSpec::of(Workload::Startup(Startup {
+                trace: "gnometerm".into(),
+                every: Some(Duration(3 * bfq_sched::SEC)),
+                ..Startup::default()
+            })),
+            AppSpec::of(Workload::Dbms(Dbms { processes: Some(7), ..Dbms::default() })),
+        ];
+        let text = toml::to_string(&job).unwrap();
+        assert_eq!(Job::from_toml(&text, "round-trip.toml").unwrap(), job, "{text}");
     }
 
     #[test]

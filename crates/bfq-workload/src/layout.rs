@@ -9,7 +9,7 @@
 //! each the papers' 5 GB (seed 001 sec. 6.2), which no one wants written to a scratch file for a
 //! ten-second run; on a real target it is [`REAL_FILE_BYTES`] unless the job sets `file_size`.
 
-use crate::job::{AppKind, AppSpec, Job};
+use crate::job::{AppSpec, Job};
 use crate::trace::Trace;
 
 /// Default file size of an application on a real target (the simulator's is
@@ -64,15 +64,15 @@ pub fn layout(job: &Job, default_file_bytes: u64) -> Result<(Vec<Placement>, u64
     let mut next = job.layout_start.map_or(0, |s| s.0).next_multiple_of(REGION_ALIGN);
     let mut out = Vec::new();
     for (name, spec) in job.expanded_apps() {
-        let trace = match (&spec.kind, &spec.trace) {
-            (AppKind::Startup, Some(t)) => {
-                Some(crate::load_trace(t).map_err(|message| LayoutError { app: name.clone(), message })?)
-            }
-            _ => None,
+        let trace = match spec.startup() {
+            Some(s) => Some(
+                crate::load_trace(&s.trace).map_err(|message| LayoutError { app: name.clone(), message })?,
+            ),
+            None => None,
         };
         let len = match &trace {
             Some(t) => t.region_bytes(),
-            None => spec.file_size.map_or(default_file_bytes, |s| s.0),
+            None => spec.file_size().map_or(default_file_bytes, |s| s.0),
         }
         .next_multiple_of(REGION_ALIGN);
         let start = next;

@@ -2,8 +2,11 @@
 //! job file each run is (seed 001 sec. 6 set-ups, seed 002 set-ups), and how a metric is read out of
 //! the run's report.
 
-use std::fmt::Write as _;
-
+use bfq_sched::SEC;
+use bfq_sim::job::{
+    AppKind, AppSpec, Dbms, Duration, Greedy, ParamValue, Processes, Size, Startup, Streaming, Video,
+    Workload,
+};
 use bfq_sim::{run_job, Job, RunReport};
 use serde::Serialize;
 
@@ -349,9 +352,9 @@ const STARTUP_PAUSE_S: u32 = 4;
 /// not taking advantage of any weight raising").
 const VIDEO_STARTUPS_FROM_S: u32 = 10;
 
-/// The job file of a run (TOML, the format of docs/simulator.md, "Job format").
-pub fn job_toml(key: &RunKey, profile: &Profile, seed: u64) -> String {
-    let mut t = String::new();
+/// The job of a run, built as a value (the format of docs/simulator.md, "Job format").
+pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
+    let secs = |s: u32| Duration(u64::from(s) * SEC);
     let (duration, warmup) = match &key.scenario {
         Scenario::Throughput { short: false, .. } => profile.tput_long,
         Scenario::Throughput { short: true, .. } => (profile.tput_short, 0),
@@ -361,43 +364,57 @@ pub fn job_toml(key: &RunKey, profile: &Profile, seed: u64) -> String {
         Scenario::Dbms { .. } | Scenario::Web => profile.dbms,
         Scenario::Streaming => (profile.streaming, 0),
     };
-    let _ = writeln!(
-        t,
-        "name = {:?}\nseed = {seed}\nduration = \"{duration}s\"\nwarmup = \"{warmup}s\"",
-        key.label()
-    );
+    let mut job = Job::new(secs(duration));
+    job.name = Some(key.label());
+    job.seed = seed;
+    job.warmup = secs(warmup);
     let background = match &key.scenario {
         Scenario::Throughput { workload, .. } => Some(workload.as_str()),
         Scenario::Startup { background, .. } | Scenario::Video { background } => Some(background.as_str()),
         _ => None,
     };
-    if let Some(w) = background.filter(|w| FOUR_WORKLOADS.contains(w)) {
-        let _ = writeln!(t, "workload = {w:?}");
-    }
+    job.workload = background.filter(|w| FOUR_WORKLOADS.contains(w)).map(str::to_string);
     let preset = key.preset.as_str();
-    let _ = writeln!(t, "[device]\npreset = {preset:?}");
+    job.device.preset = preset.to_string();
     if key.class == "hdd" && preset.starts_with("hdd") {
         // The experiment says whether internal queueing is on, whatever the preset's own default.
-        let (ncq, depth) = if key.ncq { (1, 32) } else { (0, 1) };
-        let _ = writeln!(t, "params = {{ ncq = \"{ncq}\", queue_depth = \"{depth}\" }}");
+        let (ncq, depth) = if key.ncq { ("1", "32") } else { ("0", "1") };
+        job.device.params.insert("ncq".into(), ParamValue(ncq.into()));
+        job.device.params.insert("queue_depth".into(), ParamValue(depth.into()));
     }
     let every = profile.startup_every;
     let first = profile.startup_first;
+    let sized = |bytes: u64| Some(Size(bytes));
+    let apps = &mut job.apps;
     match &key.scenario {
         Scenario::Throughput { workload, .. } if workload == "1r-seq" => {
-            t.push_str("[[app]]\nname = \"reader\"\nkind = \"seq-reader\"\n");
+            apps.push(AppSpec::new(AppKind::SeqReader).named("reader"));
         }
         Scenario::Throughput { .. } => {}
         Scenario::Startup { trace, .. } => {
-            let _ = writeln!(
-                t,
-                "[[app]]\nname = \"probe\"\nkind = \"startup\"\ntrace = {trace:?}\nstart = \"{first}s\"\nevery = \"{every}s\"\npause = \"{STARTUP_PAUSE_S}s\""
+            apps.push(
+                AppSpec::of(Workload::Startup(Startup {
+                    trace: trace.clone(),
+                    start: Some(secs(first)),
+                    every: Some(secs(every)),
+                    pause: Some(secs(STARTUP_PAUSE_S)),
+                    invocations: None,
+                }))
+                .named("probe"),
             );
         }
         Scenario::Video { .. } => {
-            let _ = writeln!(
-                t,
-                "[[app]]\nname = \"video\"\nkind = \"video\"\nfps = 27\n[[app]]\nname = \"probe\"\nkind = \"startup\"\ntrace = \"xterm\"\nstart = \"{VIDEO_STARTUPS_FROM_S}s\"\nevery = \"{every}s\""
+            apps.push(
+                AppSpec::of(Workload::Video(Video { fps: Some(27), ..Video::default() })).named("video"),
+            );
+            apps.push(
+                AppSpec::of(Workload::Startup(Startup {
+                    trace: "xterm".into(),
+                    start: Some(secs(VIDEO_STARTUPS_FROM_S)),
+                    every: Some(secs(every)),
+                    ..Startup::default()
+                }))
+                .named("probe"),
             );
         }
         Scenario::Bandwidth { workload } => {
@@ -417,30 +434,42 @@ pub fn job_toml(key: &RunKey, profile: &Profile, seed: u64) -> String {
                 };
                 if target > at + (1 << 20) {
                     // A file that is never read pushes the next reader's file to its slice.
-                    let _ = writeln!(
-                        t,
-                        "[[app]]\nname = \"spacer{i}\"\nkind = \"video\"\nstart = \"1000000s\"\nfile_size = \"{}\"",
-                        target - at
+                    apps.push(
+                        AppSpec::of(Workload::Video(Video {
+                            start: Some(secs(1_000_000)),
+                            file_size: sized(target - at),
+                            ..Video::default()
+                        }))
+                        .named(&format!("spacer{i}")),
                     );
                     at = target;
                 }
-                let _ = writeln!(
-                    t,
-                    "[[app]]\nname = \"reader{}\"\nkind = \"seq-reader\"\nweight = {w}\nfile_size = \"{size}\"",
-                    i + 1,
+                apps.push(
+                    AppSpec::of(Workload::SeqReader(Greedy { file_size: sized(*size), ..Greedy::default() }))
+                        .named(&format!("reader{}", i + 1))
+                        .weight(*w),
                 );
                 at += size.next_multiple_of(4096);
             }
         }
         Scenario::Dbms { outstanding } => {
-            let _ = writeln!(
-                t,
-                "[[app]]\nname = \"dbms\"\nkind = \"dbms\"\nprocesses = 100\nwindow = {outstanding}"
+            apps.push(
+                AppSpec::of(Workload::Dbms(Dbms {
+                    processes: Some(100),
+                    window: Some(*outstanding),
+                    ..Dbms::default()
+                }))
+                .named("dbms"),
             );
         }
         Scenario::Web => {
-            t.push_str(
-                "[[app]]\nname = \"httpd\"\nkind = \"web-server\"\nprocesses = 100\nfile_size = \"10GB\"\n",
+            apps.push(
+                AppSpec::of(Workload::WebServer(Processes {
+                    processes: Some(100),
+                    file_size: sized(10_000_000_000),
+                    ..Processes::default()
+                }))
+                .named("httpd"),
             );
         }
         Scenario::Streaming => {
@@ -449,13 +478,21 @@ pub fn job_toml(key: &RunKey, profile: &Profile, seed: u64) -> String {
             // file after the movies). The movies' slices cover the disk up to 64 GB (seed 002: "each
             // movie was stored in a distinct disk slice", on a 30 GB disk).
             let movies = (capacity_bytes(preset) - bfq_sim::DEFAULT_FILE_BYTES).min(64_000_000_000);
-            let _ = writeln!(
-                t,
-                "[[app]]\nname = \"server\"\nkind = \"streaming\"\nprocesses = 64\nrequest_size = \"128KiB\"\nfps = 4\nbuffer = \"1s\"\nevery = \"15s\"\nfile_size = \"{movies}\"\n[[app]]\nname = \"background\"\nkind = \"seq-reader\""
+            apps.push(
+                AppSpec::of(Workload::Streaming(Streaming {
+                    processes: Some(64),
+                    request_size: sized(128 << 10),
+                    fps: Some(4),
+                    buffer: Some(secs(1)),
+                    every: Some(secs(15)),
+                    file_size: sized(movies),
+                }))
+                .named("server"),
             );
+            apps.push(AppSpec::new(AppKind::SeqReader).named("background"));
         }
     }
-    t
+    job
 }
 
 fn capacity_bytes(preset: &str) -> u64 {
@@ -464,8 +501,8 @@ fn capacity_bytes(preset: &str) -> u64 {
 
 /// Runs one key.
 pub fn execute(key: &RunKey, profile: &Profile, seed: u64) -> Result<RunReport, String> {
-    let text = job_toml(key, profile, seed);
-    let job = Job::from_toml(&text, &key.label()).map_err(|e| format!("{}: {e}", key.label()))?;
+    let job = job(key, profile, seed);
+    job.validate().map_err(|(_, field, message)| format!("{}: field `{field}`: {message}", key.label()))?;
     let (name, params) = scheduler_and_params(&key.scheduler, &key.config)?;
     run_job(&job, &name, &params).map_err(|e| format!("{}: {e}", key.label()))
 }
@@ -605,8 +642,11 @@ mod tests {
             key("cfq", "", "vlc-stream-5onoff", "movies", None),
         ];
         for k in &keys {
-            let text = job_toml(k, &Profile::QUICK, 1);
-            Job::from_toml(&text, "suite").unwrap_or_else(|e| panic!("{}: {e}\n{text}", k.label()));
+            let job = job(k, &Profile::QUICK, 1);
+            job.validate().unwrap_or_else(|e| panic!("{}: {e:?}\n{job:?}", k.label()));
+            // Its TOML form is a valid job file too (`bfq suite` could write it out for `bfq sim`).
+            let text = toml::to_string(&job).unwrap();
+            assert_eq!(Job::from_toml(&text, "suite").unwrap(), job, "{text}");
         }
     }
 
@@ -614,7 +654,7 @@ mod tests {
     fn seed_002_bandwidth_files_lie_in_their_own_slices_of_the_disk() {
         // Seed 002: "each file in a distinct disk slice"; `-far`: the two ends of the disk.
         let k = key("bfq", "", "5r-seq-128mb", "reader_mb_s", None);
-        let job = Job::from_toml(&job_toml(&k, &Profile::QUICK, 1), "suite").unwrap();
+        let job = job(&k, &Profile::QUICK, 1);
         let apps = bfq_sim::build_apps(&job, capacity_bytes("hdd-stm332061") + (64 << 20)).unwrap();
         assert_eq!(apps.iter().filter(|(n, _)| n.starts_with("reader")).count(), 5);
         assert_eq!(apps.iter().filter(|(n, _)| n.starts_with("spacer")).count(), 4);
@@ -667,7 +707,7 @@ mod tests {
             };
             let bed = Bed { class: "hdd", ncq: false, preset: "hdd-dtla307030" };
             let k = plan(bed, "cfq", "", workload, metric, None).unwrap();
-            let job = Job::from_toml(&job_toml(&k, &Profile::QUICK, 1), "suite").unwrap();
+            let job = job(&k, &Profile::QUICK, 1);
             bfq_sim::build_apps(&job, capacity_bytes("hdd-dtla307030") + (64 << 20))
                 .unwrap_or_else(|e| panic!("{workload} does not fit on the DTLA: {e}"));
         }

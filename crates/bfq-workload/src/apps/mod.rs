@@ -200,7 +200,7 @@ pub struct BuildError {
 /// Builds every application of `job` on its placement ([`crate::layout::layout`]): the one place a
 /// job's kinds and options become request generators, for the simulator and the engine runner alike.
 pub fn build(job: &crate::Job, places: Vec<crate::Placement>) -> Result<NamedApps, BuildError> {
-    use crate::job::AppKind;
+    use crate::job::Workload;
     use bfq_sched::{MSEC, SEC};
     let mut apps: NamedApps = Vec::with_capacity(places.len());
     for place in places {
@@ -209,62 +209,57 @@ pub fn build(job: &crate::Job, places: Vec<crate::Placement>) -> Result<NamedApp
         let region = Region { start: place.start, len: place.len };
         // At most 64 MiB (`Job::validate`).
         let request = spec.request_bytes() as u32;
-        let app: Box<dyn App> = match spec.kind {
-            AppKind::SeqReader => Box::new(greedy::GreedyReader::new(
+        let processes = spec.process_count() as usize;
+        let app: Box<dyn App> = match &spec.workload {
+            Workload::SeqReader(g) => Box::new(greedy::GreedyReader::new(
                 qspec,
                 greedy::Pattern::Sequential,
                 region,
                 request,
-                spec.window.unwrap_or(1),
+                g.window.unwrap_or(1),
             )),
-            AppKind::RandReader => Box::new(greedy::GreedyReader::new(
+            Workload::RandReader(g) => Box::new(greedy::GreedyReader::new(
                 qspec,
                 greedy::Pattern::Random,
                 region,
                 request,
-                spec.window.unwrap_or(1),
+                g.window.unwrap_or(1),
             )),
-            AppKind::SeqWriter => {
+            Workload::SeqWriter(_) => {
                 Box::new(greedy::GreedyWriter::new(qspec, greedy::Pattern::Sequential, region, request))
             }
-            AppKind::RandWriter => {
+            Workload::RandWriter(_) => {
                 Box::new(greedy::GreedyWriter::new(qspec, greedy::Pattern::Random, region, request))
             }
-            AppKind::Video => Box::new(video::VideoPlayer::new(
+            Workload::Video(v) => Box::new(video::VideoPlayer::new(
                 qspec,
                 region,
                 request,
-                SEC / u64::from(spec.fps.unwrap_or(25)),
-                spec.buffer.map_or(200 * MSEC, |d| d.0),
-                spec.start.map_or(0, |d| d.0),
-                spec.length.map_or(job.duration.0, |d| d.0),
+                SEC / u64::from(v.fps.unwrap_or(25)),
+                v.buffer.map_or(200 * MSEC, |d| d.0),
+                v.start.map_or(0, |d| d.0),
+                v.length.map_or(job.duration.0, |d| d.0),
             )),
-            AppKind::Dbms => Box::new(dbms::Dbms::new(
-                qspec,
-                region,
-                spec.process_count() as usize,
-                spec.window.unwrap_or(1),
-                request,
-            )),
-            AppKind::Interleaved => {
-                Box::new(dbms::Interleaved::new(qspec, region, spec.process_count() as usize, request))
+            Workload::Dbms(d) => {
+                Box::new(dbms::Dbms::new(qspec, region, processes, d.window.unwrap_or(1), request))
             }
-            AppKind::WebServer => Box::new(web::WebServer::new(
+            Workload::Interleaved(_) => Box::new(dbms::Interleaved::new(qspec, region, processes, request)),
+            Workload::WebServer(_) => Box::new(web::WebServer::new(
                 qspec,
                 region,
-                spec.process_count() as usize,
+                processes,
                 web::WebFiles { read_bytes: request, ..web::WebFiles::default() },
             )),
-            AppKind::Streaming => Box::new(streaming::StreamingServer::new(
+            Workload::Streaming(st) => Box::new(streaming::StreamingServer::new(
                 qspec,
                 region,
-                spec.process_count() as usize,
+                processes,
                 request,
-                SEC / u64::from(spec.fps.unwrap_or(4)),
-                spec.buffer.map_or(SEC, |d| d.0),
-                spec.every.map_or(15 * SEC, |d| d.0),
+                SEC / u64::from(st.fps.unwrap_or(4)),
+                st.buffer.map_or(SEC, |d| d.0),
+                st.every.map_or(15 * SEC, |d| d.0),
             )),
-            AppKind::Startup => {
+            Workload::Startup(st) => {
                 let trace = place.trace.ok_or_else(|| BuildError {
                     app: name.clone(),
                     message: "a startup application needs a trace".into(),
@@ -274,11 +269,11 @@ pub fn build(job: &crate::Job, places: Vec<crate::Placement>) -> Result<NamedApp
                         trace,
                         qspec,
                         region,
-                        spec.start.map_or(0, |d| d.0),
-                        spec.every.map(|d| d.0),
-                        spec.invocations,
+                        st.start.map_or(0, |d| d.0),
+                        st.every.map(|d| d.0),
+                        st.invocations,
                     )
-                    .with_pause(spec.pause.map_or(0, |d| d.0)),
+                    .with_pause(st.pause.map_or(0, |d| d.0)),
                 )
             }
         };
