@@ -258,6 +258,9 @@ pub struct AppSpec {
     pub weight: Weight,
     /// Class of each of its queues.
     pub class: Class,
+    /// Where its file (region) starts on the device, in bytes (default: right after the previous
+    /// application's; with `count`, the first copy's).
+    pub at: Option<Size>,
     /// What it does, with the options of that kind.
     pub workload: Workload,
 }
@@ -394,6 +397,9 @@ pub struct AppTable {
     /// Class of each of its queues.
     #[serde(default)]
     pub class: Class,
+    /// Where its region starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Size>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[allow(missing_docs)]
     pub request_size: Option<Size>,
@@ -537,7 +543,7 @@ impl TryFrom<AppTable> for AppSpec {
                 every: t.every,
             }),
         };
-        Ok(AppSpec { name: t.name, count: t.count, weight: t.weight, class: t.class, workload })
+        Ok(AppSpec { name: t.name, count: t.count, weight: t.weight, class: t.class, at: t.at, workload })
     }
 }
 
@@ -549,6 +555,7 @@ impl From<AppSpec> for AppTable {
             count: a.count,
             weight: a.weight,
             class: a.class,
+            at: a.at,
             ..AppTable::default()
         };
         match a.workload {
@@ -619,7 +626,14 @@ impl Workload {
 impl AppSpec {
     /// One application doing `workload`, at the default weight and class.
     pub fn of(workload: Workload) -> Self {
-        AppSpec { name: None, count: 1, weight: Weight::default(), class: Class::default(), workload }
+        AppSpec {
+            name: None,
+            count: 1,
+            weight: Weight::default(),
+            class: Class::default(),
+            at: None,
+            workload,
+        }
     }
 
     /// An application of this kind with every option at its default.
@@ -630,6 +644,12 @@ impl AppSpec {
     /// Named `name`.
     pub fn named(mut self, name: &str) -> Self {
         self.name = Some(name.to_string());
+        self
+    }
+
+    /// With its region starting at byte `at` of the device.
+    pub fn at(mut self, at: u64) -> Self {
+        self.at = Some(Size(at));
         self
     }
 
@@ -1051,12 +1071,14 @@ impl Job {
         let mut seen: BTreeMap<String, u32> = BTreeMap::new();
         for spec in specs {
             let base = spec.name.clone().unwrap_or_else(|| spec.kind().as_str().to_string());
-            for _ in 0..spec.count {
+            for copy in 0..spec.count {
                 let n = seen.entry(base.clone()).or_insert(0);
                 let name =
                     if spec.count == 1 && spec.name.is_some() { base.clone() } else { format!("{base}-{n}") };
                 *n += 1;
-                out.push((name, AppSpec { count: 1, ..spec.clone() }));
+                // The copies follow one another from the first one's place.
+                let at = if copy == 0 { spec.at } else { None };
+                out.push((name, AppSpec { count: 1, at, ..spec.clone() }));
             }
         }
         out

@@ -9,7 +9,7 @@
 //! each the papers' 5 GB (seed 001 sec. 6.2), which no one wants written to a scratch file for a
 //! ten-second run; on a real target it is [`REAL_FILE_BYTES`] unless the job sets `file_size`.
 
-use crate::job::{AppSpec, Job};
+use crate::job::{AppSpec, Job, Size};
 use crate::trace::Trace;
 
 /// Default file size of an application on a real target (the simulator's is
@@ -75,7 +75,19 @@ pub fn layout(job: &Job, default_file_bytes: u64) -> Result<(Vec<Placement>, u64
             None => spec.file_size().map_or(default_file_bytes, |s| s.0),
         }
         .next_multiple_of(REGION_ALIGN);
-        let start = next;
+        let start = match spec.at {
+            Some(Size(at)) if at < next => {
+                return Err(LayoutError {
+                    app: name.clone(),
+                    message: format!(
+                        "`at` = {at} lies inside the previous application's region (which ends at {next}): \
+                         regions are laid out in order and may not overlap"
+                    ),
+                })
+            }
+            Some(Size(at)) => at.next_multiple_of(REGION_ALIGN),
+            None => next,
+        };
         next = start.checked_add(len).ok_or_else(|| LayoutError {
             app: name.clone(),
             message: format!("its region ({len} bytes at {start}) ends beyond 2^64 bytes"),
@@ -104,6 +116,20 @@ mod tests {
         let writes = write_regions(&places);
         assert_eq!(writes.len(), 5);
         assert_eq!(writes[0], (5 * REAL_FILE_BYTES, 6 * REAL_FILE_BYTES, "seq-writer-0".to_string()));
+    }
+
+    /// `at` places an application's region further on (seed 002: each file in its own disk slice),
+    /// never back over the previous one.
+    #[test]
+    fn at_moves_a_region_forward_and_an_overlap_is_refused() {
+        let text = "duration = \"1s\"\n[[app]]\nkind = \"seq-reader\"\nfile_size = \"1MiB\"\n[[app]]\nkind = \"seq-reader\"\nfile_size = \"1MiB\"\nat = 10000000\n";
+        let job = Job::from_toml(text, "j.toml").unwrap();
+        let (places, end) = real_layout(&job).unwrap();
+        assert_eq!(places[1].start, 10_002_432, "rounded up to 4 KiB");
+        assert_eq!(end, 10_002_432 + (1 << 20));
+        let overlap = text.replace("10000000", "4096");
+        let err = real_layout(&Job::from_toml(&overlap, "j.toml").unwrap()).unwrap_err();
+        assert!(err.message.contains("may not overlap"), "{err}");
     }
 
     #[test]

@@ -425,31 +425,22 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
             let capacity = capacity_bytes(preset);
             let sizes: Vec<u64> = weights.iter().map(|w| 128_000_000u64 * u64::from(*w)).collect();
             let slots = if far { 1 } else { weights.len().max(1) as u64 };
-            let mut at = 0u64;
+            let mut end = 0u64;
             for (i, (w, size)) in weights.iter().zip(&sizes).enumerate() {
-                let target = if far && i == 1 {
+                let slice = if far && i == 1 {
                     capacity.saturating_sub(*size + (1 << 20))
                 } else {
                     capacity / slots * i as u64
                 };
-                if target > at + (1 << 20) {
-                    // A file that is never read pushes the next reader's file to its slice.
-                    apps.push(
-                        AppSpec::of(Workload::Video(Video {
-                            start: Some(secs(1_000_000)),
-                            file_size: sized(target - at),
-                            ..Video::default()
-                        }))
-                        .named(&format!("spacer{i}")),
-                    );
-                    at = target;
-                }
+                // Its slice, or right after the previous file if that one is longer than a slice.
+                let at = slice.max(end).next_multiple_of(4096);
+                end = at + size.next_multiple_of(4096);
                 apps.push(
                     AppSpec::of(Workload::SeqReader(Greedy { file_size: sized(*size), ..Greedy::default() }))
                         .named(&format!("reader{}", i + 1))
-                        .weight(*w),
+                        .weight(*w)
+                        .at(at),
                 );
-                at += size.next_multiple_of(4096);
             }
         }
         Scenario::Dbms { outstanding } => {
@@ -656,8 +647,12 @@ mod tests {
         let k = key("bfq", "", "5r-seq-128mb", "reader_mb_s", None);
         let job = job(&k, &Profile::QUICK, 1);
         let apps = bfq_sim::build_apps(&job, capacity_bytes("hdd-stm332061") + (64 << 20)).unwrap();
-        assert_eq!(apps.iter().filter(|(n, _)| n.starts_with("reader")).count(), 5);
-        assert_eq!(apps.iter().filter(|(n, _)| n.starts_with("spacer")).count(), 4);
+        assert_eq!(apps.len(), 5, "the readers only: their files are placed with `at`");
+        let (places, _) = bfq_sim::layout::layout(&job, bfq_sim::DEFAULT_FILE_BYTES).unwrap();
+        let slice = capacity_bytes("hdd-stm332061") / 5;
+        for (i, p) in places.iter().enumerate() {
+            assert_eq!(p.start, (slice * i as u64).next_multiple_of(4096), "{} in slice {i}", p.name);
+        }
     }
 
     #[test]
