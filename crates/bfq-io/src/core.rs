@@ -7,6 +7,7 @@
 //! data) that is handed back with its result. Per request the steady state allocates nothing: requests
 //! live in a slab indexed by their id, which is also the io_uring user data.
 
+use bfq_sched::Instant as SchedInstant;
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -164,7 +165,7 @@ impl<T> Core<T> {
         let Some(w) = self.event_log.as_mut() else { return };
         use std::io::Write;
         while let Some(e) = self.sched.poll_event() {
-            if writeln!(w, "{} q{} {:?}", e.time / 1000, e.queue.0, e.kind).is_err() {
+            if writeln!(w, "{} q{} {:?}", e.time.as_nanos() / 1000, e.queue.0, e.kind).is_err() {
                 self.event_log = None;
                 self.sched.set_events(false);
                 return;
@@ -227,7 +228,7 @@ impl<T> Core<T> {
         spec: QueueSpec,
         now: Nanos,
     ) -> Result<(), EngineError> {
-        self.sched.configure_queue(queue, spec, now).map_err(EngineError::from)
+        self.sched.configure_queue(queue, spec, SchedInstant::from_nanos(now)).map_err(EngineError::from)
     }
 
     /// Creates or changes a scheduling group (see `Scheduler::configure_group`).
@@ -238,7 +239,9 @@ impl<T> Core<T> {
         spec: QueueSpec,
         now: Nanos,
     ) -> Result<(), EngineError> {
-        self.sched.configure_group(group, parent, spec, now).map_err(EngineError::from)
+        self.sched
+            .configure_group(group, parent, spec, SchedInstant::from_nanos(now))
+            .map_err(EngineError::from)
     }
 
     /// Places a queue in a group (see `Scheduler::set_queue_group`).
@@ -248,7 +251,7 @@ impl<T> Core<T> {
         group: GroupId,
         now: Nanos,
     ) -> Result<(), EngineError> {
-        self.sched.set_queue_group(queue, group, now).map_err(EngineError::from)
+        self.sched.set_queue_group(queue, group, SchedInstant::from_nanos(now)).map_err(EngineError::from)
     }
 
     /// Hands one request to the scheduler (offset and buffer already checked by the front end).
@@ -278,13 +281,13 @@ impl<T> Core<T> {
         self.slab[idx as usize] =
             Some(Slot { req, target, offset, fua, punch: false, buf, token, arrived: now });
         self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += 1;
-        self.sched.insert(req, now);
+        self.sched.insert(req, SchedInstant::from_nanos(now));
     }
 
     /// Removes `queue` from the scheduler now if it holds nothing, otherwise once its last request
     /// has completed; its live statistics go with it.
     pub(crate) fn remove_queue(&mut self, queue: QueueId, now: Nanos) {
-        match self.sched.remove_queue(queue, now) {
+        match self.sched.remove_queue(queue, SchedInstant::from_nanos(now)) {
             Err(bfq_sched::SchedError::QueueBusy { .. }) => {
                 if !self.removing.contains(&queue) {
                     self.removing.push(queue);
@@ -306,12 +309,12 @@ impl<T> Core<T> {
     /// Fires a due timer and moves requests from the scheduler to the ring while the device has room.
     /// Returns when the scheduler wants to be asked again (an idling deadline or a timer), if ever.
     pub(crate) fn pump(&mut self, now: Nanos) -> Result<Option<Nanos>, EngineError> {
-        if self.sched.next_timer().is_some_and(|t| t <= now) {
-            self.sched.timer(now);
+        if self.sched.next_timer().is_some_and(|t| t <= SchedInstant::from_nanos(now)) {
+            self.sched.timer(SchedInstant::from_nanos(now));
         }
         let mut deadline = None;
         while self.in_flight < self.depth {
-            match self.sched.dispatch(now) {
+            match self.sched.dispatch(SchedInstant::from_nanos(now)) {
                 Decision::Dispatch(req) => self.push_io(req)?,
                 Decision::Idle { until } => {
                     deadline = Some(until);
@@ -322,8 +325,8 @@ impl<T> Core<T> {
         }
         self.write_events();
         Ok(match (deadline, self.sched.next_timer()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+            (Some(a), Some(b)) => Some(a.min(b).as_nanos()),
+            (a, b) => a.or(b).map(SchedInstant::as_nanos),
         })
     }
 
@@ -367,7 +370,7 @@ impl<T> Core<T> {
         let Some(slot) = self.slab.get_mut(idx).and_then(|e| e.as_mut()) else {
             // The scheduler handed back a request it was never given: acknowledge and move on.
             let now = self.now();
-            self.sched.complete(&req, now);
+            self.sched.complete(&req, SchedInstant::from_nanos(now));
             return Ok(());
         };
         if let Some(live) = self.live.get_mut(&req.queue) {
@@ -440,7 +443,7 @@ impl<T> Core<T> {
             let Some(slot) = self.slab.get_mut(idx).and_then(Option::take) else { continue };
             self.free.push(idx as u32);
             self.in_flight -= 1;
-            self.sched.complete(&slot.req, now);
+            self.sched.complete(&slot.req, SchedInstant::from_nanos(now));
             let req = slot.req;
             let op = op_name(req.op);
             // Reads and writes move their whole length; the other operations return 0 on success.

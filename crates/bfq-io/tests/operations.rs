@@ -2,11 +2,12 @@
 //! operations of their own, several targets under one scheduler, targets opened by the caller, any
 //! scheduler, queue removal, back-pressure and live statistics.
 
+use bfq_sched::Instant;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bfq_io::{AlignedBuf, Engine, QueueId, QueueSpec};
-use bfq_sched::{Decision, Nanos, ParamError, QueueStats, Request, SchedError, Scheduler, MSEC};
+use bfq_sched::{Decision, ParamError, QueueStats, Request, SchedError, Scheduler, MSEC};
 
 struct Temp(std::path::PathBuf);
 
@@ -127,13 +128,13 @@ impl Scheduler for Gate {
     fn name(&self) -> &'static str {
         "gate"
     }
-    fn configure_queue(&mut self, _: QueueId, _: QueueSpec, _: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, _: QueueId, _: QueueSpec, _: Instant) -> Result<(), SchedError> {
         Ok(())
     }
-    fn insert(&mut self, request: Request, _: Nanos) {
+    fn insert(&mut self, request: Request, _: Instant) {
         self.queued.push_back(request);
     }
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Instant) -> Decision {
         if self.queued.is_empty() {
             return Decision::Empty;
         }
@@ -149,11 +150,11 @@ impl Scheduler for Gate {
         );
         Decision::Dispatch(self.queued.pop_front().unwrap())
     }
-    fn complete(&mut self, _: &Request, _: Nanos) {
+    fn complete(&mut self, _: &Request, _: Instant) {
         self.in_flight -= 1;
     }
-    fn timer(&mut self, _: Nanos) {}
-    fn next_timer(&self) -> Option<Nanos> {
+    fn timer(&mut self, _: Instant) {}
+    fn next_timer(&self) -> Option<Instant> {
         None
     }
     fn queued(&self) -> usize {

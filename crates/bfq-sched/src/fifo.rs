@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::accounting::QueueTable;
 use crate::params::ParamError;
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{Nanos, QueueId, QueueSpec, Request, RequestId};
+use crate::types::{Instant, QueueId, QueueSpec, Request, RequestId};
 use crate::SchedError;
 
 /// First in, first out.
@@ -31,24 +31,24 @@ impl Scheduler for Fifo {
         "fifo"
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         self.queues.configure(queue, spec);
         Ok(())
     }
 
-    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, _now: Instant) -> Result<(), SchedError> {
         self.queues.remove(queue).map(|_| ())
     }
 
-    fn insert(&mut self, request: Request, _now: Nanos) {
+    fn insert(&mut self, request: Request, _now: Instant) {
         if !self.queues.on_insert(&request) {
             return; // an id already held: ignored (the `Scheduler::insert` contract)
         }
         self.queue.push_back(request);
     }
 
-    fn dispatch(&mut self, _now: Nanos) -> Decision {
+    fn dispatch(&mut self, _now: Instant) -> Decision {
         match self.queue.pop_front() {
             Some(r) => {
                 self.queues.on_dispatch(&r);
@@ -59,7 +59,7 @@ impl Scheduler for Fifo {
         }
     }
 
-    fn complete(&mut self, request: &Request, _now: Nanos) {
+    fn complete(&mut self, request: &Request, _now: Instant) {
         // Only a request this scheduler dispatched counts (the trait's rule for stray completions).
         if self.in_flight.get(&request.id) == Some(&request.queue) {
             self.in_flight.remove(&request.id);
@@ -67,9 +67,9 @@ impl Scheduler for Fifo {
         }
     }
 
-    fn timer(&mut self, _now: Nanos) {}
+    fn timer(&mut self, _now: Instant) {}
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn next_timer(&self) -> Option<Instant> {
         None
     }
 
@@ -118,31 +118,31 @@ mod tests {
     #[test]
     fn dispatches_in_arrival_order_regardless_of_position() {
         let mut s = Fifo::new();
-        s.insert(req(1, 0, 900), 0);
-        s.insert(req(2, 1, 10), 1);
-        s.insert(req(3, 0, 500), 2);
+        s.insert(req(1, 0, 900), Instant::ZERO);
+        s.insert(req(2, 1, 10), Instant::from_nanos(1));
+        s.insert(req(3, 0, 500), Instant::from_nanos(2));
         let order: Vec<u64> = (0..3)
-            .map(|_| match s.dispatch(3) {
+            .map(|_| match s.dispatch(Instant::from_nanos(3)) {
                 Decision::Dispatch(r) => r.id.0,
                 other => panic!("expected a request, got {other:?}"),
             })
             .collect();
         assert_eq!(order, vec![1, 2, 3]);
-        assert_eq!(s.dispatch(4), Decision::Empty);
+        assert_eq!(s.dispatch(Instant::from_nanos(4)), Decision::Empty);
         assert_eq!(s.in_flight(), 3);
     }
 
     #[test]
     fn unknown_completion_is_ignored() {
         let mut s = Fifo::new();
-        s.complete(&req(7, 3, 0), 0);
+        s.complete(&req(7, 3, 0), Instant::ZERO);
         assert_eq!(s.in_flight(), 0);
         // Nor is a stray id on a queue that has a real request in flight.
-        s.insert(req(1, 3, 0), 0);
-        let Decision::Dispatch(r) = s.dispatch(0) else { panic!("a request is queued") };
-        s.complete(&req(2, 3, 0), 1);
+        s.insert(req(1, 3, 0), Instant::ZERO);
+        let Decision::Dispatch(r) = s.dispatch(Instant::ZERO) else { panic!("a request is queued") };
+        s.complete(&req(2, 3, 0), Instant::from_nanos(1));
         assert_eq!((s.in_flight(), s.queue_stats(QueueId(3)).unwrap().completed), (1, 0));
-        s.complete(&r, 2);
+        s.complete(&r, Instant::from_nanos(2));
         assert_eq!((s.in_flight(), s.queue_stats(QueueId(3)).unwrap().completed), (0, 1));
     }
 }

@@ -6,10 +6,11 @@
 //! discrete-event simulator and in the io_uring engine.
 //!
 //! ```
-//! use bfq_sched::{build, Decision, DeviceInfo, Op, QueueId, QueueSpec, Request, RequestId, MSEC};
+//! use bfq_sched::{build, Decision, DeviceInfo, Instant, Op, QueueId, QueueSpec, Request, RequestId, MSEC};
 //!
 //! let mut sched = build("fifo", DeviceInfo::default(), &[]).unwrap();
-//! sched.configure_queue(QueueId(1), QueueSpec::with_weight(200), 0).unwrap();
+//! let start = Instant::ZERO;
+//! sched.configure_queue(QueueId(1), QueueSpec::with_weight(200), start).unwrap();
 //! let read = Request {
 //!     id: RequestId(1),
 //!     queue: QueueId(1),
@@ -19,11 +20,11 @@
 //!     sync: true,
 //!     meta: false,
 //! };
-//! sched.insert(read, 0);
+//! sched.insert(read, start);
 //! // The device is free: ask what to do.
-//! let Decision::Dispatch(r) = sched.dispatch(0) else { panic!("a request is queued") };
-//! // ... the device serves it ...
-//! sched.complete(&r, 5 * MSEC);
+//! let Decision::Dispatch(r) = sched.dispatch(start) else { panic!("a request is queued") };
+//! // ... the device serves it (instants plus durations are instants) ...
+//! sched.complete(&r, start + 5 * MSEC);
 //! assert_eq!(sched.queue_stats(QueueId(1)).unwrap().completed, 1);
 //! ```
 #![warn(missing_docs)]

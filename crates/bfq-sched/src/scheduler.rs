@@ -11,7 +11,7 @@
 //! then `dispatch` again). Every dispatched request must be handed back once through `complete`: that is
 //! the acknowledgment the scheduler's accounting relies on.
 
-use crate::types::{GroupId, IoClass, Nanos, QueueId, QueueSpec, Request};
+use crate::types::{GroupId, Instant, IoClass, QueueId, QueueSpec, Request};
 use crate::{ParamError, SchedError};
 
 /// What the scheduler wants the device to do next.
@@ -27,7 +27,7 @@ pub enum Decision {
     /// at that time, or `dispatch` earlier on an `insert` or `complete`.
     Idle {
         /// When the wait ends at the latest.
-        until: Nanos,
+        until: Instant,
     },
     /// Hold back until the next event, usually the completion of a request in flight: a depth or token
     /// limit, or (BFQ) the in-service queue has requests in flight and will be idled for once they
@@ -83,7 +83,7 @@ pub enum RaiseKind {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Event {
     /// When it happened.
-    pub time: Nanos,
+    pub time: Instant,
     /// The queue it concerns.
     pub queue: QueueId,
     /// What happened.
@@ -103,7 +103,7 @@ pub enum EventKind {
     /// The queue's next budget was set to this many sectors.
     BudgetUpdated { budget: u64 },
     /// The device is kept idle for this queue until `until`.
-    IdlingStarted { until: Nanos },
+    IdlingStarted { until: Instant },
     /// Weight raising started (or was renewed): the queue's effective weight is now `weight`.
     WeightRaised { kind: RaiseKind, weight: u32 },
     /// Weight raising ended.
@@ -185,9 +185,9 @@ impl QueueStats {
 ///   `remove_queue` of a queue with requests queued or in flight ([`SchedError::QueueBusy`]),
 ///   `set_param` with an unknown name or a value that does not parse or is out of range.
 /// - **Defaults**: a request for a queue never configured gets [`QueueSpec::default`].
-/// - **Time**: times are nanoseconds of a monotonic clock; a time earlier than one already given is
+/// - **Time**: times are [`Instant`]s of a monotonic clock; a time earlier than one already given is
 ///   treated as no time passing. Deadlines that would pass the end of the clock saturate at
-///   `Nanos::MAX` and then never fire early: a driver whose clock reaches `Nanos::MAX` still gets every
+///   `Instant::MAX` and then never fire early: a driver whose clock reaches `Instant::MAX` still gets every
 ///   request dispatched. Positions and sizes may take any value (sector arithmetic saturates).
 pub trait Scheduler: Send {
     /// The name it is selected by (`"bfq"`, `"fifo"`, ...).
@@ -195,7 +195,7 @@ pub trait Scheduler: Send {
 
     /// Sets (or changes) a queue's weight and class. Queues that are never configured use
     /// [`QueueSpec::default`].
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, now: Nanos) -> Result<(), SchedError>;
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, now: Instant) -> Result<(), SchedError>;
 
     /// Whether the scheduler shares service hierarchically among groups ([`Scheduler::configure_group`]).
     /// Schedulers that return `false` accept group calls and ignore them: every queue competes flat.
@@ -212,7 +212,7 @@ pub trait Scheduler: Send {
         group: GroupId,
         parent: GroupId,
         spec: QueueSpec,
-        now: Nanos,
+        now: Instant,
     ) -> Result<(), SchedError> {
         let _ = (group, parent, now);
         spec.validate()
@@ -221,7 +221,7 @@ pub trait Scheduler: Send {
     /// Places a queue in a group (every queue starts in `ROOT_GROUP`). Errors on an unknown group.
     /// A queue that has requests queued or in flight moves when it next becomes idle, so service
     /// already charged stays where it was charged.
-    fn set_queue_group(&mut self, queue: QueueId, group: GroupId, now: Nanos) -> Result<(), SchedError> {
+    fn set_queue_group(&mut self, queue: QueueId, group: GroupId, now: Instant) -> Result<(), SchedError> {
         let _ = (queue, group, now);
         Ok(())
     }
@@ -229,16 +229,16 @@ pub trait Scheduler: Send {
     /// Forgets a queue the caller will not use again (a closed connection, an ended tenant), freeing
     /// its state. Errors with [`SchedError::QueueBusy`] while it has requests queued or in flight. A
     /// later request with the same id starts a fresh queue with the default spec.
-    fn remove_queue(&mut self, queue: QueueId, now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, now: Instant) -> Result<(), SchedError> {
         let _ = (queue, now);
         Ok(())
     }
 
     /// A request arrives.
-    fn insert(&mut self, request: Request, now: Nanos);
+    fn insert(&mut self, request: Request, now: Instant);
 
     /// The device can take a request: what should it do?
-    fn dispatch(&mut self, now: Nanos) -> Decision;
+    fn dispatch(&mut self, now: Instant) -> Decision;
 
     /// The device finished `request` (which `dispatch` returned earlier).
     ///
@@ -246,13 +246,13 @@ pub trait Scheduler: Send {
     /// request this scheduler never dispatched, one already completed, or a known id with another
     /// queue — is ignored: it changes no counter, no queue's accounting and no timer, so a buggy or
     /// duplicated acknowledgment cannot be charged against a queue that has real requests in flight.
-    fn complete(&mut self, request: &Request, now: Nanos);
+    fn complete(&mut self, request: &Request, now: Instant);
 
     /// The deadline returned by [`Scheduler::next_timer`] has passed.
-    fn timer(&mut self, now: Nanos);
+    fn timer(&mut self, now: Instant);
 
     /// The earliest time at which the scheduler wants `timer` to be called, if any.
-    fn next_timer(&self) -> Option<Nanos>;
+    fn next_timer(&self) -> Option<Instant>;
 
     /// Requests inserted and not yet dispatched.
     fn queued(&self) -> usize;

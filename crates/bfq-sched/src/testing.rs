@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::scheduler::{Decision, Scheduler};
-use crate::types::{Nanos, Op, QueueId, Request, RequestId, SEC};
+use crate::types::{Instant, Nanos, Op, QueueId, Request, RequestId, SEC};
 
 /// A disk that serves one command at a time (or `depth` at once, each independently) with a fixed
 /// positioning cost for non-contiguous requests and a constant transfer rate.
@@ -152,7 +152,7 @@ impl<'a> Harness<'a> {
         *issued += 1;
         self.next_id += 1;
         self.inserted_at.insert(request.id, (index, self.now));
-        self.scheduler.insert(request, self.now);
+        self.scheduler.insert(request, Instant::from_nanos(self.now));
     }
 
     /// Runs until virtual time `end`; returns each client's results so far.
@@ -168,7 +168,7 @@ impl<'a> Harness<'a> {
         while self.now < end {
             // Feed the device while it has room.
             while self.at_device.len() < self.disk.depth as usize {
-                match self.scheduler.dispatch(self.now) {
+                match self.scheduler.dispatch(Instant::from_nanos(self.now)) {
                     Decision::Dispatch(r) => {
                         let busy_until = self.at_device.iter().map(|(_, t)| *t).max().unwrap_or(self.now);
                         let start = if self.disk.depth == 1 { busy_until.max(self.now) } else { self.now };
@@ -181,7 +181,7 @@ impl<'a> Harness<'a> {
             }
             // Next event: a completion, a scheduler timer, a client starting, or the end.
             let completion = self.at_device.iter().map(|(_, t)| *t).min();
-            let timer = self.scheduler.next_timer().filter(|t| *t >= self.now);
+            let timer = self.scheduler.next_timer().map(Instant::as_nanos).filter(|t| *t >= self.now);
             let start = self
                 .clients
                 .iter()
@@ -195,13 +195,13 @@ impl<'a> Harness<'a> {
                 self.now = end;
             }
             if timer.is_some_and(|t| t <= self.now) {
-                self.scheduler.timer(self.now);
+                self.scheduler.timer(Instant::from_nanos(self.now));
             }
             let mut i = 0;
             while i < self.at_device.len() {
                 if self.at_device[i].1 <= self.now {
                     let (r, _) = self.at_device.swap_remove(i);
-                    self.scheduler.complete(&r, self.now);
+                    self.scheduler.complete(&r, Instant::from_nanos(self.now));
                     if let Some((client, t0)) = self.inserted_at.remove(&r.id) {
                         let res = &mut self.results[client];
                         res.bytes += u64::from(r.len);
@@ -264,7 +264,7 @@ pub enum Mix {
 pub struct SteadyLoad {
     scheduler: Box<dyn Scheduler>,
     mix: Mix,
-    now: Nanos,
+    now: Instant,
     step_time: Nanos,
     next_id: u64,
     next_offset: Vec<u64>,
@@ -285,7 +285,7 @@ impl SteadyLoad {
         let mut load = SteadyLoad {
             scheduler,
             mix,
-            now: 0,
+            now: Instant::ZERO,
             step_time: 10 * crate::USEC,
             next_id: 1,
             next_offset: (0..u64::from(queues)).map(|q| q << 30).collect(),
@@ -295,7 +295,7 @@ impl SteadyLoad {
         for q in 0..queues {
             if mix == Mix::Mixed {
                 let spec = crate::QueueSpec::with_weight(100 * (1 + q % 8));
-                load.scheduler.configure_queue(QueueId(q), spec, 0)?;
+                load.scheduler.configure_queue(QueueId(q), spec, Instant::ZERO)?;
             }
             load.insert(QueueId(q));
             load.insert(QueueId(q));

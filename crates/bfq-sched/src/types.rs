@@ -6,10 +6,85 @@
 //! submits unchanged; the schedulers reason in 512-byte sectors through [`Request::sector`] and
 //! [`Request::sectors`].
 
-/// A point in time or a duration, in nanoseconds of a monotonic clock whose zero is arbitrary.
+/// A duration in nanoseconds.
 ///
-/// The core never reads a clock: every call that depends on time takes `now: Nanos`.
+/// Points in time are [`Instant`]s: the two do not mix (an instant plus a duration is an instant, the
+/// difference of two instants a duration, and two instants cannot be added).
 pub type Nanos = u64;
+
+/// A point in time: nanoseconds of a monotonic clock whose zero is arbitrary (the simulator's virtual
+/// time, or the engine's clock since it started).
+///
+/// The core never reads a clock: every call that depends on time takes `now: Instant`. Arithmetic has
+/// `u64`'s semantics (an instant before zero or past the end is a bug in the caller, caught in debug
+/// builds); the `saturating_` forms are for the places where such a result is expected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instant(u64);
+
+impl Instant {
+    /// The clock's zero.
+    pub const ZERO: Instant = Instant(0);
+    /// The latest instant: a deadline that never comes.
+    pub const MAX: Instant = Instant(u64::MAX);
+
+    /// The instant `nanos` nanoseconds after the clock's zero.
+    pub const fn from_nanos(nanos: u64) -> Instant {
+        Instant(nanos)
+    }
+
+    /// Nanoseconds since the clock's zero.
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// The time from `earlier` to this instant, zero if `earlier` is later.
+    pub fn saturating_since(self, earlier: Instant) -> Nanos {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    /// This instant plus `d`, the latest instant if that overflows.
+    pub fn saturating_add(self, d: Nanos) -> Instant {
+        Instant(self.0.saturating_add(d))
+    }
+
+    /// This instant minus `d`, the clock's zero if that is earlier.
+    pub fn saturating_sub(self, d: Nanos) -> Instant {
+        Instant(self.0.saturating_sub(d))
+    }
+}
+
+impl std::ops::Add<Nanos> for Instant {
+    type Output = Instant;
+    fn add(self, d: Nanos) -> Instant {
+        Instant(self.0 + d)
+    }
+}
+
+impl std::ops::AddAssign<Nanos> for Instant {
+    fn add_assign(&mut self, d: Nanos) {
+        self.0 += d;
+    }
+}
+
+impl std::ops::Sub<Nanos> for Instant {
+    type Output = Instant;
+    fn sub(self, d: Nanos) -> Instant {
+        Instant(self.0 - d)
+    }
+}
+
+impl std::ops::Sub for Instant {
+    type Output = Nanos;
+    fn sub(self, earlier: Instant) -> Nanos {
+        self.0 - earlier.0
+    }
+}
+
+impl std::fmt::Display for Instant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.6} s", self.0 as f64 / 1e9)
+    }
+}
 
 /// One microsecond in [`Nanos`].
 pub const USEC: Nanos = 1_000;

@@ -8,6 +8,7 @@
 //!   forever, whatever idling, anticipation, deadlines or token limits it applies;
 //! - no call panics.
 
+use bfq_sched::Instant;
 use std::collections::{BTreeMap, BTreeSet};
 
 use bfq_sched::{
@@ -89,7 +90,7 @@ impl Driver {
     /// Asks for one request; returns the decision after checking a dispatched request is genuine.
     fn dispatch(&mut self) -> Result<Decision, TestCaseError> {
         let name = self.scheduler.name();
-        let decision = self.scheduler.dispatch(self.now);
+        let decision = self.scheduler.dispatch(Instant::from_nanos(self.now));
         match decision {
             Decision::Dispatch(r) => {
                 prop_assert_eq!(self.inserted.get(&r.id), Some(&r), "{} dispatched an unknown request", name);
@@ -97,7 +98,7 @@ impl Driver {
                 self.at_device.push(r);
             }
             Decision::Idle { until } => {
-                prop_assert!(until >= self.now, "{} idles until the past", name);
+                prop_assert!(until >= Instant::from_nanos(self.now), "{} idles until the past", name);
                 // Idling with nothing queued is legitimate (BFQ waits for the in-service queue's next
                 // request), but only with a timer that ends it (scheduler.rs, `Decision::Idle`).
                 prop_assert!(
@@ -121,7 +122,7 @@ impl Driver {
             return;
         }
         let r = self.at_device.remove(index % self.at_device.len());
-        self.scheduler.complete(&r, self.now);
+        self.scheduler.complete(&r, Instant::from_nanos(self.now));
         self.completed += 1;
     }
 
@@ -145,7 +146,7 @@ impl Driver {
                 };
                 self.next_id += 1;
                 self.inserted.insert(r.id, r);
-                self.scheduler.insert(r, self.now);
+                self.scheduler.insert(r, Instant::from_nanos(self.now));
             }
             Step::Dispatch => {
                 if self.at_device.len() < self.depth {
@@ -154,8 +155,9 @@ impl Driver {
             }
             Step::Complete(i) => self.complete(i),
             Step::Timer { spurious } => {
-                if spurious || self.scheduler.next_timer().is_some_and(|t| t <= self.now) {
-                    self.scheduler.timer(self.now);
+                if spurious || self.scheduler.next_timer().is_some_and(|t| t <= Instant::from_nanos(self.now))
+                {
+                    self.scheduler.timer(Instant::from_nanos(self.now));
                 }
             }
             Step::Advance(d) => self.now += d,
@@ -166,7 +168,11 @@ impl Driver {
                     _ => IoClass::Idle,
                 };
                 self.scheduler
-                    .configure_queue(QueueId(queue), QueueSpec { weight, class }, self.now)
+                    .configure_queue(
+                        QueueId(queue),
+                        QueueSpec { weight, class },
+                        Instant::from_nanos(self.now),
+                    )
                     .unwrap();
             }
         }
@@ -188,8 +194,8 @@ impl Driver {
             self.check_counts()?;
             if !self.at_device.is_empty() {
                 self.now += MSEC;
-                if self.scheduler.next_timer().is_some_and(|t| t <= self.now) {
-                    self.scheduler.timer(self.now);
+                if self.scheduler.next_timer().is_some_and(|t| t <= Instant::from_nanos(self.now)) {
+                    self.scheduler.timer(Instant::from_nanos(self.now));
                 }
                 self.complete(0);
                 continue;
@@ -211,8 +217,8 @@ impl Driver {
                     )))
                 }
             };
-            self.now = self.now.max(wake);
-            self.scheduler.timer(self.now);
+            self.now = self.now.max(wake.as_nanos());
+            self.scheduler.timer(Instant::from_nanos(self.now));
         }
         Err(TestCaseError::fail(format!("{name}: did not drain in a million steps")))
     }
@@ -255,13 +261,13 @@ fn unknown_completions_are_ignored_by_every_scheduler() {
             sync: true,
             meta: false,
         };
-        s.complete(&stray, 0);
+        s.complete(&stray, Instant::ZERO);
         assert_eq!(s.in_flight(), 0, "{name}");
-        s.insert(Request { id: RequestId(1), ..stray }, 0);
-        let Decision::Dispatch(r) = s.dispatch(0) else {
+        s.insert(Request { id: RequestId(1), ..stray }, Instant::ZERO);
+        let Decision::Dispatch(r) = s.dispatch(Instant::ZERO) else {
             panic!("{name}: a lone request is dispatched at once")
         };
-        s.complete(&r, MSEC);
+        s.complete(&r, Instant::from_nanos(MSEC));
         assert_eq!(s.in_flight(), 0, "{name}");
     }
 }
@@ -281,14 +287,14 @@ fn stray_completions_on_a_busy_queue_are_ignored_by_every_scheduler() {
             sync: true,
             meta: false,
         };
-        s.insert(real, 0);
-        let Decision::Dispatch(r) = s.dispatch(0) else {
+        s.insert(real, Instant::ZERO);
+        let Decision::Dispatch(r) = s.dispatch(Instant::ZERO) else {
             panic!("{name}: a lone request is dispatched at once")
         };
-        s.complete(&Request { id: RequestId(2), ..real }, MSEC);
+        s.complete(&Request { id: RequestId(2), ..real }, Instant::from_nanos(MSEC));
         assert_eq!(s.in_flight(), 1, "{name}");
         assert_eq!(s.queue_stats(QueueId(3)).map(|q| q.completed), Some(0), "{name}");
-        s.complete(&r, MSEC);
+        s.complete(&r, Instant::from_nanos(MSEC));
         assert_eq!(s.in_flight(), 0, "{name}");
     }
 }

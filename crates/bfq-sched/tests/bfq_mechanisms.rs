@@ -3,6 +3,7 @@
 //! `src/bfq/*.rs`) check the rules in isolation; these check that the service loop applies them.
 
 use bfq_sched::bfq::{Bfq, BfqConfig};
+use bfq_sched::Instant;
 use bfq_sched::{
     Decision, DeviceInfo, Event, EventKind, ExpiryReason, IoClass, Nanos, Op, QueueId, QueueSpec, RaiseKind,
     Request, RequestId, Scheduler, MSEC, SEC,
@@ -36,7 +37,7 @@ impl Rig {
             meta: false,
         };
         self.next_id += 1;
-        self.b.insert(r, self.now);
+        self.b.insert(r, Instant::from_nanos(self.now));
         r
     }
 
@@ -45,7 +46,7 @@ impl Rig {
     }
 
     fn dispatch(&mut self) -> Decision {
-        self.b.dispatch(self.now)
+        self.b.dispatch(Instant::from_nanos(self.now))
     }
 
     fn dispatched(&mut self) -> Request {
@@ -57,8 +58,8 @@ impl Rig {
 
     fn advance(&mut self, d: Nanos) {
         self.now += d;
-        if self.b.next_timer().is_some_and(|t| t <= self.now) {
-            self.b.timer(self.now);
+        if self.b.next_timer().is_some_and(|t| t <= Instant::from_nanos(self.now)) {
+            self.b.timer(Instant::from_nanos(self.now));
         }
     }
 
@@ -91,11 +92,11 @@ fn an_emptied_sync_queue_is_idled_for_slice_idle_with_nothing_queued_and_a_timer
     assert_eq!(t.dispatched(), r);
     assert_eq!(t.dispatch(), Decision::Wait, "its request is in flight: wait for it, don't switch");
     t.now = MSEC;
-    t.b.complete(&r, t.now);
+    t.b.complete(&r, Instant::from_nanos(t.now));
     let until = MSEC + 8 * MSEC;
-    assert_eq!(t.dispatch(), Decision::Idle { until });
+    assert_eq!(t.dispatch(), Decision::Idle { until: Instant::from_nanos(until) });
     assert_eq!(t.b.queued(), 0);
-    assert_eq!(t.b.next_timer(), Some(until));
+    assert_eq!(t.b.next_timer(), Some(Instant::from_nanos(until)));
     t.advance(8 * MSEC);
     assert_eq!(t.b.next_timer(), None, "the timer fired and was consumed");
     assert_eq!(t.dispatch(), Decision::Empty);
@@ -111,7 +112,7 @@ fn a_request_arriving_while_idling_is_served_without_switching_queues() {
     t.read(2, 1 << 30);
     assert_eq!(t.dispatched(), r);
     t.now = MSEC;
-    t.b.complete(&r, t.now);
+    t.b.complete(&r, Instant::from_nanos(t.now));
     assert!(matches!(t.dispatch(), Decision::Idle { .. }));
     t.now = 3 * MSEC;
     let next = t.read(1, 8);
@@ -135,7 +136,7 @@ fn budget_exhaustion_ends_the_service_and_quadruples_the_next_budget() {
             break;
         }
         served_by_1 += 1;
-        t.b.complete(&r, t.now);
+        t.b.complete(&r, Instant::from_nanos(t.now));
     }
     assert_eq!(served_by_1, 16);
     assert_eq!(t.expiries(1), vec![(ExpiryReason::BudgetExhausted, 2048)]);
@@ -155,7 +156,7 @@ fn budget_timeout_expires_a_slow_queue_and_charges_per_the_variant() {
         t.read(2, 1 << 30);
         assert_eq!(t.dispatched(), a);
         t.now = 130 * MSEC; // a very slow device: the budget timeout (125 ms) passed
-        t.b.complete(&a, t.now);
+        t.b.complete(&a, Instant::from_nanos(t.now));
         let next = t.dispatched();
         assert_eq!(next.queue, QueueId(2), "v1={v1}");
         assert_eq!(t.expiries(1), vec![(ExpiryReason::BudgetTimeout, expected_charge)], "v1={v1}");
@@ -171,7 +172,7 @@ fn a_too_idle_queue_without_outstanding_requests_loses_an_eighth_of_b_max() {
     let mut t = Rig::new(DISK, cfg);
     let r = t.read(1, 0);
     assert_eq!(t.dispatched(), r);
-    t.b.complete(&r, t.now);
+    t.b.complete(&r, Instant::from_nanos(t.now));
     assert!(matches!(t.dispatch(), Decision::Idle { .. }));
     t.advance(8 * MSEC);
     assert_eq!(t.b.queue_stats(QueueId(1)).unwrap().budget, Some(8192 - 16384 / 8));
@@ -187,7 +188,7 @@ fn random_queues_get_the_short_idle_window_only_after_an_eighth_of_b_max() {
     for i in 0..12u64 {
         let r = t.read(1, (i * 7_919_993) % 100_000_000);
         assert_eq!(t.dispatched(), r);
-        t.b.complete(&r, t.now);
+        t.b.complete(&r, Instant::from_nanos(t.now));
         match t.dispatch() {
             Decision::Idle { until } => windows.push(until - t.now),
             other => panic!("{other:?}"),
@@ -196,8 +197,8 @@ fn random_queues_get_the_short_idle_window_only_after_an_eighth_of_b_max() {
     }
     // First requests: still sequential-looking; later: random, and after B_max / 8 = 32 sectors of
     // service in the slot, the short window (2 ms).
-    assert_eq!(windows[0], 8 * MSEC);
-    assert_eq!(*windows.last().unwrap(), 2 * MSEC);
+    assert_eq!(windows[0], Instant::from_nanos(8 * MSEC));
+    assert_eq!(*windows.last().unwrap(), Instant::from_nanos(2 * MSEC));
 }
 
 #[test]
@@ -206,8 +207,8 @@ fn with_internal_queueing_symmetric_random_queues_are_not_idled_but_asymmetric_o
     // (different weights or classes) or the queue is weight-raised.
     for (weights, idles) in [([100, 100], false), ([300, 100], true)] {
         let mut t = Rig::new(FLASH_NCQ, no_raising());
-        t.b.configure_queue(QueueId(1), QueueSpec::with_weight(weights[0]), 0).unwrap();
-        t.b.configure_queue(QueueId(2), QueueSpec::with_weight(weights[1]), 0).unwrap();
+        t.b.configure_queue(QueueId(1), QueueSpec::with_weight(weights[0]), Instant::ZERO).unwrap();
+        t.b.configure_queue(QueueId(2), QueueSpec::with_weight(weights[1]), Instant::ZERO).unwrap();
         let a = t.read(1, 0);
         let _ = t.read(1, 50_000_000);
         let b = t.read(2, 90_000_000);
@@ -216,8 +217,8 @@ fn with_internal_queueing_symmetric_random_queues_are_not_idled_but_asymmetric_o
         assert_eq!(first.queue, QueueId(1));
         let second = t.dispatched();
         assert_eq!(second.queue, QueueId(1));
-        t.b.complete(&a, t.now);
-        t.b.complete(&second, t.now);
+        t.b.complete(&a, Instant::from_nanos(t.now));
+        t.b.complete(&second, Instant::from_nanos(t.now));
         let d = t.dispatch();
         if idles {
             assert!(matches!(d, Decision::Idle { .. }), "asymmetric: idle for queue 1, got {d:?}");
@@ -235,7 +236,7 @@ fn strict_guarantees_idles_even_for_async_queues_on_flash_with_internal_queueing
     let w = t.request(1, Op::Write, 0, 4, false);
     assert_eq!(t.dispatched(), w);
     t.read(2, 1 << 30);
-    t.b.complete(&w, t.now);
+    t.b.complete(&w, Instant::from_nanos(t.now));
     assert!(matches!(t.dispatch(), Decision::Idle { .. }));
     let mut t = Rig::new(FLASH_NCQ, no_raising());
     let w = t.request(1, Op::Write, 0, 4, false);
@@ -251,7 +252,7 @@ fn writes_are_charged_the_write_coefficient_per_sector() {
     let w = t.request(1, Op::Write, 0, 4, false);
     assert_eq!(t.dispatched(), w);
     t.read(2, 1 << 30);
-    t.b.complete(&w, t.now);
+    t.b.complete(&w, Instant::from_nanos(t.now));
     assert_eq!(t.dispatched().queue, QueueId(2));
     assert_eq!(t.expiries(1), vec![(ExpiryReason::NoMoreRequests, 80)]);
     let s = t.b.queue_stats(QueueId(1)).unwrap();
@@ -262,8 +263,9 @@ fn writes_are_charged_the_write_coefficient_per_sector() {
 fn a_higher_class_preempts_and_classes_are_served_rt_before_be_before_idle() {
     // Seed 003 sec. V / kernel: strict RT > BE > IDLE.
     let mut t = Rig::new(DISK, no_raising());
-    t.b.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::Idle }, 0).unwrap();
-    t.b.configure_queue(QueueId(3), QueueSpec { weight: 100, class: IoClass::RealTime(0) }, 0).unwrap();
+    t.b.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::Idle }, Instant::ZERO).unwrap();
+    t.b.configure_queue(QueueId(3), QueueSpec { weight: 100, class: IoClass::RealTime(0) }, Instant::ZERO)
+        .unwrap();
     for i in 0..4 {
         t.read(1, i * 8);
         t.read(2, (1 << 30) + i * 8);
@@ -280,7 +282,7 @@ fn a_higher_class_preempts_and_classes_are_served_rt_before_be_before_idle() {
 fn an_idle_class_queue_is_served_once_its_guard_expires_despite_a_greedy_be_queue() {
     // Kernel-bfq-reference.md "B-WF2Q+": IDLE served first if not served for 200 ms (our guard).
     let mut t = Rig::new(DISK, no_raising());
-    t.b.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::Idle }, 0).unwrap();
+    t.b.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::Idle }, Instant::ZERO).unwrap();
     t.read(1, 0);
     let mut be_sector = 1 << 30;
     t.read(2, be_sector);
@@ -292,7 +294,7 @@ fn an_idle_class_queue_is_served_once_its_guard_expires_despite_a_greedy_be_queu
             break;
         }
         t.now += MSEC;
-        t.b.complete(&r, t.now);
+        t.b.complete(&r, Instant::from_nanos(t.now));
         be_sector += 8;
         t.read(2, be_sector);
     }
@@ -316,14 +318,14 @@ fn v1_raising_multiplies_a_new_queue_weight_then_decreases_it_linearly_with_serv
     // Serve B_rais / 2 = 24576 sectors in 128-sector requests.
     let mut sector = 8;
     let r = t.dispatched();
-    t.b.complete(&r, t.now);
+    t.b.complete(&r, Instant::from_nanos(t.now));
     let mut served = 8;
     while served < 24_576 {
         t.request(1, Op::Read, sector, 64, true);
         sector += 128;
         let r = t.dispatched();
         t.now += 100_000;
-        t.b.complete(&r, t.now);
+        t.b.complete(&r, Instant::from_nanos(t.now));
         served += r.sectors();
     }
     let (kind, w) = raising(&t, 1);
@@ -343,7 +345,7 @@ fn raising_ends_after_t_rais_and_comes_back_only_after_t_idle_of_idleness() {
         let r2 = t.dispatched();
         assert_eq!(r, r2);
         t.now += MSEC;
-        t.b.complete(&r, t.now);
+        t.b.complete(&r, Instant::from_nanos(t.now));
         let _ = t.dispatch();
         t.advance(20 * MSEC);
     };
@@ -373,14 +375,14 @@ fn v7r8_raising_is_constant_and_lasts_a_duration_set_by_the_device_speed() {
         EventKind::WeightRaised { kind: RaiseKind::Interactive, weight } => Some((e.time, weight)),
         _ => None,
     });
-    assert_eq!(raised_at, Some((0, 3000)));
+    assert_eq!(raised_at, Some((Instant::ZERO, 3000)));
     // Still raised (and constant) just before the end; over after it (checked at the next activation).
     let mut sector = 0;
     for at in [duration - 100 * MSEC, duration + 100 * MSEC] {
         t.now = at;
         let r = t.dispatched();
         t.now += MSEC;
-        t.b.complete(&r, t.now);
+        t.b.complete(&r, Instant::from_nanos(t.now));
         sector += 8;
         t.read(1, sector);
         let expected = if at < duration { Some(RaiseKind::Interactive) } else { None };
@@ -404,10 +406,10 @@ fn a_periodic_low_bandwidth_queue_is_raised_as_soft_real_time_and_a_greedy_one_i
         kinds.push((at, raising(&t, 1).0));
         assert_eq!(t.dispatched(), r);
         t.now += MSEC;
-        t.b.complete(&r, t.now);
+        t.b.complete(&r, Instant::from_nanos(t.now));
         // Idled for (slice_idle), then expired empty with nothing in flight when the timer fires.
         let Decision::Idle { until } = t.dispatch() else { panic!("a sync queue is idled for") };
-        t.advance(until - t.now);
+        t.advance((until - t.now).as_nanos());
         at += 40 * MSEC;
     }
     let late: Vec<_> = kinds.iter().filter(|(at, _)| *at > 26 * SEC).collect();
@@ -421,7 +423,7 @@ fn a_periodic_low_bandwidth_queue_is_raised_as_soft_real_time_and_a_greedy_one_i
         sector += 8;
         assert_eq!(t.dispatched(), r);
         t.now += MSEC;
-        t.b.complete(&r, t.now);
+        t.b.complete(&r, Instant::from_nanos(t.now));
         last = raising(&t, 2).0;
     }
     assert_eq!(last, None);
@@ -442,8 +444,8 @@ fn interleaved_readers_are_merged_and_split_again_when_the_merged_queue_turns_ra
     assert_eq!(t.dispatched(), b, "served by the in-service (merged) queue");
     assert_eq!(t.b.in_service(), Some(QueueId(1)));
     assert_eq!(t.b.queue_stats(QueueId(2)).unwrap().in_flight, 1, "accounted to its issuer");
-    t.b.complete(&a, t.now);
-    t.b.complete(&b, t.now);
+    t.b.complete(&a, Instant::from_nanos(t.now));
+    t.b.complete(&b, Instant::from_nanos(t.now));
     // Now the merged stream turns random (a jump of 50 M sectors): split, and queue 2's request is its own
     // again (queued in queue 2, which becomes backlogged and will be scheduled by B-WF2Q+).
     t.read(2, 50_000_000);
@@ -459,8 +461,8 @@ fn merge_then_split_after(wait: Nanos) -> Rig {
     assert_eq!(t.dispatched(), a);
     let b = t.read(2, 8);
     assert_eq!(t.dispatched(), b, "merged into the in-service queue");
-    t.b.complete(&a, t.now);
-    t.b.complete(&b, t.now);
+    t.b.complete(&a, Instant::from_nanos(t.now));
+    t.b.complete(&b, Instant::from_nanos(t.now));
     t.now += wait;
     t.read(2, 50_000_000);
     let events = t.events();
@@ -522,10 +524,10 @@ fn an_invalid_tunable_is_rejected_naming_the_field_and_leaves_the_config_unchang
 fn stats_and_events_report_service_weights_budgets_and_expiry_reasons() {
     // Issue 2, "Observability".
     let mut t = Rig::new(DISK, no_raising());
-    t.b.configure_queue(QueueId(1), QueueSpec::with_weight(300), 0).unwrap();
+    t.b.configure_queue(QueueId(1), QueueSpec::with_weight(300), Instant::ZERO).unwrap();
     let r = t.read(1, 0);
     assert_eq!(t.dispatched(), r);
-    t.b.complete(&r, t.now);
+    t.b.complete(&r, Instant::from_nanos(t.now));
     let _ = t.dispatch();
     t.advance(10 * MSEC);
     let s = t.b.queue_stats(QueueId(1)).unwrap();
@@ -536,7 +538,7 @@ fn stats_and_events_report_service_weights_budgets_and_expiry_reasons() {
     for k in [
         EventKind::Activated,
         EventKind::Selected { budget: 0 },
-        EventKind::IdlingStarted { until: 0 },
+        EventKind::IdlingStarted { until: Instant::ZERO },
         EventKind::Expired { reason: ExpiryReason::TooIdle, service: 0 },
         EventKind::BudgetUpdated { budget: 0 },
     ] {
@@ -557,7 +559,7 @@ fn an_overcharge_advances_the_virtual_time_like_service() {
     assert_eq!(t.dispatched(), a);
     let before = t.b.vtime(1);
     t.now = 130 * MSEC;
-    t.b.complete(&a, t.now);
+    t.b.complete(&a, Instant::from_nanos(t.now));
     assert_eq!(t.dispatched().queue, QueueId(2));
     assert_eq!(t.expiries(1), vec![(ExpiryReason::BudgetTimeout, 8192)]);
     // Two busy queues of weight 100: V grows by charge / 200 in units of 2^-22.
@@ -577,7 +579,7 @@ fn no_asynchronous_request_is_dispatched_while_synchronous_ones_are_in_flight() 
     assert_eq!(t.dispatched(), read);
     assert_eq!(t.dispatch(), Decision::Wait, "the write waits while the read is in the device");
     t.now = MSEC;
-    t.b.complete(&read, t.now);
+    t.b.complete(&read, Instant::from_nanos(t.now));
     assert_eq!(t.dispatched(), write);
 }
 
@@ -610,7 +612,7 @@ fn expired_requests_are_checked_once_per_slot_then_c_look_order_resumes() {
     for _ in 0..5 {
         let r = rig.dispatched();
         order.push(r.sector());
-        rig.b.complete(&r, rig.now);
+        rig.b.complete(&r, Instant::from_nanos(rig.now));
     }
     assert_eq!(order, [500_000, 100_000, 200_000, 300_000, 400_000]);
 }
@@ -631,12 +633,14 @@ fn a_raised_queue_does_not_make_symmetric_readers_idle_on_flash_with_internal_qu
         match rig.dispatch() {
             Decision::Dispatch(r) => {
                 rig.advance(200_000);
-                rig.b.complete(&r, rig.now);
+                rig.b.complete(&r, Instant::from_nanos(rig.now));
                 let i = (r.queue.0 - 1) as usize;
                 next[i] += 8;
                 rig.read(r.queue.0, next[i]);
             }
-            Decision::Idle { until } => rig.advance(until.saturating_sub(rig.now).max(1)),
+            Decision::Idle { until } => {
+                rig.advance((until.saturating_sub(rig.now).max(Instant::from_nanos(1))).as_nanos())
+            }
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -688,7 +692,7 @@ fn the_only_busy_queue_is_idled_on_flash_with_internal_queueing() {
     let r = rig.read(1, 0);
     assert_eq!(rig.dispatched(), r);
     rig.advance(100_000);
-    rig.b.complete(&r, rig.now);
+    rig.b.complete(&r, Instant::from_nanos(rig.now));
     assert!(matches!(rig.dispatch(), Decision::Idle { .. }), "alone: idled");
     // With another queue busy, a symmetric non-raised reader on flash is not idled (seed 003 sec. V-C).
     let mut rig = Rig::new(FLASH_NCQ, cfg);
@@ -696,7 +700,7 @@ fn the_only_busy_queue_is_idled_on_flash_with_internal_queueing() {
     rig.read(2, 5_000_000);
     assert_eq!(rig.dispatched(), r);
     rig.advance(100_000);
-    rig.b.complete(&r, rig.now);
+    rig.b.complete(&r, Instant::from_nanos(rig.now));
     assert_eq!(rig.dispatched().queue, QueueId(2), "another queue busy: no idling");
 }
 
@@ -712,7 +716,7 @@ fn a_new_raised_queue_ends_the_idling_for_a_raised_queue_with_nothing_queued() {
         let r = rig.read(1, 0);
         assert_eq!(rig.dispatched(), r);
         rig.advance(MSEC);
-        rig.b.complete(&r, rig.now);
+        rig.b.complete(&r, Instant::from_nanos(rig.now));
         assert!(matches!(rig.dispatch(), Decision::Idle { .. }), "{policy}: raised queue idled");
         rig.advance(MSEC);
         let next = rig.read(2, 9_000_000);
@@ -753,7 +757,7 @@ fn raised_tenants_with_different_weights_are_still_idled_for_their_shares() {
     for (weights, idled) in [([100, 300], true), ([100, 100], false)] {
         let mut rig = Rig::new(FLASH_NCQ, BfqConfig::default());
         for (q, w) in [1u32, 2].into_iter().zip(weights) {
-            rig.b.configure_queue(QueueId(q), QueueSpec::with_weight(w), 0).unwrap();
+            rig.b.configure_queue(QueueId(q), QueueSpec::with_weight(w), Instant::ZERO).unwrap();
             rig.read(q, u64::from(q) * 1_000_000);
             rig.read(q, u64::from(q) * 1_000_000 + 8);
         }
@@ -774,8 +778,8 @@ fn with_wr_default_weight_only_a_queue_with_an_explicit_weight_is_not_raised() {
     for (only_default, raised_300) in [(true, false), (false, true)] {
         let cfg = BfqConfig { wr_default_weight_only: only_default, ..BfqConfig::default() };
         let mut rig = Rig::new(FLASH_NCQ, cfg);
-        rig.b.configure_queue(QueueId(1), QueueSpec::with_weight(100), 0).unwrap();
-        rig.b.configure_queue(QueueId(2), QueueSpec::with_weight(300), 0).unwrap();
+        rig.b.configure_queue(QueueId(1), QueueSpec::with_weight(100), Instant::ZERO).unwrap();
+        rig.b.configure_queue(QueueId(2), QueueSpec::with_weight(300), Instant::ZERO).unwrap();
         rig.read(1, 0);
         rig.read(2, 1_000_000);
         assert!(rig.b.queue_stats(QueueId(1)).unwrap().raising.is_some(), "default weight: raised");
@@ -794,7 +798,7 @@ fn a_queue_that_used_its_whole_budget_is_expired_as_exhausted_even_when_empty() 
     let r = rig.read(1, 0);
     assert_eq!(rig.dispatched(), r);
     rig.advance(MSEC);
-    rig.b.complete(&r, rig.now);
+    rig.b.complete(&r, Instant::from_nanos(rig.now));
     assert_eq!(rig.dispatch(), Decision::Empty, "not idled");
     let reasons: Vec<_> = rig.expiries(1).into_iter().map(|(reason, _)| reason).collect();
     assert_eq!(reasons, [ExpiryReason::BudgetExhausted]);

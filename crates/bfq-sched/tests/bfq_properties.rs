@@ -9,6 +9,7 @@
 //! - the B-WF2Q+ bound on normalized service (seed 001 sec. 3.1, seed 000 sec. 3.1-3.2) for queues that
 //!   stay backlogged.
 
+use bfq_sched::Instant;
 use std::collections::{BTreeMap, BTreeSet};
 
 use bfq_sched::bfq::config::{IdlingPolicy, Variant, WeightRaising};
@@ -92,7 +93,7 @@ struct Driver {
 
 impl Driver {
     fn dispatch(&mut self) -> Result<Decision, TestCaseError> {
-        let d = self.b.dispatch(self.now);
+        let d = self.b.dispatch(Instant::from_nanos(self.now));
         match d {
             Decision::Dispatch(r) => {
                 prop_assert_eq!(self.inserted.get(&r.id), Some(&r), "unknown request dispatched");
@@ -100,7 +101,7 @@ impl Driver {
                 self.at_device.push(r);
             }
             Decision::Idle { until } => {
-                prop_assert!(until >= self.now);
+                prop_assert!(until >= Instant::from_nanos(self.now));
                 prop_assert!(self.b.next_timer().is_some_and(|t| t <= until), "Idle without a timer");
             }
             Decision::Wait => prop_assert!(self.b.in_flight() > 0, "Wait with nothing in flight"),
@@ -131,7 +132,7 @@ impl Driver {
                 };
                 self.next_id += 1;
                 self.inserted.insert(r.id, r);
-                self.b.insert(r, self.now);
+                self.b.insert(r, Instant::from_nanos(self.now));
             }
             Step::Dispatch => {
                 if self.at_device.len() < self.depth {
@@ -141,12 +142,12 @@ impl Driver {
             Step::Complete(i) => {
                 if !self.at_device.is_empty() {
                     let r = self.at_device.remove(i % self.at_device.len());
-                    self.b.complete(&r, self.now);
+                    self.b.complete(&r, Instant::from_nanos(self.now));
                 }
             }
             Step::Timer => {
-                if self.b.next_timer().is_some_and(|t| t <= self.now) {
-                    self.b.timer(self.now);
+                if self.b.next_timer().is_some_and(|t| t <= Instant::from_nanos(self.now)) {
+                    self.b.timer(Instant::from_nanos(self.now));
                 }
             }
             Step::Advance(d) => self.now += d,
@@ -156,7 +157,13 @@ impl Driver {
                     1 => IoClass::BestEffort((weight % 8) as u8),
                     _ => IoClass::Idle,
                 };
-                self.b.configure_queue(QueueId(queue), QueueSpec { weight, class }, self.now).unwrap();
+                self.b
+                    .configure_queue(
+                        QueueId(queue),
+                        QueueSpec { weight, class },
+                        Instant::from_nanos(self.now),
+                    )
+                    .unwrap();
             }
         }
         self.check()
@@ -175,7 +182,7 @@ impl Driver {
             if !self.at_device.is_empty() {
                 self.now += 100 * USEC;
                 let r = self.at_device.remove(0);
-                self.b.complete(&r, self.now);
+                self.b.complete(&r, Instant::from_nanos(self.now));
             } else if self.b.queued() == 0 {
                 prop_assert_eq!(self.dispatched.len(), self.inserted.len());
                 return Ok(());
@@ -183,10 +190,10 @@ impl Driver {
                 let Some(t) = self.b.next_timer() else {
                     return Err(TestCaseError::fail("requests queued, nothing in flight, no timer"));
                 };
-                self.now = self.now.max(t);
+                self.now = self.now.max(t.as_nanos());
             }
-            if self.b.next_timer().is_some_and(|t| t <= self.now) {
-                self.b.timer(self.now);
+            if self.b.next_timer().is_some_and(|t| t <= Instant::from_nanos(self.now)) {
+                self.b.timer(Instant::from_nanos(self.now));
             }
         }
         Err(TestCaseError::fail("did not drain"))
@@ -254,7 +261,7 @@ proptest! {
         let bound = cfg.idle_class_guard + max_slot + 20 * MSEC + 10 * MSEC;
         let mut b = Bfq::with_config(DeviceInfo { rotational, queue_depth: 1 }, cfg);
         let idle = QueueId(99);
-        b.configure_queue(idle, QueueSpec { weight: 100, class: IoClass::Idle }, 0).unwrap();
+        b.configure_queue(idle, QueueSpec { weight: 100, class: IoClass::Idle }, Instant::ZERO).unwrap();
         let mut rng = Rng(seed);
         let mut now = 0;
         let mut id = 0;
@@ -274,13 +281,13 @@ proptest! {
         for q in (0..be_queues).map(QueueId).chain([idle]) {
             for _ in 0..2 {
                 let r = new_request(q, &mut rng);
-                b.insert(r, now);
+                b.insert(r, Instant::from_nanos(now));
             }
         }
         let mut last_idle_service = 0;
         let end = 20 * bound;
         while now < end {
-            match b.dispatch(now) {
+            match b.dispatch(Instant::from_nanos(now)) {
                 Decision::Dispatch(r) => {
                     if r.queue == idle {
                         prop_assert!(now - last_idle_service <= bound,
@@ -288,13 +295,13 @@ proptest! {
                         last_idle_service = now;
                     }
                     now += 100 * USEC + rng.below(10 * MSEC - 100 * USEC);
-                    b.complete(&r, now);
+                    b.complete(&r, Instant::from_nanos(now));
                     let next = new_request(r.queue, &mut rng);
-                    b.insert(next, now);
+                    b.insert(next, Instant::from_nanos(now));
                 }
                 Decision::Idle { until } => {
-                    now = until;
-                    b.timer(now);
+                    now = until.as_nanos();
+                    b.timer(Instant::from_nanos(now));
                 }
                 other => prop_assert!(false, "unexpected {:?} with every queue backlogged", other),
             }
@@ -323,7 +330,7 @@ proptest! {
         let cfg = BfqConfig { low_latency: false, merge: false, max_budget: b_max, ..BfqConfig::default() };
         let mut b = Bfq::with_config(DeviceInfo { rotational: true, queue_depth: 1 }, cfg);
         for (q, w) in weights.iter().enumerate() {
-            b.configure_queue(QueueId(q as u32), QueueSpec::with_weight(*w), 0).unwrap();
+            b.configure_queue(QueueId(q as u32), QueueSpec::with_weight(*w), Instant::ZERO).unwrap();
         }
         let l_max = u64::from(max_request_kib) * 2;
         let mut rng = Rng(seed);
@@ -344,21 +351,21 @@ proptest! {
         for q in 0..weights.len() {
             for _ in 0..3 {
                 let r = new_request(q, &mut rng);
-                b.insert(r, now);
+                b.insert(r, Instant::from_nanos(now));
             }
         }
         let mut service = vec![0u64; weights.len()];
         for _ in 0..20_000 {
-            let Decision::Dispatch(r) = b.dispatch(now) else {
+            let Decision::Dispatch(r) = b.dispatch(Instant::from_nanos(now)) else {
                 prop_assert!(false, "every queue is backlogged: BFQ must dispatch");
                 unreachable!()
             };
             let q = r.queue.0 as usize;
             service[q] += r.sectors();
             now += 10 * USEC;
-            b.complete(&r, now);
+            b.complete(&r, Instant::from_nanos(now));
             let next = new_request(q, &mut rng);
-            b.insert(next, now);
+            b.insert(next, Instant::from_nanos(now));
             for i in 0..weights.len() {
                 for j in (i + 1)..weights.len() {
                     let (wi, wj) = (f64::from(weights[i]), f64::from(weights[j]));

@@ -4,6 +4,7 @@
 
 use bfq_sched::bfq::{Bfq, BfqConfig};
 use bfq_sched::testing::{Client, Harness, SimpleDisk};
+use bfq_sched::Instant;
 use bfq_sched::{DeviceInfo, IoClass, QueueId, QueueSpec, Scheduler, SEC};
 
 /// Runs three greedy sequential readers with the given weights for `seconds` of virtual time and
@@ -15,7 +16,7 @@ fn shares(cfg: BfqConfig, weights: [u32; 3], seconds: u64) -> [u64; 3] {
 fn shares_of(cfg: BfqConfig, specs: [QueueSpec; 3], seconds: u64) -> [u64; 3] {
     let mut bfq = Bfq::with_config(DeviceInfo { rotational: true, queue_depth: 1 }, cfg);
     for (q, spec) in specs.iter().enumerate() {
-        bfq.configure_queue(QueueId(q as u32), *spec, 0).unwrap();
+        bfq.configure_queue(QueueId(q as u32), *spec, Instant::ZERO).unwrap();
     }
     let mut h = Harness::new(&mut bfq, SimpleDisk::hdd());
     for q in 0..3u32 {

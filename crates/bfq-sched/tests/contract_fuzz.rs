@@ -19,6 +19,7 @@
 //! The number of cases is `BFQ_FUZZ_CASES` (default 48 per scheduler set-up, a few seconds); the long
 //! run and its figures are in docs/fuzzing.md.
 
+use bfq_sched::Instant;
 use std::collections::{BTreeMap, BTreeSet};
 
 use bfq_sched::{
@@ -191,7 +192,7 @@ impl Driver {
     fn dispatch(&mut self) -> Result<Decision, TestCaseError> {
         let name = self.name();
         self.operations += 1;
-        let decision = self.scheduler.dispatch(self.now);
+        let decision = self.scheduler.dispatch(Instant::from_nanos(self.now));
         match decision {
             Decision::Dispatch(r) => {
                 prop_assert!(
@@ -214,7 +215,7 @@ impl Driver {
                 self.at_device.push(r);
             }
             Decision::Idle { until } => {
-                prop_assert!(until >= self.now, "{} idles until the past", name);
+                prop_assert!(until >= Instant::from_nanos(self.now), "{} idles until the past", name);
                 prop_assert!(
                     self.scheduler.next_timer().is_some_and(|t| t <= until),
                     "{} idles without a timer that ends the idling",
@@ -240,7 +241,7 @@ impl Driver {
         }
         let r = self.at_device.remove(index % self.at_device.len());
         self.operations += 1;
-        self.scheduler.complete(&r, self.now);
+        self.scheduler.complete(&r, Instant::from_nanos(self.now));
         self.live.remove(&r.id);
         self.completed_ids.insert(r.id);
         let q = self.per_queue.entry(r.queue).or_default();
@@ -250,7 +251,7 @@ impl Driver {
 
     fn insert(&mut self, r: Request) {
         self.operations += 1;
-        self.scheduler.insert(r, self.now);
+        self.scheduler.insert(r, Instant::from_nanos(self.now));
         self.live.insert(r.id, r);
         self.per_queue.entry(r.queue).or_default().queued += 1;
     }
@@ -297,7 +298,7 @@ impl Driver {
                     self.operations += 1;
                     // Contract: an id that is queued or in flight is not accepted again; the driver's
                     // model does not count it, so any effect on the counters shows in check_counts.
-                    self.scheduler.insert(dup, self.now);
+                    self.scheduler.insert(dup, Instant::from_nanos(self.now));
                 }
             }
             Step::Dispatch => {
@@ -342,7 +343,7 @@ impl Driver {
                         self.at_device.remove(idx);
                         let copy = Request { sync: !r.sync, op: Op::Write, len: r.len / 2 + 1, ..r };
                         self.operations += 1;
-                        self.scheduler.complete(&copy, self.now);
+                        self.scheduler.complete(&copy, Instant::from_nanos(self.now));
                         self.live.remove(&r.id);
                         self.completed_ids.insert(r.id);
                         let q = self.per_queue.entry(r.queue).or_default();
@@ -353,13 +354,14 @@ impl Driver {
                 };
                 if let Some(f) = forged {
                     self.operations += 1;
-                    self.scheduler.complete(&f, self.now);
+                    self.scheduler.complete(&f, Instant::from_nanos(self.now));
                 }
             }
             Step::Timer { spurious } => {
-                if spurious || self.scheduler.next_timer().is_some_and(|t| t <= self.now) {
+                if spurious || self.scheduler.next_timer().is_some_and(|t| t <= Instant::from_nanos(self.now))
+                {
                     self.operations += 1;
-                    self.scheduler.timer(self.now);
+                    self.scheduler.timer(Instant::from_nanos(self.now));
                 }
             }
             Step::Advance(d) => self.advance(d),
@@ -370,15 +372,23 @@ impl Driver {
                     _ => IoClass::Idle,
                 };
                 self.operations += 1;
-                let res =
-                    self.scheduler.configure_queue(QueueId(queue), QueueSpec { weight, class }, self.now);
+                let res = self.scheduler.configure_queue(
+                    QueueId(queue),
+                    QueueSpec { weight, class },
+                    Instant::from_nanos(self.now),
+                );
                 prop_assert!(res.is_ok(), "{} refused a valid spec: {:?}", name, res);
                 self.per_queue.entry(QueueId(queue)).or_default();
             }
             Step::Group { group, parent, weight } => {
                 self.operations += 1;
                 let spec = QueueSpec { weight, class: IoClass::BestEffort(4) };
-                let res = self.scheduler.configure_group(GroupId(group), GroupId(parent), spec, self.now);
+                let res = self.scheduler.configure_group(
+                    GroupId(group),
+                    GroupId(parent),
+                    spec,
+                    Instant::from_nanos(self.now),
+                );
                 prop_assert!(
                     matches!(res, Ok(()) | Err(SchedError::InvalidGroup(_))),
                     "{} group call: {:?}",
@@ -388,7 +398,11 @@ impl Driver {
             }
             Step::MoveQueue { queue, group } => {
                 self.operations += 1;
-                let res = self.scheduler.set_queue_group(QueueId(queue), GroupId(group), self.now);
+                let res = self.scheduler.set_queue_group(
+                    QueueId(queue),
+                    GroupId(group),
+                    Instant::from_nanos(self.now),
+                );
                 prop_assert!(
                     matches!(res, Ok(()) | Err(SchedError::InvalidGroup(_))),
                     "{} moving a queue: {:?}",
@@ -410,7 +424,7 @@ impl Driver {
                 let id = QueueId(queue);
                 let model = self.per_queue.get(&id).copied().unwrap_or_default();
                 self.operations += 1;
-                match self.scheduler.remove_queue(id, self.now) {
+                match self.scheduler.remove_queue(id, Instant::from_nanos(self.now)) {
                     Ok(()) => {
                         prop_assert!(
                             model.queued == 0 && model.in_flight == 0,
@@ -459,8 +473,8 @@ impl Driver {
             self.check_counts()?;
             if !self.at_device.is_empty() {
                 self.advance(MSEC);
-                if self.scheduler.next_timer().is_some_and(|t| t <= self.now) {
-                    self.scheduler.timer(self.now);
+                if self.scheduler.next_timer().is_some_and(|t| t <= Instant::from_nanos(self.now)) {
+                    self.scheduler.timer(Instant::from_nanos(self.now));
                 }
                 self.complete_at(0);
                 continue;
@@ -481,8 +495,8 @@ impl Driver {
             };
             // A wake-up time that does not move the clock would loop: the clock moves at least 1 ns,
             // except at the end of time, where a timer call must then make progress by itself.
-            self.now = self.now.max(wake).max(self.now.saturating_add(1));
-            self.scheduler.timer(self.now);
+            self.now = self.now.max(wake.as_nanos()).max(self.now.saturating_add(1));
+            self.scheduler.timer(Instant::from_nanos(self.now));
         }
         Err(TestCaseError::fail(format!("{name}: did not drain in 200,000 steps")))
     }
@@ -543,7 +557,7 @@ fn read(id: u64, queue: u32) -> Request {
 }
 
 fn dispatch_one(s: &mut dyn Scheduler, now: Nanos) -> Request {
-    match s.dispatch(now) {
+    match s.dispatch(Instant::from_nanos(now)) {
         Decision::Dispatch(r) => r,
         other => panic!("{}: expected a dispatch, got {other:?}", s.name()),
     }
@@ -553,11 +567,11 @@ fn dispatch_one(s: &mut dyn Scheduler, now: Nanos) -> Request {
 fn a_completion_naming_another_queue_is_ignored_by_every_scheduler() {
     for name in SCHEDULER_NAMES {
         let mut s = build(name, DeviceInfo::default(), &[]).unwrap();
-        s.insert(read(1, 1), 0);
+        s.insert(read(1, 1), Instant::ZERO);
         let r = dispatch_one(s.as_mut(), 0);
-        s.complete(&Request { queue: QueueId(2), ..r }, MSEC);
+        s.complete(&Request { queue: QueueId(2), ..r }, Instant::from_nanos(MSEC));
         assert_eq!(s.in_flight(), 1, "{name}: wrong-queue completion counted");
-        s.complete(&r, MSEC);
+        s.complete(&r, Instant::from_nanos(MSEC));
         assert_eq!(s.in_flight(), 0, "{name}");
     }
 }
@@ -566,21 +580,21 @@ fn a_completion_naming_another_queue_is_ignored_by_every_scheduler() {
 fn a_completion_with_another_sync_flag_uses_the_stored_request_in_every_scheduler() {
     for name in SCHEDULER_NAMES {
         let mut s = build(name, DeviceInfo::default(), &[]).unwrap();
-        s.insert(read(1, 1), 0);
+        s.insert(read(1, 1), Instant::ZERO);
         let r = dispatch_one(s.as_mut(), 0);
-        s.complete(&Request { sync: false, op: Op::Write, ..r }, MSEC);
+        s.complete(&Request { sync: false, op: Op::Write, ..r }, Instant::from_nanos(MSEC));
         assert_eq!(s.in_flight(), 0, "{name}");
         // An asynchronous write and a read afterwards are still served: nothing believes a sync
         // request is still in the device.
         let write = Request { id: RequestId(2), queue: QueueId(2), op: Op::Write, sync: false, ..read(2, 2) };
-        s.insert(write, 2 * MSEC);
-        s.insert(read(3, 1), 2 * MSEC);
+        s.insert(write, Instant::from_nanos(2 * MSEC));
+        s.insert(read(3, 1), Instant::from_nanos(2 * MSEC));
         let mut now = 2 * MSEC;
         let mut done = 0;
         for _ in 0..10_000 {
-            match s.dispatch(now) {
+            match s.dispatch(Instant::from_nanos(now)) {
                 Decision::Dispatch(r) => {
-                    s.complete(&r, now + MSEC);
+                    s.complete(&r, Instant::from_nanos(now + MSEC));
                     done += 1;
                 }
                 Decision::Empty => break,
@@ -588,8 +602,8 @@ fn a_completion_with_another_sync_flag_uses_the_stored_request_in_every_schedule
                 _ => {}
             }
             now += MSEC;
-            if s.next_timer().is_some_and(|t| t <= now) {
-                s.timer(now);
+            if s.next_timer().is_some_and(|t| t <= Instant::from_nanos(now)) {
+                s.timer(Instant::from_nanos(now));
             }
         }
         assert_eq!(done, 2, "{name}: both later requests served");
@@ -600,21 +614,21 @@ fn a_completion_with_another_sync_flag_uses_the_stored_request_in_every_schedule
 fn a_duplicate_id_while_the_first_is_in_flight_is_ignored_by_every_scheduler() {
     for name in SCHEDULER_NAMES {
         let mut s = build(name, DeviceInfo::default(), &[]).unwrap();
-        s.insert(read(1, 1), 0);
+        s.insert(read(1, 1), Instant::ZERO);
         let r = dispatch_one(s.as_mut(), 0);
-        s.insert(Request { offset: 1 << 30, ..read(1, 1) }, 0);
+        s.insert(Request { offset: 1 << 30, ..read(1, 1) }, Instant::ZERO);
         assert_eq!(s.queued(), 0, "{name}: duplicate id accepted while in flight");
-        s.complete(&r, MSEC);
+        s.complete(&r, Instant::from_nanos(MSEC));
         assert_eq!((s.queued(), s.in_flight()), (0, 0), "{name}");
         // A later asynchronous write is dispatched (BFQ and CFQ used to hold it back for ever).
         let write = Request { op: Op::Write, sync: false, ..read(5, 2) };
-        s.insert(write, 2 * MSEC);
+        s.insert(write, Instant::from_nanos(2 * MSEC));
         let mut now = 2 * MSEC;
         let mut served = false;
         for _ in 0..10_000 {
-            match s.dispatch(now) {
+            match s.dispatch(Instant::from_nanos(now)) {
                 Decision::Dispatch(w) => {
-                    s.complete(&w, now + MSEC);
+                    s.complete(&w, Instant::from_nanos(now + MSEC));
                     served = true;
                     break;
                 }
@@ -622,8 +636,8 @@ fn a_duplicate_id_while_the_first_is_in_flight_is_ignored_by_every_scheduler() {
                 _ => {}
             }
             now += MSEC;
-            if s.next_timer().is_some_and(|t| t <= now) {
-                s.timer(now);
+            if s.next_timer().is_some_and(|t| t <= Instant::from_nanos(now)) {
+                s.timer(Instant::from_nanos(now));
             }
         }
         assert!(served, "{name}: the asynchronous write was never dispatched");
@@ -634,8 +648,8 @@ fn a_duplicate_id_while_the_first_is_in_flight_is_ignored_by_every_scheduler() {
 fn a_duplicate_id_while_the_first_is_queued_is_ignored_by_every_scheduler() {
     for name in SCHEDULER_NAMES {
         let mut s = build(name, DeviceInfo::default(), &[]).unwrap();
-        s.insert(read(1, 1), 0);
-        s.insert(Request { offset: 1 << 30, ..read(1, 3) }, 0);
+        s.insert(read(1, 1), Instant::ZERO);
+        s.insert(Request { offset: 1 << 30, ..read(1, 3) }, Instant::ZERO);
         assert_eq!(s.queued(), 1, "{name}: duplicate id accepted while queued");
     }
 }
@@ -648,15 +662,15 @@ fn cfq_slice_arithmetic_does_not_overflow_with_large_accepted_tunables() {
         return; // refusing such values up front is also within the contract
     };
     for i in 0..8 {
-        s.insert(read(i + 1, (i % 4) as u32), 0);
+        s.insert(read(i + 1, (i % 4) as u32), Instant::ZERO);
     }
     let mut now = 0;
     for _ in 0..1000 {
-        if let Decision::Dispatch(r) = s.dispatch(now) {
-            s.complete(&r, now + MSEC);
+        if let Decision::Dispatch(r) = s.dispatch(Instant::from_nanos(now)) {
+            s.complete(&r, Instant::from_nanos(now + MSEC));
         }
         now += 10 * MSEC;
-        s.timer(now);
+        s.timer(Instant::from_nanos(now));
     }
     assert_eq!(s.queued(), 0);
 }
@@ -665,18 +679,18 @@ fn cfq_slice_arithmetic_does_not_overflow_with_large_accepted_tunables() {
 fn anticipatory_handles_offsets_beyond_2_to_the_63() {
     let mut s = build("anticipatory", DeviceInfo::default(), &[]).unwrap();
     let far = |id: u64, off: u64| Request { offset: off, ..read(id, 1) };
-    s.insert(far(1, u64::MAX - (1 << 20)), 0);
+    s.insert(far(1, u64::MAX - (1 << 20)), Instant::ZERO);
     let r = dispatch_one(s.as_mut(), 0);
-    s.complete(&r, MSEC);
-    s.insert(far(2, 0), MSEC);
-    s.insert(far(3, (1u64 << 63) + 4096), MSEC);
+    s.complete(&r, Instant::from_nanos(MSEC));
+    s.insert(far(2, 0), Instant::from_nanos(MSEC));
+    s.insert(far(3, (1u64 << 63) + 4096), Instant::from_nanos(MSEC));
     let mut now = MSEC;
     while s.queued() > 0 || s.in_flight() > 0 {
-        if let Decision::Dispatch(r) = s.dispatch(now) {
-            s.complete(&r, now + MSEC);
+        if let Decision::Dispatch(r) = s.dispatch(Instant::from_nanos(now)) {
+            s.complete(&r, Instant::from_nanos(now + MSEC));
         }
         now += MSEC;
-        s.timer(now);
+        s.timer(Instant::from_nanos(now));
         assert!(now < SEC, "anticipatory did not finish");
     }
 }
@@ -686,20 +700,20 @@ fn bfq_weight_raising_near_the_end_of_time_neither_overflows_nor_waits_forever()
     let mut s = build("bfq", DeviceInfo::default(), &[]).unwrap();
     let mut now = u64::MAX - 2 * SEC;
     for i in 0..4 {
-        s.insert(read(i + 1, i as u32), now);
+        s.insert(read(i + 1, i as u32), Instant::from_nanos(now));
     }
     for _ in 0..100_000 {
         if s.queued() == 0 && s.in_flight() == 0 {
             return;
         }
-        match s.dispatch(now) {
-            Decision::Dispatch(r) => s.complete(&r, now.saturating_add(MSEC)),
+        match s.dispatch(Instant::from_nanos(now)) {
+            Decision::Dispatch(r) => s.complete(&r, Instant::from_nanos(now.saturating_add(MSEC))),
             Decision::Wait => assert!(s.in_flight() > 0, "Wait with nothing in flight"),
             _ => {}
         }
         now = now.saturating_add(MSEC);
-        if s.next_timer().is_some_and(|t| t <= now) {
-            s.timer(now);
+        if s.next_timer().is_some_and(|t| t <= Instant::from_nanos(now)) {
+            s.timer(Instant::from_nanos(now));
         }
     }
     panic!("bfq did not serve four reads near the end of time");
@@ -709,30 +723,33 @@ fn bfq_weight_raising_near_the_end_of_time_neither_overflows_nor_waits_forever()
 fn remove_queue_frees_an_idle_queue_and_refuses_a_busy_one_in_every_scheduler() {
     for name in SCHEDULER_NAMES {
         let mut s = build(name, DeviceInfo::default(), &[]).unwrap();
-        s.configure_queue(QueueId(1), QueueSpec::with_weight(300), 0).unwrap();
-        s.insert(read(1, 1), 0);
-        assert!(matches!(s.remove_queue(QueueId(1), 0), Err(SchedError::QueueBusy { .. })), "{name}: queued");
+        s.configure_queue(QueueId(1), QueueSpec::with_weight(300), Instant::ZERO).unwrap();
+        s.insert(read(1, 1), Instant::ZERO);
+        assert!(
+            matches!(s.remove_queue(QueueId(1), Instant::ZERO), Err(SchedError::QueueBusy { .. })),
+            "{name}: queued"
+        );
         let r = dispatch_one(s.as_mut(), 0);
         assert!(
-            matches!(s.remove_queue(QueueId(1), 0), Err(SchedError::QueueBusy { .. })),
+            matches!(s.remove_queue(QueueId(1), Instant::ZERO), Err(SchedError::QueueBusy { .. })),
             "{name}: in flight"
         );
-        s.complete(&r, MSEC);
+        s.complete(&r, Instant::from_nanos(MSEC));
         // BFQ may still be idling for the queue: removal ends that too.
-        s.remove_queue(QueueId(1), MSEC).unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.remove_queue(QueueId(1), Instant::from_nanos(MSEC)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(s.queue_stats(QueueId(1)).is_none(), "{name}: removed queue still reported");
         // The id can be used again, as a fresh queue with the default spec.
-        s.insert(read(2, 1), 2 * MSEC);
+        s.insert(read(2, 1), Instant::from_nanos(2 * MSEC));
         let mut now = 2 * MSEC;
         loop {
-            match s.dispatch(now) {
+            match s.dispatch(Instant::from_nanos(now)) {
                 Decision::Dispatch(r) => {
                     assert_eq!(r.id, RequestId(2), "{name}");
                     break;
                 }
                 _ => {
                     now += MSEC;
-                    s.timer(now);
+                    s.timer(Instant::from_nanos(now));
                 }
             }
             assert!(now < SEC, "{name}: request on a re-created queue never dispatched");
@@ -743,7 +760,7 @@ fn remove_queue_frees_an_idle_queue_and_refuses_a_busy_one_in_every_scheduler() 
             "{name}: fresh queue, default weight"
         );
         // Removing a queue nobody knows is fine.
-        s.remove_queue(QueueId(77), now).unwrap();
+        s.remove_queue(QueueId(77), Instant::from_nanos(now)).unwrap();
     }
 }
 
@@ -774,7 +791,7 @@ proptest! {
         ];
         let mut sched = build("bfq", DeviceInfo { rotational: depth == 1, queue_depth: depth }, &params).unwrap();
         for (i, &w) in weights.iter().enumerate() {
-            sched.configure_queue(QueueId(i as u32), QueueSpec::with_weight(w), 0).unwrap();
+            sched.configure_queue(QueueId(i as u32), QueueSpec::with_weight(w), Instant::ZERO).unwrap();
         }
         sched.set_events(true);
         let disk = SimpleDisk { seek_time: 0, bytes_per_sec: 200_000_000, depth };

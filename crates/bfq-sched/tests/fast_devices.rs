@@ -7,6 +7,7 @@
 //! unit is busy, and takes a fixed overhead plus its size over one unit's rate. Requests are dispatched
 //! while fewer than `depth` are in the device, as a block layer does.
 
+use bfq_sched::Instant;
 use std::collections::VecDeque;
 
 use bfq_sched::bfq::{Bfq, BfqConfig};
@@ -46,7 +47,7 @@ fn rand(weight: u32) -> App {
 fn run(sched: &mut dyn Scheduler, dev: Device, apps: &[App], duration: Nanos) -> Vec<u64> {
     for (i, a) in apps.iter().enumerate() {
         let spec = QueueSpec { weight: a.weight, ..QueueSpec::default() };
-        sched.configure_queue(QueueId(i as u32 + 1), spec, 0).unwrap();
+        sched.configure_queue(QueueId(i as u32 + 1), spec, Instant::ZERO).unwrap();
     }
     let mut now: Nanos = 0;
     let mut next_id = 1u64;
@@ -76,7 +77,7 @@ fn run(sched: &mut dyn Scheduler, dev: Device, apps: &[App], duration: Nanos) ->
             meta: false,
         };
         *next_id += 1;
-        sched.insert(r, now);
+        sched.insert(r, Instant::from_nanos(now));
     };
     for (i, a) in apps.iter().enumerate() {
         for _ in 0..a.window {
@@ -86,7 +87,7 @@ fn run(sched: &mut dyn Scheduler, dev: Device, apps: &[App], duration: Nanos) ->
     let service = |r: &Request| dev.overhead + u64::from(r.len) * SEC / dev.unit_rate;
     while now < duration {
         while serving.len() + waiting.len() < dev.depth {
-            match sched.dispatch(now) {
+            match sched.dispatch(Instant::from_nanos(now)) {
                 Decision::Dispatch(r) => {
                     if serving.len() < dev.units {
                         serving.push((now + service(&r), r));
@@ -99,17 +100,18 @@ fn run(sched: &mut dyn Scheduler, dev: Device, apps: &[App], duration: Nanos) ->
         }
         let completion = serving.iter().map(|(t, _)| *t).min();
         let timer = sched.next_timer();
-        let next = [completion, timer, Some(duration)].into_iter().flatten().min().unwrap();
+        let next =
+            [completion, timer.map(Instant::as_nanos), Some(duration)].into_iter().flatten().min().unwrap();
         now = next.max(now);
-        if timer.is_some_and(|t| t <= now) {
-            sched.timer(now);
+        if timer.is_some_and(|t| t <= Instant::from_nanos(now)) {
+            sched.timer(Instant::from_nanos(now));
         }
         while let Some(k) = serving.iter().position(|(t, _)| *t <= now) {
             let (_, r) = serving.swap_remove(k);
             if let Some(w) = waiting.pop_front() {
                 serving.push((now + service(&w), w));
             }
-            sched.complete(&r, now);
+            sched.complete(&r, Instant::from_nanos(now));
             let i = r.queue.0 as usize - 1;
             bytes[i] += u64::from(r.len);
             issue(i, now, sched, &mut next_id);
@@ -208,7 +210,8 @@ fn a_waker_is_served_without_an_idle_window_per_hand_over() {
     // waker is, as soon as it has a request.
     let hand_over_delay = |waker_detection: &str| -> Vec<Nanos> {
         let mut b = bfq(DISK, &[("waker_detection", waker_detection), ("low_latency", "0")]);
-        b.configure_queue(QueueId(3), QueueSpec { weight: 200, ..QueueSpec::default() }, 0).unwrap();
+        b.configure_queue(QueueId(3), QueueSpec { weight: 200, ..QueueSpec::default() }, Instant::ZERO)
+            .unwrap();
         let mut id = 0u64;
         let mut req = |q: u32| {
             id += 1;
@@ -229,16 +232,16 @@ fn a_waker_is_served_without_an_idle_window_per_hand_over() {
         let mut chain: Option<(Nanos, u32)> = Some((0, 1));
         let mut chain_inserted: Option<(RequestId, Nanos)> = None;
         let mut delays = Vec::new();
-        b.insert(req(3), 0);
+        b.insert(req(3), Instant::ZERO);
         while delays.len() < 20 {
             if let Some((at, q)) = chain.filter(|(at, _)| *at <= now) {
                 let r = req(q);
-                b.insert(r, at);
+                b.insert(r, Instant::from_nanos(at));
                 chain_inserted = Some((r.id, at));
                 chain = None;
             }
             if in_device.is_none() {
-                if let Decision::Dispatch(r) = b.dispatch(now) {
+                if let Decision::Dispatch(r) = b.dispatch(Instant::from_nanos(now)) {
                     if let Some((cid, at)) = chain_inserted.filter(|(cid, _)| *cid == r.id) {
                         delays.push(now - at);
                         chain_inserted = Some((cid, Nanos::MAX));
@@ -246,21 +249,22 @@ fn a_waker_is_served_without_an_idle_window_per_hand_over() {
                     in_device = Some((now + MSEC, r));
                 }
             }
-            let next = [in_device.map(|(t, _)| t), chain.map(|(t, _)| t), b.next_timer()]
-                .into_iter()
-                .flatten()
-                .min()
-                .expect("something always comes next");
+            let next =
+                [in_device.map(|(t, _)| t), chain.map(|(t, _)| t), b.next_timer().map(Instant::as_nanos)]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .expect("something always comes next");
             now = next.max(now);
-            if b.next_timer().is_some_and(|t| t <= now) {
-                b.timer(now);
+            if b.next_timer().is_some_and(|t| t <= Instant::from_nanos(now)) {
+                b.timer(Instant::from_nanos(now));
             }
             if let Some((done, r)) = in_device.filter(|(t, _)| *t <= now) {
                 let _ = done;
                 in_device = None;
-                b.complete(&r, now);
+                b.complete(&r, Instant::from_nanos(now));
                 match r.queue.0 {
-                    3 => b.insert(req(3), now),
+                    3 => b.insert(req(3), Instant::from_nanos(now)),
                     q => chain = Some((now + 100_000, 3 - q)),
                 }
             }

@@ -4,6 +4,7 @@
 //! are refused with the reason.
 
 use bfq_sched::testing::{Client, Harness, SimpleDisk};
+use bfq_sched::Instant;
 use bfq_sched::{
     build, DeviceInfo, GroupId, IoClass, QueueId, QueueSpec, SchedError, Scheduler, ROOT_GROUP, SEC,
 };
@@ -32,14 +33,14 @@ fn share(bytes: &[u64], of: &[usize]) -> f64 {
 fn two_groups_of_weights_one_and_three_get_a_quarter_and_three_quarters_whatever_their_queue_counts() {
     let mut s = bfq();
     assert!(s.supports_groups());
-    s.configure_group(GroupId(1), ROOT_GROUP, spec(100), 0).unwrap();
-    s.configure_group(GroupId(2), ROOT_GROUP, spec(300), 0).unwrap();
+    s.configure_group(GroupId(1), ROOT_GROUP, spec(100), Instant::ZERO).unwrap();
+    s.configure_group(GroupId(2), ROOT_GROUP, spec(300), Instant::ZERO).unwrap();
     // Group 1: one queue; group 2: three queues of the same weight. Flat, group 2 would get 3/4 only by
     // its number of queues; with weights 1:3 between the groups it must get 3/4 by weight.
-    s.set_queue_group(QueueId(1), GroupId(1), 0).unwrap();
-    s.set_queue_group(QueueId(2), GroupId(1), 0).unwrap();
+    s.set_queue_group(QueueId(1), GroupId(1), Instant::ZERO).unwrap();
+    s.set_queue_group(QueueId(2), GroupId(1), Instant::ZERO).unwrap();
     for q in 3..=5 {
-        s.set_queue_group(QueueId(q), GroupId(2), 0).unwrap();
+        s.set_queue_group(QueueId(q), GroupId(2), Instant::ZERO).unwrap();
     }
     let mut h = Harness::new(s.as_mut(), SimpleDisk::hdd());
     let all = readers(&mut h, &[1, 2, 3, 4, 5]);
@@ -55,13 +56,13 @@ fn two_groups_of_weights_one_and_three_get_a_quarter_and_three_quarters_whatever
 fn nested_groups_divide_the_device_level_by_level() {
     let mut s = bfq();
     // Root: A (200) and B (100). A: queue 1 (weight 100) and group C (100). C: queues 2 and 3.
-    s.configure_group(GroupId(10), ROOT_GROUP, spec(200), 0).unwrap();
-    s.configure_group(GroupId(20), ROOT_GROUP, spec(100), 0).unwrap();
-    s.configure_group(GroupId(30), GroupId(10), spec(100), 0).unwrap();
-    s.set_queue_group(QueueId(1), GroupId(10), 0).unwrap();
-    s.set_queue_group(QueueId(2), GroupId(30), 0).unwrap();
-    s.set_queue_group(QueueId(3), GroupId(30), 0).unwrap();
-    s.set_queue_group(QueueId(4), GroupId(20), 0).unwrap();
+    s.configure_group(GroupId(10), ROOT_GROUP, spec(200), Instant::ZERO).unwrap();
+    s.configure_group(GroupId(20), ROOT_GROUP, spec(100), Instant::ZERO).unwrap();
+    s.configure_group(GroupId(30), GroupId(10), spec(100), Instant::ZERO).unwrap();
+    s.set_queue_group(QueueId(1), GroupId(10), Instant::ZERO).unwrap();
+    s.set_queue_group(QueueId(2), GroupId(30), Instant::ZERO).unwrap();
+    s.set_queue_group(QueueId(3), GroupId(30), Instant::ZERO).unwrap();
+    s.set_queue_group(QueueId(4), GroupId(20), Instant::ZERO).unwrap();
     let mut h = Harness::new(s.as_mut(), SimpleDisk::hdd());
     let all = readers(&mut h, &[1, 2, 3, 4]);
     let bytes: Vec<u64> = h.run_until(40 * SEC).iter().map(|r| r.bytes).collect();
@@ -76,16 +77,16 @@ fn nested_groups_divide_the_device_level_by_level() {
 #[test]
 fn a_group_weight_changed_at_run_time_moves_the_shares() {
     let mut s = bfq();
-    s.configure_group(GroupId(1), ROOT_GROUP, spec(100), 0).unwrap();
-    s.configure_group(GroupId(2), ROOT_GROUP, spec(100), 0).unwrap();
-    s.set_queue_group(QueueId(1), GroupId(1), 0).unwrap();
-    s.set_queue_group(QueueId(2), GroupId(2), 0).unwrap();
+    s.configure_group(GroupId(1), ROOT_GROUP, spec(100), Instant::ZERO).unwrap();
+    s.configure_group(GroupId(2), ROOT_GROUP, spec(100), Instant::ZERO).unwrap();
+    s.set_queue_group(QueueId(1), GroupId(1), Instant::ZERO).unwrap();
+    s.set_queue_group(QueueId(2), GroupId(2), Instant::ZERO).unwrap();
     let mut h = Harness::new(s.as_mut(), SimpleDisk::hdd());
     let all = readers(&mut h, &[1, 2]);
     let before: Vec<u64> = h.run_until(10 * SEC).iter().map(|r| r.bytes).collect();
     assert!((share(&before, &all[0..1]) - 0.5).abs() < 0.05, "{before:?}");
     let now = h.now();
-    h.scheduler_mut().configure_group(GroupId(2), ROOT_GROUP, spec(300), now).unwrap();
+    h.scheduler_mut().configure_group(GroupId(2), ROOT_GROUP, spec(300), Instant::from_nanos(now)).unwrap();
     let after: Vec<u64> = h.run_until(30 * SEC).iter().map(|r| r.bytes).collect();
     let delta: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
     let group2 = share(&delta, &all[1..2]);
@@ -99,25 +100,26 @@ fn group_calls_that_make_no_sense_are_refused_with_the_reason() {
         Err(SchedError::InvalidGroup(why)) => why,
         other => panic!("expected InvalidGroup, got {other:?}"),
     };
-    assert!(invalid(s.configure_group(ROOT_GROUP, ROOT_GROUP, spec(100), 0)).contains("root"));
-    assert!(invalid(s.configure_group(GroupId(1), GroupId(9), spec(100), 0)).contains("unknown group 9"));
-    s.configure_group(GroupId(1), ROOT_GROUP, spec(100), 0).unwrap();
-    s.configure_group(GroupId(2), GroupId(1), spec(100), 0).unwrap();
-    assert!(invalid(s.configure_group(GroupId(1), GroupId(2), spec(100), 0)).contains("below it"));
-    assert!(invalid(s.set_queue_group(QueueId(1), GroupId(7), 0)).contains("unknown group 7"));
+    assert!(invalid(s.configure_group(ROOT_GROUP, ROOT_GROUP, spec(100), Instant::ZERO)).contains("root"));
+    assert!(invalid(s.configure_group(GroupId(1), GroupId(9), spec(100), Instant::ZERO))
+        .contains("unknown group 9"));
+    s.configure_group(GroupId(1), ROOT_GROUP, spec(100), Instant::ZERO).unwrap();
+    s.configure_group(GroupId(2), GroupId(1), spec(100), Instant::ZERO).unwrap();
+    assert!(invalid(s.configure_group(GroupId(1), GroupId(2), spec(100), Instant::ZERO)).contains("below it"));
+    assert!(invalid(s.set_queue_group(QueueId(1), GroupId(7), Instant::ZERO)).contains("unknown group 7"));
     assert!(matches!(
-        s.configure_group(GroupId(3), ROOT_GROUP, spec(0), 0),
+        s.configure_group(GroupId(3), ROOT_GROUP, spec(0), Instant::ZERO),
         Err(SchedError::InvalidQueueSpec(_))
     ));
     // A group may be an idle-class tenant among its siblings.
     let idle = QueueSpec { class: IoClass::Idle, ..spec(10) };
-    s.configure_group(GroupId(4), ROOT_GROUP, idle, 0).unwrap();
+    s.configure_group(GroupId(4), ROOT_GROUP, idle, Instant::ZERO).unwrap();
 }
 
 #[test]
 fn without_groups_the_peers_accept_and_ignore_group_calls() {
     let mut fifo = build("fifo", DISK, &[]).unwrap();
     assert!(!fifo.supports_groups());
-    fifo.configure_group(GroupId(1), ROOT_GROUP, spec(100), 0).unwrap();
-    fifo.set_queue_group(QueueId(1), GroupId(1), 0).unwrap();
+    fifo.configure_group(GroupId(1), ROOT_GROUP, spec(100), Instant::ZERO).unwrap();
+    fifo.set_queue_group(QueueId(1), GroupId(1), Instant::ZERO).unwrap();
 }

@@ -7,6 +7,7 @@ mod support;
 use bfq_sched::peers::anticipatory::Anticipatory;
 use bfq_sched::peers::clook::CLook;
 use bfq_sched::testing::Client;
+use bfq_sched::Instant;
 use bfq_sched::{build, Decision, DeviceInfo, Op, QueueId, Request, RequestId, Scheduler, MSEC, SEC};
 use support::{run_with_think, ZonedDisk};
 
@@ -32,10 +33,10 @@ fn dispatched(d: Decision) -> Request {
 /// Process 1's read completes at 2 ms while process 2's read waits far away.
 fn after_first_read() -> Anticipatory {
     let mut s = Anticipatory::new();
-    s.insert(read(1, 1, 0), 0);
-    let r = dispatched(s.dispatch(0));
-    s.insert(read(2, 2, 40_000_000), MSEC);
-    s.complete(&r, 2 * MSEC);
+    s.insert(read(1, 1, 0), Instant::ZERO);
+    let r = dispatched(s.dispatch(Instant::ZERO));
+    s.insert(read(2, 2, 40_000_000), Instant::from_nanos(MSEC));
+    s.complete(&r, Instant::from_nanos(2 * MSEC));
     s
 }
 
@@ -43,19 +44,25 @@ fn after_first_read() -> Anticipatory {
 fn as_waits_for_the_next_read_of_the_same_process() {
     let mut s = after_first_read();
     // antic_expire = 6 ms after the completion.
-    assert_eq!(s.dispatch(2 * MSEC), Decision::Idle { until: 8 * MSEC });
-    assert_eq!(s.next_timer(), Some(8 * MSEC));
-    s.insert(read(3, 1, 128), 4 * MSEC);
-    assert_eq!(dispatched(s.dispatch(4 * MSEC)).id, RequestId(3));
+    assert_eq!(
+        s.dispatch(Instant::from_nanos(2 * MSEC)),
+        Decision::Idle { until: Instant::from_nanos(8 * MSEC) }
+    );
+    assert_eq!(s.next_timer(), Some(Instant::from_nanos(8 * MSEC)));
+    s.insert(read(3, 1, 128), Instant::from_nanos(4 * MSEC));
+    assert_eq!(dispatched(s.dispatch(Instant::from_nanos(4 * MSEC))).id, RequestId(3));
 }
 
 #[test]
 fn as_stops_waiting_at_antic_expire() {
     let mut s = after_first_read();
-    assert_eq!(s.dispatch(2 * MSEC), Decision::Idle { until: 8 * MSEC });
-    s.timer(8 * MSEC);
+    assert_eq!(
+        s.dispatch(Instant::from_nanos(2 * MSEC)),
+        Decision::Idle { until: Instant::from_nanos(8 * MSEC) }
+    );
+    s.timer(Instant::from_nanos(8 * MSEC));
     assert_eq!(s.next_timer(), None);
-    assert_eq!(dispatched(s.dispatch(8 * MSEC)).id, RequestId(2));
+    assert_eq!(dispatched(s.dispatch(Instant::from_nanos(8 * MSEC))).id, RequestId(2));
 }
 
 #[test]
@@ -64,19 +71,19 @@ fn as_does_not_wait_for_a_process_that_thinks_longer_than_antic_expire() {
     // Process 1 always waits 15 ms between a completion and its next read.
     let mut now = 0;
     for i in 0..20u64 {
-        s.insert(read(i + 1, 1, i * 128), now);
-        let r = dispatched(s.dispatch(now));
+        s.insert(read(i + 1, 1, i * 128), Instant::from_nanos(now));
+        let r = dispatched(s.dispatch(Instant::from_nanos(now)));
         now += MSEC;
-        s.complete(&r, now);
+        s.complete(&r, Instant::from_nanos(now));
         now += 15 * MSEC;
     }
     let r = {
-        s.insert(read(100, 1, 20 * 128), now);
-        dispatched(s.dispatch(now))
+        s.insert(read(100, 1, 20 * 128), Instant::from_nanos(now));
+        dispatched(s.dispatch(Instant::from_nanos(now)))
     };
-    s.insert(read(200, 2, 40_000_000), now);
-    s.complete(&r, now + MSEC);
-    assert_eq!(dispatched(s.dispatch(now + MSEC)).id, RequestId(200));
+    s.insert(read(200, 2, 40_000_000), Instant::from_nanos(now));
+    s.complete(&r, Instant::from_nanos(now + MSEC));
+    assert_eq!(dispatched(s.dispatch(Instant::from_nanos(now + MSEC))).id, RequestId(200));
 }
 
 /// Seed 002, "Aggregate throughput": AS achieves the highest throughput with two sequential readers
@@ -120,16 +127,16 @@ fn dbms_head_travel(s: &mut dyn Scheduler, completions: u64) -> u64 {
     };
     let mut now = 0;
     for p in 0..100u32 {
-        s.insert(Request { len: 4096, ..read(u64::from(p), p + 1, next_sector()) }, now);
+        s.insert(Request { len: 4096, ..read(u64::from(p), p + 1, next_sector()) }, Instant::from_nanos(now));
     }
     let (mut head, mut travel, mut id) = (0u64, 0u64, 100u64);
     for _ in 0..completions {
         let r = loop {
-            match s.dispatch(now) {
+            match s.dispatch(Instant::from_nanos(now)) {
                 Decision::Dispatch(r) => break r,
                 Decision::Idle { until } => {
-                    now = until;
-                    s.timer(now);
+                    now = until.as_nanos();
+                    s.timer(Instant::from_nanos(now));
                 }
                 other => panic!("unexpected {other:?} with 100 reads queued"),
             }
@@ -138,9 +145,9 @@ fn dbms_head_travel(s: &mut dyn Scheduler, completions: u64) -> u64 {
         travel += distance;
         head = r.end_sector();
         now += MSEC + distance * MSEC / 1_000_000;
-        s.complete(&r, now);
+        s.complete(&r, Instant::from_nanos(now));
         id += 1;
-        s.insert(Request { len: 4096, ..read(id, r.queue.0, next_sector()) }, now);
+        s.insert(Request { len: 4096, ..read(id, r.queue.0, next_sector()) }, Instant::from_nanos(now));
     }
     travel
 }

@@ -6,6 +6,7 @@ mod support;
 
 use bfq_sched::peers::cfq::Cfq;
 use bfq_sched::testing::Client;
+use bfq_sched::Instant;
 use bfq_sched::{
     Decision, DeviceInfo, IoClass, Op, QueueId, QueueSpec, Request, RequestId, Scheduler, MSEC, SEC,
 };
@@ -57,24 +58,27 @@ fn cfq_gives_equal_time_not_equal_sectors_to_readers_in_different_zones() {
 #[test]
 fn cfq_idles_for_the_next_request_of_the_queue_in_service() {
     let mut s = Cfq::new(DeviceInfo::default());
-    s.insert(read(1, 1, 0), 0);
-    let r = dispatched(s.dispatch(0));
-    s.insert(read(2, 2, 50_000_000), MSEC);
-    s.complete(&r, 2 * MSEC);
-    assert_eq!(s.dispatch(2 * MSEC), Decision::Idle { until: 10 * MSEC });
+    s.insert(read(1, 1, 0), Instant::ZERO);
+    let r = dispatched(s.dispatch(Instant::ZERO));
+    s.insert(read(2, 2, 50_000_000), Instant::from_nanos(MSEC));
+    s.complete(&r, Instant::from_nanos(2 * MSEC));
+    assert_eq!(
+        s.dispatch(Instant::from_nanos(2 * MSEC)),
+        Decision::Idle { until: Instant::from_nanos(10 * MSEC) }
+    );
     // The awaited request arrives and is served before the other queue.
-    s.insert(read(3, 1, 128), 3 * MSEC);
-    assert_eq!(dispatched(s.dispatch(3 * MSEC)).id, RequestId(3));
+    s.insert(read(3, 1, 128), Instant::from_nanos(3 * MSEC));
+    assert_eq!(dispatched(s.dispatch(Instant::from_nanos(3 * MSEC))).id, RequestId(3));
 }
 
 #[test]
 fn cfq_stops_idling_at_slice_idle_and_serves_the_next_queue() {
     let mut s = Cfq::new(DeviceInfo::default());
-    s.insert(read(1, 1, 0), 0);
-    let r = dispatched(s.dispatch(0));
-    s.insert(read(2, 2, 50_000_000), MSEC);
-    s.complete(&r, 2 * MSEC);
-    let Decision::Idle { until } = s.dispatch(2 * MSEC) else { panic!("should idle") };
+    s.insert(read(1, 1, 0), Instant::ZERO);
+    let r = dispatched(s.dispatch(Instant::ZERO));
+    s.insert(read(2, 2, 50_000_000), Instant::from_nanos(MSEC));
+    s.complete(&r, Instant::from_nanos(2 * MSEC));
+    let Decision::Idle { until } = s.dispatch(Instant::from_nanos(2 * MSEC)) else { panic!("should idle") };
     assert_eq!(s.next_timer(), Some(until));
     s.timer(until);
     assert_eq!(dispatched(s.dispatch(until)).id, RequestId(2));
@@ -85,28 +89,33 @@ fn cfq_does_not_idle_for_a_seeky_queue() {
     let mut s = Cfq::new(DeviceInfo::default());
     // Queue 1 jumps around the disk: after more than 4 seeks in its history it is seeky.
     for i in 0..8u64 {
-        s.insert(read(i + 1, 1, (i % 2) * 40_000_000 + i * 100_000), 0);
+        s.insert(read(i + 1, 1, (i % 2) * 40_000_000 + i * 100_000), Instant::ZERO);
     }
     for _ in 0..8 {
-        let r = dispatched(s.dispatch(MSEC));
-        s.complete(&r, MSEC);
+        let r = dispatched(s.dispatch(Instant::from_nanos(MSEC)));
+        s.complete(&r, Instant::from_nanos(MSEC));
     }
-    s.insert(read(100, 2, 10), 2 * MSEC);
+    s.insert(read(100, 2, 10), Instant::from_nanos(2 * MSEC));
     // No idle wait: queue 2 is served at once.
-    assert_eq!(dispatched(s.dispatch(2 * MSEC)).id, RequestId(100));
+    assert_eq!(dispatched(s.dispatch(Instant::from_nanos(2 * MSEC))).id, RequestId(100));
 }
 
 #[test]
 fn cfq_serves_rt_before_be_and_a_new_rt_request_preempts() {
     let mut s = Cfq::new(DeviceInfo::default());
-    s.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::RealTime(4) }, 0).unwrap();
-    s.insert(read(1, 2, 0), 0);
-    s.insert(read(2, 2, 128), 0);
-    let r = dispatched(s.dispatch(0));
+    s.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::RealTime(4) }, Instant::ZERO)
+        .unwrap();
+    s.insert(read(1, 2, 0), Instant::ZERO);
+    s.insert(read(2, 2, 128), Instant::ZERO);
+    let r = dispatched(s.dispatch(Instant::ZERO));
     assert_eq!(r.queue, QueueId(2));
-    s.insert(read(3, 1, 90_000_000), MSEC);
-    s.complete(&r, 2 * MSEC);
-    assert_eq!(dispatched(s.dispatch(2 * MSEC)).queue, QueueId(1), "RT preempts the BE slice");
+    s.insert(read(3, 1, 90_000_000), Instant::from_nanos(MSEC));
+    s.complete(&r, Instant::from_nanos(2 * MSEC));
+    assert_eq!(
+        dispatched(s.dispatch(Instant::from_nanos(2 * MSEC))).queue,
+        QueueId(1),
+        "RT preempts the BE slice"
+    );
 }
 
 /// Seed 001 sec. 7 / CFQ low_latency: slices shrink so that a round fits in target_latency, so with
@@ -144,8 +153,10 @@ fn cfq_tunables_are_validated_by_name() {
 fn cfq_scales_slices_by_priority_level() {
     let mut cfq = Cfq::new(DeviceInfo::default());
     cfq.set_param("low_latency", "0").unwrap();
-    cfq.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::BestEffort(0) }, 0).unwrap();
-    cfq.configure_queue(QueueId(2), QueueSpec { weight: 100, class: IoClass::BestEffort(7) }, 0).unwrap();
+    cfq.configure_queue(QueueId(1), QueueSpec { weight: 100, class: IoClass::BestEffort(0) }, Instant::ZERO)
+        .unwrap();
+    cfq.configure_queue(QueueId(2), QueueSpec { weight: 100, class: IoClass::BestEffort(7) }, Instant::ZERO)
+        .unwrap();
     // Same zone, so time and bytes go together; a short seek, so that the seek at each switch (outside
     // the slice, which starts at the first completion) does not blur the slice ratio.
     let disk = ZonedDisk { seek_time: 100_000, ..ZonedDisk::dtla() };

@@ -3,6 +3,7 @@
 //! (2 ms) and write (10 ms) latency targets.
 
 use bfq_sched::peers::kyber::{Domain, Kyber};
+use bfq_sched::Instant;
 use bfq_sched::{build, Decision, DeviceInfo, Nanos, Op, QueueId, Request, RequestId, Scheduler, MSEC, USEC};
 
 fn request(id: u64, op: Op) -> Request {
@@ -21,31 +22,31 @@ fn request(id: u64, op: Op) -> Request {
 fn kyber_waits_when_a_domain_has_no_token_and_other_domains_keep_theirs() {
     let mut s = Kyber::new();
     for i in 0..300 {
-        s.insert(request(i, Op::Read), 0);
+        s.insert(request(i, Op::Read), Instant::ZERO);
     }
     let mut reads = Vec::new();
-    while let Decision::Dispatch(r) = s.dispatch(0) {
+    while let Decision::Dispatch(r) = s.dispatch(Instant::ZERO) {
         reads.push(r);
     }
     assert_eq!(reads.len(), 256, "the read domain holds 256 tokens");
-    assert_eq!(s.dispatch(0), Decision::Wait);
+    assert_eq!(s.dispatch(Instant::ZERO), Decision::Wait);
     // The write domain has its own pool.
-    s.insert(request(1_000, Op::Write), 0);
-    assert!(matches!(s.dispatch(0), Decision::Dispatch(r) if r.op == Op::Write));
+    s.insert(request(1_000, Op::Write), Instant::ZERO);
+    assert!(matches!(s.dispatch(Instant::ZERO), Decision::Dispatch(r) if r.op == Op::Write));
     // A completed read gives its token back.
-    s.complete(&reads[0], MSEC);
-    assert!(matches!(s.dispatch(MSEC), Decision::Dispatch(r) if r.op == Op::Read));
+    s.complete(&reads[0], Instant::from_nanos(MSEC));
+    assert!(matches!(s.dispatch(Instant::from_nanos(MSEC)), Decision::Dispatch(r) if r.op == Op::Read));
 }
 
 #[test]
 fn kyber_serves_domains_in_turn_by_batches_of_16_reads_and_8_writes() {
     let mut s = Kyber::new();
     for i in 0..40 {
-        s.insert(request(i, Op::Read), 0);
-        s.insert(request(100 + i, Op::Write), 0);
+        s.insert(request(i, Op::Read), Instant::ZERO);
+        s.insert(request(100 + i, Op::Write), Instant::ZERO);
     }
     let ops: Vec<Op> = (0..48)
-        .map(|_| match s.dispatch(0) {
+        .map(|_| match s.dispatch(Instant::ZERO) {
             Decision::Dispatch(r) => r.op,
             other => panic!("{other:?}"),
         })
@@ -67,10 +68,10 @@ fn drive(s: &mut Kyber, start: Nanos, duration: Nanos, read_latency: Nanos, writ
         if step % 4 == 0 {
             // Ids are unique across phases: phases start at different times.
             let id = (start / MSEC) * 10_000 + step;
-            s.insert(request(2 * id, Op::Read), now);
-            s.insert(request(2 * id + 1, Op::Write), now);
+            s.insert(request(2 * id, Op::Read), Instant::from_nanos(now));
+            s.insert(request(2 * id + 1, Op::Write), Instant::from_nanos(now));
         }
-        while let Decision::Dispatch(r) = s.dispatch(now) {
+        while let Decision::Dispatch(r) = s.dispatch(Instant::from_nanos(now)) {
             let latency = if r.op == Op::Read { read_latency } else { write_latency };
             at_device.push((r, now + latency));
         }
@@ -79,16 +80,16 @@ fn drive(s: &mut Kyber, start: Nanos, duration: Nanos, read_latency: Nanos, writ
         at_device.retain(|(r, done)| {
             let finished = *done <= now;
             if finished {
-                s.complete(r, now);
+                s.complete(r, Instant::from_nanos(now));
             }
             !finished
         });
-        if s.next_timer().is_some_and(|t| t <= now) {
-            s.timer(now);
+        if s.next_timer().is_some_and(|t| t <= Instant::from_nanos(now)) {
+            s.timer(Instant::from_nanos(now));
         }
     }
     for (r, _) in at_device {
-        s.complete(&r, now);
+        s.complete(&r, Instant::from_nanos(now));
     }
     now
 }

@@ -7,6 +7,7 @@ mod support;
 use bfq_sched::peers::scan_edf::ScanEdf;
 use bfq_sched::peers::yfq::Yfq;
 use bfq_sched::testing::Client;
+use bfq_sched::Instant;
 use bfq_sched::{
     build, Decision, DeviceInfo, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler, MSEC, SEC,
 };
@@ -25,7 +26,7 @@ fn read(id: u64, queue: u32, sector: u64) -> Request {
 }
 
 fn next(s: &mut dyn Scheduler, now: Nanos) -> Request {
-    match s.dispatch(now) {
+    match s.dispatch(Instant::from_nanos(now)) {
         Decision::Dispatch(r) => r,
         other => panic!("expected a dispatch at {now}, got {other:?}"),
     }
@@ -42,8 +43,8 @@ fn edf_100ms() -> ScanEdf {
 /// Two readers far apart with weights 10 and 1 (1000 and 100 here), each keeping `outstanding`
 /// requests issued; returns the byte ratio heavy/light.
 fn share_ratio(scheduler: &mut dyn Scheduler, outstanding: u32, sync: bool, think: Nanos) -> f64 {
-    scheduler.configure_queue(QueueId(1), QueueSpec::with_weight(1000), 0).unwrap();
-    scheduler.configure_queue(QueueId(2), QueueSpec::with_weight(100), 0).unwrap();
+    scheduler.configure_queue(QueueId(1), QueueSpec::with_weight(1000), Instant::ZERO).unwrap();
+    scheduler.configure_queue(QueueId(2), QueueSpec::with_weight(100), Instant::ZERO).unwrap();
     let heavy = Client { outstanding, sync, ..Client::sequential_reader(1, 0) };
     let light = Client { outstanding, sync, ..Client::sequential_reader(2, 15_000_000_000) };
     let out = run_with_think(scheduler, ZonedDisk::dtla(), &[heavy, light], 20 * SEC, think);
@@ -56,19 +57,19 @@ fn share_ratio(scheduler: &mut dyn Scheduler, outstanding: u32, sync: bool, thin
 #[test]
 fn scan_edf_deadline_is_relative_plus_max_of_arrival_and_previous_deadline() {
     let mut s = edf_100ms();
-    s.configure_queue(QueueId(2), QueueSpec::with_weight(200), 0).unwrap();
+    s.configure_queue(QueueId(2), QueueSpec::with_weight(200), Instant::ZERO).unwrap();
     assert_eq!(s.relative_deadline_of(QueueId(1)), 100 * MSEC, "default weight 100: relative_deadline");
     assert_eq!(s.relative_deadline_of(QueueId(2)), 50 * MSEC, "twice the weight, half the deadline");
-    s.insert(read(1, 1, 0), 0);
-    assert_eq!(s.last_deadline(QueueId(1)), Some(100 * MSEC));
+    s.insert(read(1, 1, 0), Instant::ZERO);
+    assert_eq!(s.last_deadline(QueueId(1)), Some(Instant::from_nanos(100 * MSEC)));
     // A second request before the first deadline: previous deadline + relative.
-    s.insert(read(2, 1, 8), 10 * MSEC);
-    assert_eq!(s.last_deadline(QueueId(1)), Some(200 * MSEC));
+    s.insert(read(2, 1, 8), Instant::from_nanos(10 * MSEC));
+    assert_eq!(s.last_deadline(QueueId(1)), Some(Instant::from_nanos(200 * MSEC)));
     // Arriving after the previous deadline: arrival + relative.
-    s.insert(read(3, 1, 16), 500 * MSEC);
-    assert_eq!(s.last_deadline(QueueId(1)), Some(600 * MSEC));
-    s.insert(read(4, 2, 0), 500 * MSEC);
-    assert_eq!(s.last_deadline(QueueId(2)), Some(550 * MSEC));
+    s.insert(read(3, 1, 16), Instant::from_nanos(500 * MSEC));
+    assert_eq!(s.last_deadline(QueueId(1)), Some(Instant::from_nanos(600 * MSEC)));
+    s.insert(read(4, 2, 0), Instant::from_nanos(500 * MSEC));
+    assert_eq!(s.last_deadline(QueueId(2)), Some(Instant::from_nanos(550 * MSEC)));
 }
 
 /// Earliest deadline first across granularity windows, SCAN (ascending from the head) inside one.
@@ -77,12 +78,12 @@ fn scan_edf_serves_earliest_deadline_window_first_and_scan_order_inside_it() {
     let mut s = edf_100ms();
     s.set_param("idle_wait", "0").unwrap();
     s.set_param("deadline_granularity", "80").unwrap();
-    s.configure_queue(QueueId(1), QueueSpec::with_weight(1000), 0).unwrap(); // 10 ms
-    s.configure_queue(QueueId(3), QueueSpec::with_weight(50), 0).unwrap(); // 200 ms
-    s.insert(read(30, 3, 100), 0); // deadline 200 ms: window 2
-    s.insert(read(20, 2, 9_000), 0); // deadline 100 ms: window 1
-    s.insert(read(10, 1, 5_000), 0); // deadline 10 ms: window 0
-    s.insert(read(21, 4, 7_000), 50 * MSEC); // deadline 150 ms: window 1, lower sector than 20
+    s.configure_queue(QueueId(1), QueueSpec::with_weight(1000), Instant::ZERO).unwrap(); // 10 ms
+    s.configure_queue(QueueId(3), QueueSpec::with_weight(50), Instant::ZERO).unwrap(); // 200 ms
+    s.insert(read(30, 3, 100), Instant::ZERO); // deadline 200 ms: window 2
+    s.insert(read(20, 2, 9_000), Instant::ZERO); // deadline 100 ms: window 1
+    s.insert(read(10, 1, 5_000), Instant::ZERO); // deadline 10 ms: window 0
+    s.insert(read(21, 4, 7_000), Instant::from_nanos(50 * MSEC)); // deadline 150 ms: window 1, lower sector than 20
     let order: Vec<u64> = (0..4).map(|_| next(&mut s, 60 * MSEC).id.0).collect();
     // Window 0 first; in window 1 the sweep from the head (after sector 5000) takes 7000 before 9000
     // although its deadline is later; window 2 last although its sector is the lowest.
@@ -94,24 +95,27 @@ fn scan_edf_serves_earliest_deadline_window_first_and_scan_order_inside_it() {
 #[test]
 fn scan_edf_waits_tw_for_the_next_request_of_the_same_process() {
     let mut s = edf_100ms();
-    s.insert(read(1, 1, 0), 0);
-    s.insert(read(2, 2, 1_000_000), 0);
+    s.insert(read(1, 1, 0), Instant::ZERO);
+    s.insert(read(2, 2, 1_000_000), Instant::ZERO);
     let first = next(&mut s, 0);
     assert_eq!(first.id.0, 1);
-    s.complete(&first, MSEC);
-    assert_eq!(s.dispatch(MSEC), Decision::Idle { until: 5 * MSEC });
-    assert_eq!(s.next_timer(), Some(5 * MSEC));
+    s.complete(&first, Instant::from_nanos(MSEC));
+    assert_eq!(
+        s.dispatch(Instant::from_nanos(MSEC)),
+        Decision::Idle { until: Instant::from_nanos(5 * MSEC) }
+    );
+    assert_eq!(s.next_timer(), Some(Instant::from_nanos(5 * MSEC)));
     // The awaited process issues in time: the wait ends and EDF chooses.
-    s.insert(read(3, 1, 8), 2 * MSEC);
+    s.insert(read(3, 1, 8), Instant::from_nanos(2 * MSEC));
     assert_eq!(next(&mut s, 2 * MSEC).id.0, 2, "request 2 has the earlier deadline");
     // Without a new request, the wait stops at Tw.
     let mut s = edf_100ms();
-    s.insert(read(1, 1, 0), 0);
-    s.insert(read(2, 2, 1_000_000), 0);
+    s.insert(read(1, 1, 0), Instant::ZERO);
+    s.insert(read(2, 2, 1_000_000), Instant::ZERO);
     let first = next(&mut s, 0);
-    s.complete(&first, MSEC);
-    assert!(matches!(s.dispatch(4 * MSEC), Decision::Idle { .. }));
-    s.timer(5 * MSEC);
+    s.complete(&first, Instant::from_nanos(MSEC));
+    assert!(matches!(s.dispatch(Instant::from_nanos(4 * MSEC)), Decision::Idle { .. }));
+    s.timer(Instant::from_nanos(5 * MSEC));
     assert_eq!(next(&mut s, 5 * MSEC).id.0, 2);
 }
 
@@ -121,10 +125,10 @@ fn yfq_takes_requests_in_start_tag_order_by_weight() {
     let mut s = Yfq::new();
     s.set_param("batch_size", "1").unwrap();
     s.set_param("idle_wait", "0").unwrap();
-    s.configure_queue(QueueId(1), QueueSpec::with_weight(300), 0).unwrap();
+    s.configure_queue(QueueId(1), QueueSpec::with_weight(300), Instant::ZERO).unwrap();
     for i in 0..40 {
-        s.insert(read(i, 1, i * 8), 0);
-        s.insert(read(100 + i, 2, 1_000_000 + i * 8), 0);
+        s.insert(read(i, 1, i * 8), Instant::ZERO);
+        s.insert(read(100 + i, 2, 1_000_000 + i * 8), Instant::ZERO);
     }
     let heavy = (0..40).filter(|_| next(&mut s, 0).queue == QueueId(1)).count();
     assert_eq!(heavy, 30, "weights 300:100 give 3 requests in 4 to the heavier process");
@@ -137,12 +141,12 @@ fn yfq_dispatches_batches_of_up_to_n_requests_sorted_by_sector() {
     s.set_param("idle_wait", "0").unwrap();
     // Start tags in arrival order; sectors descending.
     for i in 0..8 {
-        s.insert(read(i, i as u32, 10_000 - i * 1000), 0);
+        s.insert(read(i, i as u32, 10_000 - i * 1000), Instant::ZERO);
     }
     let first: Vec<u64> = (0..4).map(|_| next(&mut s, 0).id.0).collect();
     assert_eq!(first, vec![3, 2, 1, 0], "the 4 smallest start tags, by ascending sector");
     // A request arriving now, at a low sector, waits for the next batch.
-    s.insert(read(50, 50, 0), 0);
+    s.insert(read(50, 50, 0), Instant::ZERO);
     let second: Vec<u64> = (0..5).map(|_| next(&mut s, 0).id.0).collect();
     assert_eq!(&second[..4], &[7, 6, 5, 4]);
     assert_eq!(second[4], 50);
@@ -181,8 +185,8 @@ fn scan_edf_and_yfq_give_weighted_shares_to_asynchronous_but_not_synchronous_pro
 #[test]
 fn scan_edf_default_deadlines_are_missed_and_fail_weights_10_to_1_for_synchronous_readers() {
     let mut s = ScanEdf::new();
-    s.configure_queue(QueueId(1), QueueSpec::with_weight(10), 0).unwrap();
-    s.configure_queue(QueueId(2), QueueSpec::with_weight(1), 0).unwrap();
+    s.configure_queue(QueueId(1), QueueSpec::with_weight(10), Instant::ZERO).unwrap();
+    s.configure_queue(QueueId(2), QueueSpec::with_weight(1), Instant::ZERO).unwrap();
     let heavy = Client { outstanding: 1, sync: true, ..Client::sequential_reader(1, 0) };
     let light = Client { outstanding: 1, sync: true, ..Client::sequential_reader(2, 15_000_000_000) };
     let out = run_with_think(&mut s, ZonedDisk::dtla(), &[heavy, light], 20 * SEC, 0);
@@ -191,8 +195,8 @@ fn scan_edf_default_deadlines_are_missed_and_fail_weights_10_to_1_for_synchronou
     // The same readers with deadlines the disk can meet get their 10:1.
     let mut met = edf_100ms();
     met.set_param("relative_deadline", "10000000").unwrap();
-    met.configure_queue(QueueId(1), QueueSpec::with_weight(10), 0).unwrap();
-    met.configure_queue(QueueId(2), QueueSpec::with_weight(1), 0).unwrap();
+    met.configure_queue(QueueId(1), QueueSpec::with_weight(10), Instant::ZERO).unwrap();
+    met.configure_queue(QueueId(2), QueueSpec::with_weight(1), Instant::ZERO).unwrap();
     let out = run_with_think(&mut met, ZonedDisk::dtla(), &[heavy, light], 20 * SEC, 0);
     let ratio = out[0].bytes as f64 / out[1].bytes.max(1) as f64;
     assert!((ratio - 10.0).abs() < 1.0, "scan-edf, deadlines met: heavy/light {ratio:.2}");
@@ -209,6 +213,6 @@ fn scan_edf_and_yfq_are_selected_by_name_and_validate_their_tunables() {
     assert!(y.params().contains(&("batch_size", "16".to_string())));
     assert!(y.set_param("idle_wait", "x").unwrap_err().to_string().contains("idle_wait"));
     // And a lone request is served at once by both (no wait without a completion to wait after).
-    y.insert(read(1, 1, 0), 0);
+    y.insert(read(1, 1, 0), Instant::ZERO);
     assert_eq!(next(y.as_mut(), 0).id.0, 1);
 }

@@ -5,6 +5,7 @@
 //! its bytes, so that time fairness and throughput fairness can be told apart.
 #![allow(dead_code)]
 
+use bfq_sched::Instant;
 use std::collections::BTreeMap;
 
 use bfq_sched::testing::Client;
@@ -101,7 +102,7 @@ pub fn run_with_think(
         issued[i] += 1;
         *next_id += 1;
         owner.insert(r.id, (i, now));
-        s.insert(r, now);
+        s.insert(r, Instant::from_nanos(now));
     };
 
     while now < end {
@@ -114,7 +115,7 @@ pub fn run_with_think(
             }
         }
         while at_device.len() < disk.depth {
-            match scheduler.dispatch(now) {
+            match scheduler.dispatch(Instant::from_nanos(now)) {
                 Decision::Dispatch(r) => {
                     let start = at_device.iter().map(|(_, _, done)| *done).max().unwrap_or(now).max(now);
                     let start = if disk.depth == 1 { start } else { now };
@@ -126,7 +127,7 @@ pub fn run_with_think(
             }
         }
         let completion = at_device.iter().map(|(_, _, t)| *t).min();
-        let timer = scheduler.next_timer().filter(|t| *t >= now);
+        let timer = scheduler.next_timer().filter(|t| *t >= Instant::from_nanos(now));
         let start = clients
             .iter()
             .zip(&started)
@@ -134,10 +135,14 @@ pub fn run_with_think(
             .map(|(c, _)| c.start_time)
             .min();
         let wake = thinking.iter().map(|(t, _)| *t).min();
-        let next = [completion, timer, start, wake, Some(end)].into_iter().flatten().min().unwrap_or(end);
+        let next = [completion, timer.map(Instant::as_nanos), start, wake, Some(end)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(end);
         now = next.max(now + u64::from(completion.is_none() && next <= now)).min(end);
-        if timer.is_some_and(|t| t <= now) {
-            scheduler.timer(now);
+        if timer.is_some_and(|t| t <= Instant::from_nanos(now)) {
+            scheduler.timer(Instant::from_nanos(now));
         }
         let mut j = 0;
         while j < thinking.len() {
@@ -152,7 +157,7 @@ pub fn run_with_think(
         while i < at_device.len() {
             if at_device[i].2 <= now {
                 let (r, begun, done) = at_device.swap_remove(i);
-                scheduler.complete(&r, now);
+                scheduler.complete(&r, Instant::from_nanos(now));
                 if let Some((c, t0)) = owner.remove(&r.id) {
                     let o = &mut out[c];
                     o.bytes += u64::from(r.len);

@@ -16,6 +16,7 @@
 //! Everything the run keeps is bounded by the number of outstanding requests and applications, never by
 //! the simulated duration.
 
+use bfq_sched::Instant;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -228,7 +229,7 @@ impl Engine {
             let specs = app.queues();
             for (q, spec) in specs.iter().enumerate() {
                 sched
-                    .configure_queue(QueueId(next_queue + q as u32), *spec, 0)
+                    .configure_queue(QueueId(next_queue + q as u32), *spec, Instant::ZERO)
                     .map_err(|source| EngineError::Queue { app: name.clone(), source })?;
                 weights.push(spec.weight);
             }
@@ -250,7 +251,7 @@ impl Engine {
         }
         let writeback_queue = next_queue;
         sched
-            .configure_queue(QueueId(writeback_queue), cfg.writeback_spec, 0)
+            .configure_queue(QueueId(writeback_queue), cfg.writeback_spec, Instant::ZERO)
             .map_err(|source| EngineError::Queue { app: "writeback".into(), source })?;
         weights.push(cfg.writeback_spec.weight);
         Ok(Engine {
@@ -390,7 +391,10 @@ impl Engine {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        consider(self.sched.next_timer().map(|t| t.max(self.timer_floor)));
+        consider(
+            (self.sched.next_timer().map(|t| t.max(Instant::from_nanos(self.timer_floor))))
+                .map(Instant::as_nanos),
+        );
         consider(self.idle_until);
         consider(self.timers.peek().map(|Reverse((t, ..))| *t));
         if !self.measuring {
@@ -412,8 +416,12 @@ impl Engine {
             self.completions = done;
         }
         // 2. The scheduler's timer.
-        if self.sched.next_timer().is_some_and(|t| t.max(self.timer_floor) <= now) {
-            self.sched.timer(now);
+        if self
+            .sched
+            .next_timer()
+            .is_some_and(|t| t.max(Instant::from_nanos(self.timer_floor)) <= Instant::from_nanos(now))
+        {
+            self.sched.timer(Instant::from_nanos(now));
             // A scheduler whose timer stays in the past is not called twice at the same instant.
             self.timer_floor = now + 1;
         }
@@ -433,14 +441,14 @@ impl Engine {
 
     fn dispatch(&mut self) {
         while self.device.can_accept() {
-            match self.sched.dispatch(self.now) {
+            match self.sched.dispatch(Instant::from_nanos(self.now)) {
                 Decision::Dispatch(request) => {
                     self.dispatched += 1;
                     self.idle_until = None;
                     self.device.submit(request, self.now);
                 }
                 Decision::Idle { until } => {
-                    self.idle_until = Some(until.max(self.now + 1));
+                    self.idle_until = Some((until.max(Instant::from_nanos(self.now + 1))).as_nanos());
                     break;
                 }
                 Decision::Wait | Decision::Empty => break,
@@ -450,7 +458,7 @@ impl Engine {
 
     fn on_completion(&mut self, c: Completion) {
         let now = self.now;
-        self.sched.complete(&c.request, now);
+        self.sched.complete(&c.request, Instant::from_nanos(now));
         self.completed += 1;
         let index = c.request.id.0 as usize;
         let Some(slot) = self.slab.get(index).copied() else { return };
@@ -608,7 +616,7 @@ impl Engine {
             q.max_outstanding = q.max_outstanding.max(q.outstanding);
         }
         self.lag.on_insert(queue as usize, self.now);
-        self.sched.insert(request, self.now);
+        self.sched.insert(request, Instant::from_nanos(self.now));
         id
     }
 }

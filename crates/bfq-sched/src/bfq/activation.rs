@@ -8,7 +8,7 @@ use super::*;
 impl Bfq {
     /// A queue with no request becomes backlogged (seed 000 sec. 3; raising: seed 001 sec. 4.1, seed
     /// 003 sec. V-A/B; back-shifting: seed 000 sec. 3.1).
-    pub(super) fn activate(&mut self, t: u32, now: Nanos, sync: bool) {
+    pub(super) fn activate(&mut self, t: u32, now: Instant, sync: bool) {
         let raising_on = self.raising_on();
         let seeky_threshold = self.cfg.seeky_threshold;
         let rate = self.peak.rate;
@@ -20,7 +20,7 @@ impl Bfq {
         // idle time (seed 001 sec. 4.1, seed 003 sec. V-A).
         let appeared = may_raise
             && (!q.ever_backlogged
-                || (was_idle && now.saturating_sub(q.idle_since) >= self.cfg.wr_min_idle_time));
+                || (was_idle && now.saturating_since(q.idle_since) >= self.cfg.wr_min_idle_time));
         if appeared && self.cfg.large_burst && self.cfg.weight_raising == WeightRaising::V7r8 {
             self.handle_burst(t, now);
         }
@@ -52,7 +52,7 @@ impl Bfq {
             }
         }
         q.ever_backlogged = true;
-        q.soft_rt_next_start = Nanos::MAX;
+        q.soft_rt_next_start = Instant::MAX;
         if q.budget == 0 {
             q.budget = budget::initial_budget(&self.cfg, self.b_max);
         }
@@ -95,7 +95,7 @@ impl Bfq {
 
     /// Queue `t` appeared at `now`: files it in the current burst and, if the burst just became
     /// large, ends the interactive raising of its earlier members (kernel-bfq-reference.md "Burst").
-    pub(super) fn handle_burst(&mut self, t: u32, now: Nanos) {
+    pub(super) fn handle_burst(&mut self, t: u32, now: Instant) {
         let outcome = self.burst.appeared(t, now);
         self.queues[t as usize].in_large_burst = outcome != BurstOutcome::Small;
         let BurstOutcome::BecameLarge(members) = outcome else { return };
@@ -115,7 +115,7 @@ impl Bfq {
         }
     }
 
-    pub(super) fn check_raising_end(&mut self, s: u32, now: Nanos) {
+    pub(super) fn check_raising_end(&mut self, s: u32, now: Instant) {
         let cfg = &self.cfg;
         if self.queues[s as usize].raising.check_end(cfg, now) {
             self.event(now, s, EventKind::WeightRaisingEnded);
@@ -127,7 +127,7 @@ impl Bfq {
 mod tests {
     use crate::bfq::{Bfq, BfqConfig};
     use crate::scheduler::Scheduler;
-    use crate::types::{DeviceInfo, Op, QueueId, Request, RequestId};
+    use crate::types::{DeviceInfo, Instant, Op, QueueId, Request, RequestId};
 
     fn read(id: u64, queue: u32, offset: u64) -> Request {
         Request {
@@ -149,18 +149,18 @@ mod tests {
     #[test]
     fn a_new_synchronous_queue_is_raised_as_interactive_with_low_latency() {
         let mut b = Bfq::new(DeviceInfo::default());
-        b.insert(read(1, 1, 0), 0);
+        b.insert(read(1, 1, 0), Instant::ZERO);
         assert!(raised(&b, 1), "seed 001 sec. 4.1: a new queue is raised");
         let mut off =
             Bfq::with_config(DeviceInfo::default(), BfqConfig { low_latency: false, ..BfqConfig::default() });
-        off.insert(read(1, 1, 0), 0);
+        off.insert(read(1, 1, 0), Instant::ZERO);
         assert!(!raised(&off, 1), "no raising without low_latency");
     }
 
     #[test]
     fn an_asynchronous_first_request_does_not_raise_its_queue() {
         let mut b = Bfq::new(DeviceInfo::default());
-        b.insert(Request { op: Op::Write, sync: false, ..read(1, 1, 0) }, 0);
+        b.insert(Request { op: Op::Write, sync: false, ..read(1, 1, 0) }, Instant::ZERO);
         assert!(!raised(&b, 1));
     }
 
@@ -170,11 +170,14 @@ mod tests {
         // Many queues appearing within a few milliseconds of each other: a large burst (kernel
         // reference "Burst": threshold 11 queues within 180 ms).
         for q in 1..=40u32 {
-            b.insert(read(u64::from(q), q, u64::from(q) << 30), u64::from(q) * 1_000_000);
+            b.insert(
+                read(u64::from(q), q, u64::from(q) << 30),
+                Instant::from_nanos(u64::from(q) * 1_000_000),
+            );
         }
         assert!(!raised(&b, 40), "a queue of a large burst is not raised");
         // Long after the burst, a new queue is raised again.
-        b.insert(read(100, 100, 1 << 40), 60_000_000_000);
+        b.insert(read(100, 100, 1 << 40), Instant::from_nanos(60_000_000_000));
         assert!(raised(&b, 100), "a queue appearing alone is raised");
     }
 }

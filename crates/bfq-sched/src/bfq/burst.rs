@@ -14,7 +14,7 @@
 //! creates a queue per process; this core keeps queues for application-defined ids, so a queue's
 //! return after a long idle time stands for a new process.)
 
-use crate::types::{Nanos, MSEC};
+use crate::types::{Instant, Nanos, MSEC};
 
 /// Two queues appearing closer than this belong to the same burst (kernel constant, 180 ms).
 pub const BURST_INTERVAL: Nanos = 180 * MSEC;
@@ -25,7 +25,7 @@ pub const LARGE_BURST_THRESHOLD: usize = 8;
 #[derive(Clone, Debug, Default)]
 pub struct BurstDetector {
     /// When the last queue joined the burst.
-    last_arrival: Option<Nanos>,
+    last_arrival: Option<Instant>,
     /// The members (queue slots) while the burst is still small.
     members: Vec<u32>,
     /// The current burst is large.
@@ -50,8 +50,8 @@ impl BurstDetector {
     }
 
     /// Queue `slot` appeared at `now`.
-    pub fn appeared(&mut self, slot: u32, now: Nanos) -> BurstOutcome {
-        let in_burst = self.last_arrival.is_some_and(|last| now.saturating_sub(last) < BURST_INTERVAL);
+    pub fn appeared(&mut self, slot: u32, now: Instant) -> BurstOutcome {
+        let in_burst = self.last_arrival.is_some_and(|last| now.saturating_since(last) < BURST_INTERVAL);
         self.last_arrival = Some(now);
         if !in_burst {
             self.members.clear();
@@ -82,24 +82,39 @@ mod tests {
         // Kernel-bfq-reference.md "Burst": queues created < 180 ms apart; 8 => large burst.
         let mut b = BurstDetector::default();
         for q in 0..7 {
-            assert_eq!(b.appeared(q, u64::from(q) * 100 * MSEC), BurstOutcome::Small, "queue {q}");
+            assert_eq!(
+                b.appeared(q, Instant::from_nanos(u64::from(q) * 100 * MSEC)),
+                BurstOutcome::Small,
+                "queue {q}"
+            );
         }
-        assert_eq!(b.appeared(7, 700 * MSEC), BurstOutcome::BecameLarge((0..7).collect()));
-        assert_eq!(b.appeared(8, 850 * MSEC), BurstOutcome::Large, "later members of a large burst");
+        assert_eq!(
+            b.appeared(7, Instant::from_nanos(700 * MSEC)),
+            BurstOutcome::BecameLarge((0..7).collect())
+        );
+        assert_eq!(
+            b.appeared(8, Instant::from_nanos(850 * MSEC)),
+            BurstOutcome::Large,
+            "later members of a large burst"
+        );
     }
 
     #[test]
     fn a_gap_of_180_ms_starts_a_new_burst() {
         let mut b = BurstDetector::default();
         for q in 0..8 {
-            b.appeared(q, 0);
+            b.appeared(q, Instant::ZERO);
         }
-        assert_eq!(b.appeared(8, BURST_INTERVAL), BurstOutcome::Small, "a large burst ends with a gap");
+        assert_eq!(
+            b.appeared(8, Instant::from_nanos(BURST_INTERVAL)),
+            BurstOutcome::Small,
+            "a large burst ends with a gap"
+        );
         for q in 9..15 {
-            assert_eq!(b.appeared(q, BURST_INTERVAL + 10 * MSEC), BurstOutcome::Small);
+            assert_eq!(b.appeared(q, Instant::from_nanos(BURST_INTERVAL + 10 * MSEC)), BurstOutcome::Small);
         }
         assert!(
-            matches!(b.appeared(15, BURST_INTERVAL + 20 * MSEC), BurstOutcome::BecameLarge(m) if m.len() == 7)
+            matches!(b.appeared(15, Instant::from_nanos(BURST_INTERVAL + 20 * MSEC)), BurstOutcome::BecameLarge(m) if m.len() == 7)
         );
     }
 
@@ -107,11 +122,11 @@ mod tests {
     fn a_queue_counts_once_per_burst() {
         let mut b = BurstDetector::default();
         for _ in 0..10 {
-            assert_eq!(b.appeared(3, 0), BurstOutcome::Small);
+            assert_eq!(b.appeared(3, Instant::ZERO), BurstOutcome::Small);
         }
         for q in 10..16 {
-            assert_eq!(b.appeared(q, 0), BurstOutcome::Small);
+            assert_eq!(b.appeared(q, Instant::ZERO), BurstOutcome::Small);
         }
-        assert!(matches!(b.appeared(16, 0), BurstOutcome::BecameLarge(m) if m.len() == 7));
+        assert!(matches!(b.appeared(16, Instant::ZERO), BurstOutcome::BecameLarge(m) if m.len() == 7));
     }
 }

@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 
 use super::wf2q::{Entity, EntityState, ServiceTree, Wf2q, VTIME_SHIFT};
+use crate::types::Instant;
 use crate::types::Nanos;
 
 /// The root group's index.
@@ -290,7 +291,7 @@ impl Hierarchy {
     }
 
     /// Chooses the next queue: B-WF2Q+ at each level from the root down.
-    pub fn select(&mut self, now: Nanos, idle_class_guard: Nanos) -> Option<u32> {
+    pub fn select(&mut self, now: Instant, idle_class_guard: Nanos) -> Option<u32> {
         // Each retry expires one group that was chosen with nothing below it, so this ends.
         for _ in 0..=self.groups.len() {
             let mut g = ROOT;
@@ -474,7 +475,7 @@ mod tests {
         }
         let mut got = vec![0; queues.len()];
         for _ in 0..rounds {
-            let s = h.select(0, GUARD).expect("something is backlogged");
+            let s = h.select(Instant::ZERO, GUARD).expect("something is backlogged");
             h.served(s, BUDGET);
             let w = queues.iter().find(|(q, _)| *q == s).map(|(_, w)| *w).unwrap();
             h.expire(s, BUDGET, Some((w, BUDGET)));
@@ -549,12 +550,12 @@ mod tests {
         h.activate(0, 1, 100, BUDGET, None);
         h.activate(1, 1, 100, BUDGET, None);
         // Queue 0 leaves (not backlogged) after its first slot; only queue 1 is selected afterwards.
-        let first = h.select(0, GUARD).unwrap();
+        let first = h.select(Instant::ZERO, GUARD).unwrap();
         h.served(first, BUDGET);
         h.expire(first, BUDGET, None);
         let mut seen = Vec::new();
         for _ in 0..5 {
-            let s = h.select(0, GUARD).unwrap();
+            let s = h.select(Instant::ZERO, GUARD).unwrap();
             seen.push(s);
             h.served(s, BUDGET);
             h.expire(s, BUDGET, Some((100, BUDGET)));
@@ -571,12 +572,12 @@ mod tests {
         h.activate(0, 1, 100, BUDGET, None);
         h.set_queue_group(0, 1).unwrap();
         assert_eq!(h.group_of(0), ROOT, "still backlogged where it was charged");
-        let s = h.select(0, GUARD).unwrap();
+        let s = h.select(Instant::ZERO, GUARD).unwrap();
         h.served(s, BUDGET);
         h.expire(s, BUDGET, None);
         assert_eq!(h.group_of(0), 1);
         h.activate(0, 1, 100, BUDGET, None);
-        assert_eq!(h.select(0, GUARD), Some(0));
+        assert_eq!(h.select(Instant::ZERO, GUARD), Some(0));
         assert_eq!(h.in_service_queue(), Some(0));
     }
 
@@ -601,7 +602,7 @@ mod tests {
         for q in 0..3 {
             h.activate(q, 1, 100, BUDGET, None);
         }
-        let s = h.select(0, GUARD).unwrap();
+        let s = h.select(Instant::ZERO, GUARD).unwrap();
         let sibling = h.peek_out_of_turn(2, |q| q != s).unwrap();
         if h.group_of(s) == 1 {
             assert_eq!(h.group_of(sibling), 1, "a sibling in the same group comes first");
@@ -610,6 +611,6 @@ mod tests {
         h.served_out_of_turn(sibling, 100, BUDGET);
         h.served(s, BUDGET);
         h.expire(s, BUDGET, Some((100, BUDGET)));
-        assert!(h.select(0, GUARD).is_some());
+        assert!(h.select(Instant::ZERO, GUARD).is_some());
     }
 }

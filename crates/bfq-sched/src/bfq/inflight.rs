@@ -7,7 +7,7 @@
 //! rehashing in place), at most half full. It grows only when more requests are in flight than ever
 //! before, so steady state allocates nothing (issue 7), and a lookup is usually one probe.
 
-use crate::types::RequestId;
+use crate::types::{Instant, RequestId};
 
 /// One request the scheduler holds: queued, or in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub struct InFlight {
     /// never with the caller's copy (the `Scheduler::complete` contract).
     pub sync: bool,
     /// When it was dispatched (0 while queued).
-    pub dispatched_at: u64,
+    pub dispatched_at: Instant,
     /// For a request dispatched by the in-service queue in its turn with nothing of other queues in
     /// the device: the count of all dispatches minus the serving queue's own, then. If it is the same
     /// at completion, the request was served alone and its latency is a baseline sample for I/O
@@ -37,7 +37,14 @@ pub const NOT_ALONE: u64 = u64::MAX;
 impl InFlight {
     /// A request just inserted: queued, issued by `owner`.
     pub fn queued(owner: u32, sync: bool) -> Self {
-        InFlight { serving: QUEUED, owner, sync, dispatched_at: 0, alone_mark: NOT_ALONE, in_turn: false }
+        InFlight {
+            serving: QUEUED,
+            owner,
+            sync,
+            dispatched_at: Instant::ZERO,
+            alone_mark: NOT_ALONE,
+            in_turn: false,
+        }
     }
 }
 
@@ -57,7 +64,7 @@ const EMPTY: Entry = Entry {
         serving: 0,
         owner: 0,
         sync: false,
-        dispatched_at: 0,
+        dispatched_at: Instant::ZERO,
         alone_mark: NOT_ALONE,
         in_turn: false,
     },
@@ -191,7 +198,7 @@ mod tests {
             serving: n,
             owner: n + 1,
             sync: n % 2 == 0,
-            dispatched_at: 0,
+            dispatched_at: Instant::ZERO,
             alone_mark: NOT_ALONE,
             in_turn: true,
         }

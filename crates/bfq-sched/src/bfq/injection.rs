@@ -21,7 +21,7 @@
 //! window per hand-over.
 
 use super::*;
-use crate::types::{MSEC, SEC};
+use crate::types::{Instant, MSEC, SEC};
 
 /// Completions beside injected requests whose mean latency makes one decision (up, down or stay):
 /// a mean, not single samples, because a real device's latencies are noisy.
@@ -56,7 +56,7 @@ pub struct InjectLimit {
     /// Filtered latency of its requests served alone (0 = not measured yet).
     pub base: Nanos,
     /// When `base` was last sampled.
-    pub base_at: Nanos,
+    pub base_at: Instant,
     /// Latencies of the current window of requests served beside injected ones.
     window_sum: u128,
     window_len: u32,
@@ -99,7 +99,7 @@ impl InjectLimit {
         &mut self,
         latency: Nanos,
         alone: bool,
-        now: Nanos,
+        now: Instant,
         ratio_pct: u32,
         max: u32,
         service: ServiceSnapshot,
@@ -168,8 +168,8 @@ impl InjectLimit {
     /// Nothing is injected before the queue's latency alone is known, nor when that measure is older
     /// than [`BASE_REFRESH`]: then the device drains, the queue's next request runs alone, and the
     /// measure is taken again (a device that got faster would otherwise be held to an old limit).
-    pub fn allows(&self, others: usize, now: Nanos) -> bool {
-        self.base > 0 && now.saturating_sub(self.base_at) <= BASE_REFRESH && others < self.limit as usize
+    pub fn allows(&self, others: usize, now: Instant) -> bool {
+        self.base > 0 && now.saturating_since(self.base_at) <= BASE_REFRESH && others < self.limit as usize
     }
 }
 
@@ -179,7 +179,7 @@ pub struct WakerState {
     candidate: Option<QueueId>,
     hits: u8,
     /// When the candidate's first wake-up was seen.
-    since: Nanos,
+    since: Instant,
     /// The detected waker.
     pub waker: Option<QueueId>,
 }
@@ -194,16 +194,16 @@ impl WakerState {
     pub fn on_activation(
         &mut self,
         me: QueueId,
-        last: Option<(QueueId, Nanos)>,
-        now: Nanos,
+        last: Option<(QueueId, Instant)>,
+        now: Instant,
         waited: bool,
         window: Nanos,
     ) {
         let Some((by, at)) = last else { return };
-        if !waited || by == me || now.saturating_sub(at) > WAKE_WINDOW {
+        if !waited || by == me || now.saturating_since(at) > WAKE_WINDOW {
             return;
         }
-        if self.candidate == Some(by) && now.saturating_sub(self.since) <= window {
+        if self.candidate == Some(by) && now.saturating_since(self.since) <= window {
             self.hits = self.hits.saturating_add(1);
         } else {
             self.candidate = Some(by);
@@ -243,7 +243,7 @@ impl Bfq {
 
     /// A request of another queue to dispatch while the in-service queue `s` has nothing queued, if
     /// injection may and can serve one now.
-    pub(super) fn try_inject(&mut self, s: u32, now: Nanos) -> Option<Request> {
+    pub(super) fn try_inject(&mut self, s: u32, now: Instant) -> Option<Request> {
         if !self.cfg.injection || !self.cfg.v1_heuristics {
             return None;
         }
@@ -290,7 +290,7 @@ impl Bfq {
         self.inject_from(c, now)
     }
 
-    fn inject_allowed(&self, s: u32, others: usize, now: Nanos) -> bool {
+    fn inject_allowed(&self, s: u32, others: usize, now: Instant) -> bool {
         self.queues[s as usize].inject.allows(others, now)
     }
 
@@ -302,7 +302,7 @@ impl Bfq {
             && !self.queues[c as usize].reqs.is_empty()
     }
 
-    fn inject_from(&mut self, c: u32, now: Nanos) -> Option<Request> {
+    fn inject_from(&mut self, c: u32, now: Instant) -> Option<Request> {
         let p = self.order_params();
         let mut index = self.queues[c as usize].reqs.peek_next(&self.slab, self.last_position, now, &p)?;
         if !self.slab.get(index).request.sync && !self.async_may_enter() {
@@ -318,13 +318,13 @@ impl Bfq {
     }
 
     /// Learning from the completion of a request the queue `s` dispatched in its turn.
-    pub(super) fn learn_inject_limit(&mut self, s: u32, f: &InFlight, now: Nanos) {
+    pub(super) fn learn_inject_limit(&mut self, s: u32, f: &InFlight, now: Instant) {
         if !self.cfg.injection {
             return;
         }
         let alone = f.alone_mark != inflight::NOT_ALONE
             && f.alone_mark == self.dispatched_total - self.queues[s as usize].serving_dispatched;
-        let latency = now.saturating_sub(f.dispatched_at);
+        let latency = now.saturating_since(f.dispatched_at);
         let (ratio, max) = (self.cfg.inject_latency_ratio, self.inject_max());
         let service = ServiceSnapshot {
             own: self.queues[s as usize].serving_sectors,
@@ -336,7 +336,7 @@ impl Bfq {
     }
 
     /// Waker detection at the activation of queue `t`.
-    pub(super) fn detect_waker(&mut self, t: u32, now: Nanos) {
+    pub(super) fn detect_waker(&mut self, t: u32, now: Instant) {
         if !self.cfg.waker_detection {
             return;
         }
@@ -361,9 +361,16 @@ mod tests {
     /// The limit learned from one baseline and then `samples` shared latencies.
     fn learned_limit(cfg: &BfqConfig, base: Nanos, samples: &[Nanos], max: u32) -> u32 {
         let mut l = InjectLimit::default();
-        l.on_completion(base, true, 0, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
+        l.on_completion(base, true, Instant::ZERO, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
         for &x in samples {
-            l.on_completion(x, false, 0, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
+            l.on_completion(
+                x,
+                false,
+                Instant::ZERO,
+                cfg.inject_latency_ratio,
+                max,
+                ServiceSnapshot::default(),
+            );
         }
         l.limit
     }
@@ -378,11 +385,11 @@ mod tests {
         assert_eq!(learned_limit(&cfg, 100 * us, &vec![105 * us; 100 * w], 32), 32, "capped at the depth");
         let feed = |l: &mut InjectLimit, latency: Nanos, n: usize| {
             for _ in 0..n {
-                l.on_completion(latency, false, 0, 115, 32, ServiceSnapshot::default());
+                l.on_completion(latency, false, Instant::ZERO, 115, 32, ServiceSnapshot::default());
             }
         };
         let mut l = InjectLimit::default();
-        l.on_completion(100 * us, true, 0, 115, 32, ServiceSnapshot::default());
+        l.on_completion(100 * us, true, Instant::ZERO, 115, 32, ServiceSnapshot::default());
         feed(&mut l, 105 * us, 10 * w);
         assert_eq!(l.limit, 11);
         feed(&mut l, 130 * us, w);
@@ -404,15 +411,15 @@ mod tests {
         let us = 1000;
         let snap = |own, total| ServiceSnapshot { own, total, weight: 100, wsum: 400 };
         let mut l = InjectLimit::default();
-        l.on_completion(100 * us, true, 0, 115, 32, snap(1, 1));
+        l.on_completion(100 * us, true, Instant::ZERO, 115, 32, snap(1, 1));
         // Slowed to 1.3x, but with half of all sectors for a quarter of the weight: good windows.
         for i in 1..=(2 * WINDOW as u64) {
-            l.on_completion(130 * us, false, 0, 115, 32, snap(1 + i * 50, 1 + i * 100));
+            l.on_completion(130 * us, false, Instant::ZERO, 115, 32, snap(1 + i * 50, 1 + i * 100));
         }
         assert_eq!(l.limit, 3);
         // Slowed to 1.3x with a tenth of the sectors: protected.
         for i in 1..=(WINDOW as u64) {
-            l.on_completion(130 * us, false, 0, 115, 32, snap(1601 + i * 10, 3201 + i * 100));
+            l.on_completion(130 * us, false, Instant::ZERO, 115, 32, snap(1601 + i * 10, 3201 + i * 100));
         }
         assert_eq!(l.limit, 2);
     }
@@ -420,10 +427,13 @@ mod tests {
     #[test]
     fn nothing_is_injected_before_the_latency_alone_is_known_or_once_it_is_stale() {
         let mut l = InjectLimit::default();
-        assert!(!l.allows(0, 0));
-        l.on_completion(50_000, true, 10, 115, 32, ServiceSnapshot::default());
-        assert!(l.allows(0, 10) && !l.allows(1, 10), "limit 1 after the first measure");
-        assert!(!l.allows(0, 10 + BASE_REFRESH + 1), "measured again every second");
+        assert!(!l.allows(0, Instant::ZERO));
+        l.on_completion(50_000, true, Instant::from_nanos(10), 115, 32, ServiceSnapshot::default());
+        assert!(
+            l.allows(0, Instant::from_nanos(10)) && !l.allows(1, Instant::from_nanos(10)),
+            "limit 1 after the first measure"
+        );
+        assert!(!l.allows(0, Instant::from_nanos(10 + BASE_REFRESH + 1)), "measured again every second");
     }
 
     #[test]
@@ -432,23 +442,53 @@ mod tests {
         let (a, b, c) = (QueueId(1), QueueId(2), QueueId(3));
         const WINDOW: Nanos = 128 * 8 * MSEC;
         let mut w = WakerState::default();
-        w.on_activation(b, Some((a, 0)), MSEC, true, WINDOW);
-        w.on_activation(b, Some((a, 10 * MSEC)), 11 * MSEC, true, WINDOW);
+        w.on_activation(b, Some((a, Instant::ZERO)), Instant::from_nanos(MSEC), true, WINDOW);
+        w.on_activation(
+            b,
+            Some((a, Instant::from_nanos(10 * MSEC))),
+            Instant::from_nanos(11 * MSEC),
+            true,
+            WINDOW,
+        );
         assert_eq!(w.waker, None);
-        w.on_activation(b, Some((a, 20 * MSEC)), 22 * MSEC, true, WINDOW);
+        w.on_activation(
+            b,
+            Some((a, Instant::from_nanos(20 * MSEC))),
+            Instant::from_nanos(22 * MSEC),
+            true,
+            WINDOW,
+        );
         assert_eq!(w.waker, Some(a));
         // Too late after a completion, or its own completion: not a wake-up.
         let mut w = WakerState::default();
         for i in 0..5 {
-            w.on_activation(b, Some((a, i * 100 * MSEC)), i * 100 * MSEC + 5 * MSEC, true, WINDOW);
-            w.on_activation(b, Some((b, i * 100 * MSEC)), i * 100 * MSEC + MSEC, true, WINDOW);
+            w.on_activation(
+                b,
+                Some((a, Instant::from_nanos(i * 100 * MSEC))),
+                Instant::from_nanos(i * 100 * MSEC + 5 * MSEC),
+                true,
+                WINDOW,
+            );
+            w.on_activation(
+                b,
+                Some((b, Instant::from_nanos(i * 100 * MSEC))),
+                Instant::from_nanos(i * 100 * MSEC + MSEC),
+                true,
+                WINDOW,
+            );
         }
         assert_eq!(w.waker, None);
         // Another queue's wake-ups in between restart the count.
         let mut w = WakerState::default();
         for i in 0..4 {
             let by = if i % 2 == 0 { a } else { c };
-            w.on_activation(b, Some((by, i * 10 * MSEC)), i * 10 * MSEC + MSEC, true, WINDOW);
+            w.on_activation(
+                b,
+                Some((by, Instant::from_nanos(i * 10 * MSEC))),
+                Instant::from_nanos(i * 10 * MSEC + MSEC),
+                true,
+                WINDOW,
+            );
         }
         assert_eq!(w.waker, None);
     }
@@ -461,13 +501,25 @@ mod tests {
         let (a, b) = (QueueId(1), QueueId(2));
         let mut w = WakerState::default();
         for i in 0..10 {
-            w.on_activation(b, Some((a, i * MSEC)), i * MSEC + 10_000, false, WINDOW);
+            w.on_activation(
+                b,
+                Some((a, Instant::from_nanos(i * MSEC))),
+                Instant::from_nanos(i * MSEC + 10_000),
+                false,
+                WINDOW,
+            );
         }
         assert_eq!(w.waker, None, "a greedy queue's arrivals after others' completions are no wake-ups");
         let mut w = WakerState::default();
         for i in 0..6 {
             let t = i * 600 * MSEC;
-            w.on_activation(b, Some((a, t)), t + MSEC, true, WINDOW);
+            w.on_activation(
+                b,
+                Some((a, Instant::from_nanos(t))),
+                Instant::from_nanos(t + MSEC),
+                true,
+                WINDOW,
+            );
         }
         assert_eq!(w.waker, None, "one wake-up every 0.6 s never makes three within 1 s");
         // A new waker replaces the old one.
@@ -475,7 +527,13 @@ mod tests {
         let mut w = WakerState::default();
         for (i, by) in [a, a, a, c, c, c].into_iter().enumerate() {
             let t = i as Nanos * 10 * MSEC;
-            w.on_activation(b, Some((by, t)), t + MSEC, true, WINDOW);
+            w.on_activation(
+                b,
+                Some((by, Instant::from_nanos(t))),
+                Instant::from_nanos(t + MSEC),
+                true,
+                WINDOW,
+            );
         }
         assert_eq!(w.waker, Some(c));
     }

@@ -56,7 +56,7 @@ mod bookkeeping {
 
     impl Bfq {
         /// Whether the queue of `request` (slot `s`) may be merged into slot `i` (seed 003 sec. V-D).
-        pub(in crate::bfq) fn merge_allowed(&self, s: u32, i: u32, request: &Request, now: Nanos) -> bool {
+        pub(in crate::bfq) fn merge_allowed(&self, s: u32, i: u32, request: &Request, now: Instant) -> bool {
             if i == s {
                 return false;
             }
@@ -75,7 +75,7 @@ mod bookkeeping {
                 same_weight_and_class: qs.spec == qi.spec && self.wf2q.group_of(s) == self.wf2q.group_of(i),
                 neither_seeky: !qs.seek.seeky(threshold) && !qi.seek.seeky(threshold),
                 early_enough: qs.service == 0
-                    || qs.first_io.is_some_and(|t| now.saturating_sub(t) <= merge::MERGE_TIME_LIMIT),
+                    || qs.first_io.is_some_and(|t| now.saturating_since(t) <= merge::MERGE_TIME_LIMIT),
             };
             merge::should_merge(&c, self.cfg.merge_distance)
         }
@@ -114,7 +114,7 @@ mod bookkeeping {
         /// processes issue together, before any queue is in service, or while one of them is served and
         /// the others wait: their new requests then never arrive during the partner's service. Returns the
         /// queue that will serve the request.
-        pub(in crate::bfq) fn try_merge(&mut self, s: u32, request: &Request, now: Nanos) -> u32 {
+        pub(in crate::bfq) fn try_merge(&mut self, s: u32, request: &Request, now: Instant) -> u32 {
             if !(self.cfg.merge && self.cfg.v1_heuristics) {
                 return s;
             }
@@ -129,7 +129,7 @@ mod bookkeeping {
                 && qs.merged_from.is_empty()
                 && !qs.seek.seeky(self.cfg.seeky_threshold)
                 && (qs.service == 0
-                    || qs.first_io.is_some_and(|t| now.saturating_sub(t) <= merge::MERGE_TIME_LIMIT));
+                    || qs.first_io.is_some_and(|t| now.saturating_since(t) <= merge::MERGE_TIME_LIMIT));
             let partner = in_service.or_else(|| {
                 if !could_merge {
                     return None;
@@ -166,7 +166,7 @@ mod bookkeeping {
         }
 
         /// Splits every queue merged into `t` (the merged stream turned random).
-        pub(in crate::bfq) fn split(&mut self, t: u32, now: Nanos) {
+        pub(in crate::bfq) fn split(&mut self, t: u32, now: Instant) {
             // The list is taken out and put back empty, keeping its buffer: a queue that merges and splits
             // again and again (early in its life) must not allocate each time.
             let mut sources = std::mem::take(&mut self.queues[t as usize].merged_from);

@@ -53,7 +53,7 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::params::ParamError;
 use crate::scheduler::{Decision, Event, EventKind, ExpiryReason, QueueStats, RaiseKind, Scheduler};
-use crate::types::{DeviceInfo, GroupId, IoClass, Nanos, QueueId, QueueSpec, Request, ROOT_GROUP};
+use crate::types::{DeviceInfo, GroupId, Instant, IoClass, Nanos, QueueId, QueueSpec, Request, ROOT_GROUP};
 use crate::SchedError;
 
 use burst::{BurstDetector, BurstOutcome};
@@ -80,9 +80,9 @@ struct Service {
     /// Service in charge units (writes count `write_charge` per sector).
     served: u64,
     served_sectors: u64,
-    started: Nanos,
-    deadline: Nanos,
-    idle_until: Option<Nanos>,
+    started: Instant,
+    deadline: Instant,
+    idle_until: Option<Instant>,
     /// The FIFO was looked at in this slot (see `OrderParams::check_fifo`).
     fifo_checked: bool,
     /// Sectors of other queues injected during this slot ([`injection`]).
@@ -137,7 +137,7 @@ pub struct Bfq {
     /// Sectors dispatched so far, by all queues ([`injection`]: the share the in-service queue gets).
     dispatched_sectors: u64,
     /// The queue that issued the last completed request, and when ([`injection`]: waker detection).
-    last_completion: Option<(QueueId, Nanos)>,
+    last_completion: Option<(QueueId, Instant)>,
     /// A queue just woken by the in-service queue, to be injected first ([`injection`]).
     wakee_ready: Option<u32>,
     events_on: bool,
@@ -274,7 +274,7 @@ impl Bfq {
         s
     }
 
-    fn event(&mut self, time: Nanos, s: u32, kind: EventKind) {
+    fn event(&mut self, time: Instant, s: u32, kind: EventKind) {
         if !self.events_on {
             return;
         }
@@ -284,7 +284,7 @@ impl Bfq {
         self.events.push_back(Event { time, queue: self.queues[s as usize].id, kind });
     }
 
-    fn start_service(&mut self, s: u32, now: Nanos) {
+    fn start_service(&mut self, s: u32, now: Instant) {
         self.check_raising_end(s, now);
         {
             // What the queue keeps outstanding: the most since its last slot (`injection`).
@@ -320,7 +320,7 @@ impl Bfq {
     }
 
     /// Ends the in-service queue's service (seed 000 sec. 3 step 3).
-    fn expire(&mut self, reason: ExpiryReason, now: Nanos) {
+    fn expire(&mut self, reason: ExpiryReason, now: Instant) {
         let Some(svc) = self.service.take() else { return };
         self.preempt = false;
         let s = svc.slot;
@@ -329,7 +329,7 @@ impl Bfq {
             reason,
             budget: svc.budget,
             served: svc.served,
-            elapsed: now.saturating_sub(svc.started),
+            elapsed: now.saturating_since(svc.started),
             outstanding: self.queues[s as usize].serving_in_flight > 0,
             seeky,
             sync: self.queues[s as usize].sync,
@@ -418,7 +418,7 @@ impl Bfq {
     }
 
     /// The queue has no request queued nor in flight.
-    fn became_idle(&mut self, s: u32, now: Nanos) {
+    fn became_idle(&mut self, s: u32, now: Instant) {
         let soft_rt = self.raising_on() && self.cfg.weight_raising == WeightRaising::V7r8;
         let cfg = &self.cfg;
         let q = &mut self.queues[s as usize];
@@ -432,7 +432,7 @@ impl Bfq {
     /// Dispatches the slab request `index` of queue `s`: the in-service queue in its turn
     /// (`in_turn`), or another one injected ([`injection`]), whose service B-WF2Q+ charges to it out of
     /// its turn.
-    fn dispatch_from(&mut self, s: u32, index: u32, now: Nanos, in_turn: bool) -> Request {
+    fn dispatch_from(&mut self, s: u32, index: u32, now: Instant, in_turn: bool) -> Request {
         let slot = self.queues[s as usize].reqs.remove(&mut self.slab, index);
         if self.queues[s as usize].reqs.is_empty() && self.queues[s as usize].pos_bucket.is_some() {
             self.index_position(s);
@@ -511,7 +511,7 @@ impl Scheduler for Bfq {
         "bfq"
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, now: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         let s = self.slot_of(queue);
         let old_class = self.queues[s as usize].spec.class.index();
@@ -544,7 +544,7 @@ impl Scheduler for Bfq {
         group: GroupId,
         parent: GroupId,
         spec: QueueSpec,
-        now: Nanos,
+        now: Instant,
     ) -> Result<(), SchedError> {
         let _ = now;
         spec.validate()?;
@@ -573,7 +573,7 @@ impl Scheduler for Bfq {
         Ok(())
     }
 
-    fn set_queue_group(&mut self, queue: QueueId, group: GroupId, now: Nanos) -> Result<(), SchedError> {
+    fn set_queue_group(&mut self, queue: QueueId, group: GroupId, now: Instant) -> Result<(), SchedError> {
         let _ = now;
         let index = self.group_internal(group)?;
         let s = self.slot_of(queue);
@@ -582,7 +582,7 @@ impl Scheduler for Bfq {
             .map_err(|_| SchedError::InvalidGroup(format!("unknown group {}", group.0)))
     }
 
-    fn remove_queue(&mut self, queue: QueueId, now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, now: Instant) -> Result<(), SchedError> {
         let Some(s) = self.index.get(queue) else { return Ok(()) };
         let q = &self.queues[s as usize];
         // Requests it serves for queues merged into it count too: they sit in its request list.
@@ -621,7 +621,7 @@ impl Scheduler for Bfq {
         Ok(())
     }
 
-    fn insert(&mut self, request: Request, now: Nanos) {
+    fn insert(&mut self, request: Request, now: Instant) {
         // An id already held (queued or in flight) is a caller's bug: ignored, so that the request
         // held keeps its accounting (the `Scheduler::insert` contract).
         if self.live.get(request.id).is_some() {
@@ -669,7 +669,7 @@ impl Scheduler for Bfq {
         self.sample_hw_tag();
     }
 
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Instant) -> Decision {
         // Each turn either returns, or expires the in-service queue, or selects a new one; a selected
         // queue always has requests, so this ends.
         for _ in 0..(2 * self.queues.len() + 4) {
@@ -690,9 +690,9 @@ impl Scheduler for Bfq {
                 self.expire(ExpiryReason::Preempted, now);
                 continue;
             }
-            // A deadline that saturated at the end of the clock never passes: at `now == Nanos::MAX`
+            // A deadline that saturated at the end of the clock never passes: at `now == Instant::MAX`
             // every slot would otherwise time out at once and nothing would be dispatched.
-            if now >= deadline && deadline != Nanos::MAX {
+            if now >= deadline && deadline != Instant::MAX {
                 self.expire(ExpiryReason::BudgetTimeout, now);
                 continue;
             }
@@ -772,7 +772,7 @@ impl Scheduler for Bfq {
         Decision::Wait
     }
 
-    fn complete(&mut self, request: &Request, now: Nanos) {
+    fn complete(&mut self, request: &Request, now: Instant) {
         // Only a dispatched request, named with the queue that issued it, completes; its own sync flag
         // counts, not the caller's copy (the `Scheduler::complete` contract).
         let Some(f) = self.live.get(request.id) else { return };
@@ -825,7 +825,7 @@ impl Scheduler for Bfq {
         }
     }
 
-    fn timer(&mut self, now: Nanos) {
+    fn timer(&mut self, now: Instant) {
         for due in self.timers().due(now) {
             match due {
                 Timer::IdleSlice => self.expire(ExpiryReason::TooIdle, now),
@@ -833,7 +833,7 @@ impl Scheduler for Bfq {
         }
     }
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn next_timer(&self) -> Option<Instant> {
         self.timers().earliest().map(|(_, at)| at)
     }
 

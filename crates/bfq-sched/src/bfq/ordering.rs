@@ -13,7 +13,7 @@
 //!   slab, so that the oldest request is found, and any request unlinked, in O(1);
 //! - a count of its metadata requests (rare: when non-zero, the first one in position order is taken).
 
-use crate::types::{Nanos, Request};
+use crate::types::{Instant, Nanos, Request};
 
 /// "No slot": the end of a FIFO list.
 const NIL: u32 = u32::MAX;
@@ -26,7 +26,7 @@ pub struct Slot {
     /// Slot of the queue that issued it (not the merged queue serving it).
     pub owner: u32,
     /// When it expires (FIFO expiry): its arrival time plus `fifo_expire_sync` or `fifo_expire_async`.
-    pub deadline: Nanos,
+    pub deadline: Instant,
     prev: u32,
     next: u32,
 }
@@ -41,7 +41,7 @@ pub struct Slab {
 impl Slab {
     /// Stores a request; returns its index.
     pub fn insert(&mut self, request: Request, owner: u32) -> u32 {
-        let slot = Slot { request, owner, deadline: 0, prev: NIL, next: NIL };
+        let slot = Slot { request, owner, deadline: Instant::ZERO, prev: NIL, next: NIL };
         match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -176,7 +176,7 @@ impl QueueRequests {
     }
 
     /// Queues the slab request `index` that arrived at `now`; its FIFO deadline is set from `p`.
-    pub fn add(&mut self, slab: &mut Slab, index: u32, now: Nanos, p: &OrderParams) {
+    pub fn add(&mut self, slab: &mut Slab, index: u32, now: Instant, p: &OrderParams) {
         let r = slab.get(index).request;
         let expire = if r.sync { p.fifo_expire_sync } else { p.fifo_expire_async };
         slab.slots[index as usize].deadline = now.saturating_add(expire);
@@ -196,7 +196,7 @@ impl QueueRequests {
     }
 
     /// The request that should be dispatched next, given the device's head position `head` (sector).
-    pub fn peek_next(&self, slab: &Slab, head: u64, now: Nanos, p: &OrderParams) -> Option<u32> {
+    pub fn peek_next(&self, slab: &Slab, head: u64, now: Instant, p: &OrderParams) -> Option<u32> {
         if self.sorted.is_empty() {
             return None;
         }
@@ -315,12 +315,12 @@ mod tests {
         let mut q = QueueRequests::default();
         for r in reqs {
             let i = slab.insert(*r, 0);
-            q.add(&mut slab, i, 0, &P);
+            q.add(&mut slab, i, Instant::ZERO, &P);
         }
         (slab, q)
     }
 
-    fn order(slab: &mut Slab, q: &mut QueueRequests, mut head: u64, now: Nanos) -> Vec<u64> {
+    fn order(slab: &mut Slab, q: &mut QueueRequests, mut head: u64, now: Instant) -> Vec<u64> {
         let mut out = vec![];
         while let Some(i) = q.peek_next(slab, head, now, &P) {
             let s = q.remove(slab, i);
@@ -335,7 +335,7 @@ mod tests {
         // Seed 000 sec. 3 step 2.a: C-LOOK order inside the in-service queue.
         let (mut slab, mut q) =
             setup(&[req(1, 100_000, true, false), req(2, 200_000, true, false), req(3, 10, true, false)]);
-        assert_eq!(order(&mut slab, &mut q, 150_000, 0), vec![2, 3, 1]);
+        assert_eq!(order(&mut slab, &mut q, 150_000, Instant::ZERO), vec![2, 3, 1]);
     }
 
     #[test]
@@ -343,10 +343,10 @@ mod tests {
         // Kernel: back seeks up to back_seek_max, penalised by back_seek_penalty.
         let (slab, q) = setup(&[req(1, 990, true, false), req(2, 1030, true, false)]);
         // Back distance 10 x 2 = 20 < forward 30.
-        assert_eq!(q.peek_next(&slab, 1000, 0, &P), Some(0));
+        assert_eq!(q.peek_next(&slab, 1000, Instant::ZERO, &P), Some(0));
         // Back distance 20 x 2 = 40 > forward 10.
         let (s2, q2) = setup(&[req(1, 980, true, false), req(2, 1010, true, false)]);
-        assert_eq!(s2.get(q2.peek_next(&s2, 1000, 0, &P).unwrap()).request.id.0, 2);
+        assert_eq!(s2.get(q2.peek_next(&s2, 1000, Instant::ZERO, &P).unwrap()).request.id.0, 2);
     }
 
     #[test]
@@ -354,40 +354,55 @@ mod tests {
         // Kernel-bfq-reference.md "Intra-queue order": back seeks only up to back_seek_max.
         let (slab, q) = setup(&[req(1, 0, true, false), req(2, 10_000_000, true, false)]);
         // Behind by 100_000 sectors (> 32768): the forward request wins although much further.
-        assert_eq!(slab.get(q.peek_next(&slab, 100_000, 0, &P).unwrap()).request.id.0, 2);
+        assert_eq!(slab.get(q.peek_next(&slab, 100_000, Instant::ZERO, &P).unwrap()).request.id.0, 2);
     }
 
     #[test]
     fn sync_is_preferred_over_async_between_candidates() {
         // Kernel-bfq-reference.md "Intra-queue order": sync > async.
         let (slab, q) = setup(&[req(1, 1001, false, false), req(2, 900, true, false)]);
-        assert_eq!(slab.get(q.peek_next(&slab, 1000, 0, &P).unwrap()).request.id.0, 2);
+        assert_eq!(slab.get(q.peek_next(&slab, 1000, Instant::ZERO, &P).unwrap()).request.id.0, 2);
     }
 
     #[test]
     fn metadata_is_served_first() {
         // Seed 003 sec. V: metadata priority.
         let (slab, q) = setup(&[req(1, 1000, true, false), req(2, 900_000, true, true)]);
-        assert_eq!(slab.get(q.peek_next(&slab, 1000, 0, &P).unwrap()).request.id.0, 2);
+        assert_eq!(slab.get(q.peek_next(&slab, 1000, Instant::ZERO, &P).unwrap()).request.id.0, 2);
     }
 
     #[test]
     fn an_expired_request_is_served_before_the_c_look_order() {
         // Kernel: fifo_expire_sync 125 ms.
         let (slab, q) = setup(&[req(1, 5, true, false), req(2, 1000, true, false)]);
-        assert_eq!(slab.get(q.peek_next(&slab, 500, 124 * MSEC, &P).unwrap()).request.id.0, 2);
-        assert_eq!(slab.get(q.peek_next(&slab, 500, 125 * MSEC, &P).unwrap()).request.id.0, 1);
+        assert_eq!(
+            slab.get(q.peek_next(&slab, 500, Instant::from_nanos(124 * MSEC), &P).unwrap()).request.id.0,
+            2
+        );
+        assert_eq!(
+            slab.get(q.peek_next(&slab, 500, Instant::from_nanos(125 * MSEC), &P).unwrap()).request.id.0,
+            1
+        );
         // Once the FIFO was looked at in this slot, C-LOOK order again.
         let later = OrderParams { check_fifo: false, ..P };
-        assert_eq!(slab.get(q.peek_next(&slab, 500, 125 * MSEC, &later).unwrap()).request.id.0, 2);
+        assert_eq!(
+            slab.get(q.peek_next(&slab, 500, Instant::from_nanos(125 * MSEC), &later).unwrap()).request.id.0,
+            2
+        );
     }
 
     #[test]
     fn async_requests_expire_later_than_sync_ones() {
         // Kernel-bfq-reference.md "Intra-queue order": fifo_expire_async 250 ms.
         let (slab, q) = setup(&[req(1, 5, false, false), req(2, 1000, false, false)]);
-        assert_eq!(slab.get(q.peek_next(&slab, 500, 249 * MSEC, &P).unwrap()).request.id.0, 2);
-        assert_eq!(slab.get(q.peek_next(&slab, 500, 250 * MSEC, &P).unwrap()).request.id.0, 1);
+        assert_eq!(
+            slab.get(q.peek_next(&slab, 500, Instant::from_nanos(249 * MSEC), &P).unwrap()).request.id.0,
+            2
+        );
+        assert_eq!(
+            slab.get(q.peek_next(&slab, 500, Instant::from_nanos(250 * MSEC), &P).unwrap()).request.id.0,
+            1
+        );
     }
 
     #[test]
@@ -399,12 +414,15 @@ mod tests {
             req(3, 200, true, false),
             req(4, 100, true, false),
         ]);
-        let two = q.peek_next(&slab, 100, 0, &P).unwrap();
+        let two = q.peek_next(&slab, 100, Instant::ZERO, &P).unwrap();
         assert_eq!(slab.get(two).request.id.0, 2, "equal positions are served in arrival order");
         q.remove(&mut slab, two);
         // Request 1 (first arrived) is now the FIFO head: once expired, it goes first.
-        assert_eq!(slab.get(q.peek_next(&slab, 100, 125 * MSEC, &P).unwrap()).request.id.0, 1);
-        assert_eq!(order(&mut slab, &mut q, 100, 0), vec![4, 3, 1]);
+        assert_eq!(
+            slab.get(q.peek_next(&slab, 100, Instant::from_nanos(125 * MSEC), &P).unwrap()).request.id.0,
+            1
+        );
+        assert_eq!(order(&mut slab, &mut q, 100, Instant::ZERO), vec![4, 3, 1]);
         assert!(q.is_empty());
     }
 
@@ -414,12 +432,15 @@ mod tests {
         let (mut slab, mut a) = setup(&[req(1, 500, true, false), req(2, 100, true, false)]);
         let mut b = QueueRequests::default();
         let i = slab.insert(req(3, 300, true, false), 0);
-        b.add(&mut slab, i, 10 * MSEC, &P);
+        b.add(&mut slab, i, Instant::from_nanos(10 * MSEC), &P);
         a.move_all(&mut slab, &mut b);
         assert!(a.is_empty());
         assert_eq!(b.len(), 3);
         // Request 1 arrived at 0 and keeps its deadline of 125 ms, ahead of request 3's.
-        assert_eq!(slab.get(b.peek_next(&slab, 0, 125 * MSEC, &P).unwrap()).request.id.0, 1);
-        assert_eq!(order(&mut slab, &mut b, 0, 0), vec![2, 3, 1]);
+        assert_eq!(
+            slab.get(b.peek_next(&slab, 0, Instant::from_nanos(125 * MSEC), &P).unwrap()).request.id.0,
+            1
+        );
+        assert_eq!(order(&mut slab, &mut b, 0, Instant::ZERO), vec![2, 3, 1]);
     }
 }

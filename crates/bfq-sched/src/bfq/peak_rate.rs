@@ -17,14 +17,14 @@ use super::budget::DEFAULT_MAX_BUDGET;
 use super::config::BfqConfig;
 use super::weight_raising::{REF_RATE_NONROT, REF_RATE_ROT};
 use crate::scheduler::ExpiryReason;
-use crate::types::{Nanos, MSEC, SEC};
+use crate::types::{Instant, Nanos, MSEC, SEC};
 
 /// The estimator's state.
 #[derive(Clone, Debug)]
 pub struct PeakRate {
     /// R_est, sectors per second.
     pub rate: u64,
-    window_start: Option<Nanos>,
+    window_start: Option<Instant>,
     samples: u64,
     sequential: u64,
     sectors: u64,
@@ -91,7 +91,7 @@ impl PeakRate {
     }
 
     /// The kernel variant's per-dispatch sample. Returns whether the estimate changed.
-    pub fn on_dispatch(&mut self, cfg: &BfqConfig, now: Nanos, sector: u64, sectors: u64) -> bool {
+    pub fn on_dispatch(&mut self, cfg: &BfqConfig, now: Instant, sector: u64, sectors: u64) -> bool {
         if !cfg.kernel_peak_rate() {
             return false;
         }
@@ -191,7 +191,7 @@ mod tests {
         // 400 sequential 128-sector requests over 400 ms: 128_000 sectors/s.
         let mut changed = false;
         for i in 0..=400u64 {
-            changed |= p.on_dispatch(&cfg, i * MSEC, i * 128, 128);
+            changed |= p.on_dispatch(&cfg, Instant::from_nanos(i * MSEC), i * 128, 128);
         }
         assert!(changed);
         // w = min(8, 9 x 1 x 0.3 s) = 2 (integer), d = 8.

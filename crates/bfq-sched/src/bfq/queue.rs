@@ -11,7 +11,7 @@ use super::injection::{InjectLimit, WakerState};
 use super::ordering::QueueRequests;
 use super::weight_raising::Raising;
 use crate::scheduler::ExpiryReason;
-use crate::types::{IoClass, Nanos, QueueId, QueueSpec};
+use crate::types::{Instant, IoClass, QueueId, QueueSpec};
 
 /// A multiplicative hasher for the small integer ids used as keys (cheaper than SipHash; the keys
 /// are chosen by the caller, not by an adversary across a trust boundary).
@@ -140,16 +140,16 @@ pub(super) struct Queue {
     /// It appeared in a large burst of queues and is not raised (kernel-bfq-reference.md "Burst").
     pub(super) in_large_burst: bool,
     pub(super) ever_backlogged: bool,
-    pub(super) idle_since: Nanos,
-    pub(super) backlogged_since: Nanos,
+    pub(super) idle_since: Instant,
+    pub(super) backlogged_since: Instant,
     pub(super) service_since_backlogged: u64,
-    pub(super) soft_rt_next_start: Nanos,
+    pub(super) soft_rt_next_start: Instant,
     /// Until when a new request counts as "arrived in time" for back-shifting.
-    pub(super) waited_until: Option<Nanos>,
+    pub(super) waited_until: Option<Instant>,
     pub(super) merged_into: Option<u32>,
     pub(super) merged_from: Vec<u32>,
     /// When its first request arrived (Early Queue Merge is only tried early in a queue's life).
-    pub(super) first_io: Option<Nanos>,
+    pub(super) first_io: Option<Instant>,
     /// The configured weight under which it is counted among the busy queues, and whether it was
     /// raised then, if busy.
     pub(super) counted_weight: Option<(u64, bool)>,
@@ -187,10 +187,10 @@ impl Queue {
             raising: Raising::default(),
             in_large_burst: false,
             ever_backlogged: false,
-            idle_since: 0,
-            backlogged_since: 0,
+            idle_since: Instant::ZERO,
+            backlogged_since: Instant::ZERO,
             service_since_backlogged: 0,
-            soft_rt_next_start: Nanos::MAX,
+            soft_rt_next_start: Instant::MAX,
             waited_until: None,
             merged_into: None,
             merged_from: Vec::new(),
@@ -249,6 +249,6 @@ mod tests {
     fn a_new_queue_is_synchronous_unserved_and_unmerged() {
         let q = Queue::new(QueueId(1), QueueSpec::default());
         assert!(q.sync && q.budget == 0 && q.merged_into.is_none() && q.first_io.is_none());
-        assert_eq!(q.soft_rt_next_start, Nanos::MAX);
+        assert_eq!(q.soft_rt_next_start, Instant::MAX);
     }
 }

@@ -89,7 +89,7 @@ impl Bfq {
 mod tests {
     use crate::bfq::{Bfq, BfqConfig};
     use crate::scheduler::Scheduler;
-    use crate::types::{DeviceInfo, Op, QueueId, QueueSpec, Request, RequestId};
+    use crate::types::{DeviceInfo, Instant, Op, QueueId, QueueSpec, Request, RequestId};
 
     fn read(id: u64, queue: u32) -> Request {
         Request {
@@ -110,22 +110,23 @@ mod tests {
     #[test]
     fn busy_queues_of_equal_weight_are_symmetric_and_different_weights_are_not() {
         let mut b = plain();
-        b.insert(read(1, 1), 0);
-        b.insert(read(2, 2), 0);
+        b.insert(read(1, 1), Instant::ZERO);
+        b.insert(read(2, 2), Instant::ZERO);
         assert!(!b.asymmetric());
         assert_eq!(b.weight_counts.len(), 1);
         // Without raising every counted queue is a non-raised busy one.
         assert_eq!(b.weight_counts.values().sum::<u32>() as usize, b.busy_non_raised);
         assert!(b.busy_non_raised >= 1);
-        b.configure_queue(QueueId(3), QueueSpec { weight: 300, ..QueueSpec::default() }, 0).unwrap();
-        b.insert(read(3, 3), 0);
+        b.configure_queue(QueueId(3), QueueSpec { weight: 300, ..QueueSpec::default() }, Instant::ZERO)
+            .unwrap();
+        b.insert(read(3, 3), Instant::ZERO);
         assert!(b.asymmetric(), "seed 003 sec. V-C: different weights make the scenario asymmetric");
     }
 
     #[test]
     fn a_queue_is_counted_once_and_uncounted_when_it_stops_being_busy() {
         let mut b = plain();
-        b.insert(read(1, 1), 0);
+        b.insert(read(1, 1), Instant::ZERO);
         let s = b.index.get(QueueId(1)).unwrap();
         b.set_busy(s, true);
         assert_eq!(
@@ -141,12 +142,12 @@ mod tests {
     #[test]
     fn the_served_weight_is_the_level_weight_times_the_raising_coefficient() {
         let mut b = Bfq::new(DeviceInfo::default());
-        b.insert(read(1, 1), 0);
+        b.insert(read(1, 1), Instant::ZERO);
         let s = b.index.get(QueueId(1)).unwrap();
         let raised = b.effective_weight(s);
         assert!(raised > 100, "a new queue is raised: {raised}");
         let mut p = plain();
-        p.insert(read(1, 1), 0);
+        p.insert(read(1, 1), Instant::ZERO);
         let s = p.index.get(QueueId(1)).unwrap();
         assert_eq!(p.effective_weight(s), 100);
     }

@@ -6,7 +6,7 @@
 //! the kernel, it is checked when the queue next dispatches or completes (a queue being served is
 //! never idle long enough for it to matter otherwise).
 
-use crate::types::Nanos;
+use crate::types::Instant;
 
 /// The timers BFQ arms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,26 +18,26 @@ pub enum Timer {
 /// Every timer with its deadline, if armed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Timers {
-    idle_slice: Option<Nanos>,
+    idle_slice: Option<Instant>,
 }
 
 impl Timers {
     /// Arms (`Some`) or disarms (`None`) a timer.
-    pub fn set(&mut self, timer: Timer, at: Option<Nanos>) {
+    pub fn set(&mut self, timer: Timer, at: Option<Instant>) {
         match timer {
             Timer::IdleSlice => self.idle_slice = at,
         }
     }
 
     /// A timer's deadline, if armed.
-    pub fn get(&self, timer: Timer) -> Option<Nanos> {
+    pub fn get(&self, timer: Timer) -> Option<Instant> {
         match timer {
             Timer::IdleSlice => self.idle_slice,
         }
     }
 
     /// The earliest armed timer.
-    pub fn earliest(&self) -> Option<(Timer, Nanos)> {
+    pub fn earliest(&self) -> Option<(Timer, Instant)> {
         [(Timer::IdleSlice, self.idle_slice)]
             .into_iter()
             .filter_map(|(t, at)| at.map(|at| (t, at)))
@@ -45,8 +45,8 @@ impl Timers {
     }
 
     /// The timers due at `now`, earliest first.
-    pub fn due(&self, now: Nanos) -> impl Iterator<Item = Timer> {
-        let mut due: Vec<(Nanos, Timer)> = [(Timer::IdleSlice, self.idle_slice)]
+    pub fn due(&self, now: Instant) -> impl Iterator<Item = Timer> {
+        let mut due: Vec<(Instant, Timer)> = [(Timer::IdleSlice, self.idle_slice)]
             .into_iter()
             .filter_map(|(t, at)| at.filter(|&a| a <= now).map(|a| (a, t)))
             .collect();
@@ -63,10 +63,10 @@ mod tests {
     fn the_earliest_armed_timer_is_reported_and_only_due_ones_fire() {
         let mut t = Timers::default();
         assert_eq!(t.earliest(), None);
-        t.set(Timer::IdleSlice, Some(500));
-        assert_eq!(t.earliest(), Some((Timer::IdleSlice, 500)));
-        assert_eq!(t.due(499).count(), 0);
-        assert_eq!(t.due(500).collect::<Vec<_>>(), vec![Timer::IdleSlice]);
+        t.set(Timer::IdleSlice, Some(Instant::from_nanos(500)));
+        assert_eq!(t.earliest(), Some((Timer::IdleSlice, Instant::from_nanos(500))));
+        assert_eq!(t.due(Instant::from_nanos(499)).count(), 0);
+        assert_eq!(t.due(Instant::from_nanos(500)).collect::<Vec<_>>(), vec![Timer::IdleSlice]);
         t.set(Timer::IdleSlice, None);
         assert_eq!((t.get(Timer::IdleSlice), t.earliest()), (None, None));
     }

@@ -15,7 +15,7 @@
 
 use super::config::{BfqConfig, WeightRaising};
 use crate::scheduler::RaiseKind;
-use crate::types::{Nanos, MSEC, SEC};
+use crate::types::{Instant, Nanos, MSEC, SEC};
 
 /// Reference rate of a rotational device for the v7r8 duration, sectors/s.
 pub const REF_RATE_ROT: u64 = 213_623;
@@ -36,9 +36,9 @@ pub struct Raising {
     /// The coefficient in force.
     pub coeff: u64,
     /// When it started.
-    pub start: Nanos,
+    pub start: Instant,
     /// When it ends at the latest.
-    pub end: Nanos,
+    pub end: Instant,
     /// v1: weight-raising budget left, sectors.
     pub budget_left: u64,
     /// v1: the initial weight-raising budget.
@@ -60,7 +60,7 @@ impl Raising {
     }
 
     /// Starts (or renews) interactive raising.
-    pub fn start_interactive(&mut self, cfg: &BfqConfig, now: Nanos, rotational: bool, rate: u64) {
+    pub fn start_interactive(&mut self, cfg: &BfqConfig, now: Instant, rotational: bool, rate: u64) {
         self.kind = Some(RaiseKind::Interactive);
         self.coeff = u64::from(cfg.interactive_coeff());
         self.start = now;
@@ -75,7 +75,7 @@ impl Raising {
     }
 
     /// Starts (or renews) soft real-time raising.
-    pub fn start_soft_rt(&mut self, cfg: &BfqConfig, now: Nanos) {
+    pub fn start_soft_rt(&mut self, cfg: &BfqConfig, now: Instant) {
         self.kind = Some(RaiseKind::SoftRealTime);
         self.coeff = u64::from(cfg.softrt_coeff);
         self.start = now;
@@ -103,7 +103,7 @@ impl Raising {
     }
 
     /// Ends the raising if its time or (v1) its budget is over; returns whether it just ended.
-    pub fn check_end(&mut self, cfg: &BfqConfig, now: Nanos) -> bool {
+    pub fn check_end(&mut self, cfg: &BfqConfig, now: Instant) -> bool {
         let Some(kind) = self.kind else { return false };
         let budget_over = kind == RaiseKind::Interactive
             && cfg.weight_raising == WeightRaising::V1
@@ -119,7 +119,7 @@ impl Raising {
 /// The earliest arrival time of the next request for the queue to be deemed soft real-time
 /// (seed 003 sec. V-B): both the bandwidth bound (service since it became backlogged at
 /// `backlogged_since`, at `softrt_max_rate`) and the isochrony bound (slice_idle + 4 ticks after `now`).
-pub fn soft_rt_next_start(cfg: &BfqConfig, backlogged_since: Nanos, service: u64, now: Nanos) -> Nanos {
+pub fn soft_rt_next_start(cfg: &BfqConfig, backlogged_since: Instant, service: u64, now: Instant) -> Instant {
     let by_rate = backlogged_since.saturating_add(
         u64::try_from(u128::from(service) * u128::from(SEC) / u128::from(cfg.softrt_max_rate.max(1)))
             .unwrap_or(u64::MAX / 2),
@@ -136,13 +136,13 @@ mod tests {
         // Seed 001 sec. 4.1: C_rais = 10, B_rais = 24 MB; weight -= (C-1)/B_rais x w per sector.
         let cfg = BfqConfig { weight_raising: WeightRaising::V1, ..BfqConfig::default() };
         let mut r = Raising::default();
-        r.start_interactive(&cfg, 0, true, 100_000);
+        r.start_interactive(&cfg, Instant::ZERO, true, 100_000);
         assert_eq!(r.weight(&cfg, 100), 1000);
         r.on_service(&cfg, cfg.wr_budget / 2);
         assert_eq!(r.weight(&cfg, 100), 550);
         r.on_service(&cfg, cfg.wr_budget);
         assert_eq!(r.weight(&cfg, 100), 100);
-        assert!(r.check_end(&cfg, 1));
+        assert!(r.check_end(&cfg, Instant::from_nanos(1)));
         assert!(!r.active());
     }
 
@@ -151,9 +151,9 @@ mod tests {
         // Seed 001 sec. 4.1: T_rais = 6 s.
         let cfg = BfqConfig { weight_raising: WeightRaising::V1, ..BfqConfig::default() };
         let mut r = Raising::default();
-        r.start_interactive(&cfg, 0, true, 100_000);
-        assert!(!r.check_end(&cfg, 6 * SEC - 1));
-        assert!(r.check_end(&cfg, 6 * SEC));
+        r.start_interactive(&cfg, Instant::ZERO, true, 100_000);
+        assert!(!r.check_end(&cfg, Instant::from_nanos(6 * SEC - 1)));
+        assert!(r.check_end(&cfg, Instant::from_nanos(6 * SEC)));
     }
 
     #[test]
@@ -161,11 +161,11 @@ mod tests {
         // Seed 003 sec. V-A.
         let cfg = BfqConfig::default();
         let mut r = Raising::default();
-        r.start_interactive(&cfg, 0, true, REF_RATE_ROT);
+        r.start_interactive(&cfg, Instant::ZERO, true, REF_RATE_ROT);
         assert_eq!(r.weight(&cfg, 100), 3000);
         r.on_service(&cfg, 1 << 30);
         assert_eq!(r.weight(&cfg, 100), 3000, "no decrease with service");
-        assert_eq!(r.end, 7 * SEC);
+        assert_eq!(r.end, Instant::from_nanos(7 * SEC));
         let half = v7r8_duration(true, REF_RATE_ROT / 2);
         assert!(half.abs_diff(14 * SEC) < MSEC, "slower device, longer raising: {half}");
         assert_eq!(v7r8_duration(true, 1), 25 * SEC);
@@ -177,9 +177,15 @@ mod tests {
         // Seed 003 sec. V-B.
         let cfg = BfqConfig::default();
         // 700 sectors since t=0 at 7000 sectors/s: not before 100 ms.
-        assert_eq!(soft_rt_next_start(&cfg, 0, 700, 10 * MSEC), 100 * MSEC);
+        assert_eq!(
+            soft_rt_next_start(&cfg, Instant::ZERO, 700, Instant::from_nanos(10 * MSEC)),
+            Instant::from_nanos(100 * MSEC)
+        );
         // Little service: the isochrony bound, slice_idle + 4 ticks after now.
-        assert_eq!(soft_rt_next_start(&cfg, 0, 7, 50 * MSEC), 62 * MSEC);
+        assert_eq!(
+            soft_rt_next_start(&cfg, Instant::ZERO, 7, Instant::from_nanos(50 * MSEC)),
+            Instant::from_nanos(62 * MSEC)
+        );
     }
 
     #[test]
@@ -187,9 +193,9 @@ mod tests {
         // Seed 003 sec. V-B: raised "for a relatively short time interval" (kernel: 300 ms, x3000).
         let cfg = BfqConfig::default();
         let mut r = Raising::default();
-        r.start_soft_rt(&cfg, SEC);
+        r.start_soft_rt(&cfg, Instant::from_nanos(SEC));
         assert_eq!(r.weight(&cfg, 100), 300_000);
-        assert!(!r.check_end(&cfg, SEC + 299 * MSEC));
-        assert!(r.check_end(&cfg, SEC + 300 * MSEC));
+        assert!(!r.check_end(&cfg, Instant::from_nanos(SEC + 299 * MSEC)));
+        assert!(r.check_end(&cfg, Instant::from_nanos(SEC + 300 * MSEC)));
     }
 }

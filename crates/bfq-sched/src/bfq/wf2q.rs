@@ -21,6 +21,7 @@
 //! Classes (seed 003 sec. V; kernel): RT before BE before IDLE, except that the IDLE class is served
 //! first when it has not been served for `idle_class_guard` (kernel: 200 ms), so that it cannot starve.
 
+use crate::types::Instant;
 use crate::types::Nanos;
 
 /// Fractional bits of virtual time (as in the kernel's `WFQ_SERVICE_SHIFT`).
@@ -343,7 +344,7 @@ pub struct Wf2q {
     /// The entity being served.
     pub in_service: Option<u32>,
     /// When the IDLE class was last selected.
-    pub idle_class_last_service: Nanos,
+    pub idle_class_last_service: Instant,
 }
 
 fn live(e: &HeapEntry, entities: &[Entity], kind: HeapKind) -> bool {
@@ -535,12 +536,12 @@ impl Wf2q {
 
     /// Chooses the next queue to serve (the eligible one with the smallest F in the highest class that
     /// has work, with the IDLE-class guard) and makes it the in-service entity.
-    pub fn select(&mut self, now: Nanos, idle_class_guard: Nanos) -> Option<u32> {
+    pub fn select(&mut self, now: Instant, idle_class_guard: Nanos) -> Option<u32> {
         if self.in_service.is_some() {
             return self.in_service;
         }
-        let idle_first =
-            self.trees[2].active > 0 && now.saturating_sub(self.idle_class_last_service) >= idle_class_guard;
+        let idle_first = self.trees[2].active > 0
+            && now.saturating_since(self.idle_class_last_service) >= idle_class_guard;
         let order: [usize; 3] = if idle_first { [2, 0, 1] } else { [0, 1, 2] };
         for class in order {
             if let Some(slot) = self.trees[class].pop_next(&self.entities) {
@@ -731,10 +732,10 @@ mod tests {
         w.activate(0, 1, 100, 4000, None); // F = 40 units
         w.activate(1, 1, 100, 1000, None); // F = 10 units
         w.activate(2, 1, 400, 8000, None); // F = 20 units
-        assert_eq!(w.select(0, GUARD), Some(1));
+        assert_eq!(w.select(Instant::ZERO, GUARD), Some(1));
         w.served(1, 1000);
         w.expire(1, 1000, None);
-        assert_eq!(w.select(0, GUARD), Some(2));
+        assert_eq!(w.select(Instant::ZERO, GUARD), Some(2));
     }
 
     #[test]
@@ -743,7 +744,7 @@ mod tests {
         let mut w = wf2q(2);
         w.activate(0, 1, 100, 1000, None);
         w.activate(1, 1, 300, 1000, None);
-        let s = w.select(0, GUARD).unwrap();
+        let s = w.select(Instant::ZERO, GUARD).unwrap();
         w.served(s, 800);
         assert_eq!(w.trees[1].vtime, vtime_delta(800, 400));
     }
@@ -753,13 +754,13 @@ mod tests {
         // Eligibility S <= V (seed 000 sec. 3.1).
         let mut w = wf2q(2);
         w.activate(0, 1, 100, 1000, None);
-        let s = w.select(0, GUARD).unwrap();
+        let s = w.select(Instant::ZERO, GUARD).unwrap();
         w.served(s, 1000);
         // Requeued with S = old F = V + 0: eligible again only with other entities absent.
         w.expire(s, 1000, Some((100, 1000)));
         // A new entity starts at V; the requeued one started at its old F, equal to V here.
         w.activate(1, 1, 100, 500, None);
-        assert_eq!(w.select(0, GUARD), Some(1), "smaller F wins when both are eligible");
+        assert_eq!(w.select(Instant::ZERO, GUARD), Some(1), "smaller F wins when both are eligible");
     }
 
     #[test]
@@ -768,11 +769,11 @@ mod tests {
         // sec. 3.1).
         let mut w = wf2q(1);
         w.activate(0, 1, 100, 1000, None);
-        let s = w.select(0, GUARD).unwrap();
+        let s = w.select(Instant::ZERO, GUARD).unwrap();
         // Served nothing but charged a full budget: its next S is ahead of V.
         w.expire(s, 1000, Some((100, 1000)));
         assert!(w.entities[0].start > w.trees[1].vtime);
-        assert_eq!(w.select(0, GUARD), Some(0));
+        assert_eq!(w.select(Instant::ZERO, GUARD), Some(0));
         assert_eq!(w.trees[1].vtime, w.entities[0].start);
     }
 
@@ -782,7 +783,7 @@ mod tests {
         let mut w = wf2q(2);
         w.activate(0, 1, 100, 1000, None);
         w.activate(1, 1, 100, 100_000, None);
-        let s = w.select(0, GUARD).unwrap();
+        let s = w.select(Instant::ZERO, GUARD).unwrap();
         assert_eq!(s, 0);
         w.served(0, 1000);
         w.expire(0, 1000, None);
@@ -800,11 +801,11 @@ mod tests {
         let mut w = wf2q(2);
         w.activate(0, 1, 100, 100, None);
         w.activate(1, 1, 100, 10_000, None);
-        let s = w.select(0, GUARD).unwrap();
+        let s = w.select(Instant::ZERO, GUARD).unwrap();
         w.served(s, 100);
         w.expire(s, 100, None);
         assert_eq!(w.entities[0].state, EntityState::Idle);
-        let s = w.select(0, GUARD).unwrap();
+        let s = w.select(Instant::ZERO, GUARD).unwrap();
         assert_eq!(s, 1);
         w.served(1, 5000);
         assert_eq!(w.entities[0].state, EntityState::Forgotten);
@@ -818,11 +819,11 @@ mod tests {
         let mut w = wf2q(2);
         w.activate(0, 1, 100, 1000, None);
         w.activate(1, 1, 100, 1000, None);
-        let a = w.select(0, GUARD).unwrap();
+        let a = w.select(Instant::ZERO, GUARD).unwrap();
         w.served(a, 1000);
         w.expire(a, 1000, None);
         let old_finish = w.entities[a as usize].finish;
-        let b = w.select(0, GUARD).unwrap();
+        let b = w.select(Instant::ZERO, GUARD).unwrap();
         w.served(b, 1000);
         w.expire(b, 1000, Some((100, 1000)));
         let v = w.trees[1].vtime;
@@ -839,15 +840,15 @@ mod tests {
     fn classes_are_served_rt_before_be_before_idle() {
         // Seed 003 sec. V / kernel: strict class priority.
         let mut w = wf2q(3);
-        w.idle_class_last_service = 0;
+        w.idle_class_last_service = Instant::ZERO;
         w.activate(0, 2, 100, 100, None);
         w.activate(1, 1, 100, 100, None);
         w.activate(2, 0, 100, 100, None);
-        assert_eq!(w.select(1, GUARD), Some(2));
+        assert_eq!(w.select(Instant::from_nanos(1), GUARD), Some(2));
         w.expire(2, 100, None);
-        assert_eq!(w.select(1, GUARD), Some(1));
+        assert_eq!(w.select(Instant::from_nanos(1), GUARD), Some(1));
         w.expire(1, 100, None);
-        assert_eq!(w.select(1, GUARD), Some(0));
+        assert_eq!(w.select(Instant::from_nanos(1), GUARD), Some(0));
     }
 
     #[test]
@@ -856,10 +857,10 @@ mod tests {
         let mut w = wf2q(2);
         w.activate(0, 2, 100, 100, None);
         w.activate(1, 1, 100, 100, None);
-        w.idle_class_last_service = 1_000;
-        assert_eq!(w.select(1_000 + GUARD - 1, GUARD), Some(1));
+        w.idle_class_last_service = Instant::from_nanos(1_000);
+        assert_eq!(w.select(Instant::from_nanos(1_000 + GUARD - 1), GUARD), Some(1));
         w.expire(1, 100, Some((100, 100)));
-        assert_eq!(w.select(1_000 + GUARD, GUARD), Some(0));
+        assert_eq!(w.select(Instant::from_nanos(1_000 + GUARD), GUARD), Some(0));
     }
 
     #[test]
@@ -869,7 +870,7 @@ mod tests {
         w.activate(0, 1, 1000 * 3000, 16384, None);
         w.activate(1, 1, 1, 16384, None);
         for _ in 0..1000 {
-            let s = w.select(0, GUARD).unwrap();
+            let s = w.select(Instant::ZERO, GUARD).unwrap();
             w.served(s, 16384);
             w.expire(s, 16384, Some((w.entities[s as usize].weight, 16384)));
         }
@@ -978,7 +979,7 @@ mod tests {
                     1 => w.activate(slot, 1, weight, amount, Some(1 + amount % 3)),
                     _ => {
                         if w.in_service.is_none() {
-                            let Some(s) = w.select(0, GUARD) else { continue };
+                            let Some(s) = w.select(Instant::ZERO, GUARD) else { continue };
                             let v = w.trees[1].vtime;
                             let chosen = w.entities[s as usize];
                             prop_assert!(chosen.start <= v);

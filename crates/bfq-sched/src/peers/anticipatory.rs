@@ -34,7 +34,7 @@ use crate::accounting::QueueTable;
 use crate::params::{parse_duration, ParamError};
 use crate::peers::{InFlight, SortedRequests};
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{Nanos, QueueId, QueueSpec, Request, MSEC};
+use crate::types::{Instant, Nanos, QueueId, QueueSpec, Request, MSEC};
 use crate::SchedError;
 
 const NAME: &str = "anticipatory";
@@ -55,7 +55,7 @@ const MAX_THINK_TIME: Nanos = 20 * MSEC;
 #[derive(Debug, Default, Clone, Copy)]
 struct ProcessStats {
     last_end_sector: Option<u64>,
-    last_completion: Option<Nanos>,
+    last_completion: Option<Instant>,
     ttime_samples: u64,
     ttime_total: u64,
     seek_samples: u64,
@@ -81,7 +81,7 @@ pub struct Anticipatory {
     lists: [SortedRequests; 2],
     batch_dir: usize,
     /// End of the current batch; `None` before the first dispatch of a batch.
-    batch_end: Option<Nanos>,
+    batch_end: Option<Instant>,
     /// A batch switch waits for the old batch's requests to complete.
     changed_batch: bool,
     head: u64,
@@ -89,12 +89,12 @@ pub struct Anticipatory {
     last_sync_process: Option<QueueId>,
     /// When the device went empty after that process's request completed: the anticipation window
     /// opens there.
-    antic_start: Option<Nanos>,
+    antic_start: Option<Instant>,
     /// End of the wait in progress, if AS is anticipating.
-    antic_until: Option<Nanos>,
+    antic_until: Option<Instant>,
     processes: BTreeMap<QueueId, ProcessStats>,
     /// When each FIFO was last looked at for an expired request.
-    last_fifo_check: [Nanos; 2],
+    last_fifo_check: [Instant; 2],
     in_flight: InFlight,
     queues: QueueTable,
 }
@@ -114,7 +114,7 @@ impl Default for Anticipatory {
             antic_start: None,
             antic_until: None,
             processes: BTreeMap::new(),
-            last_fifo_check: [0; 2],
+            last_fifo_check: [Instant::ZERO; 2],
             in_flight: InFlight::default(),
             queues: QueueTable::new(),
         }
@@ -133,7 +133,7 @@ impl Anticipatory {
 
     /// The direction to serve now, switching batches as the module doc says; `None` while a switch
     /// waits for the old batch to drain.
-    fn choose_dir(&mut self, now: Nanos) -> Option<usize> {
+    fn choose_dir(&mut self, now: Instant) -> Option<usize> {
         let has = |d: usize| !self.lists[d].is_empty();
         let expired = self.batch_end.is_some_and(|end| now >= end);
         let other = 1 - self.batch_dir;
@@ -180,13 +180,13 @@ impl Scheduler for Anticipatory {
         NAME
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         self.queues.configure(queue, spec);
         Ok(())
     }
 
-    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, _now: Instant) -> Result<(), SchedError> {
         self.queues.remove(queue)?;
         self.processes.remove(&queue);
         if self.last_sync_process == Some(queue) {
@@ -197,7 +197,7 @@ impl Scheduler for Anticipatory {
         Ok(())
     }
 
-    fn insert(&mut self, request: Request, now: Nanos) {
+    fn insert(&mut self, request: Request, now: Instant) {
         if !self.queues.on_insert(&request) {
             return; // an id already held: ignored (the `Scheduler::insert` contract)
         }
@@ -206,7 +206,7 @@ impl Scheduler for Anticipatory {
         if request.sync {
             let stats = self.processes.entry(request.queue).or_default();
             if let Some(done) = stats.last_completion {
-                let think = now.saturating_sub(done).min(MAX_THINK_TIME);
+                let think = now.saturating_since(done).min(MAX_THINK_TIME);
                 stats.ttime_samples = (7 * stats.ttime_samples + 256) / 8;
                 stats.ttime_total = (7 * stats.ttime_total + 256 * think) / 8;
             }
@@ -232,7 +232,7 @@ impl Scheduler for Anticipatory {
         }
     }
 
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Instant) -> Decision {
         if self.queued_total() == 0 {
             return Decision::Empty;
         }
@@ -247,7 +247,7 @@ impl Scheduler for Anticipatory {
         // last_check_fifo): an expired request then goes first, and the elevator goes on from it.
         // Checking at every dispatch would serve nothing but expired requests, in arrival order, as
         // soon as a sweep takes longer than the expiry (100 random readers, seed 002 "DBMS").
-        let fifo_due = now.saturating_sub(self.last_fifo_check[dir]) >= self.expire[dir];
+        let fifo_due = now.saturating_since(self.last_fifo_check[dir]) >= self.expire[dir];
         if fifo_due {
             self.last_fifo_check[dir] = now;
         }
@@ -281,7 +281,7 @@ impl Scheduler for Anticipatory {
         Decision::Dispatch(request)
     }
 
-    fn complete(&mut self, request: &Request, now: Nanos) {
+    fn complete(&mut self, request: &Request, now: Instant) {
         let Some((r, _)) = self.in_flight.take(request) else { return };
         self.queues.on_complete(&r);
         if r.sync {
@@ -292,13 +292,13 @@ impl Scheduler for Anticipatory {
         }
     }
 
-    fn timer(&mut self, now: Nanos) {
+    fn timer(&mut self, now: Instant) {
         if self.antic_until.is_some_and(|until| now >= until) {
             self.stop_anticipating();
         }
     }
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn next_timer(&self) -> Option<Instant> {
         self.antic_until
     }
 

@@ -54,7 +54,7 @@ use crate::accounting::QueueTable;
 use crate::params::{parse_bool, parse_duration, parse_u64, ParamError};
 use crate::peers::{InFlight, SortedRequests};
 use crate::scheduler::{Decision, ExpiryReason, QueueStats, Scheduler};
-use crate::types::{DeviceInfo, IoClass, Nanos, QueueId, QueueSpec, Request, RequestId, MSEC};
+use crate::types::{DeviceInfo, Instant, IoClass, Nanos, QueueId, QueueSpec, Request, RequestId, MSEC};
 use crate::SchedError;
 
 const NAME: &str = "cfq";
@@ -138,7 +138,7 @@ struct CfqQueue {
     /// Requests in flight.
     dispatched: u32,
     /// End of the current slice; `None` until the slice's first completion.
-    slice_end: Option<Nanos>,
+    slice_end: Option<Instant>,
     /// Requests dispatched in the current slice.
     slice_dispatch: u32,
     /// Sectors dispatched in the current slice.
@@ -150,7 +150,7 @@ struct CfqQueue {
     /// One bit per recent request: 1 for a seek.
     seek_history: u32,
     /// Last completion of one of its requests.
-    last_completion: Option<Nanos>,
+    last_completion: Option<Instant>,
     /// Think-time average, in the fixed point of CFQ's EWMA (samples and total scaled by 256).
     ttime_samples: u64,
     ttime_total: u64,
@@ -201,19 +201,19 @@ pub struct Cfq {
     busy_avg: [u64; 3],
     active: Option<CfqKey>,
     /// End of the current idle wait for the active queue.
-    idle_until: Option<Nanos>,
+    idle_until: Option<Instant>,
     /// When an IDLE-class queue may next be served (set while one waits for the grace period).
-    idle_class_wait: Option<Nanos>,
+    idle_class_wait: Option<Instant>,
     /// Last completion of an RT/BE request.
-    last_busy_completion: Option<Nanos>,
+    last_busy_completion: Option<Instant>,
     /// Last completion of a sync request that had waited longer than `fifo_expire_sync`.
-    last_delayed_sync: Option<Nanos>,
+    last_delayed_sync: Option<Instant>,
     /// Sync requests in flight.
     sync_in_flight: u32,
     /// Where the last dispatched request ended.
     head: u64,
     queued: usize,
-    inserted_at: BTreeMap<RequestId, (CfqKey, Nanos)>,
+    inserted_at: BTreeMap<RequestId, (CfqKey, Instant)>,
     in_flight: InFlight,
     stats: QueueTable,
 }
@@ -333,7 +333,7 @@ impl Cfq {
     }
 
     /// Takes the next busy queue, RT first; `Err(until)` while IDLE queues wait for their grace period.
-    fn select_next(&mut self, now: Nanos) -> Result<Option<CfqKey>, Nanos> {
+    fn select_next(&mut self, now: Instant) -> Result<Option<CfqKey>, Instant> {
         for class in 0..3 {
             if self.rr[class].is_empty() {
                 continue;
@@ -366,7 +366,7 @@ impl Cfq {
     }
 
     /// Whether the in-service queue may send one more request now.
-    fn may_dispatch(&self, key: CfqKey, now: Nanos) -> bool {
+    fn may_dispatch(&self, key: CfqKey, now: Instant) -> bool {
         let Some(q) = self.queues.get(&key) else { return false };
         let sync = matches!(key, CfqKey::Sync(_));
         if !sync && self.sync_in_flight > 0 {
@@ -375,14 +375,14 @@ impl Cfq {
         let mut max = if q.class == IoClass::Idle { 1 } else { self.params.quantum.max(1) };
         if self.params.low_latency && !sync {
             if let Some(last) = self.last_delayed_sync {
-                let depth = ((now.saturating_sub(last)) / self.params.slice_sync.max(1)) as u32;
+                let depth = (now.saturating_since(last) / self.params.slice_sync.max(1)) as u32;
                 max = max.min(depth.max(u32::from(q.dispatched == 0)));
             }
         }
         q.dispatched < max || (!self.others_busy() && q.class != IoClass::Idle && sync)
     }
 
-    fn take_request(&mut self, key: CfqKey, now: Nanos) -> Option<Request> {
+    fn take_request(&mut self, key: CfqKey, now: Instant) -> Option<Request> {
         let back_max = self.params.back_seek_max_kib * 2;
         let penalty = self.params.back_seek_penalty;
         let head = self.head;
@@ -397,7 +397,7 @@ impl Cfq {
         q.requests.remove(chosen)
     }
 
-    fn try_dispatch(&mut self, now: Nanos) -> Decision {
+    fn try_dispatch(&mut self, now: Instant) -> Decision {
         if self.queued == 0 {
             // Any idle wait stays armed; there is just nothing to hold back.
             return Decision::Empty;
@@ -473,7 +473,7 @@ impl Cfq {
         }
     }
 
-    fn on_request_arrival(&mut self, key: CfqKey, request: &Request, now: Nanos) {
+    fn on_request_arrival(&mut self, key: CfqKey, request: &Request, now: Instant) {
         let rotational = self.device.rotational;
         let slice_idle = self.params.slice_idle;
         let no_internal_queueing = self.device.queue_depth <= 1;
@@ -487,7 +487,7 @@ impl Cfq {
         q.last_request_end = Some(request.end_sector());
         if matches!(key, CfqKey::Sync(_)) {
             if let Some(last) = q.last_completion {
-                let think = now.saturating_sub(last).min(2 * slice_idle);
+                let think = now.saturating_since(last).min(2 * slice_idle);
                 q.ttime_samples = (7 * q.ttime_samples + 256) / 8;
                 q.ttime_total = (7 * q.ttime_total + 256 * think) / 8;
             }
@@ -526,7 +526,7 @@ impl Scheduler for Cfq {
         NAME
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         self.stats.configure(queue, spec);
         // The sync queue follows its process's class; a waiting queue moves to its new class's list.
@@ -545,7 +545,7 @@ impl Scheduler for Cfq {
         Ok(())
     }
 
-    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, _now: Instant) -> Result<(), SchedError> {
         self.stats.remove(queue)?;
         let key = CfqKey::Sync(queue);
         if self.active == Some(key) {
@@ -560,7 +560,7 @@ impl Scheduler for Cfq {
         Ok(())
     }
 
-    fn insert(&mut self, request: Request, now: Nanos) {
+    fn insert(&mut self, request: Request, now: Instant) {
         if !self.stats.on_insert(&request) {
             return; // an id already held: ignored (the `Scheduler::insert` contract)
         }
@@ -592,11 +592,11 @@ impl Scheduler for Cfq {
         }
     }
 
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Instant) -> Decision {
         self.try_dispatch(now)
     }
 
-    fn complete(&mut self, request: &Request, now: Nanos) {
+    fn complete(&mut self, request: &Request, now: Instant) {
         let Some((r, _)) = self.in_flight.take(request) else { return };
         self.stats.on_complete(&r);
         let Some((key, inserted)) = self.inserted_at.remove(&r.id) else { return };
@@ -642,7 +642,7 @@ impl Scheduler for Cfq {
         }
     }
 
-    fn timer(&mut self, now: Nanos) {
+    fn timer(&mut self, now: Instant) {
         if self.idle_until.is_some_and(|until| now >= until) {
             let empty = self.active.and_then(|k| self.queues.get(&k)).map_or(true, |q| q.requests.is_empty());
             if empty {
@@ -655,7 +655,7 @@ impl Scheduler for Cfq {
         }
     }
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn next_timer(&self) -> Option<Instant> {
         [self.idle_until, self.idle_class_wait].into_iter().flatten().min()
     }
 

@@ -11,7 +11,7 @@ use crate::accounting::QueueTable;
 use crate::params::ParamError;
 use crate::peers::{InFlight, SortedRequests};
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{Nanos, QueueId, QueueSpec, Request};
+use crate::types::{Instant, QueueId, QueueSpec, Request};
 use crate::SchedError;
 
 /// The C-LOOK elevator.
@@ -36,24 +36,24 @@ impl Scheduler for CLook {
         "clook"
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         self.queues.configure(queue, spec);
         Ok(())
     }
 
-    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, _now: Instant) -> Result<(), SchedError> {
         self.queues.remove(queue).map(|_| ())
     }
 
-    fn insert(&mut self, request: Request, _now: Nanos) {
+    fn insert(&mut self, request: Request, _now: Instant) {
         if !self.queues.on_insert(&request) {
             return; // an id already held: ignored (the `Scheduler::insert` contract)
         }
-        self.queue.push(request, Nanos::MAX);
+        self.queue.push(request, Instant::MAX);
     }
 
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Instant) -> Decision {
         let Some(key) = self.queue.clook_next(self.head) else { return Decision::Empty };
         let Some(request) = self.queue.remove(key) else { return Decision::Empty };
         self.head = request.end_sector();
@@ -62,15 +62,15 @@ impl Scheduler for CLook {
         Decision::Dispatch(request)
     }
 
-    fn complete(&mut self, request: &Request, _now: Nanos) {
+    fn complete(&mut self, request: &Request, _now: Instant) {
         if let Some((r, _)) = self.in_flight.take(request) {
             self.queues.on_complete(&r);
         }
     }
 
-    fn timer(&mut self, _now: Nanos) {}
+    fn timer(&mut self, _now: Instant) {}
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn next_timer(&self) -> Option<Instant> {
         None
     }
 

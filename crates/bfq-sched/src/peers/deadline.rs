@@ -29,7 +29,7 @@ use crate::accounting::QueueTable;
 use crate::params::{parse_bool, parse_duration, parse_u64, ParamError};
 use crate::peers::{is_read, InFlight, SortedRequests};
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{Nanos, QueueId, QueueSpec, Request, MSEC};
+use crate::types::{Instant, Nanos, QueueId, QueueSpec, Request, MSEC};
 use crate::SchedError;
 
 /// Index of the read direction in [`DeadlineLists`].
@@ -104,7 +104,7 @@ pub struct DeadlineLists {
 
 impl DeadlineLists {
     /// Queues a request arriving at `now`.
-    pub fn insert(&mut self, request: Request, now: Nanos, params: &DeadlineParams) {
+    pub fn insert(&mut self, request: Request, now: Instant, params: &DeadlineParams) {
         let dir = if is_read(&request) { READ } else { WRITE };
         self.dirs[dir].push_at(request, now, now.saturating_add(params.expire[dir]));
     }
@@ -120,12 +120,12 @@ impl DeadlineLists {
     }
 
     /// Arrival time of the oldest request in either direction.
-    pub fn oldest_arrival(&self) -> Option<Nanos> {
+    pub fn oldest_arrival(&self) -> Option<Instant> {
         self.dirs.iter().filter_map(SortedRequests::oldest_arrival).min()
     }
 
     /// The earliest expiry time in either direction.
-    pub fn earliest_expiry(&self) -> Option<Nanos> {
+    pub fn earliest_expiry(&self) -> Option<Instant> {
         self.dirs.iter().filter_map(|d| d.oldest().map(|(_, e)| e)).min()
     }
 }
@@ -155,7 +155,7 @@ impl DeadlineState {
         &mut self,
         lists: &mut DeadlineLists,
         params: &DeadlineParams,
-        now: Nanos,
+        now: Instant,
     ) -> Option<Request> {
         // Continue the current batch while it is entitled to and has a request further on.
         let continuing = lists.dirs[self.last_dir].at_or_after(lists.position[self.last_dir]);
@@ -215,24 +215,24 @@ impl Scheduler for Deadline {
         "deadline"
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         self.queues.configure(queue, spec);
         Ok(())
     }
 
-    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, _now: Instant) -> Result<(), SchedError> {
         self.queues.remove(queue).map(|_| ())
     }
 
-    fn insert(&mut self, request: Request, now: Nanos) {
+    fn insert(&mut self, request: Request, now: Instant) {
         if !self.queues.on_insert(&request) {
             return; // an id already held: ignored (the `Scheduler::insert` contract)
         }
         self.lists.insert(request, now, &self.params);
     }
 
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Instant) -> Decision {
         match self.state.pick(&mut self.lists, &self.params, now) {
             Some(r) => {
                 self.queues.on_dispatch(&r);
@@ -243,15 +243,15 @@ impl Scheduler for Deadline {
         }
     }
 
-    fn complete(&mut self, request: &Request, _now: Nanos) {
+    fn complete(&mut self, request: &Request, _now: Instant) {
         if let Some((r, _)) = self.in_flight.take(request) {
             self.queues.on_complete(&r);
         }
     }
 
-    fn timer(&mut self, _now: Nanos) {}
+    fn timer(&mut self, _now: Instant) {}
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn next_timer(&self) -> Option<Instant> {
         None
     }
 

@@ -39,7 +39,7 @@ use crate::accounting::QueueTable;
 use crate::params::{parse_duration, ParamError};
 use crate::peers::InFlight;
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{Nanos, Op, QueueId, QueueSpec, Request, MSEC, SEC};
+use crate::types::{Instant, Nanos, Op, QueueId, QueueSpec, Request, MSEC, SEC};
 use crate::SchedError;
 
 const NAME: &str = "kyber";
@@ -88,18 +88,18 @@ const TOTAL: usize = 1;
 struct Histograms {
     buckets: [[u64; BUCKETS]; 2],
     /// When the first sample of the window was taken.
-    first_sample: Option<Nanos>,
+    first_sample: Option<Instant>,
 }
 
 impl Histograms {
     /// The bucket under which `percent`% of the samples of `kind` lie, or `None` when there are too
     /// few samples yet (then the samples are kept for the next window).
-    fn percentile(&mut self, kind: usize, percent: u64, now: Nanos) -> Option<usize> {
+    fn percentile(&mut self, kind: usize, percent: u64, now: Instant) -> Option<usize> {
         let samples: u64 = self.buckets[kind].iter().sum();
         if samples == 0 {
             return None;
         }
-        let waited = self.first_sample.is_some_and(|t| now.saturating_sub(t) >= SEC);
+        let waited = self.first_sample.is_some_and(|t| now.saturating_since(t) >= SEC);
         if samples < MIN_SAMPLES && !waited {
             return None;
         }
@@ -127,16 +127,16 @@ pub struct Kyber {
     targets: [Nanos; DOMAINS],
     depth: [u32; DOMAINS],
     used: [u32; DOMAINS],
-    fifos: [VecDeque<(Request, Nanos)>; DOMAINS],
+    fifos: [VecDeque<(Request, Instant)>; DOMAINS],
     current: usize,
     batching: u32,
     histograms: [Histograms; DOMAINS],
     /// The p99 bucket remembered per domain until the next congestion (`None`: nothing to apply).
     remembered_p99: [Option<usize>; DOMAINS],
     /// When the latency window ends; armed by completions.
-    window_end: Option<Nanos>,
+    window_end: Option<Instant>,
     /// Insert time of each request in flight, by id (for the total latency).
-    inserted_at: std::collections::BTreeMap<crate::types::RequestId, Nanos>,
+    inserted_at: std::collections::BTreeMap<crate::types::RequestId, Instant>,
     in_flight: InFlight,
     queues: QueueTable,
 }
@@ -175,7 +175,7 @@ impl Kyber {
         !self.fifos[d].is_empty() && self.used[d] < self.depth[d]
     }
 
-    fn record(&mut self, d: usize, kind: usize, latency: Nanos, now: Nanos) {
+    fn record(&mut self, d: usize, kind: usize, latency: Nanos, now: Instant) {
         let width = (self.targets[d] / 4).max(1);
         let bucket = (latency.saturating_sub(1) / width).min(BUCKETS as u64 - 1) as usize;
         let h = &mut self.histograms[d];
@@ -186,7 +186,7 @@ impl Kyber {
     /// The end of a latency window: congestion check and depth scaling (see the module doc).
     // One domain index drives several per-domain arrays at once.
     #[allow(clippy::needless_range_loop)]
-    fn adjust_depths(&mut self, now: Nanos) {
+    fn adjust_depths(&mut self, now: Instant) {
         let mut congested = false;
         for d in 0..Domain::Other as usize {
             if self.histograms[d].percentile(IO, 90, now).is_some_and(|b| b >= GOOD_BUCKETS) {
@@ -215,24 +215,24 @@ impl Scheduler for Kyber {
         NAME
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         self.queues.configure(queue, spec);
         Ok(())
     }
 
-    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, _now: Instant) -> Result<(), SchedError> {
         self.queues.remove(queue).map(|_| ())
     }
 
-    fn insert(&mut self, request: Request, now: Nanos) {
+    fn insert(&mut self, request: Request, now: Instant) {
         if !self.queues.on_insert(&request) {
             return; // an id already held: ignored (the `Scheduler::insert` contract)
         }
         self.fifos[Domain::of(&request) as usize].push_back((request, now));
     }
 
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Instant) -> Decision {
         if self.fifos.iter().all(VecDeque::is_empty) {
             return Decision::Empty;
         }
@@ -256,27 +256,27 @@ impl Scheduler for Kyber {
         Decision::Dispatch(request)
     }
 
-    fn complete(&mut self, request: &Request, now: Nanos) {
+    fn complete(&mut self, request: &Request, now: Instant) {
         let Some((r, dispatched)) = self.in_flight.take(request) else { return };
         self.queues.on_complete(&r);
         let d = Domain::of(&r) as usize;
         self.used[d] = self.used[d].saturating_sub(1);
         let inserted = self.inserted_at.remove(&r.id).unwrap_or(dispatched);
-        self.record(d, IO, now.saturating_sub(dispatched), now);
-        self.record(d, TOTAL, now.saturating_sub(inserted), now);
+        self.record(d, IO, now.saturating_since(dispatched), now);
+        self.record(d, TOTAL, now.saturating_since(inserted), now);
         if self.window_end.is_none() {
             self.window_end = Some(now.saturating_add(WINDOW));
         }
     }
 
-    fn timer(&mut self, now: Nanos) {
+    fn timer(&mut self, now: Instant) {
         if self.window_end.is_some_and(|end| now >= end) {
             self.window_end = None;
             self.adjust_depths(now);
         }
     }
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn next_timer(&self) -> Option<Instant> {
         self.window_end
     }
 

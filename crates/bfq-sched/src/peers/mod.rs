@@ -32,7 +32,7 @@ pub mod yfq;
 use std::collections::BTreeMap;
 
 use crate::scheduler::Scheduler;
-use crate::types::{DeviceInfo, Nanos, Request, RequestId};
+use crate::types::{DeviceInfo, Instant, Request, RequestId};
 
 /// The canonical names of the peers, as [`crate::registry`] lists them.
 pub const PEER_NAMES: &[&str] =
@@ -64,7 +64,7 @@ pub type SortKey = (u64, u64);
 pub struct SortedRequests {
     by_sector: BTreeMap<SortKey, Request>,
     /// Arrival number -> (expiry time, sector, arrival time).
-    by_arrival: BTreeMap<u64, (Nanos, u64, Nanos)>,
+    by_arrival: BTreeMap<u64, (Instant, u64, Instant)>,
     next_seq: u64,
 }
 
@@ -75,12 +75,12 @@ impl SortedRequests {
     }
 
     /// Adds a request that expires at `expire`; returns its key.
-    pub fn push(&mut self, request: Request, expire: Nanos) -> SortKey {
-        self.push_at(request, 0, expire)
+    pub fn push(&mut self, request: Request, expire: Instant) -> SortKey {
+        self.push_at(request, Instant::ZERO, expire)
     }
 
     /// Adds a request that arrived at `now` and expires at `expire`; returns its key.
-    pub fn push_at(&mut self, request: Request, now: Nanos, expire: Nanos) -> SortKey {
+    pub fn push_at(&mut self, request: Request, now: Instant, expire: Instant) -> SortKey {
         let seq = self.next_seq;
         self.next_seq += 1;
         let key = (request.sector(), seq);
@@ -90,7 +90,7 @@ impl SortedRequests {
     }
 
     /// The arrival time of the oldest request (as given to [`SortedRequests::push_at`]).
-    pub fn oldest_arrival(&self) -> Option<Nanos> {
+    pub fn oldest_arrival(&self) -> Option<Instant> {
         self.by_arrival.values().next().map(|(_, _, arrived)| *arrived)
     }
 
@@ -117,12 +117,12 @@ impl SortedRequests {
     }
 
     /// The oldest request (first arrived) and its expiry time.
-    pub fn oldest(&self) -> Option<(SortKey, Nanos)> {
+    pub fn oldest(&self) -> Option<(SortKey, Instant)> {
         self.by_arrival.iter().next().map(|(seq, (expire, sector, _))| ((*sector, *seq), *expire))
     }
 
     /// True when the oldest request has expired at `now`.
-    pub fn oldest_expired(&self, now: Nanos) -> bool {
+    pub fn oldest_expired(&self, now: Instant) -> bool {
         self.oldest().is_some_and(|(_, expire)| expire <= now)
     }
 
@@ -177,17 +177,17 @@ impl SortedRequests {
 /// scheduler tells a real completion from a stray one.
 #[derive(Debug, Default, Clone)]
 pub struct InFlight {
-    requests: BTreeMap<RequestId, (Request, Nanos)>,
+    requests: BTreeMap<RequestId, (Request, Instant)>,
 }
 
 impl InFlight {
     /// Records a dispatch.
-    pub fn add(&mut self, request: Request, now: Nanos) {
+    pub fn add(&mut self, request: Request, now: Instant) {
         self.requests.insert(request.id, (request, now));
     }
 
     /// Removes a completed request; `None` for an unknown one (or one whose queue does not match).
-    pub fn take(&mut self, request: &Request) -> Option<(Request, Nanos)> {
+    pub fn take(&mut self, request: &Request) -> Option<(Request, Instant)> {
         match self.requests.get(&request.id) {
             Some((r, _)) if r.queue == request.queue => self.requests.remove(&request.id),
             _ => None,
@@ -236,22 +236,22 @@ mod tests {
     #[test]
     fn sorted_requests_keep_sector_and_arrival_orders() {
         let mut s = SortedRequests::new();
-        let a = s.push(req(1, 500), 10);
-        let b = s.push(req(2, 100), 20);
+        let a = s.push(req(1, 500), Instant::from_nanos(10));
+        let b = s.push(req(2, 100), Instant::from_nanos(20));
         assert_eq!(s.lowest(), Some(b));
-        assert_eq!(s.oldest(), Some((a, 10)));
+        assert_eq!(s.oldest(), Some((a, Instant::from_nanos(10))));
         assert_eq!(s.clook_next(600), Some(b), "wraps to the lowest sector");
         assert_eq!(s.clook_next(200), Some(a));
         s.remove(a);
-        assert_eq!(s.oldest(), Some((b, 20)));
-        assert!(!s.oldest_expired(19) && s.oldest_expired(20));
+        assert_eq!(s.oldest(), Some((b, Instant::from_nanos(20))));
+        assert!(!s.oldest_expired(Instant::from_nanos(19)) && s.oldest_expired(Instant::from_nanos(20)));
     }
 
     #[test]
     fn back_seek_is_taken_only_when_penalised_distance_is_shorter() {
         let mut s = SortedRequests::new();
-        let behind = s.push(req(1, 990), 0);
-        let ahead = s.push(req(2, 1030), 0);
+        let behind = s.push(req(1, 990), Instant::ZERO);
+        let ahead = s.push(req(2, 1030), Instant::ZERO);
         // 10 back x 2 = 20 < 30 ahead.
         assert_eq!(s.nearest_with_back_seek(1000, 100, 2), Some(behind));
         // 10 back x 4 = 40 > 30 ahead.

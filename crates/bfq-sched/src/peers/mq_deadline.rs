@@ -23,7 +23,7 @@ use crate::params::{parse_duration, ParamError};
 use crate::peers::deadline::{DeadlineLists, DeadlineParams, DeadlineState, DEADLINE_KEYS};
 use crate::peers::InFlight;
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{IoClass, Nanos, QueueId, QueueSpec, Request, MSEC};
+use crate::types::{Instant, IoClass, Nanos, QueueId, QueueSpec, Request, MSEC};
 use crate::SchedError;
 
 const NAME: &str = "mq-deadline";
@@ -65,9 +65,9 @@ impl MqDeadline {
         self.queues.spec(queue).class.index()
     }
 
-    fn pick(&mut self, now: Nanos) -> Option<Request> {
+    fn pick(&mut self, now: Instant) -> Option<Request> {
         // Priority aging: a lower-class request waiting past prio_aging_expire goes first.
-        let aged_before = now.checked_sub(self.prio_aging_expire);
+        let aged_before = now.as_nanos().checked_sub(self.prio_aging_expire).map(Instant::from_nanos);
         for class in [IoClass::BestEffort(0).index(), IoClass::Idle.index()] {
             let lists = &mut self.classes[class];
             if aged_before.is_some_and(|limit| lists.oldest_arrival().is_some_and(|t| t <= limit)) {
@@ -85,17 +85,17 @@ impl Scheduler for MqDeadline {
         NAME
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         self.queues.configure(queue, spec);
         Ok(())
     }
 
-    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, _now: Instant) -> Result<(), SchedError> {
         self.queues.remove(queue).map(|_| ())
     }
 
-    fn insert(&mut self, request: Request, now: Nanos) {
+    fn insert(&mut self, request: Request, now: Instant) {
         if !self.queues.on_insert(&request) {
             return; // an id already held: ignored (the `Scheduler::insert` contract)
         }
@@ -103,7 +103,7 @@ impl Scheduler for MqDeadline {
         self.classes[class].insert(request, now, &self.params);
     }
 
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Instant) -> Decision {
         match self.pick(now) {
             Some(r) => {
                 self.queues.on_dispatch(&r);
@@ -114,15 +114,15 @@ impl Scheduler for MqDeadline {
         }
     }
 
-    fn complete(&mut self, request: &Request, _now: Nanos) {
+    fn complete(&mut self, request: &Request, _now: Instant) {
         if let Some((r, _)) = self.in_flight.take(request) {
             self.queues.on_complete(&r);
         }
     }
 
-    fn timer(&mut self, _now: Nanos) {}
+    fn timer(&mut self, _now: Instant) {}
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn next_timer(&self) -> Option<Instant> {
         None
     }
 

@@ -31,7 +31,7 @@ use crate::accounting::QueueTable;
 use crate::params::{parse_duration, ParamError};
 use crate::peers::InFlight;
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{Nanos, QueueId, QueueSpec, Request, DEFAULT_WEIGHT, MSEC, USEC};
+use crate::types::{Instant, Nanos, QueueId, QueueSpec, Request, DEFAULT_WEIGHT, MSEC, USEC};
 use crate::SchedError;
 
 const NAME: &str = "scan-edf";
@@ -46,15 +46,15 @@ pub struct ScanEdf {
     relative_deadline: Nanos,
     granularity: Nanos,
     tw: Nanos,
-    queued: BTreeMap<EdfKey, (Request, Nanos)>,
+    queued: BTreeMap<EdfKey, (Request, Instant)>,
     /// Deadline of the last request of each process.
-    last_deadline: BTreeMap<QueueId, Nanos>,
+    last_deadline: BTreeMap<QueueId, Instant>,
     /// Requests queued per process (the wait only makes sense for a process with none).
     per_queue: BTreeMap<QueueId, usize>,
     head: u64,
     next_seq: u64,
     /// The process whose synchronous request completed last, with the end of the wait for it.
-    waiting_for: Option<(QueueId, Nanos)>,
+    waiting_for: Option<(QueueId, Instant)>,
     in_flight: InFlight,
     queues: QueueTable,
 }
@@ -90,7 +90,7 @@ impl ScanEdf {
     }
 
     /// The absolute deadline the last request of `queue` received, if it issued any.
-    pub fn last_deadline(&self, queue: QueueId) -> Option<Nanos> {
+    pub fn last_deadline(&self, queue: QueueId) -> Option<Instant> {
         self.last_deadline.get(&queue).copied()
     }
 
@@ -110,30 +110,30 @@ impl Scheduler for ScanEdf {
         NAME
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         self.queues.configure(queue, spec);
         Ok(())
     }
 
-    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, _now: Instant) -> Result<(), SchedError> {
         self.queues.remove(queue)?;
         self.last_deadline.remove(&queue);
         self.per_queue.remove(&queue);
         Ok(())
     }
 
-    fn insert(&mut self, request: Request, now: Nanos) {
+    fn insert(&mut self, request: Request, now: Instant) {
         if !self.queues.on_insert(&request) {
             return; // an id already held: ignored (the `Scheduler::insert` contract)
         }
         let relative = self.relative_deadline_of(request.queue);
-        let previous = self.last_deadline.get(&request.queue).copied().unwrap_or(0);
+        let previous = self.last_deadline.get(&request.queue).copied().unwrap_or(Instant::ZERO);
         let deadline = now.max(previous).saturating_add(relative);
         self.last_deadline.insert(request.queue, deadline);
         let seq = self.next_seq;
         self.next_seq += 1;
-        let window = deadline / self.granularity.max(1);
+        let window = deadline.as_nanos() / self.granularity.max(1);
         self.queued.insert((window, request.sector(), seq), (request, deadline));
         *self.per_queue.entry(request.queue).or_default() += 1;
         if self.waiting_for.is_some_and(|(q, _)| q == request.queue) {
@@ -141,7 +141,7 @@ impl Scheduler for ScanEdf {
         }
     }
 
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Instant) -> Decision {
         let Some(key) = self.next_key() else { return Decision::Empty };
         if let Some((_, until)) = self.waiting_for {
             if now < until {
@@ -159,7 +159,7 @@ impl Scheduler for ScanEdf {
         Decision::Dispatch(request)
     }
 
-    fn complete(&mut self, request: &Request, now: Nanos) {
+    fn complete(&mut self, request: &Request, now: Instant) {
         let Some((r, _)) = self.in_flight.take(request) else { return };
         self.queues.on_complete(&r);
         let idle_process = self.per_queue.get(&r.queue).copied().unwrap_or(0) == 0;
@@ -168,13 +168,13 @@ impl Scheduler for ScanEdf {
         }
     }
 
-    fn timer(&mut self, now: Nanos) {
+    fn timer(&mut self, now: Instant) {
         if self.waiting_for.is_some_and(|(_, until)| now >= until) {
             self.waiting_for = None;
         }
     }
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn next_timer(&self) -> Option<Instant> {
         self.waiting_for.map(|(_, until)| until)
     }
 

@@ -29,7 +29,7 @@ use crate::accounting::QueueTable;
 use crate::params::{parse_duration, parse_u64, ParamError};
 use crate::peers::InFlight;
 use crate::scheduler::{Decision, QueueStats, Scheduler};
-use crate::types::{Nanos, QueueId, QueueSpec, Request, MSEC};
+use crate::types::{Instant, Nanos, QueueId, QueueSpec, Request, MSEC};
 use crate::SchedError;
 
 const NAME: &str = "yfq";
@@ -59,7 +59,7 @@ pub struct Yfq {
     head: u64,
     next_seq: u64,
     queued: usize,
-    waiting_for: Option<(QueueId, Nanos)>,
+    waiting_for: Option<(QueueId, Instant)>,
     in_flight: InFlight,
     queues: QueueTable,
 }
@@ -111,19 +111,19 @@ impl Scheduler for Yfq {
         NAME
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Nanos) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         self.queues.configure(queue, spec);
         Ok(())
     }
 
-    fn remove_queue(&mut self, queue: QueueId, _now: Nanos) -> Result<(), SchedError> {
+    fn remove_queue(&mut self, queue: QueueId, _now: Instant) -> Result<(), SchedError> {
         self.queues.remove(queue)?;
         self.flows.remove(&queue);
         Ok(())
     }
 
-    fn insert(&mut self, request: Request, _now: Nanos) {
+    fn insert(&mut self, request: Request, _now: Instant) {
         if !self.queues.on_insert(&request) {
             return; // an id already held: ignored (the `Scheduler::insert` contract)
         }
@@ -140,7 +140,7 @@ impl Scheduler for Yfq {
         }
     }
 
-    fn dispatch(&mut self, now: Nanos) -> Decision {
+    fn dispatch(&mut self, now: Instant) -> Decision {
         if self.queued == 0 {
             return Decision::Empty;
         }
@@ -163,7 +163,7 @@ impl Scheduler for Yfq {
         Decision::Dispatch(request)
     }
 
-    fn complete(&mut self, request: &Request, now: Nanos) {
+    fn complete(&mut self, request: &Request, now: Instant) {
         let Some((r, _)) = self.in_flight.take(request) else { return };
         self.queues.on_complete(&r);
         let idle_process = !self.flows.get(&r.queue).is_some_and(|f| !f.requests.is_empty());
@@ -174,13 +174,13 @@ impl Scheduler for Yfq {
         }
     }
 
-    fn timer(&mut self, now: Nanos) {
+    fn timer(&mut self, now: Instant) {
         if self.waiting_for.is_some_and(|(_, until)| now >= until) {
             self.waiting_for = None;
         }
     }
 
-    fn next_timer(&self) -> Option<Nanos> {
+    fn next_timer(&self) -> Option<Instant> {
         self.waiting_for.map(|(_, until)| until)
     }
 
