@@ -18,6 +18,7 @@ use bfq_sched::{
 use io_uring::{opcode, types, IoUring};
 use rustix::fs::{FallocateFlags, OFlags};
 use rustix::io::{Errno, ReadWriteFlags};
+use slab::Slab;
 
 use crate::buf::AlignedBuf;
 use crate::engine::{Completion, EngineConfig, EngineError, EngineStats, IoError, LiveQueueStats};
@@ -72,8 +73,8 @@ pub(crate) struct Core<T> {
     live: HashMap<QueueId, LiveQueueStats>,
     /// Queues to remove once their last request has completed.
     removing: Vec<QueueId>,
-    slab: Vec<Option<Slot<T>>>,
-    free: Vec<u32>,
+    /// The requests held (queued or on the device), by id: the id is the slab key.
+    slab: Slab<Slot<T>>,
     in_flight: usize,
     start: Instant,
     completed: u64,
@@ -141,8 +142,7 @@ impl<T> Core<T> {
             depth: depth as usize,
             live: HashMap::new(),
             removing: Vec::new(),
-            slab: Vec::with_capacity(depth as usize),
-            free: Vec::with_capacity(depth as usize),
+            slab: Slab::with_capacity(depth as usize),
             in_flight: 0,
             start: Instant::now(),
             completed: 0,
@@ -191,7 +191,7 @@ impl<T> Core<T> {
     where
         T: Clone,
     {
-        self.slab.iter().flatten().map(|slot| slot.token.clone()).collect()
+        self.slab.iter().map(|(_, slot)| slot.token.clone()).collect()
     }
 
     /// How many targets this core drives.
@@ -256,20 +256,14 @@ impl<T> Core<T> {
     /// Hands one request to the scheduler (offset and buffer already checked by the front end).
     pub(crate) fn insert(&mut self, what: Submission, buf: AlignedBuf, token: T, now: Nanos) {
         let Submission { queue, op, target, offset, len, sync, fua } = what;
-        let idx = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slab.push(None);
-                (self.slab.len() - 1) as u32
-            }
-        };
         let len = match op {
             Op::Read | Op::Write => buf.len() as u32,
             Op::Flush => 0,
             Op::Discard | Op::WriteZeroes => len,
         };
+        let entry = self.slab.vacant_entry();
         let req = Request {
-            id: RequestId(idx as u64),
+            id: RequestId(entry.key() as u64),
             queue,
             op,
             offset: (u64::from(target) << TARGET_SHIFT) | offset,
@@ -277,8 +271,7 @@ impl<T> Core<T> {
             sync,
             meta: false,
         };
-        self.slab[idx as usize] =
-            Some(Slot { req, target, offset, fua, punch: false, buf, token, arrived: now });
+        entry.insert(Slot { req, target, offset, fua, punch: false, buf, token, arrived: now });
         self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += 1;
         self.sched.insert(req, now);
     }
@@ -366,7 +359,7 @@ impl<T> Core<T> {
 
     fn push_io(&mut self, req: Request) -> Result<(), EngineError> {
         let idx = req.id.0 as usize;
-        let Some(slot) = self.slab.get_mut(idx).and_then(|e| e.as_mut()) else {
+        let Some(slot) = self.slab.get_mut(idx) else {
             // The scheduler handed back a request it was never given: acknowledge and move on.
             let now = self.now();
             self.sched.complete(&req, now);
@@ -431,7 +424,7 @@ impl<T> Core<T> {
             // A file system without zero-range (tmpfs, some others): punch a hole instead, which
             // reads back as zeroes too. Still the same request for the scheduler.
             if res == -Errno::OPNOTSUPP.raw_os_error() {
-                if let Some(slot) = self.slab.get_mut(idx).and_then(|s| s.as_mut()) {
+                if let Some(slot) = self.slab.get_mut(idx) {
                     if slot.req.op == Op::WriteZeroes && !slot.punch {
                         slot.punch = true;
                         retry.push(idx);
@@ -439,8 +432,7 @@ impl<T> Core<T> {
                     }
                 }
             }
-            let Some(slot) = self.slab.get_mut(idx).and_then(Option::take) else { continue };
-            self.free.push(idx as u32);
+            let Some(slot) = self.slab.try_remove(idx) else { continue };
             self.in_flight -= 1;
             self.sched.complete(&slot.req, now);
             let req = slot.req;
@@ -471,7 +463,7 @@ impl<T> Core<T> {
         }
         drop(cq);
         for idx in retry {
-            if let Some(slot) = self.slab.get_mut(idx).and_then(|s| s.as_mut()) {
+            if let Some(slot) = self.slab.get_mut(idx) {
                 let sqe = Self::sqe(&self.files, slot, idx);
                 // A full submission queue is submitted first; an error then is reported on the
                 // next pump (the request stays in flight until the ring answers it).
