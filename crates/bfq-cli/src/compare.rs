@@ -9,13 +9,14 @@
 //! SIGKILL left behind are removed by the next run. The target is never written over unless it is a
 //! file bfq created or `--overwrite-existing-data` is given (docs/safety.md).
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use bfq_sim::{Job, RunReport};
 use clap::Args;
+
+use bfq_cli::table::Align;
 
 /// Arguments of `bfq compare`.
 #[derive(Args, Debug)]
@@ -343,17 +344,8 @@ pub fn table(reports: &[RunReport]) -> String {
             );
         }
     }
-    let label_width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
-    let col_width = rows.iter().flat_map(|(_, v)| v.iter().map(String::len)).max().unwrap_or(0).max(8);
-    let mut out = String::new();
-    for (label, values) in rows {
-        let _ = write!(out, "{label:<label_width$}");
-        for v in values {
-            let _ = write!(out, "  {v:>col_width$}");
-        }
-        out.push('\n');
-    }
-    out
+    let rows = rows.into_iter().map(|(label, values)| std::iter::once(label).chain(values).collect());
+    bfq_cli::table::table(rows, &[Align::Left, Align::Right], 0)
 }
 
 fn ms(us: u64) -> String {

@@ -9,6 +9,8 @@ use anyhow::Result;
 use bfq_sched::DeviceInfo;
 use bfq_sim::job::{named_workload, AppKind, AppSpec, NAMED_WORKLOADS};
 
+use bfq_cli::table::{table, Align};
+
 /// What to list.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum What {
@@ -176,74 +178,75 @@ fn render(l: &Lists) -> String {
                 continue;
             }
             let _ = writeln!(out, "  {}", s.name);
-            for (k, v) in &s.tunables {
+            let rows = s.tunables.iter().map(|(k, v)| {
                 let flash = s
                     .tunables_non_rotational
                     .get(k)
                     .map(|f| format!(" ({f} non-rotational)"))
                     .unwrap_or_default();
-                let meaning = s.meanings.get(k).map(String::as_str).unwrap_or("");
-                let _ = writeln!(out, "    {:<24} {:<18} {meaning}", k, format!("{v}{flash}"));
-            }
+                vec![k.clone(), format!("{v}{flash}"), s.meanings.get(k).cloned().unwrap_or_default()]
+            });
+            out.push_str(&table(rows, &[Align::Left], 4));
         }
         let _ = writeln!(out, "  aliases: noop and none = fifo, as = anticipatory; kernel schedulers for compare --kernel: {}\n", bfq_kernel::KERNEL_SCHEDULERS.join(", "));
     }
     if !l.devices.is_empty() {
         let _ = writeln!(out, "device presets ([device] preset, suite --device):");
-        for d in &l.devices {
-            let _ = writeln!(
-                out,
-                "  {:<16} {:<16} {:<15} depth {:>2}  {:>8.1} GB",
-                d.preset,
-                d.model,
-                if d.rotational { "rotational" } else { "non-rotational" },
-                d.queue_depth,
-                d.capacity_bytes as f64 / 1e9
-            );
-        }
+        let rows = l.devices.iter().map(|d| {
+            vec![
+                d.preset.to_string(),
+                d.model.clone(),
+                if d.rotational { "rotational" } else { "non-rotational" }.to_string(),
+                format!("depth {}", d.queue_depth),
+                format!("{:.1} GB", d.capacity_bytes as f64 / 1e9),
+            ]
+        });
+        out.push_str(&table(rows, &[Align::Left, Align::Left, Align::Left, Align::Left, Align::Right], 2));
         out.push('\n');
     }
     if !l.workloads.is_empty() {
         let _ = writeln!(out, "named workloads (workload = ...):");
-        for w in &l.workloads {
-            let _ = writeln!(out, "  {:<10} {}", w.name, w.applications.join(", "));
-        }
+        let rows = l.workloads.iter().map(|w| vec![w.name.to_string(), w.applications.join(", ")]);
+        out.push_str(&table(rows, &[Align::Left], 2));
         let _ = writeln!(out, "application kinds ([[app]] kind = ...; defaults):");
-        for k in &l.application_kinds {
+        let rows = l.application_kinds.iter().map(|k| {
             let request = if k.request_bytes == 0 {
                 "the trace's".to_string()
             } else {
                 format!("{} B", k.request_bytes)
             };
-            let _ = writeln!(
-                out,
-                "  {:<12} request {:>11}  processes {:>3}  {}\n  {:<12} fields: {}",
-                k.kind,
+            let runs = match (k.real_runs, k.kernel_runs) {
+                (true, true) => "sim, run, compare",
+                (true, false) => "sim, run, compare (engine side only)",
+                _ => "simulator only",
+            };
+            vec![
+                k.kind.into(),
+                "request".into(),
                 request,
-                k.processes,
-                match (k.real_runs, k.kernel_runs) {
-                    (true, true) => "simulator, run, compare (engine and kernel)",
-                    (true, false) => "simulator, run, compare (engine only: no fio translation)",
-                    _ => "simulator only",
-                },
-                "",
-                k.fields.join(", ")
-            );
-        }
+                "processes".into(),
+                k.processes.to_string(),
+                runs.into(),
+                format!("fields: {}", k.fields.join(", ")),
+            ]
+        });
+        let align =
+            [Align::Left, Align::Left, Align::Right, Align::Left, Align::Right, Align::Left, Align::Left];
+        out.push_str(&table(rows, &align, 2));
         out.push('\n');
     }
     if !l.traces.is_empty() {
         let _ = writeln!(out, "start-up traces (trace = ..., or a trace file's path):");
-        for t in &l.traces {
-            let _ = writeln!(
-                out,
-                "  {:<10} {} processes, {} requests, {:.1} MiB",
-                t.name,
+        let rows = l.traces.iter().map(|t| {
+            let size = format!(
+                "{} processes, {} requests, {:.1} MiB",
                 t.processes,
                 t.requests,
                 t.bytes as f64 / 1048576.0
             );
-        }
+            vec![t.name.to_string(), size]
+        });
+        out.push_str(&table(rows, &[Align::Left], 2));
     }
     out
 }

@@ -1,13 +1,14 @@
 //! `bfq sim JOB [--scheduler NAME[,NAME...]] [--json FILE]`: runs a job file in the deterministic
 //! simulator under each scheduler and prints the results side by side (docs/simulator.md).
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use bfq_sim::{run_job, run_job_with_progress, Job, RunReport};
 use clap::Args;
+
+use bfq_cli::table::Align;
 
 /// Arguments of `bfq sim`.
 #[derive(Args, Debug)]
@@ -143,17 +144,8 @@ pub(crate) fn table(reports: &[RunReport]) -> String {
             });
         }
     }
-    let label_width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
-    let col_width = rows.iter().flat_map(|(_, v)| v.iter().map(String::len)).max().unwrap_or(0).max(8);
-    let mut out = String::new();
-    for (label, values) in rows {
-        let _ = write!(out, "{label:<label_width$}");
-        for v in values {
-            let _ = write!(out, "  {v:>col_width$}");
-        }
-        out.push('\n');
-    }
-    out
+    let rows = rows.into_iter().map(|(label, values)| std::iter::once(label).chain(values).collect());
+    bfq_cli::table::table(rows, &[Align::Left, Align::Right], 0)
 }
 
 fn ms(us: u64) -> String {

@@ -16,12 +16,10 @@ use std::time::{Duration, Instant};
 
 use bfq_io::{AlignedBuf, Engine, EngineConfig, LocalEngine, QueueId, QueueSpec};
 
+/// CPU time of the whole process (user and system, every thread), as getrusage's sum would give.
 fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the zeroed struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
 fn main() {

@@ -17,6 +17,9 @@ use bfq_sched::{
     Decision, DeviceInfo, GroupId, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler,
 };
 use io_uring::{opcode, types, IoUring};
+use rustix::fs::{FallocateFlags, OFlags};
+use rustix::io::{Errno, ReadWriteFlags};
+use slab::Slab;
 
 use crate::buf::AlignedBuf;
 use crate::engine::{Completion, EngineConfig, EngineError, EngineStats, IoError, LiveQueueStats};
@@ -71,8 +74,8 @@ pub(crate) struct Core<T> {
     live: HashMap<QueueId, LiveQueueStats>,
     /// Queues to remove once their last request has completed.
     removing: Vec<QueueId>,
-    slab: Vec<Option<Slot<T>>>,
-    free: Vec<u32>,
+    /// The requests held (queued or on the device), by id: the id is the slab key.
+    slab: Slab<Slot<T>>,
     in_flight: usize,
     start: Instant,
     completed: u64,
@@ -127,7 +130,7 @@ impl<T> Core<T> {
         }
         let (ring, enable) = match builder.build(entries) {
             Ok(ring) => (ring, !same_thread),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            Err(e) if Errno::from_io_error(&e) == Some(Errno::INVAL) => {
                 (IoUring::builder().build(entries).map_err(EngineError::Ring)?, false)
             }
             Err(e) => return Err(EngineError::Ring(e)),
@@ -140,8 +143,7 @@ impl<T> Core<T> {
             depth: depth as usize,
             live: HashMap::new(),
             removing: Vec::new(),
-            slab: Vec::with_capacity(depth as usize),
-            free: Vec::with_capacity(depth as usize),
+            slab: Slab::with_capacity(depth as usize),
             in_flight: 0,
             start: Instant::now(),
             completed: 0,
@@ -190,7 +192,7 @@ impl<T> Core<T> {
     where
         T: Clone,
     {
-        self.slab.iter().flatten().map(|slot| slot.token.clone()).collect()
+        self.slab.iter().map(|(_, slot)| slot.token.clone()).collect()
     }
 
     /// How many targets this core drives.
@@ -257,20 +259,14 @@ impl<T> Core<T> {
     /// Hands one request to the scheduler (offset and buffer already checked by the front end).
     pub(crate) fn insert(&mut self, what: Submission, buf: AlignedBuf, token: T, now: Nanos) {
         let Submission { queue, op, target, offset, len, sync, fua } = what;
-        let idx = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slab.push(None);
-                (self.slab.len() - 1) as u32
-            }
-        };
         let len = match op {
             Op::Read | Op::Write => buf.len() as u32,
             Op::Flush => 0,
             Op::Discard | Op::WriteZeroes => len,
         };
+        let entry = self.slab.vacant_entry();
         let req = Request {
-            id: RequestId(idx as u64),
+            id: RequestId(entry.key() as u64),
             queue,
             op,
             offset: (u64::from(target) << TARGET_SHIFT) | offset,
@@ -278,8 +274,7 @@ impl<T> Core<T> {
             sync,
             meta: false,
         };
-        self.slab[idx as usize] =
-            Some(Slot { req, target, offset, fua, punch: false, buf, token, arrived: now });
+        entry.insert(Slot { req, target, offset, fua, punch: false, buf, token, arrived: now });
         self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += 1;
         self.sched.insert(req, SchedInstant::from_nanos(now));
     }
@@ -348,8 +343,8 @@ impl<T> Core<T> {
         };
         match res {
             Ok(_) => Ok(()),
-            Err(e) => match e.raw_os_error() {
-                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN) => Ok(()),
+            Err(e) => match Errno::from_io_error(&e) {
+                Some(Errno::TIME | Errno::INTR | Errno::BUSY | Errno::AGAIN) => Ok(()),
                 _ => Err(EngineError::Ring(e)),
             },
         }
@@ -367,7 +362,7 @@ impl<T> Core<T> {
 
     fn push_io(&mut self, req: Request) -> Result<(), EngineError> {
         let idx = req.id.0 as usize;
-        let Some(slot) = self.slab.get_mut(idx).and_then(|e| e.as_mut()) else {
+        let Some(slot) = self.slab.get_mut(idx) else {
             // The scheduler handed back a request it was never given: acknowledge and move on.
             let now = self.now();
             self.sched.complete(&req, SchedInstant::from_nanos(now));
@@ -392,20 +387,20 @@ impl<T> Core<T> {
             Op::Read => opcode::Read::new(fd, ptr, len).offset(offset).build(),
             Op::Write => opcode::Write::new(fd, ptr, len)
                 .offset(offset)
-                .rw_flags(if slot.fua { libc::RWF_DSYNC } else { 0 })
+                .rw_flags(if slot.fua { ReadWriteFlags::DSYNC.bits() as i32 } else { 0 })
                 .build(),
             Op::Flush => opcode::Fsync::new(fd).flags(types::FsyncFlags::DATASYNC).build(),
             // Deallocating a range reads back as zeroes afterwards on files and block devices alike.
             Op::Discard => opcode::Fallocate::new(fd, u64::from(len))
                 .offset(offset)
-                .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
+                .mode(falloc_mode(FallocateFlags::PUNCH_HOLE))
                 .build(),
             Op::WriteZeroes => {
-                let mode = if slot.punch {
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
+                let mode = falloc_mode(if slot.punch {
+                    FallocateFlags::PUNCH_HOLE
                 } else {
-                    libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE
-                };
+                    FallocateFlags::ZERO_RANGE
+                });
                 opcode::Fallocate::new(fd, u64::from(len)).offset(offset).mode(mode).build()
             }
         }
@@ -431,8 +426,8 @@ impl<T> Core<T> {
             let res = cqe.result();
             // A file system without zero-range (tmpfs, some others): punch a hole instead, which
             // reads back as zeroes too. Still the same request for the scheduler.
-            if res == -libc::EOPNOTSUPP {
-                if let Some(slot) = self.slab.get_mut(idx).and_then(|s| s.as_mut()) {
+            if res == -Errno::OPNOTSUPP.raw_os_error() {
+                if let Some(slot) = self.slab.get_mut(idx) {
                     if slot.req.op == Op::WriteZeroes && !slot.punch {
                         slot.punch = true;
                         retry.push(idx);
@@ -440,8 +435,7 @@ impl<T> Core<T> {
                     }
                 }
             }
-            let Some(slot) = self.slab.get_mut(idx).and_then(Option::take) else { continue };
-            self.free.push(idx as u32);
+            let Some(slot) = self.slab.try_remove(idx) else { continue };
             self.in_flight -= 1;
             self.sched.complete(&slot.req, SchedInstant::from_nanos(now));
             let req = slot.req;
@@ -472,7 +466,7 @@ impl<T> Core<T> {
         }
         drop(cq);
         for idx in retry {
-            if let Some(slot) = self.slab.get_mut(idx).and_then(|s| s.as_mut()) {
+            if let Some(slot) = self.slab.get_mut(idx) {
                 let sqe = Self::sqe(&self.files, slot, idx);
                 // A full submission queue is submitted first; an error then is reported on the
                 // next pump (the request stays in flight until the ring answers it).
@@ -549,31 +543,31 @@ pub(crate) fn build_scheduler(
     Ok(sched)
 }
 
+/// `O_DIRECT` for [`std::os::unix::fs::OpenOptionsExt::custom_flags`].
+pub(crate) const O_DIRECT: i32 = OFlags::DIRECT.bits() as i32;
+
+/// The mode of a fallocate SQE: `flags` on a range of the file, whose size stays as it is.
+fn falloc_mode(flags: FallocateFlags) -> i32 {
+    (flags | FallocateFlags::KEEP_SIZE).bits() as i32
+}
+
 /// Makes an already open file or block device do direct I/O (O_DIRECT through fcntl).
 pub(crate) fn set_direct(file: &std::fs::File) -> std::io::Result<()> {
-    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
-    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
-    if flags < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags | libc::O_DIRECT) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    let flags = rustix::fs::fcntl_getfl(file)?;
+    Ok(rustix::fs::fcntl_setfl(file, flags | OFlags::DIRECT)?)
 }
 
 pub(crate) fn open_direct(path: &Path, read_only: bool) -> Result<std::fs::File, EngineError> {
     use std::os::unix::fs::OpenOptionsExt;
     let err = |source| EngineError::Open { path: path.display().to_string(), source };
     if read_only {
-        return std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).map_err(err);
+        return std::fs::OpenOptions::new().read(true).custom_flags(O_DIRECT).open(path).map_err(err);
     }
-    let rw = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path);
+    let rw = std::fs::OpenOptions::new().read(true).write(true).custom_flags(O_DIRECT).open(path);
     match rw {
         Ok(f) => Ok(f),
-        Err(e) if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EROFS) => {
-            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).map_err(err)
+        Err(e) if matches!(Errno::from_io_error(&e), Some(Errno::ACCESS | Errno::ROFS)) => {
+            std::fs::OpenOptions::new().read(true).custom_flags(O_DIRECT).open(path).map_err(err)
         }
         Err(e) => Err(err(e)),
     }
@@ -595,7 +589,8 @@ pub(crate) fn rotational(file: &std::fs::File) -> bool {
 pub(crate) fn block_dirs(meta: &std::fs::Metadata) -> [std::path::PathBuf; 2] {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
-    let base = std::path::PathBuf::from(format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev)));
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    let base = std::path::PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
     [base.clone(), base.join("..")]
 }
 

@@ -11,7 +11,7 @@
 //! thread takes the core that the thread it waits for needs (measured slower for clients and engine).
 
 use std::future::Future;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -379,9 +379,8 @@ impl Shared {
         // Only a sleeping engine thread needs the eventfd; the plain load keeps the flag's cache line
         // shared while the engine is awake.
         if self.sleeping.load(Ordering::SeqCst) && self.sleeping.swap(false, Ordering::SeqCst) {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
-            unsafe { libc::write(self.wake_fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+            // An eventfd write fails only when its counter would overflow, and then it is awake anyway.
+            let _ = rustix::io::write(&self.wake_fd, &1u64.to_ne_bytes());
         }
     }
 }
@@ -406,13 +405,8 @@ impl Engine {
     }
 
     fn start(core: Core<Arc<Cell>>, limit: usize) -> Result<Engine, EngineError> {
-        // SAFETY: eventfd returns a new fd or -1.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(EngineError::Ring(std::io::Error::last_os_error()));
-        }
-        // SAFETY: efd is a fresh fd we own.
-        let wake_fd = unsafe { OwnedFd::from_raw_fd(efd) };
+        let wake_fd = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
+            .map_err(|e| EngineError::Ring(e.into()))?;
         let shared = Arc::new(Shared {
             inbox: Mutex::new(Vec::with_capacity(1024)),
             outstanding: AtomicUsize::new(0),

@@ -30,8 +30,7 @@ fn run(cmd: &mut Command) -> String {
 /// completes with its data, and the engine keeps going.
 #[test]
 fn reads_past_the_end_of_a_block_device_fail_alone() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         panic!("this test needs root (issue 6: root is available in CI)");
     }
     let pid = std::process::id();

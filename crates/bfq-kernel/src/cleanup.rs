@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
+use rustix::process::{kill_process, waitpid, Pid, Signal, WaitOptions};
+
 /// Something to undo.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -396,10 +398,10 @@ fn remove_cgroup(dir: &std::path::Path) {
         }
         let waited = started.elapsed();
         if !pids.is_empty() && !signalled_term {
-            signal_all(&pids, libc::SIGTERM);
+            signal_all(&pids, Signal::TERM);
             signalled_term = true;
         } else if !pids.is_empty() && waited > Duration::from_secs(3) && !signalled_kill {
-            signal_all(&pids, libc::SIGKILL);
+            signal_all(&pids, Signal::KILL);
             signalled_kill = true;
         }
         if waited > Duration::from_secs(10) {
@@ -414,34 +416,29 @@ fn remove_cgroup(dir: &std::path::Path) {
     }
 }
 
-fn signal_all(pids: &[i32], signal: i32) {
-    for &pid in pids {
-        // SAFETY: kill(2) has no memory-safety preconditions; the pids come from our own cgroup.
-        unsafe {
-            libc::kill(pid, signal);
-        }
+/// Signals each process (best effort: one that has exited meanwhile is no error worth reporting).
+fn signal_all(pids: &[i32], signal: Signal) {
+    // Only positive pids: 0 or a negative number would signal process groups.
+    for pid in pids.iter().filter(|&&p| p > 0).filter_map(|&p| Pid::from_raw(p)) {
+        let _ = kill_process(pid, signal);
     }
 }
 
 fn end_process(pid: u32) {
-    let Ok(pid) = i32::try_from(pid) else { return };
-    let alive = |pid: i32| std::path::Path::new(&format!("/proc/{pid}")).exists();
-    if !alive(pid) {
+    let Some(process) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { return };
+    let alive = || std::path::Path::new(&format!("/proc/{pid}")).exists();
+    if !alive() {
         return;
     }
-    signal_all(&[pid], libc::SIGTERM);
+    let _ = kill_process(process, Signal::TERM);
     let started = Instant::now();
-    while alive(pid) && started.elapsed() < Duration::from_secs(3) {
-        // Reap it if it is our child, so that /proc/pid goes away.
-        // SAFETY: waitpid with WNOHANG on a pid; no pointers but a valid status out-parameter.
-        unsafe {
-            let mut status = 0;
-            libc::waitpid(pid, &mut status, libc::WNOHANG);
-        }
+    while alive() && started.elapsed() < Duration::from_secs(3) {
+        // Reap it if it is our child, so that /proc/pid goes away (an error: not our child).
+        let _ = waitpid(Some(process), WaitOptions::NOHANG);
         std::thread::sleep(Duration::from_millis(20));
     }
-    if alive(pid) {
-        signal_all(&[pid], libc::SIGKILL);
+    if alive() {
+        let _ = kill_process(process, Signal::KILL);
     }
 }
 

@@ -86,8 +86,7 @@ pub fn recover_leftovers(scratch_dir: &std::path::Path) -> cleanup::Recovery {
 
 /// Checks that this process is root and that fio is installed, with a message saying what to do.
 pub fn check_prerequisites(what: &str) -> Result<String, KernelError> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err(KernelError::NotRoot { what: what.to_string() });
     }
     fio_version()

@@ -5,6 +5,11 @@
 //! the backing file without a second page cache in between; when the backing file system refuses
 //! direct I/O the device is attached without it and [`LoopDevice::direct_io`] says so. It is detached
 //! when the [`LoopDevice`] is dropped, and on Ctrl-C through [`crate::cleanup`].
+//!
+//! losetup rather than a loop-device crate: loopdev-3 generates its ioctl bindings with bindgen when
+//! it is built, which needs libclang on every machine that builds bfq, and the ioctls by hand
+//! (LOOP_CTL_GET_FREE, LOOP_CONFIGURE, LOOP_SET_DIRECT_IO) would be more code than this. losetup
+//! comes with the mount package, which Debian and Ubuntu install by default.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

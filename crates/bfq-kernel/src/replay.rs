@@ -201,7 +201,7 @@ fn worker(
         use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_DIRECT)
+            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
             .open(device)
             .map_err(|e| format!("{}: {e}", device.display()))?;
         let ring = IoUring::new(64).map_err(|e| format!("io_uring: {e}"))?;
@@ -274,7 +274,7 @@ fn worker(
                 }
                 match ring.submit_and_wait(1) {
                     Ok(_) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                    Err(e) if rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::INTR) => {}
                     Err(e) => return Err(format!("io_uring wait: {e}")),
                 }
             }
@@ -291,6 +291,7 @@ fn worker(
 }
 
 /// Sets the calling thread's I/O priority (ioprio_set(2), IOPRIO_WHO_PROCESS with the thread id).
+/// Through libc: rustix has no ioprio_set.
 fn set_ioprio((class, level): (u32, u32)) {
     const IOPRIO_WHO_PROCESS: libc::c_long = 1;
     const IOPRIO_CLASS_SHIFT: u32 = 13;

@@ -24,8 +24,9 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+
+use rustix::io::Errno;
 
 const CHUNK: usize = 1 << 20;
 
@@ -285,12 +286,9 @@ fn create(target: &Path, bytes: u64, read_only: bool) -> Result<PreparedTarget, 
 }
 
 fn check_space(file: &File, target: &Path, needs: u64) -> Result<(), TargetError> {
-    // SAFETY: fstatvfs on a descriptor we own, writing into a zeroed struct we own.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) } != 0 {
-        return Err(io_err(target, "cannot read its file system's free space")(io::Error::last_os_error()));
-    }
-    let free = (st.f_bavail as u64).saturating_mul(st.f_frsize as u64);
+    let st = rustix::fs::fstatvfs(file)
+        .map_err(|e| io_err(target, "cannot read its file system's free space")(e.into()))?;
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
     if needs > free {
         return Err(TargetError::NoSpace { path: target.display().to_string(), needs, free });
     }
@@ -309,30 +307,18 @@ fn describe(writes: &[WriteRegion]) -> String {
 
 /// The holes of `file` below `limit`, as `[start, end)` byte ranges (SEEK_HOLE/SEEK_DATA).
 fn holes(file: &File, limit: u64) -> io::Result<Vec<(u64, u64)>> {
-    let fd = file.as_raw_fd();
     let mut out = Vec::new();
     let mut pos = 0u64;
     while pos < limit {
-        // SAFETY: lseek on a file descriptor we own; no memory is passed.
-        let hole = unsafe { libc::lseek(fd, pos as libc::off_t, libc::SEEK_HOLE) };
-        if hole < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let hole = hole as u64;
+        let hole = rustix::fs::seek(file, rustix::fs::SeekFrom::Hole(pos))?;
         if hole >= limit {
             break;
         }
-        // SAFETY: as above.
-        let data = unsafe { libc::lseek(fd, hole as libc::off_t, libc::SEEK_DATA) };
-        let end = if data < 0 {
-            let e = io::Error::last_os_error();
-            // ENXIO: no data after `hole`, the rest of the file is a hole.
-            if e.raw_os_error() != Some(libc::ENXIO) {
-                return Err(e);
-            }
-            limit
-        } else {
-            (data as u64).min(limit)
+        let end = match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(hole)) {
+            Ok(data) => data.min(limit),
+            // No data after `hole`: the rest of the file is a hole.
+            Err(Errno::NXIO) => limit,
+            Err(e) => return Err(e.into()),
         };
         out.push((hole, end));
         pos = end;

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bfq_io::{AlignedBuf, Client, Engine, GroupId, IoError, QueueId, QueueSpec, ROOT_GROUP};
+use rustix::fs::SeekFrom;
+use rustix::io::Errno;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
@@ -1322,15 +1324,15 @@ fn allocation_extents(file: Option<&std::fs::File>, offset: u64, len: u32, req_o
     let mut pos = offset;
     let most = if req_one { 1 } else { MAX_EXTENTS };
     while pos < end && out.len() < most {
-        let (stop, flags) = match seek(file, pos, Seek::Data) {
-            Ok(data) if data <= pos => match seek(file, pos, Seek::Hole) {
+        let (stop, flags) = match rustix::fs::seek(file, SeekFrom::Data(pos)) {
+            Ok(data) if data <= pos => match rustix::fs::seek(file, SeekFrom::Hole(pos)) {
                 Ok(hole) if hole > pos => (hole, 0),
                 // The file changed between the two calls: say data, which is never wrong.
                 _ => (end, 0),
             },
             Ok(data) => (data, STATE_HOLE | STATE_ZERO),
             // No data from here to the end of the file.
-            Err(e) if e.raw_os_error() == Some(ENXIO) => (end, STATE_HOLE | STATE_ZERO),
+            Err(Errno::NXIO) => (end, STATE_HOLE | STATE_ZERO),
             Err(_) => (end, 0),
         };
         let stop = stop.min(end);
@@ -1342,40 +1344,6 @@ fn allocation_extents(file: Option<&std::fs::File>, offset: u64, len: u32, req_o
         pos = stop;
     }
     out
-}
-
-const ENXIO: i32 = 6;
-
-enum Seek {
-    Data,
-    Hole,
-}
-
-/// `lseek(2)` with `SEEK_DATA` or `SEEK_HOLE` (Linux): the next data or hole at or after `pos`.
-#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
-fn seek(file: &std::fs::File, pos: u64, whence: Seek) -> std::io::Result<u64> {
-    use std::os::fd::AsRawFd;
-    extern "C" {
-        fn lseek(fd: i32, offset: i64, whence: i32) -> i64;
-    }
-    let whence = match whence {
-        Seek::Data => 3,
-        Seek::Hole => 4,
-    };
-    let Ok(pos) = i64::try_from(pos) else { return Err(std::io::Error::from_raw_os_error(ENXIO)) };
-    // SAFETY: lseek reads no memory of ours; the descriptor is open for as long as `file` lives.
-    let r = unsafe { lseek(file.as_raw_fd(), pos, whence) };
-    if r < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(r as u64)
-    }
-}
-
-/// Elsewhere: unknown, so every extent is reported as data.
-#[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
-fn seek(_file: &std::fs::File, _pos: u64, _whence: Seek) -> std::io::Result<u64> {
-    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
 }
 
 /// Buffers of one connection, reused from request to request: a read's buffer comes back once its

@@ -21,6 +21,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use bfq_sched::{Decision, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler};
+use slab::Slab;
 
 use crate::device::{Completion, Device};
 use crate::metrics::{LagTracker, LatencyHistogram, ThroughputSeries};
@@ -190,8 +191,8 @@ pub struct Engine {
     apps: Vec<AppSlot>,
     timers: BinaryHeap<Reverse<(Nanos, u64, usize, u64)>>,
     timer_seq: u64,
-    slab: Vec<Slot>,
-    free_slots: Vec<u32>,
+    /// The requests in the scheduler or on the device, by id: the id is the slab key.
+    slab: Slab<Slot>,
     /// The parts of merged requests, by slab index (absent for unmerged requests).
     parts: std::collections::HashMap<u64, Vec<Part>>,
     writeback: Writeback,
@@ -266,8 +267,7 @@ impl Engine {
             apps: slots,
             timers: BinaryHeap::new(),
             timer_seq: 0,
-            slab: Vec::new(),
-            free_slots: Vec::new(),
+            slab: Slab::new(),
             parts: std::collections::HashMap::new(),
             writeback_queue,
             flush_deferred: false,
@@ -461,8 +461,7 @@ impl Engine {
         self.sched.complete(&c.request, Instant::from_nanos(now));
         self.completed += 1;
         let index = c.request.id.0 as usize;
-        let Some(slot) = self.slab.get(index).copied() else { return };
-        self.free_slots.push(index as u32);
+        let Some(slot) = self.slab.try_remove(index) else { return };
         let queue = c.request.queue.0 as usize;
         let bytes = u64::from(c.request.len);
         let latency = c.time.saturating_sub(slot.inserted);
@@ -598,16 +597,7 @@ impl Engine {
         writeback: bool,
     ) -> u64 {
         let slot = Slot { app: app as u32, writeback, tag, inserted: self.now };
-        let id = match self.free_slots.pop() {
-            Some(i) => {
-                self.slab[i as usize] = slot;
-                u64::from(i)
-            }
-            None => {
-                self.slab.push(slot);
-                (self.slab.len() - 1) as u64
-            }
-        };
+        let id = self.slab.insert(slot) as u64;
         let capacity = self.device.capacity_bytes();
         let offset = if capacity > u64::from(len) { offset.min(capacity - u64::from(len)) } else { 0 };
         let request = Request { id: RequestId(id), queue: QueueId(queue), op, offset, len, sync, meta };

@@ -1,4 +1,9 @@
 //! Sizes and durations as people write them in job files (`"128KiB"`, `"5GB"`, `"500ms"`, `"30s"`).
+//!
+//! Written here rather than taken from a crate: bytesize reads a bare `K` as 1000 (here, as in fio
+//! and the kernel, 1024), byte-unit reads `Kb` as kilobits, and neither knows 512-byte sectors, so
+//! either would need this same unit table in front of it; humantime (2.4) refuses plain decimals such
+//! as `"0.001h"` or `"1.2345h"` with an error about sub-nanosecond precision.
 
 use bfq_sched::{Nanos, MSEC, SEC, USEC};
 

@@ -172,34 +172,35 @@ fn missing(job: &str, scheduler: &str, error: String) -> BeyondRow {
     }
 }
 
-/// The section as text.
+/// The section as text: one row per job and scheduler; runs that failed are listed after them.
 pub fn render(rows: &[BeyondRow]) -> String {
+    use crate::table::{table, Align};
     use std::fmt::Write as _;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "== Beyond the papers: fast devices (simulated NVMe; docs/fast-devices.md; no verdicts) =="
+    let mut out = String::from(
+        "== Beyond the papers: fast devices (simulated NVMe; docs/fast-devices.md; no verdicts) ==\n",
     );
-    let _ = writeln!(
-        out,
-        "  {:<22} {:<13} {:>10} {:>8} {:>12} {:>16}",
-        "job", "scheduler", "MiB/s", "vs fifo", "share error", "start-up (idle)"
-    );
-    for r in rows {
-        if let Some(e) = &r.error {
-            let _ = writeln!(out, "  {:<22} {:<13} not run: {e}", r.job, r.scheduler);
-            continue;
-        }
+    let header = ["job", "scheduler", "MiB/s", "vs fifo", "share error", "start-up (idle)"].map(String::from);
+    let measured = rows.iter().filter(|r| r.error.is_none()).map(|r| {
         let startup = match (r.startup_s, r.startup_idle_s) {
             (Some(s), Some(i)) => format!("{s:.3} s ({:.2}x)", s / i),
             (None, Some(_)) => "not done".to_string(),
             _ => "-".to_string(),
         };
-        let _ = writeln!(
-            out,
-            "  {:<22} {:<13} {:>10.1} {:>8.2} {:>11.0}% {:>16}",
-            r.job, r.scheduler, r.aggregate_mib_s, r.vs_fifo, r.max_share_error_pct, startup
-        );
+        vec![
+            r.job.to_string(),
+            r.scheduler.to_string(),
+            format!("{:.1}", r.aggregate_mib_s),
+            format!("{:.2}", r.vs_fifo),
+            format!("{:.0}%", r.max_share_error_pct),
+            startup,
+        ]
+    });
+    let align = [Align::Left, Align::Left, Align::Right];
+    out.push_str(&table(std::iter::once(header.to_vec()).chain(measured), &align, 2));
+    for r in rows {
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "  {} {}: not run: {e}", r.job, r.scheduler);
+        }
     }
     out.push('\n');
     out

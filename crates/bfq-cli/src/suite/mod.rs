@@ -19,6 +19,8 @@ use std::time::Instant;
 use bfq_sim::RunReport;
 use serde::Serialize;
 
+use crate::table::{table, Align};
+
 use claims::ClaimResult;
 pub use claims::Verdict;
 use published::{Figure, Published};
@@ -321,17 +323,13 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
                 measured,
                 figs.len()
             );
-            let _ = writeln!(out, "  {:<44} {:>10} {:>10}  unit", "figure", "paper", "ours");
-            for f in figs.iter().filter(|f| f.ours.is_ok()) {
-                let _ = writeln!(
-                    out,
-                    "  {:<44} {:>10.3} {:>10}  {}",
-                    f.figure.id,
-                    f.figure.value,
-                    fmt_value(&f.ours),
-                    f.figure.unit
-                );
-            }
+            let header = ["figure", "paper", "ours", "unit"].map(String::from).to_vec();
+            let rows = figs.iter().filter(|f| f.ours.is_ok()).map(|f| {
+                let (id, unit) = (f.figure.id.clone(), f.figure.unit.clone());
+                vec![id, format!("{:.3}", f.figure.value), fmt_value(&f.ours), unit]
+            });
+            let align = [Align::Left, Align::Right, Align::Right, Align::Left];
+            out.push_str(&table(std::iter::once(header).chain(rows), &align, 2));
             let missing: BTreeSet<String> = figs
                 .iter()
                 .filter_map(|f| f.ours.as_ref().err().cloned())
