@@ -2,7 +2,7 @@
 //! moved out of the engine's crate by issue 15 part 2).
 //!
 //! Each application of the job is built by the workload crate (`bfq_workload::apps::build`, the same
-//! generators the simulator drives) and driven in real time by one thread ([`crate::driver`]), with one
+//! generators the simulator drives) and driven in real time by one thread (`driver.rs`), with one
 //! engine queue per process of the application, numbered as in the simulator. Every kind the simulator
 //! runs runs here; the differences (O_DIRECT alignment, no page cache) are the driver's.
 
