@@ -4,9 +4,12 @@
 //! (issue 15 part 1).
 //!
 //! One thread per application runs a small event loop: it submits what the application asks for,
-//! waits for whichever of its requests completes first or for its next timer (the tickets are futures;
-//! each wakes this thread with its slot number), and hands completions and timers back to the
-//! application, as the simulator's event loop does.
+//! waits for a completion or for its next timer (the tickets are futures; each wakes this thread with
+//! its slot number), and hands completions and timers back to the application, as the simulator's
+//! event loop does. Each process of the application takes its completions in the order it issued its
+//! requests (a reader consumes its read-ahead in file order) and is woken by its oldest request only:
+//! the later ones are usually done by then, so one wake-up serves several completions (a wake-up per
+//! completion cost a tenth of the IOPS of a 2-core machine on a RAM-backed target).
 //!
 //! Two things differ from the simulator, both because a real target is opened with O_DIRECT:
 //! - positions and sizes are widened to the engine's alignment ([`ALIGN`], 4 KiB): the generators'
@@ -165,6 +168,9 @@ impl Driver {
         // One waker per slot, made once: slots are reused, so are their wakers.
         let mut wakers: Vec<Waker> = Vec::new();
         let mut free: Vec<usize> = Vec::new();
+        // Per process (queue of the application): its requests in flight, oldest first.
+        let mut order: Vec<std::collections::VecDeque<usize>> =
+            vec![std::collections::VecDeque::new(); self.clients.len()];
         let mut outstanding = vec![0u64; self.clients.len()];
         let mut buffers: HashMap<usize, Vec<AlignedBuf>> = HashMap::new();
         let mut timers: BinaryHeap<Reverse<(Nanos, u64, u64)>> = BinaryHeap::new();
@@ -227,8 +233,12 @@ impl Driver {
                         slot
                     });
                     slots[slot] = Some(InFlight { ticket, request, inserted, dirty: is_dirty });
-                    // Registers the waker (or finds it done already).
-                    ready.push(slot);
+                    let fifo = &mut order[request.queue];
+                    fifo.push_back(slot);
+                    if fifo.len() == 1 {
+                        // The process's oldest request: polling registers its waker (or finds it done).
+                        ready.push(slot);
+                    }
                 }
             }};
         }
@@ -254,6 +264,9 @@ impl Driver {
             ready.append(&mut wakeups.slots.lock().unwrap_or_else(|e| e.into_inner()));
             while let Some(slot) = ready.pop() {
                 let Some(entry) = slots.get_mut(slot).and_then(Option::as_mut) else { continue };
+                if order[entry.request.queue].front() != Some(&slot) {
+                    continue; // a stale wake-up, or not its process's oldest request yet
+                }
                 let result = match Pin::new(&mut entry.ticket).poll(&mut Context::from_waker(&wakers[slot])) {
                     Poll::Ready(result) => result,
                     Poll::Pending => continue,
@@ -261,6 +274,10 @@ impl Driver {
                 let done_entry = slots[slot].take().expect("polled above");
                 free.push(slot);
                 let request = done_entry.request;
+                order[request.queue].pop_front();
+                if let Some(&next) = order[request.queue].front() {
+                    ready.push(next);
+                }
                 outstanding[request.queue] = outstanding[request.queue].saturating_sub(1);
                 let completion = match result {
                     Ok(c) => c,
@@ -310,7 +327,7 @@ impl Driver {
                     call!(now, |a, ctx| a.on_writeback_space(&mut ctx));
                 }
             }
-            let in_flight = slots.iter().any(Option::is_some);
+            let in_flight = order.iter().any(|fifo| !fifo.is_empty());
             if stop || (self.app.finished() && !in_flight) {
                 break;
             }
