@@ -83,7 +83,7 @@ pub fn execute(args: SuiteArgs) -> Result<()> {
         let failed: Vec<String> = result
             .claims
             .iter()
-            .filter(|c| c.headline && c.verdict == Verdict::Fail)
+            .filter(|c| c.headline && c.counted && c.verdict == Verdict::Fail)
             .map(|c| c.id.clone())
             .collect();
         if !failed.is_empty() {
