@@ -93,6 +93,7 @@ fn every_claim_is_drawn_with_its_band_our_value_and_its_verdict_in_words() {
     assert!(result.claims.len() >= 80, "{} claims", result.claims.len());
     assert!(result.claims.iter().any(|c| c.verdict == Verdict::Pass));
     assert!(result.claims.iter().any(|c| c.verdict == Verdict::Fail));
+    assert!(result.claims.iter().any(|c| !c.counted), "some claims are shown as not counted");
     let page = html::render(&result);
     let figures = figures(&page);
     let row_name = |id: &str, text: &str| {
