@@ -27,7 +27,7 @@ pub struct SuiteArgs {
     /// Print no text report and no progress.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Exit with status 3 when a headline claim fails (for CI).
+    /// Exit with status 3 when a headline claim that counts fails (for CI; not-counted claims never do).
     #[arg(long)]
     pub fail_on_headline: bool,
     /// Only these claims (comma-separated ids), with the runs they need.
@@ -83,7 +83,7 @@ pub fn execute(args: SuiteArgs) -> Result<()> {
         let failed: Vec<String> = result
             .claims
             .iter()
-            .filter(|c| c.headline && c.verdict == Verdict::Fail)
+            .filter(|c| c.headline && c.counted && c.verdict == Verdict::Fail)
             .map(|c| c.id.clone())
             .collect();
         if !failed.is_empty() {

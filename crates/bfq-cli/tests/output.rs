@@ -133,9 +133,9 @@ fn fail_on_headline_exits_3_when_a_headline_claim_fails() {
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/published.toml")).unwrap();
     let at = text.find("id = \"tput_10rseq_bfq_ge_cfq\"").expect("the claim exists");
-    let threshold = at + text[at..].find("threshold = 1.0").expect("its threshold");
-    let crafted =
-        format!("{}threshold = 1000.0{}", &text[..threshold], &text[threshold + "threshold = 1.0".len()..]);
+    let value = "paper_value = 1.24";
+    let number = at + text[at..].find(value).expect("its published number");
+    let crafted = format!("{}paper_value = 1000.0{}", &text[..number], &text[number + value.len()..]);
     let path = PathBuf::from(format!("/tmp/bfq-published-crafted-{}.toml", std::process::id()));
     std::fs::write(&path, crafted).unwrap();
     let _cleanup = Files(vec![path.clone()]);
@@ -147,6 +147,15 @@ fn fail_on_headline_exits_3_when_a_headline_claim_fails() {
     assert!(stderr.contains("1 headline claim(s) failed: tput_10rseq_bfq_ge_cfq"), "{stderr}");
     // Without the option the same failure is reported in the results but exits 0.
     assert_eq!(bfq(&args, &[]).status.code(), Some(0));
+    // A failing headline claim that is not counted does not fail the run.
+    let uncounted = format!(
+        "{}paper_value = 1000.0\ncounted = false\nwhy = \"test\"{}",
+        &text[..number],
+        &text[number + value.len()..]
+    );
+    std::fs::write(&path, uncounted).unwrap();
+    let out = bfq(&[&args[..], &["--fail-on-headline"]].concat(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     // And the real claim passes, so the option exits 0.
     let real =
         bfq(&["suite", "--quick", "--only", "tput_10rseq_bfq_ge_cfq", "-q", "--fail-on-headline"], &[]);

@@ -93,6 +93,7 @@ fn every_claim_is_drawn_with_its_band_our_value_and_its_verdict_in_words() {
     assert!(result.claims.len() >= 80, "{} claims", result.claims.len());
     assert!(result.claims.iter().any(|c| c.verdict == Verdict::Pass));
     assert!(result.claims.iter().any(|c| c.verdict == Verdict::Fail));
+    assert!(result.claims.iter().any(|c| !c.counted), "some claims are shown as not counted");
     let page = html::render(&result);
     let figures = figures(&page);
     let row_name = |id: &str, text: &str| {
@@ -113,15 +114,17 @@ fn every_claim_is_drawn_with_its_band_our_value_and_its_verdict_in_words() {
         let verdicts: Vec<&str> = texts
             .iter()
             .map(|(_, t)| t.as_str())
-            .filter(|t| ["PASS", "FAIL", "UNSURE", "NOT RUN"].contains(t))
+            .filter(|t| ["PASS", "FAIL", "UNSURE", "NOT RUN", "NOT COUNTED"].contains(t))
             .collect();
         assert_eq!(rows.len(), verdicts.len(), "every row of {}'s chart has a verdict", claim.id);
         let at = rows.iter().position(|t| row_name(&claim.id, t)).unwrap();
-        let expected = match claim.verdict {
-            Verdict::Pass => "PASS",
-            Verdict::Fail => "FAIL",
-            Verdict::Inconclusive => "UNSURE",
-            Verdict::NotRun { .. } => "NOT RUN",
+        // A claim left out of the counts says so instead of its verdict.
+        let expected = match (&claim.verdict, claim.counted) {
+            (_, false) => "NOT COUNTED",
+            (Verdict::Pass, true) => "PASS",
+            (Verdict::Fail, true) => "FAIL",
+            (Verdict::Inconclusive, true) => "UNSURE",
+            (Verdict::NotRun { .. }, true) => "NOT RUN",
         };
         assert_eq!(verdicts[at], expected, "claim {}", claim.id);
         // Our value is written beside its dot.

@@ -43,7 +43,8 @@ fn bfq_weighted_shares_are_within_two_percent() {
     ]);
 }
 
-/// Seed 001 sec. 6.3: start-up times under 10r-seq at least 3x idle with CFQ and deadline.
+/// Seed 001 sec. 6.3: start-up times under 10r-seq at least 3x idle with CFQ and deadline (and with
+/// each of CFQ, deadline and noop, the claims that count).
 #[test]
 fn cfq_and_deadline_start_up_under_10r_seq_is_at_least_3x_idle() {
     check(&[
@@ -51,6 +52,8 @@ fn cfq_and_deadline_start_up_under_10r_seq_is_at_least_3x_idle() {
         "resp_xterm_10rseq_deadline_far_from_idle",
         "resp_gnometerm_10rseq_cfq_far_from_idle",
         "resp_gnometerm_10rseq_deadline_far_from_idle",
+        "resp_xterm_10rseq_peers_far_from_idle",
+        "resp_gnometerm_10rseq_peers_far_from_idle",
     ]);
 }
 

@@ -62,14 +62,7 @@ fn glance(r: &SuiteResult) -> (String, u32) {
 
 /// Counts of each verdict among `claims`.
 fn tally(claims: &[&ClaimResult]) -> String {
-    let count = |f: &dyn Fn(&Verdict) -> bool| claims.iter().filter(|c| f(&c.verdict)).count();
-    format!(
-        "{} pass, {} fail, {} unsure, {} not run",
-        count(&|v| *v == Verdict::Pass),
-        count(&|v| *v == Verdict::Fail),
-        count(&|v| *v == Verdict::Inconclusive),
-        count(&|v| matches!(v, Verdict::NotRun { .. })),
-    )
+    super::tally_words(super::tally(claims.iter().copied()))
 }
 
 /// The page.
@@ -80,7 +73,7 @@ pub fn render(r: &SuiteResult) -> String {
     let (charts, charts_h) = glance(r);
     let _ = write!(
         h,
-        "<div id='glance' data-height='{}'><header><h1>bfq suite{}</h1><p><b>{} claims: {}.</b> Headline (*) claims: {}.</p><p>Device <code>{}</code>, {} simulated runs, {:.1} s of host time. Each row is one claim of the papers: the green band holds the values of our ratio that pass it, the grey cross is the paper's own number, the dot is ours (green pass, red fail, orange unsure: a start-up that never finished is only a lower bound). Ratios, never absolute MB/s: the model is not the papers' machine.</p></header>{charts}</div>",
+        "<div id='glance' data-height='{}'><header><h1>bfq suite{}</h1><p><b>{} claims: {}.</b> Headline (*) claims: {}.</p><p>Device <code>{}</code>, {} simulated runs, {:.1} s of host time. Each row is one claim of the papers: the green band holds the values of our ratio that pass it, the grey cross is the paper's own number, the dot is ours (green pass, red fail, orange unsure: a start-up that never finished is only a lower bound; grey: not counted, because the claim re-checks another one's measurement or the model cannot fail or pass it by construction). Ratios, never absolute MB/s: the model is not the papers' machine.</p></header>{charts}</div>",
         HEADER_H + charts_h,
         if r.quick { " --quick" } else { "" },
         r.claims.len(),
@@ -98,12 +91,12 @@ pub fn render(r: &SuiteResult) -> String {
         let _ = write!(h, "<h2>{}</h2>", esc(title));
         h.push_str("<table><tr><th>verdict</th><th>claim</th><th>check</th><th>ours</th><th>paper</th><th>detail</th></tr>");
         for c in cls {
-            let (word, class, detail) = match &c.verdict {
-                Verdict::Pass => ("PASS", "PASS", c.detail.clone()),
-                Verdict::Fail => ("FAIL", "FAIL", c.detail.clone()),
-                Verdict::Inconclusive => ("UNSURE", "NOTRUN", c.detail.clone()),
-                Verdict::NotRun { reason } => ("NOT RUN", "NOTRUN", reason.clone()),
+            let class = match (&c.verdict, c.counted) {
+                (Verdict::Pass, true) => "PASS",
+                (Verdict::Fail, true) => "FAIL",
+                _ => "NOTRUN",
             };
+            let (word, detail) = (c.word(), super::detail_line(c));
             let _ = write!(
                 h,
                 "<tr class='{class}'><td>{word}</td><td>{}{} <small>({})</small><br><small>{}</small></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -264,12 +264,47 @@ fn fmt_value(v: &Result<runs::Value, String>) -> String {
     }
 }
 
-fn verdict_word(v: &Verdict) -> &'static str {
+/// The verdict counts of `claims`: pass, fail, unsure, not run (counted claims only), not counted.
+pub fn tally<'a>(claims: impl IntoIterator<Item = &'a ClaimResult>) -> [usize; 5] {
+    let mut t = [0; 5];
+    for c in claims {
+        let i = match (&c.verdict, c.counted) {
+            (_, false) => 4,
+            (Verdict::Pass, _) => 0,
+            (Verdict::Fail, _) => 1,
+            (Verdict::Inconclusive, _) => 2,
+            (Verdict::NotRun { .. }, _) => 3,
+        };
+        t[i] += 1;
+    }
+    t
+}
+
+/// A tally in words.
+pub fn tally_words(t: [usize; 5]) -> String {
+    format!("{} pass, {} fail, {} unsure, {} not run, {} not counted", t[0], t[1], t[2], t[3], t[4])
+}
+
+/// What a claim that is not counted would have been.
+fn would_be(v: &Verdict) -> &'static str {
     match v {
-        Verdict::Pass => "PASS",
-        Verdict::Fail => "FAIL",
-        Verdict::Inconclusive => "UNSURE",
-        Verdict::NotRun { .. } => "NOT RUN",
+        Verdict::Pass => "would pass",
+        Verdict::Fail => "would fail",
+        Verdict::Inconclusive => "would be unsure",
+        Verdict::NotRun { .. } => "not run",
+    }
+}
+
+/// The detail line of a claim: our values, and for a claim that is not counted why, and what its
+/// verdict would be.
+pub fn detail_line(c: &ClaimResult) -> String {
+    let shown = match &c.verdict {
+        Verdict::NotRun { reason } => reason.clone(),
+        _ => c.detail.clone(),
+    };
+    match (&c.why, c.counted) {
+        (Some(why), false) => format!("not counted ({}): {why} | {shown}", would_be(&c.verdict)),
+        _ => shown,
     }
 }
 
@@ -344,24 +379,21 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
             for c in cls {
                 let ours = c.ours.map_or("-".into(), |v| format!("{v:.2}"));
                 let paper = c.paper.map_or("-".into(), |v| format!("{v:.2}"));
+                let paper = match (c.paper, c.paper_max) {
+                    (Some(a), Some(b)) => format!("{a}-{b}"),
+                    _ => paper,
+                };
                 let _ = writeln!(
                     out,
                     "  {} {}{:<42} ours {:>7}  paper {:>6}  {}",
-                    paint(&format!("{:<7}", verdict_word(&c.verdict))),
+                    paint(&format!("{:<11}", c.word())),
                     if c.headline { "*" } else { " " },
                     c.id,
                     ours,
                     paper,
                     c.check
                 );
-                match &c.verdict {
-                    Verdict::NotRun { reason } => {
-                        let _ = writeln!(out, "            {reason}");
-                    }
-                    _ => {
-                        let _ = writeln!(out, "            {}", c.detail);
-                    }
-                }
+                let _ = writeln!(out, "              {}", detail_line(c));
             }
         }
         out.push('\n');
@@ -369,27 +401,18 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
     if !r.beyond.is_empty() {
         out.push_str(&beyond::render(&r.beyond));
     }
-    let count = |f: &dyn Fn(&ClaimResult) -> bool| r.claims.iter().filter(|c| f(c)).count();
-    let pass = |c: &ClaimResult| c.verdict == Verdict::Pass;
-    let fail = |c: &ClaimResult| c.verdict == Verdict::Fail;
-    let unsure = |c: &ClaimResult| c.verdict == Verdict::Inconclusive;
-    let not_run = |c: &ClaimResult| matches!(c.verdict, Verdict::NotRun { .. });
     let _ = writeln!(
         out,
-        "headline claims (*): {} pass, {} fail, {} unsure, {} not run; all {} claims: {} pass, {} fail, {} unsure, {} not run",
-        count(&|c| c.headline && pass(c)),
-        count(&|c| c.headline && fail(c)),
-        count(&|c| c.headline && unsure(c)),
-        count(&|c| c.headline && not_run(c)),
+        "headline claims (*): {}; all {} claims: {}",
+        tally_words(tally(r.claims.iter().filter(|c| c.headline))),
         r.claims.len(),
-        count(&pass),
-        count(&fail),
-        count(&unsure),
-        count(&not_run),
+        tally_words(tally(&r.claims)),
     );
     let _ = writeln!(
         out,
-        "(UNSURE: a value is only a lower bound, e.g. a start-up that did not finish before the run ended)"
+        "(UNSURE: a value is only a lower bound, e.g. a start-up that did not finish before the run ended; NOT COUNTED: \
+         evaluated and shown, left out of the counts because it re-checks another claim's measurement or the model \
+         cannot fail or pass it by construction)"
     );
     let _ = writeln!(out, "run time: {:.1} s", r.run_time_s);
     out

@@ -25,7 +25,7 @@ const CLAIM_TOP: u32 = 58;
 const CLAIM_BOTTOM: u32 = 48;
 /// Room for the row labels (claim ids) and for the verdict words.
 const LABEL_W: u32 = 330;
-const VERDICT_W: u32 = 78;
+const VERDICT_W: u32 = 112;
 /// Line charts: plot height and legend width.
 const LINES_H: u32 = 330;
 const LEGEND_W: u32 = 230;
@@ -66,6 +66,15 @@ pub fn verdict_word(v: &Verdict) -> (&'static str, RGBColor) {
         Verdict::Fail => ("FAIL", FAIL_RED),
         Verdict::Inconclusive => ("UNSURE", UNSURE_ORANGE),
         Verdict::NotRun { .. } => ("NOT RUN", NOT_RUN_GREY),
+    }
+}
+
+/// The word and colour of a claim's row: its verdict's, or grey `NOT COUNTED`.
+pub fn claim_word(c: &ClaimResult) -> (&'static str, RGBColor) {
+    if c.counted {
+        verdict_word(&c.verdict)
+    } else {
+        (c.word(), NOT_RUN_GREY)
     }
 }
 
@@ -282,7 +291,7 @@ pub fn claim_chart(title: &str, claims: &[&ClaimResult], ordering: bool) -> Draw
             .map_err(err)?;
         for (c, (top, bottom)) in claims.iter().zip(rows) {
             let mid = (top + bottom) / 2.0;
-            let (word, colour) = verdict_word(&c.verdict);
+            let (word, colour) = claim_word(c);
             if let Some(p) = c.paper.filter(|p| p.is_finite() && *p > 0.0) {
                 chart
                     .draw_series(std::iter::once(Cross::new((clamp(p), mid), 6, PAPER_GREY.stroke_width(2))))
@@ -347,7 +356,12 @@ fn legend(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, ordering: bool
         area.draw(&text("passes", x + 27)).map_err(err)?;
         x += 80;
     }
-    for (word, colour) in [("ours: pass", PASS_GREEN), ("fail", FAIL_RED), ("unsure", UNSURE_ORANGE)] {
+    for (word, colour) in [
+        ("ours: pass", PASS_GREEN),
+        ("fail", FAIL_RED),
+        ("unsure", UNSURE_ORANGE),
+        ("not counted", NOT_RUN_GREY),
+    ] {
         area.draw(&Circle::new((x + 6, y + 6), 6, colour.filled())).map_err(err)?;
         area.draw(&text(word, x + 16)).map_err(err)?;
         x += 32 + 8 * word.len() as i32;

@@ -129,6 +129,17 @@ pub struct Claim {
     pub paper_value: Option<f64>,
     /// Upper end of a published range.
     pub paper_value_max: Option<f64>,
+    /// `ratio_between`: the lowest passing ratio.
+    pub lo: Option<f64>,
+    /// `ratio_between`: the highest passing ratio.
+    pub hi: Option<f64>,
+    /// Ratio kinds: the schedulers a selector with scheduler `each` stands for, one at a time; the
+    /// claim must hold for each of them ("worse than all the other schedulers").
+    pub each_scheduler: Option<Vec<String>>,
+    /// `false`: evaluated and shown but left out of the counts (default `true`).
+    pub counted: Option<bool>,
+    /// Why the claim is not counted (required when `counted = false`).
+    pub why: Option<String>,
 }
 
 /// Parses the embedded file.
@@ -142,7 +153,68 @@ pub fn parse(text: &str, name: &str) -> Result<Published, String> {
     if p.schema_version != 1 {
         return Err(format!("{name}: schema_version {} (expected 1)", p.schema_version));
     }
+    for c in &p.claim {
+        check_claim(c).map_err(|e| format!("{name}: claim {}: {e}", c.id))?;
+    }
     Ok(p)
+}
+
+/// The keys a claim's kind needs, present and consistent.
+fn check_claim(c: &Claim) -> Result<(), String> {
+    use super::claims::{EACH, KINDS};
+    if !KINDS.contains(&c.kind.as_str()) {
+        return Err(format!("unknown kind `{}` (kinds: {})", c.kind, KINDS.join(", ")));
+    }
+    let need = |present: bool, key: &str| {
+        if present {
+            Ok(())
+        } else {
+            Err(format!("kind {} needs `{key}`", c.kind))
+        }
+    };
+    match c.kind.as_str() {
+        "ordering" => {
+            need(c.order.is_some(), "order")?;
+            need(c.metric.is_some(), "metric")?;
+            need(c.workload.is_some(), "workload")?;
+        }
+        kind => {
+            need(c.numerator.is_some(), "numerator")?;
+            need(c.denominator.is_some(), "denominator")?;
+            match kind {
+                "ratio_at_least" | "ratio_at_most" => need(c.threshold.is_some(), "threshold")?,
+                "ratio_between" => {
+                    need(c.lo.is_some(), "lo")?;
+                    need(c.hi.is_some(), "hi")?;
+                }
+                "within_pct" => need(c.tolerance_pct.is_some(), "tolerance_pct")?,
+                "matches" => {
+                    need(c.paper_value.is_some(), "paper_value")?;
+                    if c.paper_value.is_some_and(|v| (v - 1.0).abs() < 1e-9 || v <= 0.0) {
+                        return Err(
+                            "a `matches` paper_value must be positive and not 1 (use `similar`)".into()
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let sels = [&c.numerator, &c.denominator];
+    let uses_each = sels.iter().any(|s| s.as_ref().is_some_and(|s| s.scheduler == EACH));
+    let lists = c.each_scheduler.as_ref().is_some_and(|l| !l.is_empty());
+    if uses_each != lists {
+        return Err(format!(
+            "a selector's scheduler is `{EACH}` exactly when `each_scheduler` lists schedulers"
+        ));
+    }
+    if lists && c.numerator.as_ref().is_some_and(|n| n.workload == "best-of-4") {
+        return Err("best-of-4 cannot be combined with each_scheduler".into());
+    }
+    if c.counted == Some(false) && c.why.as_deref().map_or(true, str::is_empty) {
+        return Err("`counted = false` needs its `why`".into());
+    }
+    Ok(())
 }
 
 impl Published {
@@ -166,5 +238,28 @@ mod tests {
                 _ => assert!(c.numerator.is_some() && c.denominator.is_some(), "{}", c.id),
             }
         }
+    }
+
+    /// A claim table with `extra` keys, in a file that is otherwise valid.
+    fn with_claim(kind: &str, extra: &str) -> Result<Published, String> {
+        let text = format!(
+            "schema_version = 1\ndevice = []\nfigure = []\n[[claim]]\nid = \"x\"\nseed = \"001\"\nsection = \"s\"\nexperiment = \"throughput\"\nkind = \"{kind}\"\ndevice_class = \"hdd\"\nncq = false\nheadline = false\ntext = \"t\"\nnote = \"n\"\nnumerator = {{ scheduler = \"bfq\", workload = \"10r-seq\", metric = \"aggregate_mb_s\" }}\ndenominator = {{ scheduler = \"cfq\", workload = \"10r-seq\", metric = \"aggregate_mb_s\" }}\n{extra}\n"
+        );
+        parse(&text, "test")
+    }
+
+    #[test]
+    fn a_claim_missing_what_its_kind_needs_is_refused() {
+        assert!(with_claim("matches", "paper_value = 1.24").is_ok());
+        assert!(with_claim("matches", "").unwrap_err().contains("paper_value"));
+        assert!(with_claim("matches", "paper_value = 1.0").unwrap_err().contains("similar"));
+        assert!(with_claim("higher", "").is_ok());
+        assert!(with_claim("ratio_between", "lo = 0.9").unwrap_err().contains("`hi`"));
+        assert!(with_claim("ratio_at_least", "").unwrap_err().contains("threshold"));
+        assert!(with_claim("at_least", "threshold = 1.0").unwrap_err().contains("unknown kind"));
+        assert!(with_claim("higher", "counted = false").unwrap_err().contains("why"));
+        assert!(with_claim("higher", "counted = false\nwhy = \"re-checks y\"").is_ok());
+        // `each` in a selector and each_scheduler go together.
+        assert!(with_claim("higher", "each_scheduler = [\"cfq\"]").unwrap_err().contains("each_scheduler"));
     }
 }
