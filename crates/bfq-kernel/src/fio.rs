@@ -331,6 +331,8 @@ impl LatencyHist {
             p50_us: self.0.value_at_quantile(0.5),
             p99_us: self.0.value_at_quantile(0.99),
             max_us: self.0.max(),
+            // fio reports completed requests only.
+            censored: 0,
         }
     }
 }

@@ -348,8 +348,19 @@ impl Driver {
             }
         }
         stats.stopped = self.clock.now();
-        // Requests still in flight are served (the engine drains them) but no longer counted.
+        // Requests still in flight are served (the engine drains them) but no longer counted; in the
+        // latencies they count with their wait so far (censored), as in the simulator.
+        let end = stats.stopped.min(self.clock.end);
         for entry in slots.into_iter().flatten() {
+            if measuring {
+                let waited = end.saturating_sub(entry.inserted);
+                stats.latency.record_censored(waited);
+                if entry.request.op == Op::Write {
+                    stats.write_latency.record_censored(waited);
+                } else {
+                    stats.read_latency.record_censored(waited);
+                }
+            }
             let _ = entry.ticket.wait();
         }
         (self.app, stats)

@@ -482,3 +482,29 @@ pause = "2s"
     let s = r.apps[0].extra.startup.as_ref().unwrap();
     assert_eq!(s.invocations, 3, "{s:?}");
 }
+
+/// Issue 13 item 6 (seed 002, DBMS): requests still waiting when the run ends count in the latency
+/// with their wait so far, and the summary says how many are censored (its figures are lower bounds).
+#[test]
+fn requests_still_waiting_at_the_end_count_as_censored_latencies() {
+    let text = r#"
+duration = "1s"
+[device]
+preset = "constant"
+params = { service_time_us = 5000, queue_depth = 1 }
+[[app]]
+name = "dbms"
+kind = "dbms"
+processes = 8
+window = 2
+file_size = "64MiB"
+"#;
+    let r = run(text, "fifo");
+    let dbms = &r.apps[0];
+    // 16 requests outstanding, one on the device: 15 wait in the scheduler and one is being served.
+    assert_eq!(dbms.latency.censored, 16, "{:?}", dbms.latency);
+    assert_eq!(dbms.latency.count, dbms.requests + 16);
+    // A FIFO of 16 at 5 ms each: the completed ones waited about 80 ms, and so did the censored ones
+    // at most; none is counted as zero.
+    assert!(dbms.latency.mean_us > 40_000.0, "{:?}", dbms.latency);
+}
