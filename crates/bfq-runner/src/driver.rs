@@ -28,8 +28,8 @@ use std::thread::Thread;
 use std::time::Instant;
 
 use bfq_io::{AlignedBuf, Client, IoError, Ticket, ALIGN};
-use bfq_sched::{Nanos, Op, QueueId, Request, RequestId, MSEC};
-use bfq_workload::apps::{App, Ctx, Done, NewRequest, PageCache};
+use bfq_sched::{Nanos, Op, QueueId, RequestId, MSEC};
+use bfq_workload::apps::{App, Ctx, NewRequest, PageCache};
 use bfq_workload::metrics::{LatencyHistogram, ThroughputSeries};
 use bfq_workload::rng::SimRng;
 
@@ -308,19 +308,11 @@ impl Driver {
                     stats.latency.record(latency);
                 }
                 buffers.entry(completion.buf.len()).or_default().push(completion.buf);
-                let done = Done {
-                    request: Request {
-                        id: RequestId(slot as u64),
-                        queue: self.clients[request.queue].queue(),
-                        op: request.op,
-                        offset: request.offset,
-                        len: request.len,
-                        sync: request.sync,
-                        meta: request.meta,
-                    },
-                    tag: request.tag,
-                    inserted: done_entry.inserted,
-                };
+                let done = request.done(
+                    RequestId(slot as u64),
+                    self.clients[request.queue].queue(),
+                    done_entry.inserted,
+                );
                 call!(now, |a, ctx| a.on_complete(&mut ctx, &done));
                 if done_entry.dirty {
                     writes.in_flight = writes.in_flight.saturating_sub(1);

@@ -42,6 +42,23 @@ pub struct NewRequest {
     pub tag: u64,
 }
 
+impl NewRequest {
+    /// Its completion as an application is told of it: the request as scheduler request `id` on
+    /// scheduler queue `queue`, inserted at `inserted`.
+    pub fn done(&self, id: bfq_sched::RequestId, queue: bfq_sched::QueueId, inserted: Nanos) -> Done {
+        let request = Request {
+            id,
+            queue,
+            op: self.op,
+            offset: self.offset,
+            len: self.len,
+            sync: self.sync,
+            meta: self.meta,
+        };
+        Done { request, tag: self.tag, inserted }
+    }
+}
+
 /// Where an application acts: the current time, its random stream, and the outputs it produces.
 pub struct Ctx<'a> {
     /// Now, in virtual nanoseconds.
@@ -342,19 +359,7 @@ pub fn requests_in_issue_order(app: &mut dyn App, rng: &mut SimRng, limit: usize
     step(app, now, rng, &mut timers, &mut in_flight, &mut out, &mut |a, ctx| a.start(ctx));
     while out.len() < limit {
         if let Some((request, dirty)) = in_flight.pop_front() {
-            let done = Done {
-                request: Request {
-                    id: bfq_sched::RequestId(0),
-                    queue: bfq_sched::QueueId(request.queue as u32),
-                    op: request.op,
-                    offset: request.offset,
-                    len: request.len,
-                    sync: request.sync,
-                    meta: request.meta,
-                },
-                tag: request.tag,
-                inserted: now,
-            };
+            let done = request.done(bfq_sched::RequestId(0), bfq_sched::QueueId(request.queue as u32), now);
             step(app, now, rng, &mut timers, &mut in_flight, &mut out, &mut |a, ctx| {
                 a.on_complete(ctx, &done)
             });
