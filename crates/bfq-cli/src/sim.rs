@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use bfq_sim::{run_job, run_job_with_progress, Job, RunReport};
+use bfq_sim::{run_job, run_job_traced, run_job_with_progress, Job, RunReport};
 use clap::Args;
 
 use bfq_cli::table::Align;
@@ -33,6 +33,12 @@ pub struct SimArgs {
     /// Do not print the table.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Write the run's request-level trace to this file, one line each: every request inserted,
+    /// dispatched and completed (`12000 q3 dispatch R 1048576+131072 sync`, simulated microseconds)
+    /// and every scheduler event (selections, expiries with their reason and charge, idling,
+    /// raising); with several schedulers, one file each, named `FILE.SCHEDULER`.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
 }
 
 /// The JSON document `--json` writes.
@@ -59,13 +65,35 @@ pub fn execute(args: SimArgs) -> Result<()> {
     } else {
         args.scheduler.clone()
     };
+    crate::checks::output_path("--events", args.events.as_deref())?;
     let mode = crate::output::progress_mode(args.quiet);
     let mut reports = Vec::new();
     // The columns run one after the other, each with its own progress (issue 17).
     for (index, name) in schedulers.iter().enumerate() {
         let started = Instant::now();
         let ticker = crate::output::SimTicker::start(mode, name, index, schedulers.len(), job.duration.0);
-        let result = if ticker.is_active() {
+        let trace: Option<Box<dyn std::io::Write>> = match &args.events {
+            Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::BufWriter::new(std::io::stdout()))),
+            Some(p) => {
+                let path = if schedulers.len() == 1 {
+                    p.clone()
+                } else {
+                    let mut f = p.clone().into_os_string();
+                    f.push(format!(".{name}"));
+                    PathBuf::from(f)
+                };
+                let file = std::fs::File::create(&path)
+                    .with_context(|| format!("--events: cannot create {}", path.display()))?;
+                Some(Box::new(std::io::BufWriter::new(file)))
+            }
+            None => None,
+        };
+        let result = if trace.is_some() {
+            let mut reached = |p: bfq_sim::SimProgress| ticker.reached(p.now);
+            let progress: Option<&mut dyn FnMut(bfq_sim::SimProgress)> =
+                if ticker.is_active() { Some(&mut reached) } else { None };
+            run_job_traced(&job, name, &params, progress, trace)
+        } else if ticker.is_active() {
             run_job_with_progress(&job, name, &params, &mut |p| ticker.reached(p.now))
         } else {
             run_job(&job, name, &params)

@@ -11,14 +11,24 @@
 //! (plug and back merges). The scheduler sees one request; its completion completes every part, and the
 //! application is told of each part separately.
 //!
+//! A process reacts to the completion of one of its requests after its think time (per application,
+//! default 50 us, `bfq_workload::DEFAULT_THINK_TIME`), not inside the completion: the scheduler is
+//! asked to dispatch at the completion, while the process has nothing queued, as a block-layer driver
+//! asks an elevator on the completion interrupt before the woken process has run. A work-conserving
+//! scheduler then moves to another queue — the deceptive idleness that idling and anticipation exist
+//! for (seed 000 sec. 3, seed 001 sec. 3; Iyer and Druschel, SOSP 2001). A zero think time gives the
+//! instant reaction.
+//!
 //! Simultaneous events are handled in a fixed order (device completions, scheduler timer, application
-//! timers by (time, sequence number)), so a run is bit-for-bit reproducible from its job and seed.
+//! timers by (time, sequence number), processes' reactions to completions by (time, sequence
+//! number)), so a run is bit-for-bit reproducible from its job and seed.
 //! Everything the run keeps is bounded by the number of outstanding requests and applications, never by
 //! the simulated duration.
 
 use bfq_sched::Instant;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::io::Write;
 
 use bfq_sched::{Decision, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler};
 use slab::Slab;
@@ -95,9 +105,20 @@ pub enum EngineError {
     },
 }
 
+/// An application as a run takes it.
+pub struct SimApp {
+    /// Its name in reports.
+    pub name: String,
+    /// Its request generator.
+    pub app: Box<dyn App>,
+    /// How long after a completion of one of its requests it reacts (see the module documentation).
+    pub think_time: Nanos,
+}
+
 struct AppSlot {
     name: String,
     app: Box<dyn App>,
+    think_time: Nanos,
     rng: SimRng,
     queue_base: u32,
     specs: Vec<QueueSpec>,
@@ -192,6 +213,11 @@ pub struct Engine {
     apps: Vec<AppSlot>,
     timers: BinaryHeap<Reverse<(Nanos, u64, usize, u64)>>,
     timer_seq: u64,
+    /// Completions the processes have not reacted to yet, by (when they do, sequence number, key into
+    /// `reactions_pending`).
+    reactions: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
+    /// What each pending reaction is to: (application, completion).
+    reactions_pending: Slab<(usize, Done)>,
     /// The requests in the scheduler or on the device, by id: the id is the slab key.
     slab: Slab<Slot>,
     /// The parts of merged requests, by slab index (absent for unmerged requests).
@@ -214,20 +240,61 @@ pub struct Engine {
     out_timers: Vec<(Nanos, u64)>,
     completions: Vec<Completion>,
     wake: Vec<usize>,
+    /// Where every request's insertion, dispatch and completion and every scheduler event go, one
+    /// line each ([`Engine::trace_to`]).
+    trace: Option<Box<dyn std::io::Write>>,
 }
 
 impl Engine {
+    /// Writes the run's request-level trace to `out`: one line per request inserted, dispatched and
+    /// completed (`12000 q3 insert R 1048576+131072 sync`, time in microseconds) and per scheduler
+    /// event (`12034 q3 Expired { reason: BudgetExhausted, service: 4096 }`), so that a result can be
+    /// traced to what the scheduler did. A write error ends the trace; the run goes on.
+    pub fn trace_to(mut self, out: Box<dyn std::io::Write>) -> Self {
+        self.sched.set_events(true);
+        self.trace = Some(out);
+        self
+    }
+
+    fn trace_request(&mut self, what: &str, r: &Request) {
+        if let Some(w) = self.trace.as_mut() {
+            let op = match r.op {
+                Op::Read => "R",
+                Op::Write => "W",
+                _ => "O",
+            };
+            let sync = if r.sync { "sync" } else { "async" };
+            let line =
+                writeln!(w, "{} q{} {what} {op} {}+{} {sync}", self.now / 1000, r.queue.0, r.offset, r.len);
+            if line.is_err() {
+                self.trace = None;
+                self.sched.set_events(false);
+            }
+        }
+    }
+
+    fn trace_events(&mut self) {
+        let Some(w) = self.trace.as_mut() else { return };
+        while let Some(e) = self.sched.poll_event() {
+            if writeln!(w, "{} q{} {:?}", e.time.as_nanos() / 1000, e.queue.0, e.kind).is_err() {
+                self.trace = None;
+                self.sched.set_events(false);
+                return;
+            }
+        }
+    }
+
     /// Sets a run up: queues configured in the scheduler, one random stream per application.
     pub fn new(
         cfg: EngineConfig,
         device: Box<dyn Device>,
         mut sched: Box<dyn Scheduler>,
-        apps: Vec<(String, Box<dyn App>)>,
+        apps: Vec<SimApp>,
     ) -> Result<Self, EngineError> {
         let mut slots = Vec::with_capacity(apps.len());
         let mut next_queue = 0u32;
         let mut weights = Vec::new();
-        for (index, (name, app)) in apps.into_iter().enumerate() {
+        for (index, SimApp { name, app, think_time }) in apps.into_iter().enumerate() {
             let specs = app.queues();
             for (q, spec) in specs.iter().enumerate() {
                 sched
@@ -238,6 +305,7 @@ impl Engine {
             slots.push(AppSlot {
                 name,
                 app,
+                think_time,
                 rng: SimRng::new(cfg.seed, index as u64),
                 queue_base: next_queue,
                 specs: specs.clone(),
@@ -268,6 +336,8 @@ impl Engine {
             apps: slots,
             timers: BinaryHeap::new(),
             timer_seq: 0,
+            reactions: BinaryHeap::new(),
+            reactions_pending: Slab::new(),
             slab: Slab::new(),
             parts: std::collections::HashMap::new(),
             writeback_queue,
@@ -283,6 +353,7 @@ impl Engine {
             out_timers: Vec::new(),
             completions: Vec::new(),
             wake: Vec::new(),
+            trace: None,
         })
     }
 
@@ -369,6 +440,9 @@ impl Engine {
                 }
             }
         }
+        if let Some(w) = self.trace.as_mut() {
+            let _ = w.flush();
+        }
         self.series.pad_to(end);
         for slot in &mut self.apps {
             slot.stats.series.pad_to(end);
@@ -417,6 +491,7 @@ impl Engine {
         );
         consider(self.idle_until);
         consider(self.timers.peek().map(|Reverse((t, ..))| *t));
+        consider(self.reactions.peek().map(|Reverse((t, ..))| *t));
         if !self.measuring {
             consider(Some(self.cfg.warmup));
         }
@@ -456,6 +531,15 @@ impl Engine {
             self.timers.pop();
             self.with_app(app, |a, ctx| a.on_timer(ctx, token));
         }
+        // 4. Processes reacting to their completions, in (time, sequence) order.
+        while let Some(Reverse((t, _, key))) = self.reactions.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.reactions.pop();
+            let (app, done) = self.reactions_pending.remove(key);
+            self.with_app(app, |a, ctx| a.on_complete(ctx, &done));
+        }
         self.dispatch();
     }
 
@@ -463,6 +547,10 @@ impl Engine {
         while self.device.can_accept() {
             match self.sched.dispatch(Instant::from_nanos(self.now)) {
                 Decision::Dispatch(request) => {
+                    if self.trace.is_some() {
+                        self.trace_events();
+                        self.trace_request("dispatch", &request);
+                    }
                     self.dispatched += 1;
                     self.idle_until = None;
                     self.device.submit(request, self.now);
@@ -474,10 +562,16 @@ impl Engine {
                 Decision::Wait | Decision::Empty => break,
             }
         }
+        if self.trace.is_some() {
+            self.trace_events();
+        }
     }
 
     fn on_completion(&mut self, c: Completion) {
         let now = self.now;
+        if self.trace.is_some() {
+            self.trace_request("complete", &c.request);
+        }
         self.sched.complete(&c.request, Instant::from_nanos(now));
         self.completed += 1;
         let index = c.request.id.0 as usize;
@@ -532,8 +626,13 @@ impl Engine {
                     self.with_app(w, |a, ctx| a.on_writeback_space(ctx));
                 }
                 self.wake = wake;
-            } else {
+            } else if self.apps[app].think_time == 0 {
                 self.with_app(app, |a, ctx| a.on_complete(ctx, &done));
+            } else {
+                // The process runs after its think time; the scheduler dispatches before that.
+                let key = self.reactions_pending.insert((app, done));
+                self.timer_seq += 1;
+                self.reactions.push(Reverse((now + self.apps[app].think_time, self.timer_seq, key)));
             }
         }
     }
@@ -626,6 +725,9 @@ impl Engine {
             q.max_outstanding = q.max_outstanding.max(q.outstanding);
         }
         self.lag.on_insert(queue as usize, self.now);
+        if self.trace.is_some() {
+            self.trace_request("insert", &request);
+        }
         self.sched.insert(request, Instant::from_nanos(self.now));
         id
     }

@@ -28,9 +28,9 @@ pub use bfq_workload::{apps as workload, rng};
 // re-exported under their old paths.
 pub use bfq_workload::{job, layout, metrics, units, DEFAULT_FILE_BYTES};
 
-use bfq_sched::QueueSpec;
+use bfq_sched::{Nanos, QueueSpec};
 
-pub use engine::{Engine, EngineConfig, SimProgress};
+pub use engine::{Engine, EngineConfig, SimApp, SimProgress};
 pub use job::{AppKind, AppSpec, Job, JobError};
 pub use layout::{real_layout, write_regions, LayoutError, Placement, REAL_FILE_BYTES};
 pub use report::RunReport;
@@ -77,11 +77,33 @@ pub fn run_job_with_progress(
     run_job_observed(job, scheduler, params, Some(progress))
 }
 
+/// Runs `job` as [`run_job`] does, with optional progress (as [`run_job_with_progress`]) and an
+/// optional request-level trace of the run written to `trace` ([`Engine::trace_to`]).
+pub fn run_job_traced(
+    job: &Job,
+    scheduler: &str,
+    params: &[(String, String)],
+    progress: Option<&mut dyn FnMut(SimProgress)>,
+    trace: Option<Box<dyn std::io::Write>>,
+) -> Result<RunReport, SimError> {
+    run_job_with(job, scheduler, params, progress, trace)
+}
+
 fn run_job_observed(
     job: &Job,
     scheduler: &str,
     params: &[(String, String)],
     progress: Option<&mut dyn FnMut(SimProgress)>,
+) -> Result<RunReport, SimError> {
+    run_job_with(job, scheduler, params, progress, None)
+}
+
+fn run_job_with(
+    job: &Job,
+    scheduler: &str,
+    params: &[(String, String)],
+    progress: Option<&mut dyn FnMut(SimProgress)>,
+    trace: Option<Box<dyn std::io::Write>>,
 ) -> Result<RunReport, SimError> {
     let device_params: Vec<(String, String)> =
         job.device.params.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
@@ -94,7 +116,14 @@ fn run_job_observed(
     }
     all_params.extend(params.iter().cloned());
     let sched = bfq_sched::build(scheduler, device.info(), &all_params)?;
-    let apps = build_apps(job, device.capacity_bytes())?;
+    let places = laid_out(job, device.capacity_bytes())?;
+    let think_times: Vec<Nanos> = places.iter().map(|p| p.spec.think_time()).collect();
+    let apps = bfq_workload::apps::build(job, places)
+        .map_err(|e| SimError::Workload { app: e.app, message: e.message })?
+        .into_iter()
+        .zip(think_times)
+        .map(|((name, app), think_time)| SimApp { name, app, think_time })
+        .collect();
     let cfg = EngineConfig {
         seed: job.seed,
         duration: job.duration.0,
@@ -105,7 +134,10 @@ fn run_job_observed(
         writeback_spec: QueueSpec { weight: job.writeback.weight.0, class: job.writeback.class.0 },
     };
     let device_name = job.device.preset.clone();
-    let engine = Engine::new(cfg, device, sched, apps)?;
+    let mut engine = Engine::new(cfg, device, sched, apps)?;
+    if let Some(out) = trace {
+        engine = engine.trace_to(out);
+    }
     let outcome = match progress {
         Some(observer) => engine.run_with_progress(observer),
         None => engine.run(),
@@ -118,6 +150,12 @@ pub use bfq_workload::trace::load_trace;
 /// Builds every application of a job, laying their files out one after the other on the device (the
 /// workload crate's layout with the simulator's default file size, [`DEFAULT_FILE_BYTES`]).
 pub fn build_apps(job: &Job, capacity: u64) -> Result<NamedApps, SimError> {
+    let places = laid_out(job, capacity)?;
+    bfq_workload::apps::build(job, places).map_err(|e| SimError::Workload { app: e.app, message: e.message })
+}
+
+/// The job's applications laid out on a device of `capacity` bytes, each checked to fit.
+fn laid_out(job: &Job, capacity: u64) -> Result<Vec<Placement>, SimError> {
     let (places, _) = bfq_workload::layout::layout(job, DEFAULT_FILE_BYTES)
         .map_err(|e| SimError::Workload { app: e.app, message: e.message })?;
     if let Some(p) = places.iter().find(|p| p.end() > capacity) {
@@ -129,5 +167,5 @@ pub fn build_apps(job: &Job, capacity: u64) -> Result<NamedApps, SimError> {
             ),
         });
     }
-    bfq_workload::apps::build(job, places).map_err(|e| SimError::Workload { app: e.app, message: e.message })
+    Ok(places)
 }

@@ -54,6 +54,16 @@ pub struct LayoutError {
 /// Every application's region on a real target, and the end of the last one (the bytes the target
 /// must hold).
 pub fn real_layout(job: &Job) -> Result<(Vec<Placement>, u64), LayoutError> {
+    // A real process's think time is its own: a configured one could only be faked with sleeps far
+    // coarser than the tens of microseconds it models.
+    if let Some((i, app)) = job.apps.iter().enumerate().find(|(_, a)| a.think_time.is_some()) {
+        return Err(LayoutError {
+            app: app.name.clone().unwrap_or_else(|| format!("[[app]] number {}", i + 1)),
+            message: "`think_time` applies to simulated runs only (`bfq sim`, `bfq suite`): a real run's \
+                      processes react with their own think time; remove the field for real runs"
+                .into(),
+        });
+    }
     layout(job, REAL_FILE_BYTES)
 }
 

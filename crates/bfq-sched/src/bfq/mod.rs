@@ -696,8 +696,14 @@ impl Scheduler for Bfq {
                 self.expire(ExpiryReason::BudgetTimeout, now);
                 continue;
             }
-            if served > 0 && served >= budget {
-                // The whole budget is used: no request can fit, so do not look for one.
+            if served > 0 && served >= budget && !self.queues[s as usize].reqs.is_empty() {
+                // The whole budget is used: no request can fit, so do not look for one. Only a queue
+                // with backlog is expired for exhausting its budget (seed 001 sec. 4.3: "the
+                // application has still backlog, as otherwise it would have fallen into the
+                // no-more-backlog case"). One that emptied with its last request is idled for like
+                // any other, and expired when its next request arrives: expiring it while its
+                // process thinks would hand its place in B-WF2Q+ to the next queue at every budget
+                // (with two sequential readers weighted 2:1, a 1:1 split).
                 self.expire(ExpiryReason::BudgetExhausted, now);
                 continue;
             }

@@ -252,13 +252,17 @@ impl Scheduler for Anticipatory {
             self.last_fifo_check[dir] = now;
         }
         let list = &self.lists[dir];
-        let key = match list.oldest() {
+        let expired = match list.oldest() {
             Some((k, expire)) if fifo_due && expire <= now => Some(k),
-            _ => list.nearest_with_back_seek(self.head, MAX_BACK_SECTORS, BACK_PENALTY),
+            _ => None,
         };
+        let key = expired.or_else(|| list.nearest_with_back_seek(self.head, MAX_BACK_SECTORS, BACK_PENALTY));
         let Some(key) = key else { return Decision::Wait };
         let Some(candidate) = list.get(key).copied() else { return Decision::Wait };
-        if dir == SYNC && self.antic_expire > 0 && self.in_flight.is_empty() {
+        // An expired request is served, not anticipated past (as-iosched.txt: `read_expire` is also
+        // the interval at which expired requests are served): otherwise a process that always
+        // comes back within `antic_expire` would keep the disk for ever.
+        if dir == SYNC && expired.is_none() && self.antic_expire > 0 && self.in_flight.is_empty() {
             if let (Some(start), Some(process)) = (self.antic_start, self.last_sync_process) {
                 let until = start.saturating_add(self.antic_expire);
                 if candidate.queue != process && now < until && self.worth_anticipating(process, &candidate) {
