@@ -16,7 +16,7 @@
 use serde::Serialize;
 
 use super::published::{Claim, Selector};
-use super::runs::{plan, testbed, Bed, RunKey, Value, FOUR_WORKLOADS};
+use super::runs::{plan, testbed, Bed, RunKey, Value, FOUR_WORKLOADS, TODAY_BFQ};
 
 /// The margin of "higher" and "similar": a difference of at most 5% is no difference. Seed 002's
 /// 95% confidence half-widths are 2.4% of the value at the median (so about 3.4% on a ratio of two
@@ -106,6 +106,58 @@ pub struct ClaimResult {
     /// Ordering claims: the neighbouring pairs that are not in the claimed order (`a > b` fails).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub out_of_order: Vec<String>,
+    /// Claims on the paper's `bfq`: the same quantity with this project's BFQ of today in its place
+    /// ([`beside_today`]), shown beside ours; it has no verdict and never feeds `verdict`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub today: Option<Beside>,
+}
+
+/// An extra column beside a claim: the claim's quantity with another scheduler in place of the
+/// paper's, without a verdict.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Beside {
+    /// The scheduler put in place of the paper's `bfq` ([`TODAY_BFQ`]).
+    pub scheduler: String,
+    /// Its value of the claim's quantity (the claim's `ours` computed the same way), if measured.
+    pub ours: Option<f64>,
+    /// Its values per workload / per scheduler, or why it could not be measured.
+    pub detail: String,
+    /// Ordering claims: each scheduler's value.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub order_values: Vec<OrderValue>,
+}
+
+/// The claim with every selector on the paper's `bfq` moved to this project's BFQ of today
+/// ([`TODAY_BFQ`]), or `None` when the claim has no `bfq`.
+pub fn with_todays_bfq(claim: &Claim) -> Option<Claim> {
+    let mut c = claim.clone();
+    let mut moved = false;
+    let mut swap = |s: &mut String| {
+        if s == "bfq" {
+            *s = TODAY_BFQ.to_string();
+            moved = true;
+        }
+    };
+    for sel in [c.numerator.as_mut(), c.denominator.as_mut()].into_iter().flatten() {
+        swap(&mut sel.scheduler);
+    }
+    for s in c.order.iter_mut().flatten().chain(c.each_scheduler.iter_mut().flatten()) {
+        swap(s);
+    }
+    moved.then_some(c)
+}
+
+/// Today's BFQ of this project beside a claim on the paper's `bfq`: the claim evaluated again with
+/// [`with_todays_bfq`], of which only the values are kept. The claim's own verdict is
+/// [`evaluate`]'s, which never measures a [`TODAY_BFQ`] run.
+pub fn beside_today(claim: &Claim, measure: &Measure) -> Option<Beside> {
+    let c = with_todays_bfq(claim)?;
+    let r = evaluate(&c, measure);
+    let detail = match r.verdict {
+        Verdict::NotRun { reason } => reason,
+        _ => r.detail,
+    };
+    Some(Beside { scheduler: TODAY_BFQ.to_string(), ours: r.ours, detail, order_values: r.order_values })
 }
 
 impl ClaimResult {
@@ -292,7 +344,7 @@ type Selection = (String, String, String, String, Option<String>);
 /// The device of the claim's paper's test bed.
 fn bed_of(claim: &Claim) -> Bed<'_> {
     let preset = testbed(&claim.seed, &claim.experiment, &claim.device_class, claim.ncq);
-    Bed { class: &claim.device_class, ncq: claim.ncq, preset }
+    Bed { paper: &claim.seed, class: &claim.device_class, ncq: claim.ncq, preset }
 }
 
 fn selections(claim: &Claim) -> Vec<Selection> {
@@ -499,6 +551,7 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
         order_values: Vec::new(),
         order_metric: None,
         out_of_order: Vec::new(),
+        today: None,
     };
     if claim.kind == "ordering" {
         evaluate_ordering(claim, measure, &mut result);

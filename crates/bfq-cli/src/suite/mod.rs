@@ -126,7 +126,7 @@ fn figure_keys(published: &Published, f: &Figure) -> Result<Vec<RunKey>, String>
             let preset = runs::preset_of_device(&f.device)
                 .unwrap_or_else(|| runs::testbed(&f.seed, &f.experiment, class, f.ncq));
             plan(
-                runs::Bed { class, ncq: f.ncq, preset },
+                runs::Bed { paper: &f.seed, class, ncq: f.ncq, preset },
                 &f.scheduler,
                 f.config.as_deref().unwrap_or(""),
                 w,
@@ -152,6 +152,14 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
     let claims: Vec<_> = published.claim.iter().filter(|c| wanted(&c.id)).collect();
     let device = |k: RunKey| runs::on_device(k, &opts.device);
     let mut keys: BTreeSet<RunKey> = claims.iter().flat_map(|c| claims::runs_needed(c)).map(device).collect();
+    // The extra column: the claims on the paper's `bfq` again with today's BFQ of this project.
+    keys.extend(
+        claims
+            .iter()
+            .filter_map(|c| claims::with_todays_bfq(c))
+            .flat_map(|c| claims::runs_needed(&c))
+            .map(device),
+    );
     if opts.only.is_none() {
         keys.extend(
             published.figure.iter().filter_map(|f| figure_keys(&published, f).ok()).flatten().map(device),
@@ -167,7 +175,15 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
             None => Err("not run".into()),
         }
     };
-    let claim_results: Vec<ClaimResult> = claims.iter().map(|c| claims::evaluate(c, &measure)).collect();
+    let claim_results: Vec<ClaimResult> = claims
+        .iter()
+        .map(|c| {
+            let mut r = claims::evaluate(c, &measure);
+            // Evaluated apart, after the verdict: it is shown beside the claim and never judged.
+            r.today = claims::beside_today(c, &measure);
+            r
+        })
+        .collect();
     let figures = if opts.only.is_some() {
         Vec::new()
     } else {
@@ -308,6 +324,19 @@ pub fn detail_line(c: &ClaimResult) -> String {
     }
 }
 
+/// The extra column of a claim in words: today's BFQ of this project in place of the paper's.
+pub fn today_line(t: &claims::Beside) -> String {
+    let ours = t.ours.map_or("-".into(), |v| format!("{v:.2}"));
+    let order = t
+        .order_values
+        .iter()
+        .map(|o| format!("{} {}{:.3}", o.scheduler, if o.lower_bound { ">=" } else { "" }, o.value))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let detail = if order.is_empty() { t.detail.clone() } else { order };
+    format!("beside it, {} (this project's BFQ today, no verdict): {ours} | {detail}", t.scheduler)
+}
+
 /// The terminal report: per experiment, the figures beside ours, then the verdicts.
 pub fn render_text(r: &SuiteResult) -> String {
     render_text_coloured(r, false)
@@ -394,6 +423,9 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
                     c.check
                 );
                 let _ = writeln!(out, "              {}", detail_line(c));
+                if let Some(t) = &c.today {
+                    let _ = writeln!(out, "              {}", today_line(t));
+                }
             }
         }
         out.push('\n');
