@@ -912,4 +912,51 @@ mod tests {
         assert_eq!(r.word(), "NOT COUNTED");
         assert_eq!(r.why.as_deref(), Some("re-checks another claim"));
     }
+
+    /// Issue 13 item 3: today's BFQ of this project is an extra column, never a paper's scheduler.
+    /// No published claim needs a `bfq-today` run for its verdict, evaluating a claim never measures
+    /// one, and whatever today's BFQ measures, every claim's verdict and value stay the same.
+    #[test]
+    fn todays_bfq_never_feeds_a_claims_verdict() {
+        let published = super::super::published::load().unwrap();
+        let mut beside = 0;
+        for c in &published.claim {
+            assert!(runs_needed(c).iter().all(|k| k.scheduler != TODAY_BFQ), "{}", c.id);
+            let asked = std::cell::RefCell::new(Vec::new());
+            let measure_with = |today: f64| {
+                let asked = &asked;
+                move |key: &RunKey, _: &str, _: Option<&str>| {
+                    asked.borrow_mut().push(key.scheduler.clone());
+                    let value =
+                        if key.scheduler == TODAY_BFQ { today } else { 1.0 + key.label().len() as f64 };
+                    Ok(Value { value, lower_bound: false })
+                }
+            };
+            let (low, high) = (evaluate(c, &measure_with(1e-6)), evaluate(c, &measure_with(1e6)));
+            assert!(asked.borrow().iter().all(|s| s != TODAY_BFQ), "{} measured today's BFQ", c.id);
+            assert_eq!(
+                (&low.verdict, low.ours, &low.detail),
+                (&high.verdict, high.ours, &high.detail),
+                "{}",
+                c.id
+            );
+            assert_eq!(low.today, None, "evaluate leaves the extra column to the suite");
+            // The extra column itself is today's BFQ in the paper's BFQ's place, and only there.
+            if let Some(t) = beside_today(c, &measure_with(7.0)) {
+                beside += 1;
+                assert_eq!(t.scheduler, TODAY_BFQ);
+                let moved = with_todays_bfq(c).unwrap();
+                assert!(runs_needed(&moved).iter().any(|k| k.scheduler == TODAY_BFQ && k.variant == "today"));
+                assert!(runs_needed(&moved).iter().all(|k| k.scheduler != "bfq"), "{}", c.id);
+            }
+        }
+        assert!(beside > 20, "the claims on BFQ get the extra column ({beside})");
+        // A claim without `bfq` gets none.
+        let c = claim_over("higher", "10r-seq", "cfq", "");
+        let mut c = c;
+        if let Some(n) = c.numerator.as_mut() {
+            n.scheduler = "noop".into();
+        }
+        assert!(with_todays_bfq(&c).is_none());
+    }
 }
