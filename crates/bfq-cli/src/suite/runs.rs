@@ -346,7 +346,7 @@ pub const TODAY_BFQ: &str = "bfq-today";
 /// - `cfq` of seed 002 is CFQ of Linux 2.6.21 (`2.6.21`: its idling rule, `quantum` 4, no
 ///   `low_latency`, which came with 2.6.32); of seeds 000, 001, 004 (2.6.32-2.6.35, results of 2.6.34)
 ///   and 003 (4.0) the rule of 2.6.33-4.20 (`2.6.33`);
-/// - [`TODAY_BFQ`]: `today`.
+/// - `today` for [`TODAY_BFQ`].
 pub fn paper_variant(paper: &str, scheduler: &str) -> &'static str {
     match (scheduler, paper) {
         (TODAY_BFQ, _) => "today",
