@@ -42,7 +42,10 @@
 //!   - `2.6.21` (seed 002's kernel, and up to 2.6.32): a seeky queue loses its idle window only when
 //!     the device queues internally; without internal queueing it keeps it, but is idled for at most
 //!     2 ms ("just enough to allow that process to submit a new request"). Seed 002's CFQ also has
-//!     `quantum` 4 and no `low_latency` (the knob came with 2.6.32): `bfq suite` sets both.
+//!     `quantum` 4 and no `low_latency` (the knob came with 2.6.32): `bfq suite` sets both. Not
+//!     modelled: 2.6.21 judged seekiness by the mean seek distance rather than the 32-request history
+//!     used here, and 2.6.29-2.6.32 also stopped idling altogether on flash with internal queueing (no
+//!     seed runs those kernels on flash).
 //!   - `off_with_ncq` (this model's rule until issue 13): no idling for any queue when the device
 //!     queues internally, as seed 001 sec. 5 summarises CFQ ("Both CFQ and BFQ+ address this issue by
 //!     disabling disk idling altogether when internal queueing is enabled"); no kernel generation did
