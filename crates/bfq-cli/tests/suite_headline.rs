@@ -1,11 +1,12 @@
 //! The papers' headline claims, checked on the quick suite (issue 5): weighted shares within 2%
-//! (seed 002), start-up under 10r-seq near idle for BFQ and far from it for CFQ and deadline
-//! (seed 001 sec. 6.3), BFQ 10r-seq throughput not below CFQ's (seed 001 sec. 6.2.1).
+//! (seed 002), start-up under 10r-seq far from idle for CFQ and deadline (seed 001 sec. 6.3) and near
+//! idle for BFQ-v7r8 with NCQ (seed 003), BFQ 10r-seq throughput not below CFQ's (seed 001 sec.
+//! 6.2.1). Seed 001's own BFQ+ misses its near-idle start-up claim in the model: that FAIL is recorded.
 
 use bfq_cli::suite::claims::Verdict;
 use bfq_cli::suite::{run, SuiteOptions};
 
-fn check(ids: &[&str]) {
+fn results(ids: &[&str]) -> Vec<bfq_cli::suite::claims::ClaimResult> {
     let opts = SuiteOptions {
         device: "default".into(),
         quick: true,
@@ -15,8 +16,12 @@ fn check(ids: &[&str]) {
     };
     let result = run(&opts).expect("the suite runs");
     assert_eq!(result.claims.len(), ids.len());
-    let failed: Vec<String> = result
-        .claims
+    result.claims
+}
+
+fn check(ids: &[&str]) {
+    let claims = results(ids);
+    let failed: Vec<String> = claims
         .iter()
         .filter(|c| c.verdict != Verdict::Pass)
         .map(|c| format!("{}: {:?} ours {:?} ({}) check {}", c.id, c.verdict, c.ours, c.detail, c.check))
@@ -57,10 +62,20 @@ fn cfq_and_deadline_start_up_under_10r_seq_is_at_least_3x_idle() {
     ]);
 }
 
-/// Seed 001 sec. 6.3: start-up under 10r-seq within 1.5x of idle with BFQ.
+/// Seed 001 sec. 6.3: start-up under 10r-seq within 1.5x of idle with BFQ+. Judged on seed 001's own
+/// BFQ+ (BFQ-v1, issue 13 item 3) the model misses it: with the v1 weight raising (sec. 4.1: x10,
+/// decreasing over 24 MB) xterm takes ~1.8x and gnome-terminal ~1.8x their idle times (the v7r8 raising
+/// gave 1.4x and 1.1x, which is why this test passed until each paper ran its own BFQ). The test
+/// records the FAIL, so that whatever makes it pass again is seen; this project's BFQ of today is shown
+/// beside it without a verdict.
 #[test]
-fn bfq_start_up_under_10r_seq_is_within_1_5x_of_idle() {
-    check(&["resp_xterm_10rseq_bfq_near_idle", "resp_gnometerm_10rseq_bfq_near_idle"]);
+fn bfq_v1_start_up_under_10r_seq_misses_1_5x_of_idle_in_the_model() {
+    for c in results(&["resp_xterm_10rseq_bfq_near_idle", "resp_gnometerm_10rseq_bfq_near_idle"]) {
+        assert_eq!(c.verdict, Verdict::Fail, "{}: {} ({})", c.id, c.detail, c.check);
+        let ours = c.ours.unwrap_or(f64::NAN);
+        assert!(ours > 1.5 && ours < 3.0, "{}: {ours} (far nearer idle than CFQ's >= 3x)", c.id);
+        assert!(c.today.is_some(), "{}: today's BFQ is shown beside it", c.id);
+    }
 }
 
 /// Seed 003 sec. V-C: BFQ-v7r8 keeps start-up near idle with internal queueing (NCQ) too, because

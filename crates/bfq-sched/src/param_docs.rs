@@ -47,6 +47,7 @@ pub const PARAM_DOCS: &[(&str, &str, &str)] = &[
     ("cfq", "back_seek_penalty", "a backward seek counts this many times a forward one (kernel name)"),
     ("cfq", "fifo_expire_sync", "ms after which a sync request is served first (kernel name)"),
     ("cfq", "fifo_expire_async", "ms, the same for async requests (kernel name)"),
+    ("cfq", "idling_rule", "kernel generation of the idling rule: 2.6.33 (2.6.33-4.20: seeky queues not idled unless deep, sequential ones idled also with NCQ), 2.6.21 (up to 2.6.32: seeky queues not idled only with NCQ, else for 2 ms), off_with_ncq (no idling with NCQ; seed 001 sec. 5's summary)"),
     ("deadline", "read_expire", "ms: a read's deadline (kernel name)"),
     ("deadline", "write_expire", "ms: a write's deadline (kernel name)"),
     ("deadline", "fifo_batch", "requests served in sector order before deadlines are checked again (kernel name)"),

@@ -84,20 +84,110 @@ fn cfq_stops_idling_at_slice_idle_and_serves_the_next_queue() {
     assert_eq!(dispatched(s.dispatch(until)).id, RequestId(2));
 }
 
+/// Queue 1 jumps around the disk one request at a time (never more than one queued, so never
+/// "deep"): after more than 4 seeks in its 32-request history it is seeky. Returns the scheduler with
+/// queue 1 active and empty, and queue 2's request (id 100) waiting.
+fn after_a_seeky_queue(device: DeviceInfo, rule: &str) -> (Cfq, Instant) {
+    let mut s = Cfq::new(device);
+    s.set_param("idling_rule", rule).unwrap();
+    let mut t = Instant::ZERO;
+    for i in 0..8u64 {
+        s.insert(read(i + 1, 1, (i % 2) * 40_000_000 + i * 100_000), t);
+        let r = dispatched(s.dispatch(t));
+        t = Instant::from_nanos(t.as_nanos() + 100_000);
+        if i == 7 {
+            s.insert(read(100, 2, 10), t);
+        }
+        s.complete(&r, t);
+    }
+    (s, t)
+}
+
+/// Linux 2.6.33+ (`cfq_update_idle_window`: no idle window for a seeky queue that is not deep).
 #[test]
 fn cfq_does_not_idle_for_a_seeky_queue() {
+    let (mut s, t) = after_a_seeky_queue(DeviceInfo::default(), "2.6.33");
+    // No idle wait: queue 2 is served at once.
+    assert_eq!(dispatched(s.dispatch(t)).id, RequestId(100));
+}
+
+/// Linux 2.6.33+: a seeky queue that has had 4 or more requests queued at once is "deep" and keeps
+/// its idle window (seed 003's 4.0 and seed 001's 2.6.34 CFQ).
+#[test]
+fn cfq_2_6_33_idles_for_a_deep_seeky_queue() {
     let mut s = Cfq::new(DeviceInfo::default());
-    // Queue 1 jumps around the disk: after more than 4 seeks in its history it is seeky.
     for i in 0..8u64 {
         s.insert(read(i + 1, 1, (i % 2) * 40_000_000 + i * 100_000), Instant::ZERO);
     }
+    s.insert(read(100, 2, 10), Instant::ZERO);
     for _ in 0..8 {
         let r = dispatched(s.dispatch(Instant::from_nanos(MSEC)));
+        assert_eq!(r.queue, QueueId(1));
         s.complete(&r, Instant::from_nanos(MSEC));
     }
-    s.insert(read(100, 2, 10), Instant::from_nanos(2 * MSEC));
-    // No idle wait: queue 2 is served at once.
-    assert_eq!(dispatched(s.dispatch(Instant::from_nanos(2 * MSEC))).id, RequestId(100));
+    assert_eq!(
+        s.dispatch(Instant::from_nanos(MSEC)),
+        Decision::Idle { until: Instant::from_nanos(9 * MSEC) }
+    );
+}
+
+/// Linux 2.6.21 (seed 002's kernel): without internal queueing a seeky queue keeps its idle window,
+/// cut to 2 ms; with it (`hw_tag`), it has none.
+#[test]
+fn cfq_2_6_21_idles_2_ms_for_a_seeky_queue_only_without_internal_queueing() {
+    let (mut s, t) = after_a_seeky_queue(DeviceInfo::default(), "2.6.21");
+    assert_eq!(s.dispatch(t), Decision::Idle { until: Instant::from_nanos(t.as_nanos() + 2 * MSEC) });
+    let (mut s, t) = after_a_seeky_queue(DeviceInfo { rotational: true, queue_depth: 32 }, "2.6.21");
+    assert_eq!(dispatched(s.dispatch(t)).id, RequestId(100));
+}
+
+/// A sequential queue on a disk with internal queueing: the kernels from 2.6.21 to 4.x keep idling
+/// for it (only seeky queues lose the idle window with `hw_tag`), so CFQ on seed 001's NCQ disk is
+/// not NOOP (seed 001 sec. 6.2.2: CFQ's throughput with NCQ is close to BFQ's). Only the
+/// `off_with_ncq` reading of seed 001 sec. 5 ("disabling disk idling altogether") stops.
+#[test]
+fn cfq_keeps_idling_for_a_sequential_queue_on_a_queueing_disk_except_under_off_with_ncq() {
+    for (rule, idles) in [("2.6.33", true), ("2.6.21", true), ("off_with_ncq", false)] {
+        let mut s = Cfq::new(DeviceInfo { rotational: true, queue_depth: 32 });
+        s.set_param("idling_rule", rule).unwrap();
+        s.insert(read(1, 1, 0), Instant::ZERO);
+        let r = dispatched(s.dispatch(Instant::ZERO));
+        s.insert(read(2, 2, 50_000_000), Instant::from_nanos(MSEC));
+        s.complete(&r, Instant::from_nanos(2 * MSEC));
+        let d = s.dispatch(Instant::from_nanos(2 * MSEC));
+        if idles {
+            assert_eq!(d, Decision::Idle { until: Instant::from_nanos(10 * MSEC) }, "{rule}");
+        } else {
+            assert_eq!(dispatched(d).id, RequestId(2), "{rule}");
+        }
+    }
+}
+
+/// Linux 2.6.33+ on flash with internal queueing: the idle window is not used while other queues
+/// are busy (seed 003's SSD runs), and a queue alone is still idled for.
+#[test]
+fn cfq_2_6_33_on_queueing_flash_idles_only_for_a_queue_alone() {
+    let flash = DeviceInfo { rotational: false, queue_depth: 32 };
+    let mut s = Cfq::new(flash);
+    s.insert(read(1, 1, 0), Instant::ZERO);
+    let r = dispatched(s.dispatch(Instant::ZERO));
+    s.complete(&r, Instant::from_nanos(MSEC));
+    assert_eq!(s.next_timer(), Some(Instant::from_nanos(9 * MSEC)), "alone: idled for");
+    s.insert(read(2, 1, 128), Instant::from_nanos(MSEC));
+    let r = dispatched(s.dispatch(Instant::from_nanos(MSEC)));
+    s.insert(read(3, 2, 50_000_000), Instant::from_nanos(MSEC));
+    s.complete(&r, Instant::from_nanos(2 * MSEC));
+    assert_eq!(dispatched(s.dispatch(Instant::from_nanos(2 * MSEC))).id, RequestId(3));
+}
+
+#[test]
+fn cfq_idling_rule_is_a_validated_tunable() {
+    let mut s = Cfq::new(DeviceInfo::default());
+    assert!(s.params().contains(&("idling_rule", "2.6.33".to_string())));
+    let err = s.set_param("idling_rule", "2.6.99").unwrap_err().to_string();
+    assert!(err.contains("idling_rule"), "{err}");
+    s.set_param("idling_rule", "2.6.21").unwrap();
+    assert!(s.params().contains(&("idling_rule", "2.6.21".to_string())));
 }
 
 #[test]

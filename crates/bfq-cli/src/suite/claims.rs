@@ -16,7 +16,7 @@
 use serde::Serialize;
 
 use super::published::{Claim, Selector};
-use super::runs::{plan, testbed, Bed, RunKey, Value, FOUR_WORKLOADS};
+use super::runs::{plan, testbed, Bed, RunKey, Value, FOUR_WORKLOADS, TODAY_BFQ};
 
 /// The margin of "higher" and "similar": a difference of at most 5% is no difference. Seed 002's
 /// 95% confidence half-widths are 2.4% of the value at the median (so about 3.4% on a ratio of two
@@ -106,6 +106,58 @@ pub struct ClaimResult {
     /// Ordering claims: the neighbouring pairs that are not in the claimed order (`a > b` fails).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub out_of_order: Vec<String>,
+    /// Claims on the paper's `bfq`: the same quantity with this project's BFQ of today in its place
+    /// ([`beside_today`]), shown beside ours; it has no verdict and never feeds `verdict`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub today: Option<Beside>,
+}
+
+/// An extra column beside a claim: the claim's quantity with another scheduler in place of the
+/// paper's, without a verdict.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Beside {
+    /// The scheduler put in place of the paper's `bfq` ([`TODAY_BFQ`]).
+    pub scheduler: String,
+    /// Its value of the claim's quantity (the claim's `ours` computed the same way), if measured.
+    pub ours: Option<f64>,
+    /// Its values per workload / per scheduler, or why it could not be measured.
+    pub detail: String,
+    /// Ordering claims: each scheduler's value.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub order_values: Vec<OrderValue>,
+}
+
+/// The claim with every selector on the paper's `bfq` moved to this project's BFQ of today
+/// ([`TODAY_BFQ`]), or `None` when the claim has no `bfq`.
+pub fn with_todays_bfq(claim: &Claim) -> Option<Claim> {
+    let mut c = claim.clone();
+    let mut moved = false;
+    let mut swap = |s: &mut String| {
+        if s == "bfq" {
+            *s = TODAY_BFQ.to_string();
+            moved = true;
+        }
+    };
+    for sel in [c.numerator.as_mut(), c.denominator.as_mut()].into_iter().flatten() {
+        swap(&mut sel.scheduler);
+    }
+    for s in c.order.iter_mut().flatten().chain(c.each_scheduler.iter_mut().flatten()) {
+        swap(s);
+    }
+    moved.then_some(c)
+}
+
+/// Today's BFQ of this project beside a claim on the paper's `bfq`: the claim evaluated again with
+/// [`with_todays_bfq`], of which only the values are kept. The claim's own verdict is
+/// [`evaluate`]'s, which never measures a [`TODAY_BFQ`] run.
+pub fn beside_today(claim: &Claim, measure: &Measure) -> Option<Beside> {
+    let c = with_todays_bfq(claim)?;
+    let r = evaluate(&c, measure);
+    let detail = match r.verdict {
+        Verdict::NotRun { reason } => reason,
+        _ => r.detail,
+    };
+    Some(Beside { scheduler: TODAY_BFQ.to_string(), ours: r.ours, detail, order_values: r.order_values })
 }
 
 impl ClaimResult {
@@ -292,7 +344,7 @@ type Selection = (String, String, String, String, Option<String>);
 /// The device of the claim's paper's test bed.
 fn bed_of(claim: &Claim) -> Bed<'_> {
     let preset = testbed(&claim.seed, &claim.experiment, &claim.device_class, claim.ncq);
-    Bed { class: &claim.device_class, ncq: claim.ncq, preset }
+    Bed { paper: &claim.seed, class: &claim.device_class, ncq: claim.ncq, preset }
 }
 
 fn selections(claim: &Claim) -> Vec<Selection> {
@@ -499,6 +551,7 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
         order_values: Vec::new(),
         order_metric: None,
         out_of_order: Vec::new(),
+        today: None,
     };
     if claim.kind == "ordering" {
         evaluate_ordering(claim, measure, &mut result);
@@ -858,5 +911,52 @@ mod tests {
         assert!(!r.counted);
         assert_eq!(r.word(), "NOT COUNTED");
         assert_eq!(r.why.as_deref(), Some("re-checks another claim"));
+    }
+
+    /// Issue 13 item 3: today's BFQ of this project is an extra column, never a paper's scheduler.
+    /// No published claim needs a `bfq-today` run for its verdict, evaluating a claim never measures
+    /// one, and whatever today's BFQ measures, every claim's verdict and value stay the same.
+    #[test]
+    fn todays_bfq_never_feeds_a_claims_verdict() {
+        let published = super::super::published::load().unwrap();
+        let mut beside = 0;
+        for c in &published.claim {
+            assert!(runs_needed(c).iter().all(|k| k.scheduler != TODAY_BFQ), "{}", c.id);
+            let asked = std::cell::RefCell::new(Vec::new());
+            let measure_with = |today: f64| {
+                let asked = &asked;
+                move |key: &RunKey, _: &str, _: Option<&str>| {
+                    asked.borrow_mut().push(key.scheduler.clone());
+                    let value =
+                        if key.scheduler == TODAY_BFQ { today } else { 1.0 + key.label().len() as f64 };
+                    Ok(Value { value, lower_bound: false })
+                }
+            };
+            let (low, high) = (evaluate(c, &measure_with(1e-6)), evaluate(c, &measure_with(1e6)));
+            assert!(asked.borrow().iter().all(|s| s != TODAY_BFQ), "{} measured today's BFQ", c.id);
+            assert_eq!(
+                (&low.verdict, low.ours, &low.detail),
+                (&high.verdict, high.ours, &high.detail),
+                "{}",
+                c.id
+            );
+            assert_eq!(low.today, None, "evaluate leaves the extra column to the suite");
+            // The extra column itself is today's BFQ in the paper's BFQ's place, and only there.
+            if let Some(t) = beside_today(c, &measure_with(7.0)) {
+                beside += 1;
+                assert_eq!(t.scheduler, TODAY_BFQ);
+                let moved = with_todays_bfq(c).unwrap();
+                assert!(runs_needed(&moved).iter().any(|k| k.scheduler == TODAY_BFQ && k.variant == "today"));
+                assert!(runs_needed(&moved).iter().all(|k| k.scheduler != "bfq"), "{}", c.id);
+            }
+        }
+        assert!(beside > 20, "the claims on BFQ get the extra column ({beside})");
+        // A claim without `bfq` gets none.
+        let c = claim_over("higher", "10r-seq", "cfq", "");
+        let mut c = c;
+        if let Some(n) = c.numerator.as_mut() {
+            n.scheduler = "noop".into();
+        }
+        assert!(with_todays_bfq(&c).is_none());
     }
 }

@@ -89,7 +89,7 @@ pub fn render(r: &SuiteResult) -> String {
             continue;
         }
         let _ = write!(h, "<h2>{}</h2>", esc(title));
-        h.push_str("<table><tr><th>verdict</th><th>claim</th><th>check</th><th>ours</th><th>paper</th><th>detail</th></tr>");
+        h.push_str("<table><tr><th>verdict</th><th>claim</th><th>check</th><th>ours</th><th>paper</th><th>detail</th><th>bfq today<br><small>this project, no verdict</small></th></tr>");
         for c in cls {
             let class = match (&c.verdict, c.counted) {
                 (Verdict::Pass, true) => "PASS",
@@ -99,7 +99,7 @@ pub fn render(r: &SuiteResult) -> String {
             let (word, detail) = (c.word(), super::detail_line(c));
             let _ = write!(
                 h,
-                "<tr class='{class}'><td>{word}</td><td>{}{} <small>({})</small><br><small>{}</small></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class='{class}'><td>{word}</td><td>{}{} <small>({})</small><br><small>{}</small></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 if c.headline { "* " } else { "" },
                 esc(&c.id),
                 esc(&c.source),
@@ -107,7 +107,12 @@ pub fn render(r: &SuiteResult) -> String {
                 esc(&c.check),
                 c.ours.map_or("-".into(), |v| format!("{v:.2}")),
                 c.paper.map_or("-".into(), |v| format!("{v:.2}")),
-                esc(&detail)
+                esc(&detail),
+                c.today.as_ref().map_or("-".into(), |t| format!(
+                    "{}<br><small>{}</small>",
+                    t.ours.map_or("-".into(), |v| format!("{v:.2}")),
+                    esc(&super::today_line(t))
+                ))
             );
         }
         h.push_str("</table>");

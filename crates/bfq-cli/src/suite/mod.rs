@@ -60,6 +60,15 @@ pub struct FigureResult {
     pub figure: Figure,
     /// Our value, or why there is none.
     pub ours: Result<runs::Value, String>,
+    /// A figure of the paper's `bfq`: the same with this project's BFQ of today in its place
+    /// ([`runs::TODAY_BFQ`]), shown beside ours without a verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub today: Option<runs::Value>,
+}
+
+/// The figure with this project's BFQ of today in place of the paper's `bfq`, if it is on `bfq`.
+fn with_todays_bfq(f: &Figure) -> Option<Figure> {
+    (f.scheduler == "bfq").then(|| Figure { scheduler: runs::TODAY_BFQ.to_string(), ..f.clone() })
 }
 
 /// One run with its report.
@@ -126,7 +135,7 @@ fn figure_keys(published: &Published, f: &Figure) -> Result<Vec<RunKey>, String>
             let preset = runs::preset_of_device(&f.device)
                 .unwrap_or_else(|| runs::testbed(&f.seed, &f.experiment, class, f.ncq));
             plan(
-                runs::Bed { class, ncq: f.ncq, preset },
+                runs::Bed { paper: &f.seed, class, ncq: f.ncq, preset },
                 &f.scheduler,
                 f.config.as_deref().unwrap_or(""),
                 w,
@@ -152,9 +161,26 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
     let claims: Vec<_> = published.claim.iter().filter(|c| wanted(&c.id)).collect();
     let device = |k: RunKey| runs::on_device(k, &opts.device);
     let mut keys: BTreeSet<RunKey> = claims.iter().flat_map(|c| claims::runs_needed(c)).map(device).collect();
+    // The extra column: the claims on the paper's `bfq` again with today's BFQ of this project.
+    keys.extend(
+        claims
+            .iter()
+            .filter_map(|c| claims::with_todays_bfq(c))
+            .flat_map(|c| claims::runs_needed(&c))
+            .map(device),
+    );
     if opts.only.is_none() {
         keys.extend(
             published.figure.iter().filter_map(|f| figure_keys(&published, f).ok()).flatten().map(device),
+        );
+        keys.extend(
+            published
+                .figure
+                .iter()
+                .filter_map(with_todays_bfq)
+                .filter_map(|f| figure_keys(&published, &f).ok())
+                .flatten()
+                .map(device),
         );
     }
     let keys: Vec<RunKey> = keys.into_iter().collect();
@@ -167,7 +193,15 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
             None => Err("not run".into()),
         }
     };
-    let claim_results: Vec<ClaimResult> = claims.iter().map(|c| claims::evaluate(c, &measure)).collect();
+    let claim_results: Vec<ClaimResult> = claims
+        .iter()
+        .map(|c| {
+            let mut r = claims::evaluate(c, &measure);
+            // Evaluated apart, after the verdict: it is shown beside the claim and never judged.
+            r.today = claims::beside_today(c, &measure);
+            r
+        })
+        .collect();
     let figures = if opts.only.is_some() {
         Vec::new()
     } else {
@@ -175,21 +209,24 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
             .figure
             .iter()
             .map(|f| {
-                let ours = figure_keys(&published, f).and_then(|keys| {
-                    let metric = if keys.len() > 1 { "startup_s" } else { f.metric.as_str() };
-                    let values = keys
-                        .iter()
-                        .map(|k| match by_key.get(&device(k.clone())) {
-                            Some(Ok(r)) => runs::mean_value(r, metric, f.app.as_deref(), f.reader),
-                            Some(Err(e)) => Err(e.clone()),
-                            None => Err("not run".into()),
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let pick = if f.metric.ends_with("_min") { f64::min } else { f64::max };
-                    let value = values.iter().map(|v| v.value).reduce(pick).unwrap_or(f64::NAN);
-                    Ok(runs::Value { value, lower_bound: values.iter().any(|v| v.lower_bound) })
-                });
-                FigureResult { figure: f.clone(), ours }
+                let value_of = |f: &Figure| {
+                    figure_keys(&published, f).and_then(|keys| {
+                        let metric = if keys.len() > 1 { "startup_s" } else { f.metric.as_str() };
+                        let values = keys
+                            .iter()
+                            .map(|k| match by_key.get(&device(k.clone())) {
+                                Some(Ok(r)) => runs::mean_value(r, metric, f.app.as_deref(), f.reader),
+                                Some(Err(e)) => Err(e.clone()),
+                                None => Err("not run".into()),
+                            })
+                            .collect::<Result<Vec<_>, _>>()?;
+                        let pick = if f.metric.ends_with("_min") { f64::min } else { f64::max };
+                        let value = values.iter().map(|v| v.value).reduce(pick).unwrap_or(f64::NAN);
+                        Ok(runs::Value { value, lower_bound: values.iter().any(|v| v.lower_bound) })
+                    })
+                };
+                let today = with_todays_bfq(f).and_then(|t| value_of(&t).ok());
+                FigureResult { figure: f.clone(), ours: value_of(f), today }
             })
             .collect()
     };
@@ -308,6 +345,19 @@ pub fn detail_line(c: &ClaimResult) -> String {
     }
 }
 
+/// The extra column of a claim in words: today's BFQ of this project in place of the paper's.
+pub fn today_line(t: &claims::Beside) -> String {
+    let ours = t.ours.map_or("-".into(), |v| format!("{v:.2}"));
+    let order = t
+        .order_values
+        .iter()
+        .map(|o| format!("{} {}{:.3}", o.scheduler, if o.lower_bound { ">=" } else { "" }, o.value))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let detail = if order.is_empty() { t.detail.clone() } else { order };
+    format!("beside it, {} (this project's BFQ today, no verdict): {ours} | {detail}", t.scheduler)
+}
+
 /// The terminal report: per experiment, the figures beside ours, then the verdicts.
 pub fn render_text(r: &SuiteResult) -> String {
     render_text_coloured(r, false)
@@ -358,12 +408,14 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
                 measured,
                 figs.len()
             );
-            let header = ["figure", "paper", "ours", "unit"].map(String::from).to_vec();
+            let header =
+                ["figure", "paper", "ours", "unit", "bfq today (no verdict)"].map(String::from).to_vec();
             let rows = figs.iter().filter(|f| f.ours.is_ok()).map(|f| {
                 let (id, unit) = (f.figure.id.clone(), f.figure.unit.clone());
-                vec![id, format!("{:.3}", f.figure.value), fmt_value(&f.ours), unit]
+                let today = f.today.map_or(String::new(), |v| fmt_value(&Ok(v)));
+                vec![id, format!("{:.3}", f.figure.value), fmt_value(&f.ours), unit, today]
             });
-            let align = [Align::Left, Align::Right, Align::Right, Align::Left];
+            let align = [Align::Left, Align::Right, Align::Right, Align::Left, Align::Right];
             out.push_str(&table(std::iter::once(header).chain(rows), &align, 2));
             let missing: BTreeSet<String> = figs
                 .iter()
@@ -394,6 +446,9 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
                     c.check
                 );
                 let _ = writeln!(out, "              {}", detail_line(c));
+                if let Some(t) = &c.today {
+                    let _ = writeln!(out, "              {}", today_line(t));
+                }
             }
         }
         out.push('\n');

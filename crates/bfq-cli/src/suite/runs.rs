@@ -158,9 +158,12 @@ pub fn on_device(mut key: RunKey, device: &str) -> RunKey {
     key
 }
 
-/// The device side of a run: class, internal queueing, and the preset that models it.
+/// The device side of a run: class, internal queueing, and the preset that models it; and the paper
+/// whose experiment it is, which decides the scheduler variants ([`paper_variant`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Bed<'a> {
+    /// The seed (`001` ...) whose experiment runs: its own BFQ and CFQ are used.
+    pub paper: &'a str,
     /// `hdd`, `ssd` or `nvme`.
     pub class: &'a str,
     /// Internal queueing on.
@@ -181,6 +184,9 @@ pub struct RunKey {
     pub preset: String,
     /// The paper's scheduler name (`bfq-no-heuristics` ...).
     pub scheduler: String,
+    /// Which version of that scheduler the paper ran ([`paper_variant`]: `v1`, `v7r8`, `original`,
+    /// `2.6.21` ...; `today` for this project's BFQ shown beside the papers'), `""` when only one.
+    pub variant: String,
     /// The paper's config (`max_budget=4096` ...), `""` for defaults.
     pub config: String,
     /// What runs.
@@ -202,7 +208,13 @@ impl RunKey {
             Scenario::Streaming => "vlc-stream".into(),
         };
         let cfg = if self.config.is_empty() { String::new() } else { format!(" [{}]", self.config) };
-        format!("{}{} {}{cfg} | {what}", self.preset, if self.ncq { "+ncq" } else { "" }, self.scheduler)
+        let variant = if self.variant.is_empty() { String::new() } else { format!(" ({})", self.variant) };
+        format!(
+            "{}{} {}{variant}{cfg} | {what}",
+            self.preset,
+            if self.ncq { "+ncq" } else { "" },
+            self.scheduler
+        )
     }
 }
 
@@ -227,7 +239,8 @@ pub fn plan(
     metric: &str,
     app: Option<&str>,
 ) -> Result<RunKey, NotRun> {
-    scheduler_and_params(scheduler, config)?;
+    let variant = paper_variant(bed.paper, scheduler);
+    scheduler_and_params(scheduler, config, variant)?;
     let scenario = match metric {
         "aggregate_mb_s"
         | "aggregate_mb_s_first_15s"
@@ -247,6 +260,7 @@ pub fn plan(
         ncq: bed.ncq,
         preset: bed.preset.to_string(),
         scheduler: scheduler.to_string(),
+        variant: variant.to_string(),
         config: config.to_string(),
         scenario,
     })
@@ -310,23 +324,99 @@ pub fn bandwidth_weights(workload: &str) -> Option<(Vec<u32>, bool)> {
 pub const PAPER_BFQ_PARAMS: &[(&str, &str)] =
     &[("injection", "0"), ("waker_detection", "0"), ("fair_charge", "0")];
 
-/// The registry scheduler and tunables standing for a paper's scheduler name and config.
+/// The scheduler name that stands for this project's BFQ as it is today (the registry's default `bfq`,
+/// with injection, waker detection, the shared-slot charge and the kernel's rules): run beside the
+/// papers' BFQ as an extra column, never in place of it and never in a verdict.
+pub const TODAY_BFQ: &str = "bfq-today";
+
+/// Which version of `scheduler` the experiment of seed `paper` ran (docs/experiments.md, "Reading the
+/// names"; data/README.md):
+/// - `bfq` of seeds 000, 001 and 004 is BFQ+ = BFQ-v1 (seed 001 sec. 4: v1 weight raising, the
+///   peak-rate estimator and budget rules of sec. 4.2-4.4; sec. 5.1: no idling with internal queueing;
+///   seed 004 announces the same BFQ for 2.6.32-2.6.35): `v1`, and `bfq-low-latency-off` is `v1` with
+///   `low_latency=0`;
+/// - `bfq` of seed 003 is BFQ-v7r8 (sec. V: constant raising with automatic duration and soft
+///   real-time raising, sec. V-C's idling policy, sec. V-D's Early Queue Merge): `v7r8`, without the
+///   later kernel rules this project also models (large-burst detection, the kernel idling rule for
+///   raised queues, kernel-bfq-reference.md);
+/// - `bfq-no-heuristics` of every seed, and any BFQ of seed 002 ("the old version of BFQ (prior to v1)",
+///   on Linux 2.6.21): `original` (seed 001 sec. 3 only, `v1_heuristics=0`, no weight raising);
+/// - `bfq` of the traces README (a recent mainline kernel): `kernel`, this project's BFQ without its
+///   additions beyond the seeds (injection, waker detection, shared-slot charge), as before;
+/// - `cfq` of seed 002 is CFQ of Linux 2.6.21 (`2.6.21`: its idling rule, `quantum` 4, no
+///   `low_latency`, which came with 2.6.32); of seeds 000, 001, 004 (2.6.32-2.6.35, results of 2.6.34)
+///   and 003 (4.0) the rule of 2.6.33-4.20 (`2.6.33`);
+/// - `today` for [`TODAY_BFQ`].
+pub fn paper_variant(paper: &str, scheduler: &str) -> &'static str {
+    match (scheduler, paper) {
+        (TODAY_BFQ, _) => "today",
+        ("bfq-no-heuristics", _) | ("bfq" | "bfq-low-latency-off", "002") => "original",
+        ("bfq" | "bfq-low-latency-off", "000" | "001" | "004") => "v1",
+        ("bfq" | "bfq-low-latency-off", "003") => "v7r8",
+        ("bfq" | "bfq-low-latency-off", _) => "kernel",
+        ("cfq", "002") => "2.6.21",
+        ("cfq", _) => "2.6.33",
+        _ => "",
+    }
+}
+
+/// The tunables of a variant of [`paper_variant`] (before the scheduler name's and the config's own).
+pub fn variant_params(variant: &str) -> &'static [(&'static str, &'static str)] {
+    match variant {
+        "v1" => &[
+            ("injection", "0"),
+            ("waker_detection", "0"),
+            ("fair_charge", "0"),
+            ("weight_raising", "v1"),
+            ("idling_policy", "v1"),
+            ("peak_rate_estimator", "paper"),
+            ("budget_feedback", "paper"),
+            ("merge", "0"),
+            ("large_burst", "0"),
+        ],
+        "v7r8" => &[
+            ("injection", "0"),
+            ("waker_detection", "0"),
+            ("fair_charge", "0"),
+            ("weight_raising", "v7r8"),
+            ("idling_policy", "v7r8"),
+            ("peak_rate_estimator", "paper"),
+            ("budget_feedback", "paper"),
+            ("merge", "1"),
+            ("large_burst", "0"),
+        ],
+        "original" => &[
+            ("injection", "0"),
+            ("waker_detection", "0"),
+            ("fair_charge", "0"),
+            ("v1_heuristics", "0"),
+            ("low_latency", "0"),
+        ],
+        "kernel" => PAPER_BFQ_PARAMS,
+        "2.6.21" => &[("idling_rule", "2.6.21"), ("quantum", "4"), ("low_latency", "0")],
+        "2.6.33" => &[("idling_rule", "2.6.33")],
+        _ => &[],
+    }
+}
+
+/// The registry scheduler and tunables standing for a paper's scheduler name, its variant
+/// ([`paper_variant`]) and config.
 pub fn scheduler_and_params(
     scheduler: &str,
     config: &str,
+    variant: &str,
 ) -> Result<(String, Vec<(String, String)>), NotRun> {
     // The papers' BFQ has none of what this project adds for fast devices (injection, waker detection,
     // the shared-slot charge: docs/fast-devices.md); those are the engine's defaults, never the papers'.
-    let papers_bfq = |extra: &[(&str, &str)]| -> Vec<(String, String)> {
-        PAPER_BFQ_PARAMS.iter().chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    let own = |extra: &[(&str, &str)]| -> Vec<(String, String)> {
+        variant_params(variant).iter().chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
     };
     let (name, mut params): (&str, Vec<(String, String)>) = match scheduler {
-        "bfq" => ("bfq", papers_bfq(&[])),
-        "bfq-low-latency-off" => ("bfq", papers_bfq(&[("low_latency", "0")])),
-        "bfq-no-heuristics" => ("bfq", papers_bfq(&[("v1_heuristics", "0"), ("low_latency", "0")])),
+        "bfq" | "bfq-no-heuristics" | TODAY_BFQ => ("bfq", own(&[])),
+        "bfq-low-latency-off" => ("bfq", own(&[("low_latency", "0")])),
         "any" => return Err("figure holds for any scheduler".into()),
         other => match bfq_sched::canonical_name(other) {
-            Some(c) => (c, vec![]),
+            Some(c) => (c, own(&[])),
             None => return Err(format!("scheduler {other} is not available in this build")),
         },
     };
@@ -494,7 +584,7 @@ fn capacity_bytes(preset: &str) -> u64 {
 pub fn execute(key: &RunKey, profile: &Profile, seed: u64) -> Result<RunReport, String> {
     let job = job(key, profile, seed);
     job.validate().map_err(|(_, field, message)| format!("{}: field `{field}`: {message}", key.label()))?;
-    let (name, params) = scheduler_and_params(&key.scheduler, &key.config)?;
+    let (name, params) = scheduler_and_params(&key.scheduler, &key.config, &key.variant)?;
     run_job(&job, &name, &params).map_err(|e| format!("{}: {e}", key.label()))
 }
 
@@ -609,7 +699,7 @@ mod tests {
 
     fn key(scheduler: &str, config: &str, workload: &str, metric: &str, app: Option<&str>) -> RunKey {
         plan(
-            Bed { class: "hdd", ncq: false, preset: "hdd-stm332061" },
+            Bed { paper: "001", class: "hdd", ncq: false, preset: "hdd-stm332061" },
             scheduler,
             config,
             workload,
@@ -659,16 +749,86 @@ mod tests {
 
     #[test]
     fn the_papers_scheduler_names_map_onto_registry_schedulers_and_tunables() {
-        let (_, params) = scheduler_and_params("bfq", "").unwrap();
+        let (_, params) = scheduler_and_params("bfq", "", paper_variant("001", "bfq")).unwrap();
         assert!(params.contains(&("injection".into(), "0".into())), "the papers' BFQ injects nothing");
-        let (name, params) = scheduler_and_params("bfq-no-heuristics", "max_budget=4096").unwrap();
+        let variant = paper_variant("002", "bfq-no-heuristics");
+        let (name, params) = scheduler_and_params("bfq-no-heuristics", "max_budget=4096", variant).unwrap();
         assert_eq!(name, "bfq");
         assert!(params.contains(&("v1_heuristics".into(), "0".into())));
         assert!(params.contains(&("max_budget".into(), "4096".into())));
-        let (name, params) = scheduler_and_params("cfq", "slice_sync=100ms").unwrap();
+        let (name, params) = scheduler_and_params("cfq", "slice_sync=100ms", "").unwrap();
         assert_eq!((name.as_str(), params), ("cfq", vec![("slice_sync".into(), "100".into())]));
-        assert!(scheduler_and_params("no-such-scheduler", "").is_err());
-        assert!(scheduler_and_params("cfq", "no_such_tunable=1").is_err());
+        assert!(scheduler_and_params("no-such-scheduler", "", "").is_err());
+        assert!(scheduler_and_params("cfq", "no_such_tunable=1", "").is_err());
+    }
+
+    fn params_of(paper: &str, scheduler: &str) -> std::collections::BTreeMap<String, String> {
+        scheduler_and_params(scheduler, "", paper_variant(paper, scheduler)).unwrap().1.into_iter().collect()
+    }
+
+    /// Issue 13 item 3: each paper's `bfq` is its own BFQ. Seeds 000/001/004: BFQ+ = BFQ-v1 (seed 001
+    /// sec. 4, sec. 5.1); seed 003: BFQ-v7r8 (seed 003 sec. V) without the later kernel rules; seed
+    /// 002: the BFQ "prior to v1"; none has this project's fast-device additions.
+    #[test]
+    fn each_papers_bfq_is_its_own_variant() {
+        for paper in ["000", "001", "004"] {
+            let p = params_of(paper, "bfq");
+            for (k, v) in [
+                ("weight_raising", "v1"),
+                ("idling_policy", "v1"),
+                ("peak_rate_estimator", "paper"),
+                ("budget_feedback", "paper"),
+                ("merge", "0"),
+                ("large_burst", "0"),
+                ("injection", "0"),
+                ("waker_detection", "0"),
+                ("fair_charge", "0"),
+            ] {
+                assert_eq!(p.get(k).map(String::as_str), Some(v), "seed {paper} bfq: {k}");
+            }
+            assert_eq!(p.get("v1_heuristics"), None, "BFQ+ keeps the v1 heuristics (default 1)");
+            let p = params_of(paper, "bfq-low-latency-off");
+            assert_eq!((p["weight_raising"].as_str(), p["low_latency"].as_str()), ("v1", "0"));
+        }
+        let p = params_of("003", "bfq");
+        for (k, v) in [
+            ("weight_raising", "v7r8"),
+            ("idling_policy", "v7r8"),
+            ("peak_rate_estimator", "paper"),
+            ("budget_feedback", "paper"),
+            ("merge", "1"),
+            ("large_burst", "0"),
+            ("injection", "0"),
+        ] {
+            assert_eq!(p.get(k).map(String::as_str), Some(v), "seed 003 bfq: {k}");
+        }
+        for paper in ["000", "001", "002", "003"] {
+            let p = params_of(paper, "bfq-no-heuristics");
+            assert_eq!((p["v1_heuristics"].as_str(), p["low_latency"].as_str()), ("0", "0"), "{paper}");
+        }
+        assert_eq!(paper_variant("002", "bfq"), "original", "seed 002: the BFQ prior to v1");
+        // Today's BFQ of this project: the registry default, nothing turned off.
+        assert!(params_of("001", TODAY_BFQ).is_empty());
+    }
+
+    /// Issue 13 item 3: CFQ as of each paper's kernel. Seed 002 ran Linux 2.6.21 (no `low_latency`
+    /// before 2.6.32, `quantum` 4); seeds 001 (2.6.34) and 003 (4.0) the 2.6.33-4.20 idling rule.
+    #[test]
+    fn each_papers_cfq_is_its_kernels() {
+        let p = params_of("002", "cfq");
+        assert_eq!(p["idling_rule"], "2.6.21");
+        assert_eq!((p["quantum"].as_str(), p["low_latency"].as_str()), ("4", "0"));
+        for paper in ["000", "001", "003", "004"] {
+            let p = params_of(paper, "cfq");
+            assert_eq!(p["idling_rule"], "2.6.33", "{paper}");
+            assert_eq!(p.get("low_latency"), None, "{paper}: low_latency on, the default");
+        }
+        // The same workload under two papers' BFQ is two runs.
+        let bed = |paper| Bed { paper, class: "hdd", ncq: false, preset: "hdd-stm332061" };
+        let a = plan(bed("001"), "bfq", "", "10r-seq", "aggregate_mb_s", None).unwrap();
+        let b = plan(bed("003"), "bfq", "", "10r-seq", "aggregate_mb_s", None).unwrap();
+        assert_ne!(a, b);
+        assert!(a.label().contains("(v1)") && b.label().contains("(v7r8)"), "{} / {}", a.label(), b.label());
     }
 
     #[test]
@@ -702,7 +862,7 @@ mod tests {
                 "dbms-100p-1out" => "completion_s",
                 _ => "aggregate_mb_s",
             };
-            let bed = Bed { class: "hdd", ncq: false, preset: "hdd-dtla307030" };
+            let bed = Bed { paper: "002", class: "hdd", ncq: false, preset: "hdd-dtla307030" };
             let k = plan(bed, "cfq", "", workload, metric, None).unwrap();
             let job = job(&k, &Profile::QUICK, 1);
             bfq_sim::build_apps(&job, capacity_bytes("hdd-dtla307030") + (64 << 20))
