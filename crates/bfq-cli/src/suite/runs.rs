@@ -308,7 +308,7 @@ pub fn bandwidth_weights(workload: &str) -> Option<(Vec<u32>, bool)> {
 
 /// The tunables that turn this project's additions beyond the seeds off, for the papers' BFQ.
 pub const PAPER_BFQ_PARAMS: &[(&str, &str)] =
-    &[("injection", "0"), ("waker_detection", "0"), ("fair_charge", "0")];
+    &[("injection", "0"), ("waker_detection", "0"), ("fair_charge", "0"), ("bypass_depth", "0")];
 
 /// The registry scheduler and tunables standing for a paper's scheduler name and config.
 pub fn scheduler_and_params(
