@@ -26,6 +26,9 @@
 //!   per request latency, however long it waits, so making it wait only lowers what it gets; a greedy
 //!   queue that keeps the device full would gain from being served out of turn, and never
 //!   qualifies;
+//! - the in-service queue is not latency-bound itself (it keeps more than `bypass_depth` requests
+//!   outstanding): beside a latency-bound in-service queue, injection is what serves the others, within
+//!   the limit learned from that queue's latency alone;
 //! - it is B-WF2Q+-eligible at every level of the hierarchy (S <= V in its tree, and each waiting
 //!   group above it likewise): the bypass never serves a queue before B-WF2Q+ would let it in.
 //!
@@ -78,6 +81,14 @@ impl Bfq {
         }
         if !self.hw_tag.detected {
             self.bypass.clear();
+            return None;
+        }
+        if self.latency_bound(s) {
+            // Beside a latency-bound in-service queue, the device has room and injection serves the
+            // others within the limit learned from that queue's latency alone; bypassed requests there
+            // would keep the device from ever serving it alone, its baseline would go stale, and
+            // injection would stop (fast-seq-rand-1-4: the sequential readers fell from 105 to 15 MiB/s
+            // each beside two random readers served in turn and bypassing each other).
             return None;
         }
         let class = self.queues[s as usize].spec.class.index();
