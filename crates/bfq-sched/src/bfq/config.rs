@@ -130,6 +130,13 @@ pub struct BfqConfig {
     /// part of the slot in which the device served it alone; with injection the device was shared, and
     /// charging the whole time would count the other queues' service against it too.
     pub fair_charge: bool,
+    /// `bypass_depth` (2 requests): on a device with internal queueing, a waiting synchronous queue
+    /// that keeps at most this many requests outstanding (latency-bound: it cannot use more than
+    /// what its request latency allows) has its next request dispatched at once beside the in-service
+    /// queue, as long as that request is B-WF2Q+-eligible, instead of waiting for the in-service
+    /// queue's slot to end; the service is charged to it as injected service is (beyond the seeds:
+    /// the mirror image of injection, `bfq::bypass`). 0 = off, the seeds' and the kernel's BFQ.
+    pub bypass_depth: u32,
 }
 
 impl Default for BfqConfig {
@@ -167,6 +174,7 @@ impl Default for BfqConfig {
             inject_latency_ratio: 115,
             waker_detection: true,
             fair_charge: true,
+            bypass_depth: 2,
         }
     }
 }
@@ -206,6 +214,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "inject_latency_ratio",
     "waker_detection",
     "fair_charge",
+    "bypass_depth",
 ];
 
 const IDLING_POLICIES: [(&str, IdlingPolicy); 3] =
@@ -283,6 +292,7 @@ impl BfqConfig {
             }
             "waker_detection" => self.waker_detection = parse_bool(NAME, key, value)?,
             "fair_charge" => self.fair_charge = parse_bool(NAME, key, value)?,
+            "bypass_depth" => self.bypass_depth = parse_u64(NAME, key, value, 0, 4096)? as u32,
             _ => return Err(ParamError::unknown(NAME, key, PARAM_NAMES)),
         }
         Ok(())
@@ -336,6 +346,7 @@ impl BfqConfig {
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),
             ("waker_detection", b(self.waker_detection)),
             ("fair_charge", b(self.fair_charge)),
+            ("bypass_depth", self.bypass_depth.to_string()),
         ]
     }
 }

@@ -405,6 +405,27 @@ impl Hierarchy {
         }
     }
 
+    /// Whether a waiting queue is B-WF2Q+-eligible at every level (`bypass`): its entity and each
+    /// waiting group above it have S <= V in their trees; a group in service is eligible by being
+    /// served. B-WF2Q+ serves only eligible entities (seed 000 sec. 3.1), which is what bounds the
+    /// service any entity can get ahead of its weight's share.
+    pub fn eligible(&self, slot: u32) -> bool {
+        let (mut g, mut l) = self.place[slot as usize];
+        loop {
+            let w = &self.groups[g as usize].wf2q;
+            let e = &w.entities[l as usize];
+            match e.state {
+                EntityState::InService => return true,
+                EntityState::Active if e.start <= w.trees[e.class].vtime => {}
+                _ => return false,
+            }
+            match self.groups[g as usize].parent {
+                Some((p, local)) => (g, l) = (p, local),
+                None => return true,
+            }
+        }
+    }
+
     /// The queue in service, if any (the end of the in-service path).
     pub fn in_service_queue(&self) -> Option<u32> {
         let mut g = ROOT;

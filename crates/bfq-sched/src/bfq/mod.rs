@@ -35,6 +35,7 @@
 mod activation;
 pub mod budget;
 pub mod burst;
+pub mod bypass;
 pub mod config;
 pub mod hierarchy;
 pub mod idling;
@@ -140,6 +141,8 @@ pub struct Bfq {
     last_completion: Option<(QueueId, Instant)>,
     /// A queue just woken by the in-service queue, to be injected first ([`injection`]).
     wakee_ready: Option<u32>,
+    /// Waiting latency-bound queues with a request queued, in arrival order ([`bypass`]).
+    bypass: Vec<u32>,
     events_on: bool,
     events: VecDeque<Event>,
 }
@@ -187,6 +190,7 @@ impl Bfq {
             dispatched_sectors: 0,
             last_completion: None,
             wakee_ready: None,
+            bypass: Vec::with_capacity(bypass::CANDIDATES),
             events_on: false,
             events: VecDeque::new(),
             cfg,
@@ -615,6 +619,7 @@ impl Scheduler for Bfq {
         if self.wakee_ready == Some(s) {
             self.wakee_ready = None;
         }
+        self.bypass.retain(|&c| c != s);
         self.index.remove(queue);
         self.queues[s as usize] = Queue::new(queue, QueueSpec::default());
         self.free_slots.push(s);
@@ -666,6 +671,9 @@ impl Scheduler for Bfq {
                 svc.idle_until = None;
             }
         }
+        if request.sync {
+            self.note_bypass_candidate(target);
+        }
         self.sample_hw_tag();
     }
 
@@ -706,6 +714,10 @@ impl Scheduler for Bfq {
                 // (with two sequential readers weighted 2:1, a 1:1 split).
                 self.expire(ExpiryReason::BudgetExhausted, now);
                 continue;
+            }
+            // A latency-bound queue's eligible request goes beside the in-service queue ([`bypass`]).
+            if let Some(r) = self.try_bypass(s, now) {
+                return Decision::Dispatch(r);
             }
             let p = OrderParams { check_fifo: !fifo_checked, ..self.order_params() };
             let head = self.last_position;

@@ -1,0 +1,125 @@
+//! Latency-bound bypass: on a device that serves requests in parallel, a waiting queue that keeps only
+//! a few requests outstanding has its next request dispatched at once beside the in-service queue,
+//! when B-WF2Q+ would let it be served (it is eligible), instead of waiting for the in-service queue's
+//! slot to end (beyond the seeds: `bypass_depth`; the mirror image of [`super::injection`]; sources
+//! kernel-bfq-reference.md "Injection" and "B-WF2Q+", design/fast-devices.md "What fair can mean").
+//!
+//! The seeds serve one queue at a time (seed 000 sec. 3): a request of another queue waits until the
+//! in-service queue's slot ends, and B-WF2Q+ does not preempt (the kernel preempts only for a
+//! weight-raised queue). On a disk that is the price of keeping a sequential reader's requests
+//! together. On a device that serves many requests at once, the wait buys nothing: a greedy queue
+//! keeping the device full holds its slot for up to `timeout_sync`, and a queue doing one small
+//! synchronous read at a time waits that long for each read (through `bfq serve`, a light client's
+//! p99 went from ~0.1 ms alone to ~3 ms beside a greedy copy: docs/serve.md). Injection already serves
+//! other queues while the in-service queue leaves part of the device unused; this is the other case:
+//! the in-service queue uses it all, and a latency-bound queue needs one slot of it now.
+//!
+//! The rule. A queue qualifies when
+//! - `strict_guarantees` is off (with it on, the in-service queue has the device to itself, as the
+//!   kernel's tunable promises);
+//! - the device queues internally (hw_tag detected: [`super::idling::HwTag`]); on a device that
+//!   serves one request at a time a bypass would be a seek in the middle of the in-service queue's
+//!   stream, which is what the seeds' one-queue-at-a-time service avoids;
+//! - its next request is synchronous and it is of the in-service queue's class or a better one;
+//! - it is latency-bound: it has never kept more than `bypass_depth` requests outstanding (queued
+//!   plus in the device) since its last turn. Such a queue can use at most `bypass_depth` requests
+//!   per request latency, however long it waits, so making it wait only lowers what it gets; a greedy
+//!   queue that keeps the device full would gain from being served out of turn, and never
+//!   qualifies;
+//! - the in-service queue is not latency-bound itself (it keeps more than `bypass_depth` requests
+//!   outstanding): beside a latency-bound in-service queue, injection is what serves the others, within
+//!   the limit learned from that queue's latency alone;
+//! - it is B-WF2Q+-eligible at every level of the hierarchy (S <= V in its tree, and each waiting
+//!   group above it likewise): the bypass never serves a queue before B-WF2Q+ would let it in.
+//!
+//! The charge is that of injected service ([`super::wf2q::Wf2q::served_out_of_turn`]): S moves on by
+//! the request's cost over the queue's weight, so a queue that asked for more than its weight's share
+//! becomes ineligible and waits for its turn like any other. A latency-bound queue thus gets what it
+//! can use up to its weight's share, at once, and the greedy queues divide the rest by their weights:
+//! the weighted max-min fair share of design/fast-devices.md.
+//!
+//! Cost: a queue is noted as a candidate when a request arrives for it while another is in service
+//! (at most [`CANDIDATES`] at once); `dispatch` looks at those only, so a dispatch with no
+//! latency-bound queue waiting costs one empty check.
+
+use super::*;
+use crate::types::Instant;
+
+/// The most queues noted as bypass candidates at once; beyond them, queues wait for their turn.
+pub const CANDIDATES: usize = 64;
+
+impl Bfq {
+    /// Whether queue `c` is latency-bound: at most `bypass_depth` requests outstanding since its last
+    /// turn, counting the ones it has now.
+    fn latency_bound(&self, c: u32) -> bool {
+        let q = &self.queues[c as usize];
+        let now_outstanding = q.reqs.len() + q.serving_in_flight;
+        q.demand_peak.max(now_outstanding) <= self.cfg.bypass_depth as usize
+    }
+
+    /// A request arrived for queue `t`: note it as a candidate if it could bypass the in-service queue.
+    pub(super) fn note_bypass_candidate(&mut self, t: u32) {
+        if self.cfg.bypass_depth == 0
+            || !self.cfg.v1_heuristics
+            || self.cfg.strict_guarantees
+            || self.bypass.len() >= CANDIDATES
+        {
+            return;
+        }
+        if self.service.is_some_and(|svc| svc.slot != t) && !self.bypass.contains(&t) && self.latency_bound(t)
+        {
+            self.bypass.push(t);
+        }
+    }
+
+    /// A request of a latency-bound, eligible waiting queue to dispatch beside the in-service queue
+    /// `s`, if there is one. Candidates that no longer qualify are dropped; eligible ones are served
+    /// in the order their requests arrived.
+    pub(super) fn try_bypass(&mut self, s: u32, now: Instant) -> Option<Request> {
+        if self.bypass.is_empty() {
+            return None;
+        }
+        if !self.hw_tag.detected {
+            self.bypass.clear();
+            return None;
+        }
+        if self.latency_bound(s) {
+            // Beside a latency-bound in-service queue, the device has room and injection serves the
+            // others within the limit learned from that queue's latency alone; bypassed requests there
+            // would keep the device from ever serving it alone, its baseline would go stale, and
+            // injection would stop (fast-seq-rand-1-4: the sequential readers fell from 105 to 15 MiB/s
+            // each beside two random readers served in turn and bypassing each other).
+            return None;
+        }
+        let class = self.queues[s as usize].spec.class.index();
+        let p = self.order_params();
+        let mut i = 0;
+        while i < self.bypass.len() {
+            let c = self.bypass[i];
+            let qualifies = c != s
+                && (c as usize) < self.queues.len()
+                && self.queues[c as usize].merged_into.is_none()
+                && self.wf2q.entity(c).state == EntityState::Active
+                && self.queues[c as usize].spec.class.index() <= class
+                && self.latency_bound(c);
+            let next = if qualifies {
+                self.queues[c as usize].reqs.peek_next(&self.slab, self.last_position, now, &p)
+            } else {
+                None
+            };
+            // Only synchronous reads and writes: an asynchronous request has nobody waiting for it.
+            let Some(index) = next.filter(|&x| self.slab.get(x).request.sync) else {
+                self.bypass.swap_remove(i);
+                continue;
+            };
+            if !self.wf2q.eligible(c) {
+                // Not yet: it stays a candidate until it is eligible or served in its turn.
+                i += 1;
+                continue;
+            }
+            // It stays a candidate while it has requests queued (the next call drops it otherwise).
+            return Some(self.dispatch_from(c, index, now, false));
+        }
+        None
+    }
+}
