@@ -9,10 +9,11 @@ use clap::Args;
 /// Arguments of `bfq suite`.
 #[derive(Args, Debug)]
 pub struct SuiteArgs {
-    /// Disk of the rotational experiments: `default` (every one on the 89 MB/s disk of seed 001's
-    /// third system), `testbed` (each on the simulated disk of its own paper's test bed: seed 001's
-    /// three systems, seed 002's IBM-DTLA-307030, seed 003's ST1000DM003), or any device preset.
-    #[arg(long, default_value = "default")]
+    /// Disk of the rotational experiments: `testbed` (each on the simulated disk of its own paper's
+    /// test bed: seed 001's three systems, seed 002's IBM-DTLA-307030, seed 003's ST1000DM003),
+    /// `default` (every one on the 89 MB/s disk of seed 001's third system, so that results compare
+    /// across experiments), or any device preset.
+    #[arg(long, default_value = "testbed")]
     pub device: String,
     /// Reduced durations (under 2 minutes).
     #[arg(long)]
