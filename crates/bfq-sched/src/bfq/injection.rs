@@ -46,6 +46,13 @@ pub const WAKER_HITS: u8 = 3;
 
 /// The wake-ups must come within this many idle slices of the first (kernel: 128).
 pub const WAKER_WINDOW_SLICES: Nanos = 128;
+/// A queue that has kept more than this many requests outstanding (queued and in the device) in its
+/// last interval is driven by its own issue depth, not woken by another queue's completions: it gets
+/// no waker. A hand-over (a starting application's processes, a client and its server thread) moves
+/// one request, or a request and its read-ahead, at a time. Without this bound two fio clients of
+/// `bfq serve` at iodepth 32, whose requests reach the server in bursts after millisecond stalls, were
+/// taken for each other's wakers and injected without limit: 1:3 weights came out 1.0-1.3.
+pub const WAKEE_MAX_DEMAND: usize = 4;
 
 /// The inject limit of one queue, learned from its request latency (kernel-bfq-reference.md
 /// "Injection": a limit measured against a baseline latency).
@@ -255,7 +262,10 @@ impl Bfq {
         // in-service queue has nothing in the device: it is waiting for that very I/O. With requests
         // of its own in the device it is not waiting for anyone, and the waker competes as any other
         // queue (below).
-        if self.cfg.waker_detection && own_in_flight == 0 {
+        // A deep in-service queue (more than WAKEE_MAX_DEMAND outstanding) waits for no one's I/O,
+        // whatever waker was noted for it before its depth showed.
+        let shallow = q.demand.max(q.demand_peak) <= WAKEE_MAX_DEMAND;
+        if self.cfg.waker_detection && own_in_flight == 0 && shallow {
             let related = [q.waker.waker.and_then(|w| self.index.get(w)), self.wakee_ready.take()];
             for c in related.into_iter().flatten() {
                 if c != s && self.injectable(c) {
@@ -344,6 +354,12 @@ impl Bfq {
         let last = self.last_completion;
         let window = self.cfg.slice_idle.saturating_mul(WAKER_WINDOW_SLICES).max(WAKE_WINDOW);
         let q = &mut self.queues[t as usize];
+        if q.demand.max(q.demand_peak) > WAKEE_MAX_DEMAND {
+            // Deep now: whatever was taken for its waker earlier (before its depth showed) is not.
+            q.waker.waker = None;
+            q.waker.candidate = None;
+            return;
+        }
         let waited = q.own_in_flight == 0;
         q.waker.on_activation(me, last, now, waited, window);
         if let (Some(w), Some(svc)) = (q.waker.waker, self.service) {
@@ -491,6 +507,29 @@ mod tests {
             );
         }
         assert_eq!(w.waker, None);
+    }
+
+    #[test]
+    fn a_deep_queue_has_no_waker_whatever_preceded_its_arrivals() {
+        // A queue that keeps more than WAKEE_MAX_DEMAND requests outstanding is driven by its own depth:
+        // three arrivals, each just after another queue's completion with nothing of its own in the
+        // device (a network client after a stall), do not make that queue its waker; the same arrivals
+        // of a queue that keeps one request outstanding do.
+        use crate::types::DeviceInfo;
+        let wake_ups = |depth: usize| {
+            let mut b = Bfq::new(DeviceInfo { rotational: false, queue_depth: 32 });
+            let (waker, wakee) = (QueueId(1), QueueId(2));
+            let t = b.slot_of(wakee);
+            b.queues[t as usize].demand = depth;
+            for i in 0..3u64 {
+                let at = Instant::from_nanos(i * 10 * MSEC);
+                b.last_completion = Some((waker, at));
+                b.detect_waker(t, at.saturating_add(100_000));
+            }
+            b.queues[t as usize].waker.waker
+        };
+        assert_eq!(wake_ups(1), Some(QueueId(1)), "a shallow queue woken three times has a waker");
+        assert_eq!(wake_ups(32), None, "a 32-deep queue is not woken by anyone");
     }
 
     #[test]
