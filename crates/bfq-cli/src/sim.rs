@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use bfq_sim::{run_job, run_job_traced, run_job_with_progress, Job, RunReport};
+use bfq_sim::{run_job_traced, Job, RunReport};
 use clap::Args;
 
 use bfq_cli::table::Align;
@@ -88,16 +88,10 @@ pub fn execute(args: SimArgs) -> Result<()> {
             }
             None => None,
         };
-        let result = if trace.is_some() {
-            let mut reached = |p: bfq_sim::SimProgress| ticker.reached(p.now);
-            let progress: Option<&mut dyn FnMut(bfq_sim::SimProgress)> =
-                if ticker.is_active() { Some(&mut reached) } else { None };
-            run_job_traced(&job, name, &params, progress, trace)
-        } else if ticker.is_active() {
-            run_job_with_progress(&job, name, &params, &mut |p| ticker.reached(p.now))
-        } else {
-            run_job(&job, name, &params)
-        };
+        let mut reached = |p: bfq_sim::SimProgress| ticker.reached(p.now);
+        let progress: Option<&mut dyn FnMut(bfq_sim::SimProgress)> =
+            if ticker.is_active() { Some(&mut reached) } else { None };
+        let result = run_job_traced(&job, name, &params, progress, trace);
         // The bar is cleared before the line below is printed.
         drop(ticker);
         let report = result.with_context(|| format!("running {} under {name}", args.job.display()))?;

@@ -62,7 +62,7 @@ pub enum SimError {
 /// Runs `job` under the scheduler `scheduler` with tunables `params` (applied after the job's own
 /// tunables when the job names the same scheduler).
 pub fn run_job(job: &Job, scheduler: &str, params: &[(String, String)]) -> Result<RunReport, SimError> {
-    run_job_observed(job, scheduler, params, None)
+    run_job_traced(job, scheduler, params, None, None)
 }
 
 /// Runs `job` as [`run_job`] does, calling `progress` every few thousand simulated events with the
@@ -74,31 +74,12 @@ pub fn run_job_with_progress(
     params: &[(String, String)],
     progress: &mut dyn FnMut(SimProgress),
 ) -> Result<RunReport, SimError> {
-    run_job_observed(job, scheduler, params, Some(progress))
+    run_job_traced(job, scheduler, params, Some(progress), None)
 }
 
 /// Runs `job` as [`run_job`] does, with optional progress (as [`run_job_with_progress`]) and an
 /// optional request-level trace of the run written to `trace` ([`Engine::trace_to`]).
 pub fn run_job_traced(
-    job: &Job,
-    scheduler: &str,
-    params: &[(String, String)],
-    progress: Option<&mut dyn FnMut(SimProgress)>,
-    trace: Option<Box<dyn std::io::Write>>,
-) -> Result<RunReport, SimError> {
-    run_job_with(job, scheduler, params, progress, trace)
-}
-
-fn run_job_observed(
-    job: &Job,
-    scheduler: &str,
-    params: &[(String, String)],
-    progress: Option<&mut dyn FnMut(SimProgress)>,
-) -> Result<RunReport, SimError> {
-    run_job_with(job, scheduler, params, progress, None)
-}
-
-fn run_job_with(
     job: &Job,
     scheduler: &str,
     params: &[(String, String)],
