@@ -360,13 +360,12 @@ pub fn paper_variant(paper: &str, scheduler: &str) -> &'static str {
     }
 }
 
-/// The tunables of a variant of [`paper_variant`] (before the scheduler name's and the config's own).
+/// The tunables of a variant of [`paper_variant`] (before the scheduler name's and the config's own);
+/// a papers' BFQ (`v1`, `v7r8`, `original`, `kernel`) also gets [`PAPER_BFQ_PARAMS`] ahead of them
+/// ([`scheduler_and_params`]), so that every addition beyond the seeds is turned off in one place.
 pub fn variant_params(variant: &str) -> &'static [(&'static str, &'static str)] {
     match variant {
         "v1" => &[
-            ("injection", "0"),
-            ("waker_detection", "0"),
-            ("fair_charge", "0"),
             ("weight_raising", "v1"),
             ("idling_policy", "v1"),
             ("peak_rate_estimator", "paper"),
@@ -375,9 +374,6 @@ pub fn variant_params(variant: &str) -> &'static [(&'static str, &'static str)] 
             ("large_burst", "0"),
         ],
         "v7r8" => &[
-            ("injection", "0"),
-            ("waker_detection", "0"),
-            ("fair_charge", "0"),
             ("weight_raising", "v7r8"),
             ("idling_policy", "v7r8"),
             ("peak_rate_estimator", "paper"),
@@ -385,14 +381,8 @@ pub fn variant_params(variant: &str) -> &'static [(&'static str, &'static str)] 
             ("merge", "1"),
             ("large_burst", "0"),
         ],
-        "original" => &[
-            ("injection", "0"),
-            ("waker_detection", "0"),
-            ("fair_charge", "0"),
-            ("v1_heuristics", "0"),
-            ("low_latency", "0"),
-        ],
-        "kernel" => PAPER_BFQ_PARAMS,
+        "original" => &[("v1_heuristics", "0"), ("low_latency", "0")],
+        "kernel" => &[],
         "2.6.21" => &[("idling_rule", "2.6.21"), ("quantum", "4"), ("low_latency", "0")],
         "2.6.33" => &[("idling_rule", "2.6.33")],
         _ => &[],
@@ -408,8 +398,15 @@ pub fn scheduler_and_params(
 ) -> Result<(String, Vec<(String, String)>), NotRun> {
     // The papers' BFQ has none of what this project adds for fast devices (injection, waker detection,
     // the shared-slot charge: docs/fast-devices.md); those are the engine's defaults, never the papers'.
+    let papers_bfq: &[(&str, &str)] =
+        if matches!(variant, "v1" | "v7r8" | "original" | "kernel") { PAPER_BFQ_PARAMS } else { &[] };
     let own = |extra: &[(&str, &str)]| -> Vec<(String, String)> {
-        variant_params(variant).iter().chain(extra).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        papers_bfq
+            .iter()
+            .chain(variant_params(variant))
+            .chain(extra)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     };
     let (name, mut params): (&str, Vec<(String, String)>) = match scheduler {
         "bfq" | "bfq-no-heuristics" | TODAY_BFQ => ("bfq", own(&[])),
@@ -807,6 +804,15 @@ mod tests {
             assert_eq!((p["v1_heuristics"].as_str(), p["low_latency"].as_str()), ("0", "0"), "{paper}");
         }
         assert_eq!(paper_variant("002", "bfq"), "original", "seed 002: the BFQ prior to v1");
+        // Every addition beyond the seeds is off in every paper's BFQ, the latency-bound bypass included.
+        for (paper, scheduler) in
+            [("001", "bfq"), ("003", "bfq"), ("002", "bfq-no-heuristics"), ("README", "bfq")]
+        {
+            let p = params_of(paper, scheduler);
+            for (k, v) in PAPER_BFQ_PARAMS {
+                assert_eq!(p.get(*k).map(String::as_str), Some(*v), "seed {paper} {scheduler}: {k}");
+            }
+        }
         // Today's BFQ of this project: the registry default, nothing turned off.
         assert!(params_of("001", TODAY_BFQ).is_empty());
     }
