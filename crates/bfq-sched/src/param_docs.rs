@@ -49,6 +49,7 @@ pub const PARAM_DOCS: &[(&str, &str, &str)] = &[
     ("cfq", "fifo_expire_sync", "ms after which a sync request is served first (kernel name)"),
     ("cfq", "fifo_expire_async", "ms, the same for async requests (kernel name)"),
     ("cfq", "idling_rule", "kernel generation of the idling rule: 2.6.33 (2.6.33-4.20: seeky queues not idled unless deep, sequential ones idled also with NCQ), 2.6.21 (up to 2.6.32: seeky queues not idled only with NCQ, else for 2 ms), off_with_ncq (no idling with NCQ; seed 001 sec. 5's summary)"),
+    ("cfq", "dispatch_list", "model the block layer's dispatch list (0/1, default 1): requests CFQ has handed over wait there for the device, out of reach of preemption; per call CFQ moves quantum requests (idling_rule=2.6.21) or one (2.6.33), and the driver peeks one ahead of a full device"),
     ("deadline", "read_expire", "ms: a read's deadline (kernel name)"),
     ("deadline", "write_expire", "ms: a write's deadline (kernel name)"),
     ("deadline", "fifo_batch", "requests served in sector order before deadlines are checked again (kernel name)"),

@@ -55,6 +55,20 @@
 //!   goes first if it is older than `fifo_expire_sync`/`fifo_expire_async` (checked once per slice);
 //!   otherwise the request nearest to the head, where a backward seek of at most `back_seek_max` KiB
 //!   counts `back_seek_penalty` times its distance.
+//! - **Dispatch list** (tunable `dispatch_list`, on by default; issue 13). CFQ does not hand requests
+//!   to the device itself: the block layer calls it when its own dispatch list is empty, and the
+//!   requests CFQ chooses move to that list, where they count as dispatched for their queue but no
+//!   preemption or slice expiry can take them back. Linux 2.6.21's CFQ moves up to `quantum` requests
+//!   of the queue in service per call; from 2.6.30 ("change dispatch logic to deal with single requests
+//!   at the time") one. The SCSI/libata driver asks for its next request before it checks that the
+//!   device has room ("get next queueable request. We do this early to make sure that the request is
+//!   fully prepared even if we cannot accept it", `scsi_request_fn`), after each dispatch and each
+//!   insertion, so with the device full one more request waits in the list. On a disk without command
+//!   queueing an async queue preempted by a sync arrival thus still has one (2.6.33) or up to
+//!   `quantum - 1` (2.6.21) writes to serve. The list is served in order (the kernel sorts it by
+//!   sector; it holds one queue's requests here). Modelled in CFQ, not in the engine: the other
+//!   schedulers of that era (BFQ-v1, AS, deadline) also sat behind it, but only CFQ is modelled with
+//!   it so far (see docs/experiments.md, issue 13).
 //!
 //! Left out: the service trees per workload type (sync-idle, sync-noidle, async) of CFQ since 2.6.33,
 //! cgroup groups, cooperating-queue merging, and the exact rb-tree keys (round-robin order here is
@@ -64,7 +78,9 @@
 //! `quantum` 8, `fifo_expire_sync` 125 ms, `fifo_expire_async` 250 ms, `back_seek_max` 16384 KiB,
 //! `back_seek_penalty` 2, `slice_sync` 100 ms, `slice_async` 40 ms, `slice_async_rq` 2, `slice_idle`
 //! 8 ms, `low_latency` 1, `target_latency` 300 ms; `idling_rule` `2.6.33` (not a kernel tunable: the
-//! kernel generation whose idling rule with internal queueing is modelled, see above).
+//! kernel generation whose idling rule with internal queueing and dispatch batch are modelled, see
+//! above); `dispatch_list` 1 (not a kernel tunable, see above). Linux 2.6.33-2.6.35 (seed 001's
+//! 2.6.34) had `quantum` 8, 2.6.21 had 4 (`bfq suite` sets it for seed 002).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -89,6 +105,7 @@ const KEYS: &[&str] = &[
     "low_latency",
     "target_latency",
     "idling_rule",
+    "dispatch_list",
 ];
 
 /// How long the disk must have been free of RT/BE completions before an IDLE-class queue is served.
@@ -149,6 +166,10 @@ pub struct CfqParams {
     pub target_latency: Nanos,
     /// The kernel generation of the idling rule (`idling_rule`).
     pub idling_rule: IdlingRule,
+    /// Model the block layer's dispatch list (`dispatch_list`, not a kernel tunable; see the module
+    /// doc). Off: the device takes each request straight from CFQ when it has room (this model until
+    /// issue 13).
+    pub dispatch_list: bool,
 }
 
 impl Default for CfqParams {
@@ -166,6 +187,7 @@ impl Default for CfqParams {
             low_latency: true,
             target_latency: 300 * MSEC,
             idling_rule: IdlingRule::Linux2633,
+            dispatch_list: true,
         }
     }
 }
@@ -263,6 +285,10 @@ pub struct Cfq {
     head: u64,
     queued: usize,
     inserted_at: BTreeMap<RequestId, (CfqKey, Instant)>,
+    /// Requests moved to the block layer's dispatch list and not yet taken by the device: counted as
+    /// dispatched by their queue (`dispatched`, `sync_in_flight`), out of reach of preemption.
+    dispatch_list: VecDeque<Request>,
+    /// Requests on the device.
     in_flight: InFlight,
     stats: QueueTable,
 }
@@ -285,6 +311,7 @@ impl Cfq {
             head: 0,
             queued: 0,
             inserted_at: BTreeMap::new(),
+            dispatch_list: VecDeque::new(),
             in_flight: InFlight::default(),
             stats: QueueTable::new(),
         }
@@ -541,10 +568,51 @@ impl Cfq {
                     self.expire(ExpiryReason::SliceExpired);
                 }
             }
-            self.stats.on_dispatch(&request);
-            self.in_flight.add(request, now);
             return Decision::Dispatch(request);
         }
+    }
+
+    /// Whether the device holds as many requests as it can take (the driver's early peek then leaves
+    /// the next request in the dispatch list).
+    fn device_full(&self) -> bool {
+        self.in_flight.len() >= self.device.queue_depth.max(1) as usize
+    }
+
+    /// One call of CFQ's dispatch function by the block layer, which makes it when its dispatch list
+    /// is empty: the requests chosen go to the dispatch list, where no preemption or expiry reaches
+    /// them. Linux 2.6.21 moves up to `quantum` requests of the queue in service per call; 2.6.30 and
+    /// later move one (see the module doc, "Dispatch list").
+    fn elevator_dispatch(&mut self, now: Instant) -> Decision {
+        let first = self.try_dispatch(now);
+        let Decision::Dispatch(request) = first else { return first };
+        let key = self.key_of(&request);
+        self.dispatch_list.push_back(request);
+        let batch = match self.params.idling_rule {
+            IdlingRule::Linux2621 if self.class_of_key(key) != IoClass::Idle => self.params.quantum.max(1),
+            _ => 1,
+        };
+        let mut moved = 1;
+        while moved < batch && self.active == Some(key) && self.may_continue_batch(key, now) {
+            let Decision::Dispatch(request) = self.try_dispatch(now) else { break };
+            self.dispatch_list.push_back(request);
+            moved += 1;
+        }
+        first
+    }
+
+    /// Whether the next call of [`Cfq::try_dispatch`] would take a request of `key`, still in service.
+    fn may_continue_batch(&self, key: CfqKey, now: Instant) -> bool {
+        let Some(q) = self.queues.get(&key) else { return false };
+        !q.requests.is_empty()
+            && !q.slice_end.is_some_and(|end| now >= end)
+            && !self.higher_class_waiting(q.class)
+            && self.may_dispatch(key, now)
+    }
+
+    /// The device takes `request`.
+    fn to_device(&mut self, request: Request, now: Instant) {
+        self.stats.on_dispatch(&request);
+        self.in_flight.add(request, now);
     }
 
     fn on_request_arrival(&mut self, key: CfqKey, request: &Request, now: Instant) {
@@ -671,10 +739,34 @@ impl Scheduler for Cfq {
                 self.add_to_rr(key, true);
             }
         }
+        if self.params.dispatch_list && self.dispatch_list.is_empty() && self.device_full() {
+            // The block layer runs the driver after an insertion; with the device full, its early peek
+            // moves the next request into the dispatch list.
+            let _ = self.elevator_dispatch(now);
+        }
     }
 
     fn dispatch(&mut self, now: Instant) -> Decision {
-        self.try_dispatch(now)
+        if !self.params.dispatch_list {
+            let decision = self.try_dispatch(now);
+            if let Decision::Dispatch(request) = decision {
+                self.to_device(request, now);
+            }
+            return decision;
+        }
+        if self.dispatch_list.is_empty() {
+            let decision = self.elevator_dispatch(now);
+            if self.dispatch_list.is_empty() {
+                return decision;
+            }
+        }
+        let Some(request) = self.dispatch_list.pop_front() else { return Decision::Empty };
+        self.to_device(request, now);
+        if self.dispatch_list.is_empty() && self.device_full() {
+            // The driver peeks at the next request before it finds the device full.
+            let _ = self.elevator_dispatch(now);
+        }
+        Decision::Dispatch(request)
     }
 
     fn complete(&mut self, request: &Request, now: Instant) {
@@ -741,7 +833,7 @@ impl Scheduler for Cfq {
     }
 
     fn queued(&self) -> usize {
-        self.queued
+        self.queued + self.dispatch_list.len()
     }
 
     fn in_flight(&self) -> usize {
@@ -763,6 +855,7 @@ impl Scheduler for Cfq {
             "slice_async_rq" => p.slice_async_rq = parse_u64(NAME, key, value, 1, 1 << 16)? as u32,
             "slice_idle" => p.slice_idle = parse_duration(NAME, key, value, MSEC, 0, 60_000)?,
             "low_latency" => p.low_latency = parse_bool(NAME, key, value)?,
+            "dispatch_list" => p.dispatch_list = parse_bool(NAME, key, value)?,
             "target_latency" => p.target_latency = parse_duration(NAME, key, value, MSEC, 1, 3_600_000)?,
             "idling_rule" => {
                 let v = value.trim().to_ascii_lowercase();
@@ -803,6 +896,7 @@ impl Scheduler for Cfq {
                     .map_or("2.6.33", |(n, _)| n)
                     .to_string(),
             ),
+            ("dispatch_list", u8::from(p.dispatch_list).to_string()),
         ]
     }
 
