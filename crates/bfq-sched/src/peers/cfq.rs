@@ -610,7 +610,7 @@ impl Cfq {
     }
 
     /// The device takes `request`.
-    fn to_device(&mut self, request: Request, now: Instant) {
+    fn hand_to_device(&mut self, request: Request, now: Instant) {
         self.stats.on_dispatch(&request);
         self.in_flight.add(request, now);
     }
@@ -750,7 +750,7 @@ impl Scheduler for Cfq {
         if !self.params.dispatch_list {
             let decision = self.try_dispatch(now);
             if let Decision::Dispatch(request) = decision {
-                self.to_device(request, now);
+                self.hand_to_device(request, now);
             }
             return decision;
         }
@@ -761,7 +761,7 @@ impl Scheduler for Cfq {
             }
         }
         let Some(request) = self.dispatch_list.pop_front() else { return Decision::Empty };
-        self.to_device(request, now);
+        self.hand_to_device(request, now);
         if self.dispatch_list.is_empty() && self.device_full() {
             // The driver peeks at the next request before it finds the device full.
             let _ = self.elevator_dispatch(now);
