@@ -37,6 +37,7 @@ pub const PARAM_DOCS: &[(&str, &str, &str)] = &[
     ("bfq", "waker_detection", "1 = detect queues that wake each other and inject them first (kernel)"),
     ("bfq", "fair_charge", "1 = a timed-out or slow queue is overcharged only for the device time it had alone (beyond the seeds)"),
     ("bfq", "bypass_depth", "requests: a waiting sync queue with at most this many outstanding is served at once beside the in-service queue when B-WF2Q+-eligible, on devices with internal queueing; 0 = off (beyond the seeds)"),
+    ("bfq", "latency_guard", "percent: while a latency-bound queue is active on a device with internal queueing, other queues' requests in the device are limited so that its requests take at most this share of their baseline latency, e.g. 150; 0 = off, the default (beyond the seeds)"),
     ("cfq", "slice_idle", "ms the device is idled for a sync queue's next request (kernel name)"),
     ("cfq", "slice_sync", "ms: time slice of a sync queue (kernel name)"),
     ("cfq", "slice_async", "ms: time slice of an async queue (kernel name)"),

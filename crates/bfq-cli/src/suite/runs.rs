@@ -321,8 +321,13 @@ pub fn bandwidth_weights(workload: &str) -> Option<(Vec<u32>, bool)> {
 }
 
 /// The tunables that turn this project's additions beyond the seeds off, for the papers' BFQ.
-pub const PAPER_BFQ_PARAMS: &[(&str, &str)] =
-    &[("injection", "0"), ("waker_detection", "0"), ("fair_charge", "0"), ("bypass_depth", "0")];
+pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
+    ("injection", "0"),
+    ("waker_detection", "0"),
+    ("fair_charge", "0"),
+    ("bypass_depth", "0"),
+    ("latency_guard", "0"),
+];
 
 /// The scheduler name that stands for this project's BFQ as it is today (the registry's default `bfq`,
 /// with injection, waker detection, the shared-slot charge and the kernel's rules): run beside the

@@ -51,7 +51,7 @@ pub const CANDIDATES: usize = 64;
 impl Bfq {
     /// Whether queue `c` is latency-bound: at most `bypass_depth` requests outstanding since its last
     /// turn, counting the ones it has now.
-    fn latency_bound(&self, c: u32) -> bool {
+    pub(super) fn latency_bound(&self, c: u32) -> bool {
         let q = &self.queues[c as usize];
         let now_outstanding = q.reqs.len() + q.serving_in_flight;
         q.demand_peak.max(now_outstanding) <= self.cfg.bypass_depth as usize

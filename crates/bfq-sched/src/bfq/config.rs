@@ -137,6 +137,13 @@ pub struct BfqConfig {
     /// queue's slot to end; the service is charged to it as injected service is (beyond the seeds:
     /// the mirror image of injection, `bfq::bypass`). 0 = off, the seeds' and the kernel's BFQ.
     pub bypass_depth: u32,
+    /// `latency_guard` (0 = off; e.g. 150 %): while a latency-bound queue (see `bypass_depth`) that
+    /// may be served is active on a device with internal queueing, the other queues' requests in the
+    /// device are held to a limit learned so that its requests take at most this much of their
+    /// baseline latency (beyond the seeds: `bfq::guard`). Off by default: it trades the greedy
+    /// queues' throughput for the light queue's tail latency, which pays where a device queues
+    /// requests behind each other (docs/serve.md) and costs where it does not (docs/fast-devices.md).
+    pub latency_guard: u32,
 }
 
 impl Default for BfqConfig {
@@ -175,6 +182,7 @@ impl Default for BfqConfig {
             waker_detection: true,
             fair_charge: true,
             bypass_depth: 2,
+            latency_guard: 0,
         }
     }
 }
@@ -215,6 +223,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "waker_detection",
     "fair_charge",
     "bypass_depth",
+    "latency_guard",
 ];
 
 const IDLING_POLICIES: [(&str, IdlingPolicy); 3] =
@@ -293,6 +302,18 @@ impl BfqConfig {
             "waker_detection" => self.waker_detection = parse_bool(NAME, key, value)?,
             "fair_charge" => self.fair_charge = parse_bool(NAME, key, value)?,
             "bypass_depth" => self.bypass_depth = parse_u64(NAME, key, value, 0, 4096)? as u32,
+            "latency_guard" => {
+                let v = parse_u64(NAME, key, value, 0, 1000)? as u32;
+                if v != 0 && v <= 100 {
+                    return Err(ParamError::invalid(
+                        NAME,
+                        key,
+                        value,
+                        "0 (off) or a percentage above 100 (the latency allowed, of the baseline)",
+                    ));
+                }
+                self.latency_guard = v
+            }
             _ => return Err(ParamError::unknown(NAME, key, PARAM_NAMES)),
         }
         Ok(())
@@ -347,6 +368,7 @@ impl BfqConfig {
             ("waker_detection", b(self.waker_detection)),
             ("fair_charge", b(self.fair_charge)),
             ("bypass_depth", self.bypass_depth.to_string()),
+            ("latency_guard", self.latency_guard.to_string()),
         ]
     }
 }

@@ -29,6 +29,11 @@ pub struct InFlight {
     pub alone_mark: u64,
     /// Dispatched by the in-service queue in its turn (not injected).
     pub in_turn: bool,
+    /// Dispatched by a latency-bound queue while the latency guard was enabled: its latency teaches
+    /// the guard's limit (`super::guard`).
+    pub guarded: bool,
+    /// Requests of queues that are not latency-bound in the device when a guarded request entered it.
+    pub guard_others: u16,
 }
 
 /// [`InFlight::alone_mark`] of a request that shared the device (or was injected).
@@ -44,6 +49,8 @@ impl InFlight {
             dispatched_at: Instant::ZERO,
             alone_mark: NOT_ALONE,
             in_turn: false,
+            guarded: false,
+            guard_others: 0,
         }
     }
 }
@@ -67,6 +74,8 @@ const EMPTY: Entry = Entry {
         dispatched_at: Instant::ZERO,
         alone_mark: NOT_ALONE,
         in_turn: false,
+        guarded: false,
+        guard_others: 0,
     },
     used: false,
 };
@@ -201,6 +210,8 @@ mod tests {
             dispatched_at: Instant::ZERO,
             alone_mark: NOT_ALONE,
             in_turn: true,
+            guarded: n % 3 == 0,
+            guard_others: n as u16,
         }
     }
 

@@ -313,6 +313,9 @@ impl Bfq {
     }
 
     fn inject_from(&mut self, c: u32, now: Instant) -> Option<Request> {
+        if self.guard_holds_back(c, now) {
+            return None;
+        }
         let p = self.order_params();
         let mut index = self.queues[c as usize].reqs.peek_next(&self.slab, self.last_position, now, &p)?;
         if !self.slab.get(index).request.sync && !self.async_may_enter() {

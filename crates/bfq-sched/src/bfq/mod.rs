@@ -37,6 +37,7 @@ pub mod budget;
 pub mod burst;
 pub mod bypass;
 pub mod config;
+pub mod guard;
 pub mod hierarchy;
 pub mod idling;
 pub mod inflight;
@@ -143,6 +144,10 @@ pub struct Bfq {
     wakee_ready: Option<u32>,
     /// Waiting latency-bound queues with a request queued, in arrival order ([`bypass`]).
     bypass: Vec<u32>,
+    /// The limit on other queues' requests in the device while a latency-bound queue is active
+    /// ([`guard`]), and the guarded requests in the device.
+    guard: guard::LatencyGuard,
+    guarded_in_flight: usize,
     events_on: bool,
     events: VecDeque<Event>,
 }
@@ -191,6 +196,8 @@ impl Bfq {
             last_completion: None,
             wakee_ready: None,
             bypass: Vec::with_capacity(bypass::CANDIDATES),
+            guard: guard::LatencyGuard::new(device.queue_depth.max(1)),
+            guarded_in_flight: 0,
             events_on: false,
             events: VecDeque::new(),
             cfg,
@@ -489,6 +496,12 @@ impl Bfq {
         } else {
             inflight::NOT_ALONE
         };
+        let guarded = self.guard_enabled() && self.guard_latency_bound(s);
+        let guard_others = (self.in_flight - self.guarded_in_flight).min(u16::MAX as usize) as u16;
+        if guarded {
+            self.guarded_in_flight += 1;
+            self.guard.note_active(now);
+        }
         let o = &mut self.queues[slot.owner as usize];
         o.own_queued -= 1;
         o.own_in_flight += 1;
@@ -499,7 +512,16 @@ impl Bfq {
         self.sync_in_flight += usize::from(r.sync);
         self.live.insert(
             r.id,
-            InFlight { serving: s, owner: slot.owner, sync: r.sync, dispatched_at: now, alone_mark, in_turn },
+            InFlight {
+                serving: s,
+                owner: slot.owner,
+                sync: r.sync,
+                dispatched_at: now,
+                alone_mark,
+                in_turn,
+                guarded,
+                guard_others,
+            },
         );
         self.last_position = r.end_sector();
         if self.peak.on_dispatch(&self.cfg, now, r.sector(), r.sectors()) {
@@ -673,6 +695,7 @@ impl Scheduler for Bfq {
         }
         if request.sync {
             self.note_bypass_candidate(target);
+            self.note_guarded_arrival(target, now);
         }
         self.sample_hw_tag();
     }
@@ -738,6 +761,11 @@ impl Scheduler for Bfq {
                     self.expire(ExpiryReason::BudgetExhausted, now);
                     continue;
                 }
+                if self.guard_holds_back(s, now) {
+                    // A latency-bound queue is active and the device holds as many of the others'
+                    // requests as its latency allows ([`guard`]); a completion reopens the gate.
+                    return Decision::Wait;
+                }
                 if let Some(x) = self.service.as_mut() {
                     x.fifo_checked = true;
                 }
@@ -801,6 +829,12 @@ impl Scheduler for Bfq {
         self.live.remove(request.id);
         if f.in_turn {
             self.learn_inject_limit(s, &f, now);
+        }
+        if f.guarded {
+            self.guarded_in_flight = self.guarded_in_flight.saturating_sub(1);
+            let latency = now.saturating_since(f.dispatched_at);
+            let max = self.device.queue_depth.max(1);
+            self.guard.on_completion(latency, f.guard_others as usize, now, self.cfg.latency_guard, max);
         }
         self.last_completion = Some((request.queue, now));
         self.in_flight -= 1;

@@ -1,0 +1,319 @@
+//! Latency guard: while a latency-bound queue is active on a device that serves many requests at once,
+//! the other queues' requests in the device are held to a limit learned from that queue's request
+//! latency (beyond the seeds: tunable `latency_guard`; the mirror image of the inject limit of
+//! [`super::injection`]; sources kernel-bfq-reference.md "Injection", design/fast-devices.md "What fair
+//! can mean", docs/serve.md "A light client").
+//!
+//! The seeds idle the device for a synchronous queue so that its next request is not queued behind
+//! others' (seed 001 sec. 3). [`super::bypass`] already dispatches a latency-bound queue's request at
+//! once beside a greedy in-service queue; on a device with internal queueing the request then waits
+//! *inside the device*, behind every request the greedy queue keeps there (through `bfq serve`, a
+//! 4 KiB read behind a client's 32 reads of 128 KiB: 20x its latency alone). A latency-bound queue
+//! (at most `bypass_depth` requests outstanding) gets what its latency allows and no more, so its
+//! weighted max-min fair share (docs/fast-devices.md) is what it gets alone whenever that is below its
+//! weight's share; it can only have it if its requests see (nearly) the latency they see alone.
+//!
+//! The rule. While a latency-bound queue that B-WF2Q+ lets be served (eligible, or in service) has
+//! had a request within [`HOLD`], requests of queues that are not latency-bound enter the device only
+//! while fewer than `limit` of them are in it. The limit is learned from the guarded requests'
+//! latency against their baseline: the mean latency of guarded requests that entered a device holding
+//! at most one request of the others (filtered, refreshed at least every [`BASELINE_PERIOD`]: while
+//! it is stale the limit is one request until such a sample comes). A guarded request slower than
+//! `latency_guard` percent of the baseline halves the limit, and after [`GOOD_SAMPLES`] requests in a
+//! row within half that margin it grows by one, up to the limit last found too high, which is probed
+//! again only after a wait that doubles with each failed probe (a queue's tail, its p99, is what is
+//! guarded, hence a decrease on any single slow request and a slow, cautious increase). The limit never goes below
+//! one request: the greedy queues are slowed, never stopped. Where the others' requests do not slow
+//! the guarded queue (its latency beside one of them is what it is beside many), the latency stays
+//! within the margin and the limit grows back to the device's depth: nothing is held back for nothing.
+
+use super::*;
+use crate::types::{Instant, Nanos, MSEC};
+
+/// How long after a latency-bound queue's last request the guard stays on: a process that reads one
+/// block at a time comes back within microseconds to milliseconds; one that has gone quiet for this
+/// long no longer holds the others back.
+pub const HOLD: Nanos = 100 * MSEC;
+
+/// The baseline is refreshed at least this often: once it is older, the limit is one request until a
+/// guarded request has entered a device holding at most one of the others' requests.
+pub const BASELINE_PERIOD: Nanos = 500 * MSEC;
+
+/// Requests of the others in the device when a guarded request entered it, at most, for its latency
+/// to be a baseline sample.
+pub const BASELINE_OTHERS: usize = 1;
+
+/// Guarded requests in a row within half the margin before the limit grows by one.
+pub const GOOD_SAMPLES: u32 = 32;
+
+/// The most a probe of the limit that was last too high may be delayed, in multiples of
+/// [`GOOD_SAMPLES`]: each failed probe doubles the wait, each successful one halves it, so that a
+/// limit the device cannot take is tried rarely (every probe that fails is a slow guarded request).
+pub const MAX_PROBE: u32 = 64;
+
+/// The learned state of the guard.
+#[derive(Clone, Copy, Debug)]
+pub struct LatencyGuard {
+    /// Until when the guard is on (the last guarded request + [`HOLD`]).
+    pub active_until: Instant,
+    /// Requests of queues that are not latency-bound allowed in the device while the guard is on.
+    pub limit: u32,
+    /// Filtered latency of guarded requests that entered a (nearly) unshared device; 0 = none yet.
+    base: Nanos,
+    /// When `base` was last sampled.
+    base_at: Instant,
+    good: u32,
+    /// The lowest limit found too high (u32::MAX: none), and the current wait before it is probed
+    /// again, in multiples of [`GOOD_SAMPLES`].
+    ceiling: u32,
+    probe: u32,
+    /// Guarded completions to ignore after a decrease: their requests met the old limit's load.
+    holdoff: u32,
+}
+
+impl LatencyGuard {
+    /// A guard that starts by allowing `max` requests (the device's depth).
+    pub fn new(max: u32) -> Self {
+        LatencyGuard {
+            active_until: Instant::ZERO,
+            limit: max.max(1),
+            base: 0,
+            base_at: Instant::ZERO,
+            good: 0,
+            ceiling: u32::MAX,
+            probe: 1,
+            holdoff: 0,
+        }
+    }
+
+    /// A latency-bound queue that may be served has a request at `now`.
+    pub fn note_active(&mut self, now: Instant) {
+        self.active_until = self.active_until.max(now.saturating_add(HOLD));
+    }
+
+    /// Whether the guard is on at `now`.
+    pub fn active(&self, now: Instant) -> bool {
+        now < self.active_until
+    }
+
+    /// Whether one more request of a queue that is not latency-bound may enter the device, with
+    /// `unguarded` such requests in it.
+    pub fn allows(&self, unguarded: usize, now: Instant) -> bool {
+        if !self.active(now) {
+            return true;
+        }
+        let limit = if self.stale(now) { BASELINE_OTHERS as u32 } else { self.limit };
+        unguarded < limit as usize
+    }
+
+    /// Whether the baseline is missing or too old to judge by.
+    fn stale(&self, now: Instant) -> bool {
+        self.base == 0 || now.saturating_since(self.base_at) > BASELINE_PERIOD
+    }
+
+    /// The baseline latency (0 = none measured yet).
+    pub fn baseline(&self) -> Nanos {
+        self.base
+    }
+
+    /// A guarded request completed after `latency`; `others` requests of queues that are not
+    /// latency-bound were in the device when it entered. `ratio`: `latency_guard` in percent; `max`:
+    /// the most the limit may grow to.
+    pub fn on_completion(&mut self, latency: Nanos, others: usize, now: Instant, ratio: u32, max: u32) {
+        let latency = latency.max(1);
+        if others <= BASELINE_OTHERS {
+            // A mean, not the minimum: the minimum of many noisy samples is a target no load meets.
+            self.base = if self.stale(now) { latency } else { (self.base * 7 + latency) / 8 };
+            self.base_at = now;
+            return;
+        }
+        let base = self.base;
+        if base == 0 {
+            return;
+        }
+        if self.holdoff > 0 {
+            self.holdoff -= 1;
+            return;
+        }
+        let over = u128::from(latency) * 100 > u128::from(base) * u128::from(ratio);
+        // Half the margin: with `latency_guard` = 150, within 125 % of the baseline.
+        let well_within = u128::from(latency) * 200 <= u128::from(base) * u128::from(100 + ratio);
+        if over {
+            let before = self.limit;
+            if before >= self.ceiling {
+                // A probe of the ceiling failed again: try it less often.
+                self.probe = (self.probe * 2).min(MAX_PROBE);
+            }
+            self.ceiling = before;
+            self.limit = (self.limit / 2).max(1);
+            self.good = 0;
+            // The requests now in the device entered under the old limit.
+            self.holdoff = before.min(8);
+        } else if well_within {
+            self.good += 1;
+            let probing_ceiling = self.limit + 1 >= self.ceiling;
+            let needed = if probing_ceiling { GOOD_SAMPLES * self.probe } else { GOOD_SAMPLES };
+            if self.good >= needed {
+                self.good = 0;
+                self.limit = (self.limit + 1).min(max.max(1));
+                if probing_ceiling && self.limit > self.ceiling {
+                    // The ceiling held for a whole run of good samples: it was not the device's.
+                    self.ceiling = u32::MAX;
+                    self.probe = (self.probe / 2).max(1);
+                }
+            }
+        } else {
+            self.good = 0;
+        }
+    }
+}
+
+impl Bfq {
+    /// Whether queue `c` is latency-bound for the guard: as for the bypass, and also in its previous
+    /// interval between turns (0 = it has not had a turn yet: not known), so that a greedy queue
+    /// caught with few requests outstanding at the start of a turn is not taken for one (and the
+    /// others held back for it).
+    pub(super) fn guard_latency_bound(&self, c: u32) -> bool {
+        let q = &self.queues[c as usize];
+        (1..=self.cfg.bypass_depth as usize).contains(&q.demand) && self.latency_bound(c)
+    }
+
+    /// Whether the guard works at all: on, with a latency-bound class of queues defined
+    /// (`bypass_depth`), on a device that runs requests in parallel (on one that serves a request at a
+    /// time there is no inside-the-device queue to hold back: idling is what protects there).
+    pub(super) fn guard_enabled(&self) -> bool {
+        self.cfg.latency_guard > 0
+            && self.cfg.bypass_depth > 0
+            && self.cfg.v1_heuristics
+            && !self.cfg.strict_guarantees
+            && self.hw_tag.detected
+    }
+
+    /// A synchronous request arrived for queue `t`: a latency-bound queue that B-WF2Q+ lets be served
+    /// (in service, or eligible, as the bypass requires) turns the guard on.
+    pub(super) fn note_guarded_arrival(&mut self, t: u32, now: Instant) {
+        if !self.guard_enabled() || !self.guard_latency_bound(t) {
+            return;
+        }
+        let in_service = self.service.is_some_and(|svc| svc.slot == t);
+        if in_service || self.wf2q.entity(t).state == EntityState::Active && self.wf2q.eligible(t) {
+            self.guard.note_active(now);
+        }
+    }
+
+    /// Whether a request of queue `c` must wait because the guard is on and the device already
+    /// holds as many requests of queues that are not latency-bound as the guard allows.
+    pub(super) fn guard_holds_back(&self, c: u32, now: Instant) -> bool {
+        self.guard_enabled()
+            && !self.guard_latency_bound(c)
+            && !self.guard.allows(self.in_flight - self.guarded_in_flight, now)
+    }
+
+    /// The guard's current limit (requests of queues that are not latency-bound) and whether it is on.
+    pub fn latency_guard_state(&self, now: Instant) -> (u32, bool) {
+        (self.guard.limit, self.guard_enabled() && self.guard.active(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::USEC;
+
+    fn at(us: u64) -> Instant {
+        Instant::ZERO.saturating_add(us * USEC)
+    }
+
+    #[test]
+    fn a_slow_guarded_request_halves_the_limit_and_good_ones_grow_it_back_slowly() {
+        let mut g = LatencyGuard::new(32);
+        g.on_completion(100 * USEC, 0, at(0), 150, 32);
+        assert_eq!(g.baseline(), 100 * USEC);
+        g.on_completion(140 * USEC, 20, at(1), 150, 32);
+        assert_eq!(g.limit, 32, "within 150 %");
+        g.on_completion(400 * USEC, 20, at(10), 150, 32);
+        assert_eq!(g.limit, 16, "4x the baseline halves the limit");
+        // The next completions met the old limit's load: ignored.
+        for i in 0..8 {
+            g.on_completion(400 * USEC, 20, at(20 + i), 150, 32);
+        }
+        assert_eq!(g.limit, 16);
+        g.on_completion(400 * USEC, 16, at(40), 150, 32);
+        assert_eq!(g.limit, 8);
+        for i in 0..8 {
+            g.on_completion(110 * USEC, 8, at(50 + i), 150, 32);
+        }
+        for i in 0..GOOD_SAMPLES as u64 - 1 {
+            g.on_completion(110 * USEC, 8, at(100 + i), 150, 32);
+        }
+        assert_eq!(g.limit, 8, "one good sample short of an increase");
+        g.on_completion(110 * USEC, 8, at(200), 150, 32);
+        assert_eq!(g.limit, 9);
+        // Between 125 % and 150 %: no change, and the good run starts again.
+        g.on_completion(140 * USEC, 8, at(300), 150, 32);
+        assert_eq!(g.limit, 9);
+    }
+
+    #[test]
+    fn a_limit_found_too_high_is_probed_again_less_and_less_often() {
+        let mut g = LatencyGuard::new(4);
+        g.on_completion(100 * USEC, 0, at(0), 150, 4);
+        let mut t = 1;
+        let mut feed = |g: &mut LatencyGuard, latency_us: u64, n: u32| {
+            for _ in 0..n {
+                g.on_completion(latency_us * USEC, 4, at(t), 150, 4);
+                t += 1;
+            }
+        };
+        feed(&mut g, 400, 1);
+        assert_eq!(g.limit, 2, "4 was too high");
+        feed(&mut g, 400, 4); // the holdoff
+        feed(&mut g, 100, GOOD_SAMPLES);
+        assert_eq!(g.limit, 3);
+        feed(&mut g, 100, GOOD_SAMPLES);
+        assert_eq!(g.limit, 4, "the first probe of the ceiling waits one run");
+        feed(&mut g, 400, 1);
+        assert_eq!(g.limit, 2, "the probe failed");
+        feed(&mut g, 400, 4);
+        feed(&mut g, 100, GOOD_SAMPLES);
+        assert_eq!(g.limit, 3);
+        feed(&mut g, 100, 2 * GOOD_SAMPLES - 1);
+        assert_eq!(g.limit, 3, "the next probe waits twice as long");
+        feed(&mut g, 100, 1);
+        assert_eq!(g.limit, 4);
+    }
+
+    #[test]
+    fn the_limit_never_falls_below_one_request() {
+        let mut g = LatencyGuard::new(4);
+        g.on_completion(10 * USEC, 0, at(0), 150, 4);
+        for i in 0..100 {
+            g.on_completion(1000 * USEC, 4, at(1 + i), 150, 4);
+        }
+        assert_eq!(g.limit, 1);
+        g.note_active(at(200));
+        assert!(g.allows(0, at(200)));
+        assert!(!g.allows(1, at(200)));
+    }
+
+    #[test]
+    fn the_guard_lapses_after_hold_and_a_stale_baseline_is_measured_again_first() {
+        let mut g = LatencyGuard::new(32);
+        g.note_active(at(0));
+        assert!(g.active(at(0)));
+        // No baseline yet: one request of the others at most, so that one can be taken.
+        assert!(g.allows(0, at(0)) && !g.allows(1, at(0)));
+        g.on_completion(50 * USEC, 1, at(10), 150, 32);
+        assert_eq!(g.baseline(), 50 * USEC);
+        assert!(g.allows(31, at(20)) && !g.allows(32, at(20)));
+        // Stale after BASELINE_PERIOD: back to one until a new sample; a new sample replaces it.
+        let later = at(20).saturating_add(BASELINE_PERIOD + MSEC);
+        g.note_active(later);
+        assert!(!g.allows(1, later));
+        g.on_completion(200 * USEC, 0, later, 150, 32);
+        assert_eq!(g.baseline(), 200 * USEC);
+        assert!(g.allows(31, later));
+        // The guard lapses HOLD after the last guarded arrival.
+        assert!(g.allows(1000, later.saturating_add(HOLD)));
+    }
+}
