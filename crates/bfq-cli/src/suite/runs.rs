@@ -287,13 +287,13 @@ fn scenario_for(workload: &str, metric: &str, app: Option<&str>) -> Result<Scena
     if bandwidth_weights(workload).is_some() {
         return Ok(Scenario::Bandwidth { workload: workload.into() });
     }
+    if let Some(outstanding) = dbms_outstanding(workload) {
+        return match metric {
+            "completion_s" | "aggregate_mb_s" => Ok(Scenario::Dbms { outstanding }),
+            _ => Err(format!("metric {metric} of {workload} is not measured")),
+        };
+    }
     match workload {
-        "dbms-100p-1out" if metric == "completion_s" || metric == "aggregate_mb_s" => {
-            Ok(Scenario::Dbms { outstanding: 1 })
-        }
-        "dbms-100p-10out" if metric == "completion_s" || metric == "aggregate_mb_s" => {
-            Ok(Scenario::Dbms { outstanding: 10 })
-        }
         "web-100p" if matches!(metric, "aggregate_mb_s" | "small_file_completion_s" | "large_file_mb_s") => {
             Ok(Scenario::Web)
         }
@@ -301,6 +301,13 @@ fn scenario_for(workload: &str, metric: &str, app: Option<&str>) -> Result<Scena
         "vlc-stream-5onoff" if metric == "movies" => Ok(Scenario::Streaming),
         other => Err(format!("workload {other} is not available in this build")),
     }
+}
+
+/// The requests outstanding per process of a seed 002 DBMS workload `dbms-100p-<n>out`: the paper
+/// runs "10 variants of the experiment ... ranging from 1 (synchronous requests) to 10".
+pub fn dbms_outstanding(workload: &str) -> Option<u32> {
+    let n: u32 = workload.strip_prefix("dbms-100p-")?.strip_suffix("out")?.parse().ok()?;
+    (1..=10).contains(&n).then_some(n)
 }
 
 /// Weights of the readers of a seed 002 bandwidth workload, and whether its two files are far apart.
@@ -835,6 +842,16 @@ mod tests {
         let b = plan(bed("003"), "bfq", "", "10r-seq", "aggregate_mb_s", None).unwrap();
         assert_ne!(a, b);
         assert!(a.label().contains("(v1)") && b.label().contains("(v7r8)"), "{} / {}", a.label(), b.label());
+    }
+
+    #[test]
+    fn dbms_workloads_have_one_to_ten_outstanding_requests_seed002_dbms() {
+        assert_eq!(dbms_outstanding("dbms-100p-1out"), Some(1));
+        assert_eq!(dbms_outstanding("dbms-100p-7out"), Some(7));
+        assert_eq!(dbms_outstanding("dbms-100p-10out"), Some(10));
+        assert_eq!(dbms_outstanding("dbms-100p-0out"), None);
+        assert_eq!(dbms_outstanding("dbms-100p-11out"), None);
+        assert_eq!(dbms_outstanding("dbms-100p-xout"), None);
     }
 
     #[test]
