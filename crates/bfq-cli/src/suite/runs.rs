@@ -39,8 +39,12 @@ pub struct Profile {
     pub video: (u32, u32),
     /// Bandwidth-distribution runs: (duration, warm-up).
     pub bandwidth: (u32, u32),
-    /// DBMS and web-server runs: (duration, warm-up).
+    /// DBMS runs: (duration, warm-up).
     pub dbms: (u32, u32),
+    /// Web-server runs: (duration, warm-up). Seed 002's runs last "about one hour"; a large file
+    /// (1-30 MB) read by one of 100 processes takes tens of seconds, so the run must be long enough
+    /// for many to be read to their end.
+    pub web: (u32, u32),
     /// Video-streaming runs: duration (a new stream every 15 s until 1% loss).
     pub streaming: u32,
     /// Runs of each experiment, with seeds 1, 2, ...; figures are the mean over them.
@@ -58,6 +62,7 @@ impl Profile {
         video: (25, 5),
         bandwidth: (30, 2),
         dbms: (10, 2),
+        web: (120, 10),
         streaming: 900,
         repetitions: 1,
     };
@@ -71,6 +76,7 @@ impl Profile {
         video: (40, 20),
         bandwidth: (30, 2),
         dbms: (30, 5),
+        web: (600, 20),
         streaming: 1200,
         repetitions: 3,
     };
@@ -455,7 +461,8 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
         Scenario::Startup { .. } => (profile.startup, profile.startup_first),
         Scenario::Video { .. } => profile.video,
         Scenario::Bandwidth { .. } => profile.bandwidth,
-        Scenario::Dbms { .. } | Scenario::Web => profile.dbms,
+        Scenario::Dbms { .. } => profile.dbms,
+        Scenario::Web => profile.web,
         Scenario::Streaming => (profile.streaming, 0),
     };
     let mut job = Job::new(secs(duration));
@@ -548,10 +555,12 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
             );
         }
         Scenario::Web => {
+            // Seed 002: small files in the first half of the disk, large ones in the second: the
+            // server's files span the whole disk.
             apps.push(
                 AppSpec::of(Workload::WebServer(Processes {
                     processes: Some(100),
-                    file_size: sized(10_000_000_000),
+                    file_size: sized(capacity_bytes(preset)),
                     ..Processes::default()
                 }))
                 .named("httpd"),
