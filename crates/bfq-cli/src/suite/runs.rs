@@ -452,6 +452,9 @@ const STARTUP_PAUSE_S: u32 = 4;
 /// not taking advantage of any weight raising").
 const VIDEO_STARTUPS_FROM_S: u32 = 10;
 
+/// Seed 002, video streaming: "a VLC video streaming server, provided with 30 movies".
+pub const STREAMING_MOVIES: u32 = 30;
+
 /// The job of a run, built as a value (the format of docs/simulator.md, "Job format").
 pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
     let secs = |s: u32| Duration(u64::from(s) * SEC);
@@ -569,12 +572,13 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
         Scenario::Streaming => {
             // The set-up of examples/streaming.toml: 4 Mbit/s streams of 128 KiB chunks, 1 s of
             // buffer, a new stream every 15 s, one competing sequential reader (its default 5 GB
-            // file after the movies). The movies' slices cover the disk up to 64 GB (seed 002: "each
-            // movie was stored in a distinct disk slice", on a 30 GB disk).
+            // file after the movies). Seed 002: a server "provided with 30 movies", "each movie was
+            // stored in a distinct disk slice": at most 30 streams, each in its thirtieth of the
+            // disk before the reader's file (up to 64 GB on larger disks).
             let movies = (capacity_bytes(preset) - bfq_sim::DEFAULT_FILE_BYTES).min(64_000_000_000);
             apps.push(
                 AppSpec::of(Workload::Streaming(Streaming {
-                    processes: Some(64),
+                    processes: Some(STREAMING_MOVIES),
                     request_size: sized(128 << 10),
                     fps: Some(4),
                     buffer: Some(secs(1)),
