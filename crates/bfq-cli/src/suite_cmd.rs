@@ -31,9 +31,9 @@ pub struct SuiteArgs {
     /// Exit with status 3 when a headline claim that counts fails (for CI; not-counted claims never do).
     #[arg(long)]
     pub fail_on_headline: bool,
-    /// Run nothing: write the job file of every run the suite would make (its first repetition, seed
-    /// 1) into this directory, and DIR/commands.txt with the `bfq sim` command of each (scheduler and
-    /// tunables as the suite sets them); add `--events FILE` to one for its request-level trace.
+    /// Run nothing: write the job file of every run the suite would make (its first repetition, with
+    /// seed 1) into this directory, and DIR/commands.txt with the `bfq sim` command of each (scheduler
+    /// and tunables as the suite sets them); add `--events FILE` to one for its request-level trace.
     #[arg(long, value_name = "DIR")]
     pub jobs: Option<PathBuf>,
     /// Only these claims (comma-separated ids), with the runs they need.
