@@ -455,6 +455,12 @@ const VIDEO_STARTUPS_FROM_S: u32 = 10;
 /// Seed 002, video streaming: "a VLC video streaming server, provided with 30 movies".
 pub const STREAMING_MOVIES: u32 = 30;
 
+/// Seed 002, video streaming: "we also ran 5 ON/OFF file readers".
+pub const STREAMING_READERS: u32 = 5;
+
+/// The ON and OFF periods of those readers, seconds: the suite's choice ("details on the draft").
+pub const STREAMING_ON_OFF_S: (u32, u32) = (5, 5);
+
 /// The job of a run, built as a value (the format of docs/simulator.md, "Job format").
 pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
     let secs = |s: u32| Duration(u64::from(s) * SEC);
@@ -571,11 +577,17 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
         }
         Scenario::Streaming => {
             // The set-up of examples/streaming.toml: 4 Mbit/s streams of 128 KiB chunks, 1 s of
-            // buffer, a new stream every 15 s, one competing sequential reader (its default 5 GB
-            // file after the movies). Seed 002: a server "provided with 30 movies", "each movie was
-            // stored in a distinct disk slice": at most 30 streams, each in its thirtieth of the
-            // disk before the reader's file (up to 64 GB on larger disks).
-            let movies = (capacity_bytes(preset) - bfq_sim::DEFAULT_FILE_BYTES).min(64_000_000_000);
+            // buffer, a new stream every 15 s. Seed 002: a server "provided with 30 movies", "each
+            // movie was stored in a distinct disk slice": at most 30 streams, each in its thirtieth of
+            // the movies' region (up to 64 GB on larger disks); "during each experiment we also ran 5
+            // ON/OFF file readers (details on the draft)", which "tended to issue longer requests
+            // than the streaming threads": five sequential readers of 256 KiB, each of its own 1 GB
+            // file after the movies, all reading for 5 s then idle for 5 s (the pattern is the
+            // suite's choice: the seed gives none).
+            let readers = STREAMING_READERS;
+            let reader_file = 1_000_000_000u64;
+            let movies =
+                (capacity_bytes(preset) - u64::from(readers) * (reader_file + (1 << 20))).min(64_000_000_000);
             apps.push(
                 AppSpec::of(Workload::Streaming(Streaming {
                     processes: Some(STREAMING_MOVIES),
@@ -587,7 +599,16 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
                 }))
                 .named("server"),
             );
-            apps.push(AppSpec::new(AppKind::SeqReader).named("background"));
+            let mut onoff = AppSpec::of(Workload::SeqReader(Greedy {
+                request_size: sized(256 << 10),
+                file_size: sized(reader_file),
+                on: Some(secs(STREAMING_ON_OFF_S.0)),
+                off: Some(secs(STREAMING_ON_OFF_S.1)),
+                ..Greedy::default()
+            }))
+            .named("onoff");
+            onoff.count = readers;
+            apps.push(onoff);
         }
     }
     job
