@@ -31,6 +31,11 @@ pub struct SuiteArgs {
     /// Exit with status 3 when a headline claim that counts fails (for CI; not-counted claims never do).
     #[arg(long)]
     pub fail_on_headline: bool,
+    /// Run nothing: write the job file of every run the suite would make (its first repetition, with
+    /// seed 1) into this directory, and DIR/commands.txt with the `bfq sim` command of each (scheduler
+    /// and tunables as the suite sets them); add `--events FILE` to one for its request-level trace.
+    #[arg(long, value_name = "DIR")]
+    pub jobs: Option<PathBuf>,
     /// Only these claims (comma-separated ids), with the runs they need.
     #[arg(long, value_delimiter = ',', hide = true)]
     pub only: Vec<String>,
@@ -58,6 +63,9 @@ pub fn execute(args: SuiteArgs) -> Result<()> {
         only: (!args.only.is_empty()).then_some(args.only),
         published,
     };
+    if let Some(dir) = &args.jobs {
+        return write_jobs(&opts, dir, args.quiet);
+    }
     let result = suite::run(&opts).map_err(|e| anyhow!(e))?;
     let colour = crate::output::colour() && !crate::output::json_to_stdout(args.json.as_deref());
     crate::output::print_table(
@@ -90,6 +98,27 @@ pub fn execute(args: SuiteArgs) -> Result<()> {
         if !failed.is_empty() {
             return Err(HeadlineFailed(failed).into());
         }
+    }
+    Ok(())
+}
+
+/// `bfq suite --jobs DIR`: every run as a job file, and the command that runs each.
+fn write_jobs(opts: &SuiteOptions, dir: &std::path::Path, quiet: bool) -> Result<()> {
+    let jobs = suite::plan_jobs(opts).map_err(|e| anyhow!(e))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let shown = dir.display().to_string();
+    let mut commands = String::new();
+    for j in &jobs {
+        let text = toml::to_string(&j.job).with_context(|| format!("{}: job as TOML", j.label))?;
+        let path = dir.join(&j.file_name);
+        std::fs::write(&path, format!("# bfq suite run: {}\n{text}", j.label))
+            .with_context(|| format!("writing {}", path.display()))?;
+        commands.push_str(&format!("# {}\n{}\n", j.label, j.command(&shown)));
+    }
+    let path = dir.join("commands.txt");
+    std::fs::write(&path, commands).with_context(|| format!("writing {}", path.display()))?;
+    if !quiet {
+        eprintln!("wrote {} job files and {}", jobs.len(), path.display());
     }
     Ok(())
 }

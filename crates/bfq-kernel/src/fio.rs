@@ -139,6 +139,11 @@ pub fn plan_app(
     };
     let mut plan = FioPlan { job_file: String::new(), iologs: Vec::new(), trace_requests: Vec::new() };
     match &spec.workload {
+        Workload::SeqReader(g) | Workload::RandReader(g) if g.on.is_some() => {
+            return Err(format!(
+                "{name}: an ON/OFF reader (`on`, `off`) is simulator only: no fio equivalent here"
+            ));
+        }
         Workload::SeqReader(_) | Workload::RandReader(_) => {
             let rw = if spec.kind() == AppKind::SeqReader { "read" } else { "randread" };
             let bs = request;

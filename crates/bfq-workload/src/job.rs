@@ -320,6 +320,11 @@ pub struct Greedy {
     pub window: Option<u32>,
     /// Size of its file.
     pub file_size: Option<Size>,
+    /// Readers, simulator only: an ON/OFF reader reads for `on`, then issues nothing for `off`, and
+    /// again (seed 002's streaming benchmark runs "5 ON/OFF file readers"). Both or neither.
+    pub on: Option<Duration>,
+    /// See `on`.
+    pub off: Option<Duration>,
 }
 
 /// A start-up replay's options (seed 001 sec. 6.3).
@@ -457,6 +462,12 @@ pub struct AppTable {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[allow(missing_docs)]
     pub length: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
+    pub on: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
+    pub off: Option<Duration>,
 }
 
 fn one() -> u32 {
@@ -481,9 +492,8 @@ impl AppKind {
     /// The fields of an `[[app]]` table of this kind, beyond name, kind, count, weight and class.
     pub fn fields(self) -> &'static [&'static str] {
         match self {
-            AppKind::SeqReader | AppKind::RandReader | AppKind::SeqWriter | AppKind::RandWriter => {
-                &["request_size", "window", "file_size"]
-            }
+            AppKind::SeqReader | AppKind::RandReader => &["request_size", "window", "file_size", "on", "off"],
+            AppKind::SeqWriter | AppKind::RandWriter => &["request_size", "window", "file_size"],
             AppKind::Startup => &["trace", "start", "every", "invocations", "pause"],
             AppKind::Video => &["request_size", "file_size", "fps", "buffer", "start", "length"],
             AppKind::Dbms => &["request_size", "window", "file_size", "processes"],
@@ -516,6 +526,8 @@ impl TryFrom<AppTable> for AppSpec {
             ("fps", t.fps.is_some()),
             ("buffer", t.buffer.is_some()),
             ("length", t.length.is_some()),
+            ("on", t.on.is_some()),
+            ("off", t.off.is_some()),
         ];
         if let Some((field, _)) = set.iter().find(|(f, on)| *on && !kind.fields().contains(f)) {
             return Err(format!(
@@ -524,7 +536,19 @@ impl TryFrom<AppTable> for AppSpec {
                 kind.fields().join(", ")
             ));
         }
-        let greedy = || Greedy { request_size: t.request_size, window: t.window, file_size: t.file_size };
+        if t.on.is_some() != t.off.is_some() {
+            return Err("an ON/OFF reader needs both `on` and `off`".into());
+        }
+        if t.on.is_some_and(|d| d.0 == 0) {
+            return Err("`on` must be longer than 0".into());
+        }
+        let greedy = || Greedy {
+            request_size: t.request_size,
+            window: t.window,
+            file_size: t.file_size,
+            on: t.on,
+            off: t.off,
+        };
         let processes =
             || Processes { request_size: t.request_size, file_size: t.file_size, processes: t.processes };
         let workload = match kind {
@@ -593,7 +617,8 @@ impl From<AppSpec> for AppTable {
             | Workload::RandReader(g)
             | Workload::SeqWriter(g)
             | Workload::RandWriter(g) => {
-                (t.request_size, t.window, t.file_size) = (g.request_size, g.window, g.file_size);
+                (t.request_size, t.window, t.file_size, t.on, t.off) =
+                    (g.request_size, g.window, g.file_size, g.on, g.off);
             }
             Workload::Startup(s) => {
                 (t.trace, t.start, t.every, t.invocations, t.pause) =
@@ -1293,6 +1318,20 @@ trace = "xterm"
         assert_eq!((err.line, err.field.as_deref()), (Some(4), Some("every")), "{err}");
         let good = "duration = \"1s\"\n[[app]]\nkind = \"streaming\"\nevery = \"1s\"\n";
         Job::from_toml(good, "j.toml").unwrap();
+    }
+
+    /// Seed 002, video streaming: "5 ON/OFF file readers": a reader's `on` and `off` go together, and
+    /// a writer has neither.
+    #[test]
+    fn on_off_readers_need_both_periods_and_only_readers_have_them_seed002_streaming() {
+        let job = |app: &str| Job::from_toml(&format!("duration = \"1s\"\n[[app]]\n{app}\n"), "j.toml");
+        let j = job("kind = \"seq-reader\"\non = \"5s\"\noff = \"5s\"").unwrap();
+        let Workload::SeqReader(g) = &j.apps[0].workload else { panic!("a reader") };
+        assert_eq!((g.on, g.off), (Some(Duration(5 * bfq_sched::SEC)), Some(Duration(5 * bfq_sched::SEC))));
+        let text = toml::to_string(&j).unwrap();
+        assert_eq!(Job::from_toml(&text, "again").unwrap(), j, "{text}");
+        assert!(job("kind = \"seq-reader\"\non = \"5s\"").unwrap_err().to_string().contains("both"));
+        assert!(job("kind = \"seq-writer\"\non = \"5s\"\noff = \"5s\"").is_err());
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //! - "higher", "better", "worse" without a number (`higher`) is a strict inequality with a margin:
 //!   ratio > 1 + [`MARGIN`];
 //! - "similar", "the same", "comparable" (`similar`) is the band [1/(1 + MARGIN), 1 + MARGIN];
-//! - an ordering holds when each scheduler's value exceeds the next one's by more than the margin.
+//! - an ordering holds when each scheduler's value exceeds the next one's by more than the margin;
+//! - a trend over workloads ("monotonically grew with the number of outstanding requests",
+//!   `nondecreasing`) holds when no step falls by more than the margin: each value at least
+//!   1/(1 + [`MARGIN`]) of the one before, for each scheduler.
 //!
 //! A claim may be left out of the counts (`counted = false` with its `why`): it is still evaluated
 //! and shown, as "not counted".
@@ -40,6 +43,7 @@ pub const KINDS: &[&str] = &[
     "ratio_at_most",
     "ratio_between",
     "ordering",
+    "nondecreasing",
 ];
 
 /// The scheduler name in a selector that stands for each of the claim's `each_scheduler` in turn.
@@ -304,6 +308,8 @@ pub fn band_of(claim: &Claim) -> Option<Band> {
         }
         "higher" => Some(Band { lo: Some(1.0 + MARGIN), hi: None, strict: true }),
         "similar" => band(Some(1.0 / (1.0 + MARGIN)), Some(1.0 + MARGIN)),
+        // Every step's ratio (a value over the one before it) is not lower: from 1/(1 + margin) up.
+        "nondecreasing" => band(Some(1.0 / (1.0 + MARGIN)), None),
         "matches" => Some(tolerance_band(claim.paper_value?, claim.paper_value_max)),
         _ => None,
     }
@@ -357,6 +363,18 @@ fn selections(claim: &Claim) -> Vec<Selection> {
             s.app.clone(),
         )
     };
+    if claim.kind == "nondecreasing" {
+        let (workloads, schedulers) =
+            (claim.workloads.clone().unwrap_or_default(), claim.each_scheduler.clone().unwrap_or_default());
+        return schedulers
+            .iter()
+            .flat_map(|s| {
+                workloads.iter().map(move |w| {
+                    (s.clone(), String::new(), w.clone(), claim.metric.clone().unwrap_or_default(), None)
+                })
+            })
+            .collect();
+    }
     match (&claim.numerator, &claim.denominator, &claim.order) {
         (Some(n), Some(d), _) => vec![of(n), of(d)],
         (_, _, Some(order)) => order
@@ -557,6 +575,10 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
         evaluate_ordering(claim, measure, &mut result);
         return result;
     }
+    if claim.kind == "nondecreasing" {
+        evaluate_trend(claim, measure, &mut result);
+        return result;
+    }
     let Some(band) = result.band else {
         result.verdict = Verdict::NotRun { reason: format!("kind `{}` without its numbers", claim.kind) };
         return result;
@@ -686,6 +708,53 @@ fn evaluate_ordering(claim: &Claim, measure: &Measure, result: &mut ClaimResult)
     result.out_of_order = out_of_order;
     result.detail = detail;
     result.verdict = ordering_verdict(&vals);
+}
+
+/// A trend claim (`nondecreasing`): for each scheduler, the metric over the claim's workloads in
+/// order; every step's ratio (a value over the one before) must lie in the band, i.e. not fall by
+/// more than the margin. `ours` is the worst step over all schedulers.
+fn evaluate_trend(claim: &Claim, measure: &Measure, result: &mut ClaimResult) {
+    let Some(band) = result.band else { return };
+    let workloads = claim.workloads.clone().unwrap_or_default();
+    let metric = claim.metric.clone().unwrap_or_default();
+    result.check = format!(
+        "{metric} of each of ({}) over {}: each step >= {:.3} x the previous (not lower: {}% margin)",
+        claim.each_scheduler.clone().unwrap_or_default().join(", "),
+        workloads.join(", "),
+        band.lo.unwrap_or(0.0),
+        MARGIN * 100.0
+    );
+    let sels = selections(claim);
+    let mut details = Vec::new();
+    let mut steps: Vec<(f64, Span)> = Vec::new();
+    for per_scheduler in sels.chunks(workloads.len().max(1)) {
+        let vals: Result<Vec<Value>, String> =
+            per_scheduler.iter().map(|s| measure_one(claim, s, &s.2, measure)).collect();
+        let vals = match vals {
+            Ok(v) => v,
+            Err(reason) => {
+                result.verdict = Verdict::NotRun { reason };
+                return;
+            }
+        };
+        let shown: Vec<String> =
+            vals.iter().map(|v| format!("{}{:.3}", if v.lower_bound { ">=" } else { "" }, v.value)).collect();
+        details.push(format!("{}: {}", per_scheduler[0].0, shown.join(" ")));
+        for p in vals.windows(2) {
+            let r = ratio(p[1].value, p[0].value);
+            steps.push((r, Span::of(r, p[1].lower_bound, p[0].lower_bound)));
+        }
+    }
+    result.detail = details.join("; ");
+    let verdicts: Vec<Verdict> = steps.iter().map(|(_, s)| band.verdict(*s)).collect();
+    result.verdict = if verdicts.contains(&Verdict::Fail) {
+        Verdict::Fail
+    } else if verdicts.iter().all(|v| *v == Verdict::Pass) {
+        Verdict::Pass
+    } else {
+        Verdict::Inconclusive
+    };
+    result.ours = steps.iter().map(|(r, _)| *r).max_by(|a, b| band.badness(*a).total_cmp(&band.badness(*b)));
 }
 
 /// The verdict of each neighbouring pair of an ordering: the first must exceed the second by more
@@ -958,5 +1027,40 @@ mod tests {
             n.scheduler = "noop".into();
         }
         assert!(with_todays_bfq(&c).is_none());
+    }
+
+    /// Seed 002, DBMS: "both the request completion time and the aggregate throughput monotonically
+    /// grew with the number of outstanding requests" passes when no step falls by more than the
+    /// margin (the paper's own YFQ throughput stays at 0.59 MB/s from 1 to 10), fails on a fall,
+    /// and is undecided when a step compares lower bounds.
+    #[test]
+    fn a_trend_over_outstanding_requests_passes_unless_a_step_falls_seed002_dbms() {
+        let text = "schema_version = 1\ndevice = []\nfigure = []\n[[claim]]\nid = \"t\"\nseed = \"002\"\n\
+                    section = \"DBMS\"\nexperiment = \"dbms\"\nkind = \"nondecreasing\"\ndevice_class = \"hdd\"\n\
+                    ncq = false\nheadline = false\ntext = \"t\"\nnote = \"n\"\nmetric = \"aggregate_mb_s\"\n\
+                    workloads = [\"dbms-100p-1out\", \"dbms-100p-2out\", \"dbms-100p-3out\"]\n\
+                    each_scheduler = [\"clook\", \"yfq\"]\n";
+        let c = super::super::published::parse(text, "test").unwrap().claim.remove(0);
+        assert_eq!(runs_needed(&c).len(), 6, "each scheduler at each number of outstanding requests");
+        let run = |values: [[f64; 3]; 2], bound: bool| {
+            move |key: &RunKey, _: &str, _: Option<&str>| {
+                let s = usize::from(key.scheduler == "yfq");
+                let crate::suite::runs::Scenario::Dbms { outstanding } = &key.scenario else {
+                    return Err("not a dbms run".to_string());
+                };
+                Ok(Value { value: values[s][*outstanding as usize - 1], lower_bound: bound })
+            }
+        };
+        let flat_and_rising = [[0.62, 0.66, 0.71], [0.59, 0.59, 0.59]];
+        assert_eq!(evaluate(&c, &run(flat_and_rising, false)).verdict, Verdict::Pass);
+        // Within the margin is not a fall; beyond it is.
+        assert_eq!(
+            evaluate(&c, &run([[0.62, 0.60, 0.71], [0.59, 0.59, 0.59]], false)).verdict,
+            Verdict::Pass
+        );
+        let fall = evaluate(&c, &run([[0.62, 0.55, 0.71], [0.59, 0.59, 0.59]], false));
+        assert_eq!(fall.verdict, Verdict::Fail);
+        assert!((fall.ours.unwrap() - 0.55 / 0.62).abs() < 1e-9, "the worst step is shown: {:?}", fall.ours);
+        assert_eq!(evaluate(&c, &run(flat_and_rising, true)).verdict, Verdict::Inconclusive);
     }
 }

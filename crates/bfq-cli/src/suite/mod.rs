@@ -146,17 +146,9 @@ fn figure_keys(published: &Published, f: &Figure) -> Result<Vec<RunKey>, String>
         .collect()
 }
 
-/// Runs the suite.
-pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
-    let started = Instant::now();
-    let published = match &opts.published {
-        Some(text) => published::parse(text, "--published")?,
-        None => published::load()?,
-    };
-    if opts.device != runs::TESTBED {
-        bfq_sim::device::build_device(&opts.device, &[]).map_err(|e| format!("--device: {e}"))?;
-    }
-    let profile = if opts.quick { Profile::QUICK } else { Profile::FULL };
+/// The runs the suite makes for `opts`, in order (every claim's and figure's, and today's BFQ beside
+/// the papers'), each on the device `opts.device` puts it on.
+fn planned_keys(opts: &SuiteOptions, published: &Published) -> Vec<RunKey> {
     let wanted = |id: &str| opts.only.as_ref().map_or(true, |o| o.iter().any(|x| x == id));
     let claims: Vec<_> = published.claim.iter().filter(|c| wanted(&c.id)).collect();
     let device = |k: RunKey| runs::on_device(k, &opts.device);
@@ -171,19 +163,99 @@ pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
     );
     if opts.only.is_none() {
         keys.extend(
-            published.figure.iter().filter_map(|f| figure_keys(&published, f).ok()).flatten().map(device),
+            published.figure.iter().filter_map(|f| figure_keys(published, f).ok()).flatten().map(device),
         );
         keys.extend(
             published
                 .figure
                 .iter()
                 .filter_map(with_todays_bfq)
-                .filter_map(|f| figure_keys(&published, &f).ok())
+                .filter_map(|f| figure_keys(published, &f).ok())
                 .flatten()
                 .map(device),
         );
     }
-    let keys: Vec<RunKey> = keys.into_iter().collect();
+    keys.into_iter().collect()
+}
+
+fn load_published(opts: &SuiteOptions) -> Result<Published, String> {
+    let published = match &opts.published {
+        Some(text) => published::parse(text, "--published")?,
+        None => published::load()?,
+    };
+    if opts.device != runs::TESTBED {
+        bfq_sim::device::build_device(&opts.device, &[]).map_err(|e| format!("--device: {e}"))?;
+    }
+    Ok(published)
+}
+
+/// One run of the suite as a job file for `bfq sim` (`bfq suite --jobs DIR`).
+#[derive(Clone, Debug)]
+pub struct PlannedJob {
+    /// The run's label.
+    pub label: String,
+    /// A file name made of the label.
+    pub file_name: String,
+    /// The job (first repetition's seed, 1).
+    pub job: bfq_sim::Job,
+    /// The registry scheduler.
+    pub scheduler: String,
+    /// Its tunables, in the order the suite sets them.
+    pub params: Vec<(String, String)>,
+}
+
+impl PlannedJob {
+    /// The `bfq sim` command that makes this run (seed 1) with the job file in `dir`.
+    pub fn command(&self, dir: &str) -> String {
+        let params = self.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+        let p = if params.is_empty() { String::new() } else { format!(" -p {params}") };
+        format!("bfq sim {dir}/{} -s {}{p}", self.file_name, self.scheduler)
+    }
+}
+
+/// A file name for a run label: lower-case letters, digits and `-`, `.`, `_`, `=` kept, every other
+/// run of characters one `_`.
+fn file_name_of(label: &str) -> String {
+    let mut out = String::new();
+    for c in label.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '=') {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    format!("{}.toml", out.trim_matches('_'))
+}
+
+/// Every run of the suite as a job file with its scheduler and tunables, without running any.
+pub fn plan_jobs(opts: &SuiteOptions) -> Result<Vec<PlannedJob>, String> {
+    let published = load_published(opts)?;
+    let profile = if opts.quick { Profile::QUICK } else { Profile::FULL };
+    planned_keys(opts, &published)
+        .iter()
+        .map(|key| {
+            let (scheduler, params) = runs::scheduler_and_params(&key.scheduler, &key.config, &key.variant)?;
+            let label = key.label();
+            Ok(PlannedJob {
+                file_name: file_name_of(&label),
+                label,
+                job: runs::job(key, &profile, 1),
+                scheduler,
+                params,
+            })
+        })
+        .collect()
+}
+
+/// Runs the suite.
+pub fn run(opts: &SuiteOptions) -> Result<SuiteResult, String> {
+    let started = Instant::now();
+    let published = load_published(opts)?;
+    let profile = if opts.quick { Profile::QUICK } else { Profile::FULL };
+    let wanted = |id: &str| opts.only.as_ref().map_or(true, |o| o.iter().any(|x| x == id));
+    let claims: Vec<_> = published.claim.iter().filter(|c| wanted(&c.id)).collect();
+    let device = |k: RunKey| runs::on_device(k, &opts.device);
+    let keys = planned_keys(opts, &published);
     let reports = run_all(&keys, &profile, opts.progress);
     let by_key: BTreeMap<&RunKey, &Result<Vec<RunReport>, String>> = keys.iter().zip(&reports).collect();
     let measure = |key: &RunKey, metric: &str, app: Option<&str>| -> Result<runs::Value, String> {
@@ -471,4 +543,35 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
     );
     let _ = writeln!(out, "run time: {:.1} s", r.run_time_s);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bfq suite --jobs DIR`: each planned run is a job file `bfq sim` reads back, named after its
+    /// label, with the command that runs it under the suite's scheduler and tunables.
+    #[test]
+    fn every_planned_run_is_a_job_file_with_its_sim_command() {
+        let opts = SuiteOptions {
+            device: runs::TESTBED.into(),
+            quick: true,
+            progress: false,
+            only: Some(vec!["agg_2r_far_bfq4096_ge_cfq".into()]),
+            published: None,
+        };
+        let jobs = plan_jobs(&opts).unwrap();
+        assert_eq!(jobs.len(), 2, "BFQ and CFQ on the two far files");
+        for j in &jobs {
+            let text = toml::to_string(&j.job).unwrap();
+            assert_eq!(bfq_sim::Job::from_toml(&text, "jobs").unwrap(), j.job);
+            assert!(j.file_name.ends_with(".toml") && !j.file_name.contains(' '), "{}", j.file_name);
+        }
+        let bfq = jobs.iter().find(|j| j.label.contains("bfq-no-heuristics")).unwrap();
+        assert_eq!(bfq.job.device.preset, "hdd-dtla307030", "seed 002 runs on its own test bed");
+        let command = bfq.command("d");
+        assert!(command.starts_with(&format!("bfq sim d/{} -s bfq -p ", bfq.file_name)), "{command}");
+        assert!(command.contains("v1_heuristics=0") && command.ends_with("max_budget=4096"), "{command}");
+        assert_eq!(file_name_of("a b | c:d [x=1]"), "a_b_c_d_x=1.toml");
+    }
 }

@@ -93,7 +93,7 @@ pub struct Claim {
     pub section: String,
     /// Experiment family.
     pub experiment: String,
-    /// `ratio_at_least`, `ratio_at_most`, `within_pct` or `ordering`.
+    /// One of [`super::claims::KINDS`].
     pub kind: String,
     /// `hdd`, `ssd` or `nvme`.
     pub device_class: String,
@@ -125,6 +125,9 @@ pub struct Claim {
     pub app: Option<String>,
     /// `ordering`: the config of each scheduler.
     pub order_configs: Option<Vec<String>>,
+    /// `nondecreasing`: the workloads, in the order of the parameter that grows (seed 002's DBMS
+    /// with 1 to 10 outstanding requests).
+    pub workloads: Option<Vec<String>>,
     /// The paper's value of the checked quantity.
     pub paper_value: Option<f64>,
     /// Upper end of a published range.
@@ -177,6 +180,15 @@ fn check_claim(c: &Claim) -> Result<(), String> {
             need(c.order.is_some(), "order")?;
             need(c.metric.is_some(), "metric")?;
             need(c.workload.is_some(), "workload")?;
+        }
+        "nondecreasing" => {
+            need(c.workloads.as_ref().is_some_and(|w| w.len() >= 2), "workloads (at least two)")?;
+            need(c.metric.is_some(), "metric")?;
+            need(c.each_scheduler.as_ref().is_some_and(|l| !l.is_empty()), "each_scheduler")?;
+            if c.numerator.is_some() || c.denominator.is_some() {
+                return Err("kind nondecreasing has no numerator or denominator".into());
+            }
+            return Ok(());
         }
         kind => {
             need(c.numerator.is_some(), "numerator")?;
@@ -235,6 +247,7 @@ mod tests {
         for c in &p.claim {
             match c.kind.as_str() {
                 "ordering" => assert!(c.order.is_some() && c.metric.is_some(), "{}", c.id),
+                "nondecreasing" => assert!(c.workloads.is_some() && c.each_scheduler.is_some(), "{}", c.id),
                 _ => assert!(c.numerator.is_some() && c.denominator.is_some(), "{}", c.id),
             }
         }
@@ -261,5 +274,20 @@ mod tests {
         assert!(with_claim("higher", "counted = false\nwhy = \"re-checks y\"").is_ok());
         // `each` in a selector and each_scheduler go together.
         assert!(with_claim("higher", "each_scheduler = [\"cfq\"]").unwrap_err().contains("each_scheduler"));
+        // A trend over workloads has its workloads and schedulers, and no ratio.
+        let trend = |extra: &str| {
+            let text = format!(
+                "schema_version = 1\ndevice = []\nfigure = []\n[[claim]]\nid = \"x\"\nseed = \"002\"\nsection = \"s\"\nexperiment = \"dbms\"\nkind = \"nondecreasing\"\ndevice_class = \"hdd\"\nncq = false\nheadline = false\ntext = \"t\"\nnote = \"n\"\nmetric = \"aggregate_mb_s\"\n{extra}\n"
+            );
+            parse(&text, "test")
+        };
+        let full = "workloads = [\"dbms-100p-1out\", \"dbms-100p-2out\"]\neach_scheduler = [\"clook\"]";
+        assert!(trend(full).is_ok());
+        assert!(trend("workloads = [\"dbms-100p-1out\"]\neach_scheduler = [\"clook\"]")
+            .unwrap_err()
+            .contains("workloads"));
+        assert!(trend("workloads = [\"dbms-100p-1out\", \"dbms-100p-2out\"]")
+            .unwrap_err()
+            .contains("each_scheduler"));
     }
 }

@@ -39,8 +39,12 @@ pub struct Profile {
     pub video: (u32, u32),
     /// Bandwidth-distribution runs: (duration, warm-up).
     pub bandwidth: (u32, u32),
-    /// DBMS and web-server runs: (duration, warm-up).
+    /// DBMS runs: (duration, warm-up).
     pub dbms: (u32, u32),
+    /// Web-server runs: (duration, warm-up). Seed 002's runs last "about one hour"; a large file
+    /// (1-30 MB) read by one of 100 processes takes tens of seconds, so the run must be long enough
+    /// for many to be read to their end.
+    pub web: (u32, u32),
     /// Video-streaming runs: duration (a new stream every 15 s until 1% loss).
     pub streaming: u32,
     /// Runs of each experiment, with seeds 1, 2, ...; figures are the mean over them.
@@ -58,6 +62,7 @@ impl Profile {
         video: (25, 5),
         bandwidth: (30, 2),
         dbms: (10, 2),
+        web: (120, 10),
         streaming: 900,
         repetitions: 1,
     };
@@ -71,6 +76,7 @@ impl Profile {
         video: (40, 20),
         bandwidth: (30, 2),
         dbms: (30, 5),
+        web: (600, 20),
         streaming: 1200,
         repetitions: 3,
     };
@@ -287,13 +293,13 @@ fn scenario_for(workload: &str, metric: &str, app: Option<&str>) -> Result<Scena
     if bandwidth_weights(workload).is_some() {
         return Ok(Scenario::Bandwidth { workload: workload.into() });
     }
+    if let Some(outstanding) = dbms_outstanding(workload) {
+        return match metric {
+            "completion_s" | "aggregate_mb_s" => Ok(Scenario::Dbms { outstanding }),
+            _ => Err(format!("metric {metric} of {workload} is not measured")),
+        };
+    }
     match workload {
-        "dbms-100p-1out" if metric == "completion_s" || metric == "aggregate_mb_s" => {
-            Ok(Scenario::Dbms { outstanding: 1 })
-        }
-        "dbms-100p-10out" if metric == "completion_s" || metric == "aggregate_mb_s" => {
-            Ok(Scenario::Dbms { outstanding: 10 })
-        }
         "web-100p" if matches!(metric, "aggregate_mb_s" | "small_file_completion_s" | "large_file_mb_s") => {
             Ok(Scenario::Web)
         }
@@ -301,6 +307,13 @@ fn scenario_for(workload: &str, metric: &str, app: Option<&str>) -> Result<Scena
         "vlc-stream-5onoff" if metric == "movies" => Ok(Scenario::Streaming),
         other => Err(format!("workload {other} is not available in this build")),
     }
+}
+
+/// The requests outstanding per process of a seed 002 DBMS workload `dbms-100p-<n>out`: the paper
+/// runs "10 variants of the experiment ... ranging from 1 (synchronous requests) to 10".
+pub fn dbms_outstanding(workload: &str) -> Option<u32> {
+    let n: u32 = workload.strip_prefix("dbms-100p-")?.strip_suffix("out")?.parse().ok()?;
+    (1..=10).contains(&n).then_some(n)
 }
 
 /// Weights of the readers of a seed 002 bandwidth workload, and whether its two files are far apart.
@@ -444,6 +457,15 @@ const STARTUP_PAUSE_S: u32 = 4;
 /// not taking advantage of any weight raising").
 const VIDEO_STARTUPS_FROM_S: u32 = 10;
 
+/// Seed 002, video streaming: "a VLC video streaming server, provided with 30 movies".
+pub const STREAMING_MOVIES: u32 = 30;
+
+/// Seed 002, video streaming: "we also ran 5 ON/OFF file readers".
+pub const STREAMING_READERS: u32 = 5;
+
+/// The ON and OFF periods of those readers, seconds: the suite's choice ("details on the draft").
+pub const STREAMING_ON_OFF_S: (u32, u32) = (5, 5);
+
 /// The job of a run, built as a value (the format of docs/simulator.md, "Job format").
 pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
     let secs = |s: u32| Duration(u64::from(s) * SEC);
@@ -453,7 +475,8 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
         Scenario::Startup { .. } => (profile.startup, profile.startup_first),
         Scenario::Video { .. } => profile.video,
         Scenario::Bandwidth { .. } => profile.bandwidth,
-        Scenario::Dbms { .. } | Scenario::Web => profile.dbms,
+        Scenario::Dbms { .. } => profile.dbms,
+        Scenario::Web => profile.web,
         Scenario::Streaming => (profile.streaming, 0),
     };
     let mut job = Job::new(secs(duration));
@@ -546,10 +569,12 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
             );
         }
         Scenario::Web => {
+            // Seed 002: small files in the first half of the disk, large ones in the second: the
+            // server's files span the whole disk.
             apps.push(
                 AppSpec::of(Workload::WebServer(Processes {
                     processes: Some(100),
-                    file_size: sized(10_000_000_000),
+                    file_size: sized(capacity_bytes(preset)),
                     ..Processes::default()
                 }))
                 .named("httpd"),
@@ -557,13 +582,20 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
         }
         Scenario::Streaming => {
             // The set-up of examples/streaming.toml: 4 Mbit/s streams of 128 KiB chunks, 1 s of
-            // buffer, a new stream every 15 s, one competing sequential reader (its default 5 GB
-            // file after the movies). The movies' slices cover the disk up to 64 GB (seed 002: "each
-            // movie was stored in a distinct disk slice", on a 30 GB disk).
-            let movies = (capacity_bytes(preset) - bfq_sim::DEFAULT_FILE_BYTES).min(64_000_000_000);
+            // buffer, a new stream every 15 s. Seed 002: a server "provided with 30 movies", "each
+            // movie was stored in a distinct disk slice": at most 30 streams, each in its thirtieth of
+            // the movies' region (up to 64 GB on larger disks); "during each experiment we also ran 5
+            // ON/OFF file readers (details on the draft)", which "tended to issue longer requests
+            // than the streaming threads": five sequential readers of 256 KiB, each of its own 1 GB
+            // file after the movies, all reading for 5 s then idle for 5 s (the pattern is the
+            // suite's choice: the seed gives none).
+            let readers = STREAMING_READERS;
+            let reader_file = 1_000_000_000u64;
+            let movies =
+                (capacity_bytes(preset) - u64::from(readers) * (reader_file + (1 << 20))).min(64_000_000_000);
             apps.push(
                 AppSpec::of(Workload::Streaming(Streaming {
-                    processes: Some(64),
+                    processes: Some(STREAMING_MOVIES),
                     request_size: sized(128 << 10),
                     fps: Some(4),
                     buffer: Some(secs(1)),
@@ -572,7 +604,16 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
                 }))
                 .named("server"),
             );
-            apps.push(AppSpec::new(AppKind::SeqReader).named("background"));
+            let mut onoff = AppSpec::of(Workload::SeqReader(Greedy {
+                request_size: sized(256 << 10),
+                file_size: sized(reader_file),
+                on: Some(secs(STREAMING_ON_OFF_S.0)),
+                off: Some(secs(STREAMING_ON_OFF_S.1)),
+                ..Greedy::default()
+            }))
+            .named("onoff");
+            onoff.count = readers;
+            apps.push(onoff);
         }
     }
     job
@@ -840,6 +881,16 @@ mod tests {
         let b = plan(bed("003"), "bfq", "", "10r-seq", "aggregate_mb_s", None).unwrap();
         assert_ne!(a, b);
         assert!(a.label().contains("(v1)") && b.label().contains("(v7r8)"), "{} / {}", a.label(), b.label());
+    }
+
+    #[test]
+    fn dbms_workloads_have_one_to_ten_outstanding_requests_seed002_dbms() {
+        assert_eq!(dbms_outstanding("dbms-100p-1out"), Some(1));
+        assert_eq!(dbms_outstanding("dbms-100p-7out"), Some(7));
+        assert_eq!(dbms_outstanding("dbms-100p-10out"), Some(10));
+        assert_eq!(dbms_outstanding("dbms-100p-0out"), None);
+        assert_eq!(dbms_outstanding("dbms-100p-11out"), None);
+        assert_eq!(dbms_outstanding("dbms-100p-xout"), None);
     }
 
     #[test]

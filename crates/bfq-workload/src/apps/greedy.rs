@@ -6,7 +6,7 @@
 //! buffered: they dirty page cache as fast as the system-wide dirty limit lets them, and the write-back
 //! path flushes their data as asynchronous writes.
 
-use bfq_sched::{Op, QueueSpec};
+use bfq_sched::{Nanos, Op, QueueSpec};
 
 use super::{App, Ctx, Done, NewRequest, Region};
 
@@ -39,7 +39,8 @@ fn next_position(pattern: Pattern, region: Region, cursor: &mut u64, len: u64, c
     }
 }
 
-/// A greedy reader of its own file.
+/// A greedy reader of its own file; or an ON/OFF reader, greedy for a while, then idle for a while
+/// (seed 002's streaming benchmark: "5 ON/OFF file readers"; their pattern is not in the seed).
 #[derive(Clone, Debug)]
 pub struct GreedyReader {
     spec: QueueSpec,
@@ -49,7 +50,15 @@ pub struct GreedyReader {
     window: u32,
     outstanding: u32,
     cursor: u64,
+    /// ON and OFF periods of an ON/OFF reader.
+    on_off: Option<(Nanos, Nanos)>,
+    /// Issuing reads (always, for a greedy reader).
+    on: bool,
 }
+
+/// Timer tokens of an ON/OFF reader.
+const ON_ENDS: u64 = 0;
+const OFF_ENDS: u64 = 1;
 
 impl GreedyReader {
     /// A reader of `region` with requests of `request_bytes`, keeping `window` (at least 1) reads
@@ -63,11 +72,20 @@ impl GreedyReader {
             window: window.max(1),
             outstanding: 0,
             cursor: region.start,
+            on_off: None,
+            on: true,
         }
     }
 
+    /// An ON/OFF reader: reads for `on`, then issues nothing for `off` (the reads in flight complete),
+    /// and again; `None` keeps it greedy.
+    pub fn with_on_off(mut self, on_off: Option<(Nanos, Nanos)>) -> Self {
+        self.on_off = on_off.filter(|(on, _)| *on > 0);
+        self
+    }
+
     fn fill(&mut self, ctx: &mut Ctx) {
-        while self.outstanding < self.window {
+        while self.on && self.outstanding < self.window {
             let len = u64::from(self.request_bytes);
             let offset = next_position(self.pattern, self.region, &mut self.cursor, len, ctx);
             ctx.submit(NewRequest {
@@ -97,6 +115,9 @@ impl App for GreedyReader {
     }
 
     fn start(&mut self, ctx: &mut Ctx) {
+        if let Some((on, _)) = self.on_off {
+            ctx.timer_at(ctx.now + on, ON_ENDS);
+        }
         self.fill(ctx);
     }
 
@@ -105,8 +126,21 @@ impl App for GreedyReader {
         self.fill(ctx);
     }
 
+    fn on_timer(&mut self, ctx: &mut Ctx, token: u64) {
+        let Some((on, off)) = self.on_off else { return };
+        if token == ON_ENDS {
+            self.on = false;
+            ctx.timer_at(ctx.now + off, OFF_ENDS);
+        } else {
+            self.on = true;
+            ctx.timer_at(ctx.now + on, ON_ENDS);
+            self.fill(ctx);
+        }
+    }
+
+    /// An ON/OFF reader does not always have work: it stays out of Jain's index.
     fn greedy(&self) -> bool {
-        true
+        self.on_off.is_none()
     }
 }
 
@@ -169,5 +203,47 @@ impl App for GreedyWriter {
 
     fn greedy(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SimRng;
+    use bfq_sched::SEC;
+
+    struct Unlimited;
+    impl crate::apps::PageCache for Unlimited {
+        fn dirty(&mut self, _app: usize, _offset: u64, _len: u32, _tag: u64) -> bool {
+            true
+        }
+    }
+
+    /// Seed 002, video streaming: an ON/OFF reader reads back to back while ON, issues nothing while
+    /// OFF (its read in flight completes), and resumes where it stopped when ON again.
+    #[test]
+    fn an_on_off_reader_reads_only_while_on_seed002_streaming() {
+        let spec = QueueSpec { weight: 100, class: Default::default() };
+        let region = Region { start: 0, len: 1 << 30 };
+        let mut r = GreedyReader::new(spec, Pattern::Sequential, region, 4096, 1)
+            .with_on_off(Some((5 * SEC, 5 * SEC)));
+        assert!(!r.greedy(), "not always busy");
+        let (mut rng, mut requests, mut timers, mut cache) =
+            (SimRng::new(1, 0), Vec::new(), Vec::new(), Unlimited);
+        let mut ctx = Ctx::new(0, &mut rng, &mut requests, &mut timers, &mut cache, 0);
+        r.start(&mut ctx);
+        let first = ctx.submitted()[0].done(bfq_sched::RequestId(1), bfq_sched::QueueId(0), 0);
+        requests.clear();
+        let mut ctx = Ctx::new(5 * SEC, &mut rng, &mut requests, &mut timers, &mut cache, 0);
+        r.on_timer(&mut ctx, ON_ENDS);
+        r.on_complete(&mut ctx, &first);
+        assert!(ctx.submitted().is_empty(), "nothing issued while OFF");
+        let mut ctx = Ctx::new(10 * SEC, &mut rng, &mut requests, &mut timers, &mut cache, 0);
+        r.on_timer(&mut ctx, OFF_ENDS);
+        assert_eq!(ctx.submitted().len(), 1, "ON again");
+        assert_eq!(ctx.submitted()[0].offset, 4096, "where it stopped");
+        // A greedy reader ignores timers and stays in Jain's index.
+        let g = GreedyReader::new(spec, Pattern::Sequential, region, 4096, 1).with_on_off(None);
+        assert!(g.greedy());
     }
 }

@@ -228,20 +228,26 @@ pub fn build(job: &crate::Job, places: Vec<crate::Placement>) -> Result<NamedApp
         let request = spec.request_bytes() as u32;
         let processes = spec.process_count() as usize;
         let app: Box<dyn App> = match &spec.workload {
-            Workload::SeqReader(g) => Box::new(greedy::GreedyReader::new(
-                qspec,
-                greedy::Pattern::Sequential,
-                region,
-                request,
-                g.window.unwrap_or(1),
-            )),
-            Workload::RandReader(g) => Box::new(greedy::GreedyReader::new(
-                qspec,
-                greedy::Pattern::Random,
-                region,
-                request,
-                g.window.unwrap_or(1),
-            )),
+            Workload::SeqReader(g) => Box::new(
+                greedy::GreedyReader::new(
+                    qspec,
+                    greedy::Pattern::Sequential,
+                    region,
+                    request,
+                    g.window.unwrap_or(1),
+                )
+                .with_on_off(g.on.zip(g.off).map(|(on, off)| (on.0, off.0))),
+            ),
+            Workload::RandReader(g) => Box::new(
+                greedy::GreedyReader::new(
+                    qspec,
+                    greedy::Pattern::Random,
+                    region,
+                    request,
+                    g.window.unwrap_or(1),
+                )
+                .with_on_off(g.on.zip(g.off).map(|(on, off)| (on.0, off.0))),
+            ),
             Workload::SeqWriter(_) => {
                 Box::new(greedy::GreedyWriter::new(qspec, greedy::Pattern::Sequential, region, request))
             }

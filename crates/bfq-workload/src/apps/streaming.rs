@@ -19,7 +19,10 @@ const TICK: u64 = u64::MAX;
 #[derive(Clone, Copy, Debug)]
 struct Stream {
     start: Nanos,
+    /// The next chunk to read (while `reading`, the one being read).
     next: u64,
+    /// Chunks before this one have been counted, lost or not.
+    counted: u64,
     reading: bool,
     cursor: u64,
     region: Region,
@@ -77,6 +80,10 @@ impl StreamingServer {
     }
 
     fn count(&mut self, s: usize, chunk: u64, lost: bool) {
+        if chunk < self.streams[s].counted {
+            return; // counted lost at an interval's end while its read was still waiting
+        }
+        self.streams[s].counted = chunk + 1;
         self.interval_chunks += 1;
         self.interval_lost += u64::from(lost);
         if self.deadline(s, chunk) >= self.measuring_from {
@@ -118,8 +125,25 @@ impl StreamingServer {
         }
     }
 
+    /// Counts as lost now the chunks of stream `s` whose deadline has passed while its read is still
+    /// waiting: they are lost whenever the read completes, and a read that never completes (a starved
+    /// stream) must not hide its losses from the interval's loss rate.
+    fn count_overdue(&mut self, s: usize, now: Nanos) {
+        if !self.streams[s].reading {
+            return;
+        }
+        let mut chunk = self.streams[s].next.max(self.streams[s].counted);
+        while self.deadline(s, chunk) <= now {
+            self.count(s, chunk, true);
+            chunk += 1;
+        }
+    }
+
     /// The interval tick: judge the last interval's loss, and start a new stream if it was low.
     fn tick(&mut self, ctx: &mut Ctx) {
+        for s in 0..self.streams.len() {
+            self.count_overdue(s, ctx.now);
+        }
         let loss = if self.interval_chunks == 0 {
             0.0
         } else {
@@ -137,7 +161,14 @@ impl StreamingServer {
         }
         let s = self.streams.len();
         let region = self.region.part(s as u64, self.max_streams as u64);
-        self.streams.push(Stream { start: ctx.now, next: 0, reading: false, cursor: region.start, region });
+        self.streams.push(Stream {
+            start: ctx.now,
+            next: 0,
+            counted: 0,
+            reading: false,
+            cursor: region.start,
+            region,
+        });
         self.stats.streams_started += 1;
         self.advance(ctx, s);
         ctx.timer_at(ctx.now + self.interval, TICK);
@@ -187,5 +218,50 @@ impl App for StreamingServer {
             stats.streams_sustained = stats.streams_started;
         }
         AppExtra { streaming: Some(stats), ..Default::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SimRng;
+    use bfq_sched::{MSEC, SEC};
+
+    struct Unlimited;
+    impl crate::apps::PageCache for Unlimited {
+        fn dirty(&mut self, _app: usize, _offset: u64, _len: u32, _tag: u64) -> bool {
+            true
+        }
+    }
+
+    /// Seed 002, video streaming: "a packet sent by the streaming thread was considered lost if
+    /// delayed by more than 1 second" and "Every 15 seconds the streaming of a new movie was started"
+    /// until 1% loss. A stream whose read is starved for the whole interval has lost every chunk due
+    /// in it, although the read has not completed: no new stream may start.
+    #[test]
+    fn a_starved_stream_counts_its_overdue_chunks_lost_at_the_interval_end_seed002_streaming() {
+        let spec = QueueSpec { weight: 100, class: Default::default() };
+        let region = Region { start: 0, len: 1 << 30 };
+        let mut server = StreamingServer::new(spec, region, 30, 128 << 10, 250 * MSEC, SEC, 15 * SEC);
+        let (mut rng, mut requests, mut timers, mut cache) =
+            (SimRng::new(1, 0), Vec::new(), Vec::new(), Unlimited);
+        let mut ctx = Ctx::new(0, &mut rng, &mut requests, &mut timers, &mut cache, 0);
+        server.start(&mut ctx);
+        assert_eq!(ctx.submitted().len(), 1, "the first stream reads its first chunk");
+        let done = ctx.submitted()[0].done(bfq_sched::RequestId(1), bfq_sched::QueueId(0), 0);
+        // Its read never completes; the interval ends.
+        let mut ctx = Ctx::new(15 * SEC, &mut rng, &mut requests, &mut timers, &mut cache, 0);
+        server.on_timer(&mut ctx, TICK);
+        let stats = server.extra(15 * SEC).streaming.expect("a streaming server reports");
+        assert_eq!(stats.streams_started, 1, "no second stream after a fully lost interval");
+        assert_eq!(stats.streams_sustained, 0);
+        // 0.25 s per chunk, chunk k's deadline at (k + 1) x 0.25 s + 1 s: chunks 0..=55 were overdue
+        // by 15 s, each counted once, also when the read finally completes.
+        assert_eq!((stats.chunks, stats.lost), (56, 56));
+        let mut ctx = Ctx::new(16 * SEC, &mut rng, &mut requests, &mut timers, &mut cache, 0);
+        server.on_complete(&mut ctx, &done);
+        let stats = server.extra(16 * SEC).streaming.unwrap();
+        assert_eq!(stats.lost, stats.chunks, "{stats:?}");
+        assert_eq!(stats.chunks, 60, "56 counted, then the 4 overdue by 16 s skipped as late");
     }
 }

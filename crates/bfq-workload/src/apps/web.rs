@@ -1,8 +1,11 @@
-//! Web server (seed 002, "web server" benchmark): many server processes, each serving one file after
-//! the other — a small file with probability 0.9, a large one otherwise — and appending a line to the
-//! access log after each file. File reads are synchronous (the process waits for each read); log
-//! appends are buffered writes that reach the disk through the system-wide write-back path. A process
-//! that finds the dirty limit reached blocks until write-back frees room, as a real one would.
+//! Web server (seed 002, "Latency/Bandwidth/Aggregate throughput (Web server)"): many server processes
+//! "continuously read files one after the other. Every 10 files, each process appended a random amount
+//! of bytes, from 1 to 16 kB, to a common log file. Each of the files to read might have been, with
+//! probability 0.9, a small 16kB (html) file at a random position in the first half of the disk, or,
+//! with probability 0.1, a large file with random size in [1, 30] MB at a random position in the
+//! second half of the disk." File reads are synchronous (the process waits for each read); log appends
+//! are buffered writes that reach the disk through the system-wide write-back path. A process that
+//! finds the dirty limit reached blocks until write-back frees room, as a real one would.
 
 use bfq_sched::{Nanos, Op, QueueSpec};
 
@@ -16,33 +19,43 @@ pub const SMALL_FILE_PROBABILITY: f64 = 0.9;
 /// Tags of log appends carry this bit, so their write-back completions are told from reads.
 const LOG_TAG: u64 = 1 << 63;
 
-/// The shape of the served files.
+/// The shape of the served files (seed 002).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WebFiles {
-    /// Small files are 4 KiB to this size, uniformly in 4 KiB steps.
-    pub small_max_bytes: u64,
-    /// Large files are this size.
-    pub large_bytes: u64,
+    /// Size of a small file: "a small 16kB (html) file" (16 KiB, a whole number of pages).
+    pub small_bytes: u64,
+    /// Large files are of a uniformly random size from this ("[1, 30] MB") ...
+    pub large_min_bytes: u64,
+    /// ... to this, in 4 KiB steps.
+    pub large_max_bytes: u64,
     /// Each read of a file is at most this long (read-ahead window of the page cache).
     pub read_bytes: u32,
-    /// Bytes appended to the log per served file.
-    pub log_record_bytes: u32,
+    /// A process appends to the log once every this many files ("Every 10 files").
+    pub log_every_files: u32,
+    /// Bytes appended each time: uniformly from this ("from 1 to 16 kB") ...
+    pub log_min_bytes: u32,
+    /// ... to this, in 1 KiB steps.
+    pub log_max_bytes: u32,
 }
 
 impl Default for WebFiles {
     fn default() -> Self {
         WebFiles {
-            small_max_bytes: 64 << 10,
-            large_bytes: 4 << 20,
+            small_bytes: 16 << 10,
+            large_min_bytes: 1_000_000,
+            large_max_bytes: 30_000_000,
             read_bytes: 128 << 10,
-            log_record_bytes: 512,
+            log_every_files: 10,
+            log_min_bytes: 1 << 10,
+            log_max_bytes: 16 << 10,
         }
     }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Process {
-    /// Next byte to read of the current file, and its end.
+    /// The current file's first byte, the next byte to read, and its end.
+    first: u64,
     cursor: u64,
     end: u64,
     /// When the current file's first read was issued, and whether it is a small file.
@@ -50,6 +63,8 @@ struct Process {
     small: bool,
     /// Waiting for write-back room to append its log record.
     blocked: bool,
+    /// Files served so far (a log record every [`WebFiles::log_every_files`]).
+    served: u64,
 }
 
 /// A web server of `processes` processes.
@@ -68,13 +83,13 @@ pub struct WebServer {
 }
 
 impl WebServer {
-    /// A server whose files and log live in `region` (a tenth of it for the log, the rest split
-    /// between small and large files).
+    /// A server whose files and log live in `region` (the disk, in seed 002): small files in its
+    /// first half, large files in the second half but its last twentieth, which holds the log (the
+    /// seed does not say where the log lies).
     pub fn new(spec: QueueSpec, region: Region, processes: usize, files: WebFiles) -> Self {
-        let log = region.part(9, 10);
-        let data = Region { start: region.start, len: log.start - region.start };
-        let small = data.part(0, 2);
-        let large = data.part(1, 2);
+        let small = region.part(0, 2);
+        let log = region.part(19, 20);
+        let large = Region { start: small.start + small.len, len: log.start - (small.start + small.len) };
         WebServer {
             spec,
             small,
@@ -93,13 +108,23 @@ impl WebServer {
     fn next_file(&mut self, ctx: &mut Ctx, p: usize) {
         let small = ctx.rng.chance(SMALL_FILE_PROBABILITY);
         let (region, len) = if small {
-            let pages = (self.files.small_max_bytes / 4096).max(1);
-            (self.small, ctx.rng.range_inclusive(1, pages) * 4096)
+            (self.small, self.files.small_bytes.next_multiple_of(4096).max(4096))
         } else {
-            (self.large, self.files.large_bytes.max(4096))
+            let lo = self.files.large_min_bytes.div_ceil(4096).max(1);
+            let hi = (self.files.large_max_bytes / 4096).max(lo);
+            (self.large, ctx.rng.range_inclusive(lo, hi) * 4096)
         };
         let start = region.random_offset(ctx.rng, len, 4096);
-        self.procs[p] = Process { cursor: start, end: start + len, started: ctx.now, small, blocked: false };
+        let served = self.procs[p].served;
+        self.procs[p] = Process {
+            first: start,
+            cursor: start,
+            end: start + len,
+            started: ctx.now,
+            small,
+            blocked: false,
+            served,
+        };
         self.read_more(ctx, p);
     }
 
@@ -118,9 +143,14 @@ impl WebServer {
         proc.cursor += u64::from(len);
     }
 
-    /// Appends the log record of process `p`; false if it must wait for write-back room.
+    /// Appends the log record of process `p`, if this file is one of every `log_every_files`; false
+    /// if it must wait for write-back room.
     fn append_log(&mut self, ctx: &mut Ctx, p: usize) -> bool {
-        let len = self.files.log_record_bytes.max(512);
+        if self.procs[p].served % u64::from(self.files.log_every_files.max(1)) != 0 {
+            return true;
+        }
+        let (lo, hi) = (self.files.log_min_bytes.max(1024) / 1024, self.files.log_max_bytes / 1024);
+        let len = (ctx.rng.range_inclusive(u64::from(lo), u64::from(hi.max(lo))) * 1024) as u32;
         if self.log_cursor + u64::from(len) > self.log.start + self.log.len {
             self.log_cursor = self.log.start; // log rotation
         }
@@ -131,8 +161,9 @@ impl WebServer {
         true
     }
 
-    /// Process `p` has read its whole file: count it, log it and go on with the next.
+    /// Process `p` has read its whole file of `len` bytes: count it, log it and go on with the next.
     fn file_served(&mut self, ctx: &mut Ctx, p: usize, len: u64) {
+        self.procs[p].served += 1;
         let proc = self.procs[p];
         let secs = ctx.now.saturating_sub(proc.started) as f64 / 1e9;
         if proc.small {
@@ -173,7 +204,7 @@ impl App for WebServer {
         if self.procs[p].cursor < self.procs[p].end {
             self.read_more(ctx, p);
         } else {
-            let len = if self.procs[p].small { 0 } else { self.files.large_bytes.max(4096) };
+            let len = self.procs[p].end - self.procs[p].first;
             self.file_served(ctx, p, len);
         }
     }
@@ -219,45 +250,59 @@ mod tests {
         }
     }
 
-    /// Seed 002, web server: nine requests in ten are for a small file, the rest for a large one.
+    /// Seed 002, web server: nine files in ten are small 16 kB files in the first half of the disk,
+    /// the rest large files of 1 to 30 MB in the second half.
     #[test]
-    fn nine_files_in_ten_are_small_seed002_web_server() {
-        let region = Region { start: 0, len: 10 << 30 };
+    fn nine_files_in_ten_are_small_16kb_the_rest_1_to_30mb_in_the_second_half_seed002_web_server() {
+        let region = Region { start: 0, len: 30 << 30 };
         let spec = QueueSpec { weight: 100, class: Default::default() };
         let mut web = WebServer::new(spec, region, 1, WebFiles::default());
         let (mut rng, mut requests, mut timers, mut cache) =
             (SimRng::new(7, 0), Vec::new(), Vec::new(), Unlimited);
         let mut ctx = Ctx::new(0, &mut rng, &mut requests, &mut timers, &mut cache, 0);
-        let (mut small, mut large) = (0u32, 0u32);
+        let (mut small, mut large, mut shortest, mut longest) = (0u32, 0u32, u64::MAX, 0u64);
         for _ in 0..10_000 {
             web.next_file(&mut ctx, 0);
             let p = web.procs[0];
-            let len = p.end - (p.cursor - u64::from(ctx.submitted().last().unwrap().len));
-            if len <= WebFiles::default().small_max_bytes {
-                assert!(web.small.start <= p.end - len && p.end <= web.small.start + web.small.len);
+            let len = p.end - p.first;
+            if p.small {
+                assert_eq!(len, 16 << 10);
+                assert!(p.end <= region.len / 2, "a small file in the first half");
                 small += 1;
             } else {
-                assert_eq!(len, WebFiles::default().large_bytes);
-                assert!(web.large.start <= p.end - len && p.end <= web.large.start + web.large.len);
+                assert!((1_000_000..=30_000_000).contains(&len), "{len}");
+                assert!(p.first >= region.len / 2 && p.end <= region.len, "a large file in the second half");
+                (shortest, longest) = (shortest.min(len), longest.max(len));
                 large += 1;
             }
         }
         assert!((8_800..=9_200).contains(&small), "{small} small, {large} large");
+        assert!(shortest < 3_000_000 && longest > 28_000_000, "sizes spread over [1, 30] MB");
     }
 
-    /// Each served file appends one log record, in order, inside the log region.
+    /// Seed 002: "Every 10 files, each process appended a random amount of bytes, from 1 to 16 kB, to
+    /// a common log file": one record per ten served files, 1-16 KiB each, in order in the log region.
     #[test]
-    fn each_served_file_appends_one_log_record() {
+    fn every_tenth_served_file_appends_1_to_16_kb_to_the_log_seed002_web_server() {
         let region = Region { start: 0, len: 1 << 30 };
         let spec = QueueSpec { weight: 100, class: Default::default() };
         let mut web = WebServer::new(spec, region, 2, WebFiles::default());
         let (mut rng, mut requests, mut timers, mut cache) =
             (SimRng::new(7, 0), Vec::new(), Vec::new(), Unlimited);
         let mut ctx = Ctx::new(0, &mut rng, &mut requests, &mut timers, &mut cache, 0);
-        web.file_served(&mut ctx, 0, 0);
+        let mut appended = Vec::new();
+        for _ in 0..30 {
+            let before = web.log_cursor;
+            web.file_served(&mut ctx, 0, 0);
+            if web.log_cursor != before {
+                appended.push(web.log_cursor - before);
+            }
+        }
+        assert_eq!(appended.len(), 3, "30 files, one record every 10: {appended:?}");
+        assert!(appended.iter().all(|b| (1024..=16 << 10).contains(b) && b % 1024 == 0), "{appended:?}");
+        assert!(web.log.start <= web.log_cursor && web.log_cursor <= web.log.start + web.log.len);
         web.file_served(&mut ctx, 1, 0);
-        assert_eq!(web.log_cursor, web.log.start + 2 * 512);
-        assert_eq!(ctx.submitted().len(), 2, "each process goes on with its next file");
+        assert_eq!(ctx.submitted().len(), 31, "each process goes on with its next file");
     }
 
     /// Seed 002, web server: "we measured the completion time of each small file (latency), the
@@ -271,7 +316,7 @@ mod tests {
             (SimRng::new(7, 0), Vec::new(), Vec::new(), Unlimited);
         let mut ctx = Ctx::new(500_000_000, &mut rng, &mut requests, &mut timers, &mut cache, 0);
         web.procs[0] = Process { small: true, started: 100_000_000, ..Process::default() };
-        web.procs[1] = Process { small: false, started: 0, ..Process::default() };
+        web.procs[1] = Process { small: false, started: 0, end: 4_000_000, ..Process::default() };
         web.file_served(&mut ctx, 0, 0);
         web.file_served(&mut ctx, 1, 4_000_000);
         let stats = web.extra(ctx.now).web.expect("a web server reports web stats");
