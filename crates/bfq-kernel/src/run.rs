@@ -64,12 +64,8 @@ pub struct ReplayArgs {
 impl ReplayArgs {
     /// As command-line arguments (after `replay-startup`).
     pub fn to_args(&self) -> Vec<String> {
-        let mut args: Vec<String> = vec![
-            "--device".into(),
-            self.device.display().to_string(),
-            "--trace".into(),
-            self.trace.clone(),
-        ];
+        let mut args: Vec<String> =
+            vec!["--device".into(), self.device.display().to_string(), "--trace".into(), self.trace.clone()];
         if let Some(n) = self.requests {
             args.extend(["--requests".into(), n.to_string()]);
         }

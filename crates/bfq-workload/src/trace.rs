@@ -181,8 +181,10 @@ mod tests {
     /// order and only the processes that issue them, renumbered from 0.
     #[test]
     fn the_head_of_a_trace_keeps_its_first_requests_and_their_processes() {
-        let t = Trace::parse("b-2 0 8 0 Rand 0 0 R 0 START\na-1 0 8 0 Seq 0 0 RA 0 C\nb-2 0 16 0 Seq 0 0 R 0 C\n")
-            .unwrap();
+        let t = Trace::parse(
+            "b-2 0 8 0 Rand 0 0 R 0 START\na-1 0 8 0 Seq 0 0 RA 0 C\nb-2 0 16 0 Seq 0 0 R 0 C\n",
+        )
+        .unwrap();
         let h = t.first(2);
         assert_eq!(h.threads, vec!["b-2".to_string(), "a-1".to_string()]);
         assert_eq!(h.requests, t.requests[..2].to_vec());

@@ -535,7 +535,8 @@ fn describe_check(claim: &Claim, band: &Band) -> String {
             format!("in [{}, {}] (paper {paper}, effect within x{FACTOR})", edge(band.lo), edge(band.hi))
         }
     };
-    let relative = claim.relative_to.as_ref().map_or(String::new(), |w| format!(", relative to the same on {w},"));
+    let relative =
+        claim.relative_to.as_ref().map_or(String::new(), |w| format!(", relative to the same on {w},"));
     format!("{} / {} on {}{relative} {op}", describe(n), describe(d), n.workload)
 }
 
@@ -624,7 +625,8 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
                         rd.value
                     ));
                     let bounded = n.lower_bound || d.lower_bound || rn.lower_bound || rd.lower_bound;
-                    span = if bounded { Span { lo: 0.0, hi: f64::INFINITY } } else { Span::of(r, false, false) };
+                    span =
+                        if bounded { Span { lo: 0.0, hi: f64::INFINITY } } else { Span::of(r, false, false) };
                 }
                 details.push(text);
                 measured.push((r, span));

@@ -218,7 +218,10 @@ fn check_claim(c: &Claim) -> Result<(), String> {
     }
     if let Some(w) = &c.relative_to {
         let concrete = |w: &str| super::runs::FOUR_WORKLOADS.contains(&w) || w == "idle";
-        if c.kind == "ordering" || !concrete(w) || !c.numerator.as_ref().is_some_and(|n| concrete(&n.workload)) {
+        if c.kind == "ordering"
+            || !concrete(w)
+            || !c.numerator.as_ref().is_some_and(|n| concrete(&n.workload))
+        {
             return Err(format!(
                 "`relative_to` ({w}) needs a ratio kind, a concrete workload, and a numerator on a concrete workload"
             ));

@@ -228,7 +228,9 @@ pub fn trace_for(app: &str) -> Result<&'static str, NotRun> {
         "xterm" => Ok("xterm"),
         "gnome-terminal" => Ok("gnometerm"),
         "bash" => Ok("bash"),
-        other => Err(format!("no replayed trace of {other} in this build (traces: xterm, gnome-terminal, bash)")),
+        other => {
+            Err(format!("no replayed trace of {other} in this build (traces: xterm, gnome-terminal, bash)"))
+        }
     }
 }
 
@@ -875,7 +877,11 @@ mod tests {
             value(&report, "startup_s", Some(app), None).unwrap()
         };
         let bash = startup("bash");
-        assert!(!bash.lower_bound && (0.18..=0.22).contains(&bash.value), "bash idle start-up {}", bash.value);
+        assert!(
+            !bash.lower_bound && (0.18..=0.22).contains(&bash.value),
+            "bash idle start-up {}",
+            bash.value
+        );
         assert!(startup("xterm").value > 2.0 * bash.value);
         // The video benchmark's periodic command is bash too (seed 001 sec. 6.4).
         let v = job(&key("cfq", "", "10r-seq", "drop_rate_pct", None), &Profile::QUICK, 1);
