@@ -16,6 +16,9 @@ pub struct ReplayArgs {
     /// Trace: built-in name or file.
     #[arg(long)]
     pub trace: String,
+    /// Replay only the trace's first this many requests.
+    #[arg(long)]
+    pub requests: Option<u64>,
     /// Byte offset of the application's region on the device.
     #[arg(long)]
     pub region_start: u64,
@@ -49,6 +52,7 @@ pub fn execute(args: ReplayArgs) -> Result<()> {
     let replay = Replay {
         device: args.device,
         trace: args.trace,
+        requests: args.requests,
         region_start: args.region_start,
         seed: args.seed,
         stream: args.stream,

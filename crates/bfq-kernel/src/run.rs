@@ -43,6 +43,8 @@ pub struct ReplayArgs {
     pub device: PathBuf,
     /// The trace (built-in name or file).
     pub trace: String,
+    /// Only the trace's first this many requests (the job's `requests`).
+    pub requests: Option<u64>,
     /// Start of the application's region on the device.
     pub region_start: u64,
     /// Seed of the random offsets (the job's).
@@ -62,11 +64,12 @@ pub struct ReplayArgs {
 impl ReplayArgs {
     /// As command-line arguments (after `replay-startup`).
     pub fn to_args(&self) -> Vec<String> {
-        vec![
-            "--device".into(),
-            self.device.display().to_string(),
-            "--trace".into(),
-            self.trace.clone(),
+        let mut args: Vec<String> =
+            vec!["--device".into(), self.device.display().to_string(), "--trace".into(), self.trace.clone()];
+        if let Some(n) = self.requests {
+            args.extend(["--requests".into(), n.to_string()]);
+        }
+        args.extend([
             "--region-start".into(),
             self.region_start.to_string(),
             "--seed".into(),
@@ -81,12 +84,13 @@ impl ReplayArgs {
             self.stop.as_millis().to_string(),
             "--output".into(),
             self.output.display().to_string(),
-        ]
+        ]);
+        args
     }
 
     /// Runs the replay these arguments describe and writes its outcome.
     pub fn execute(&self) -> Result<crate::replay::ReplayOutcome, KernelError> {
-        let trace = bfq_workload::load_trace(&self.trace)
+        let trace = bfq_workload::trace::load_trace_head(&self.trace, self.requests)
             .map_err(|message| KernelError::Job { app: self.trace.clone(), message })?;
         let region = Region { start: self.region_start, len: fio::startup_region_bytes(&trace) };
         let requests = fio::startup_requests(&trace, region, self.seed, self.stream);
@@ -324,6 +328,7 @@ fn replay_args(
     Some(ReplayArgs {
         device: device.to_path_buf(),
         trace: startup.trace.clone(),
+        requests: startup.requests,
         region_start: app.region.start,
         // The application's random stream, as fio's iologs and the simulator use it.
         seed: job.seed,

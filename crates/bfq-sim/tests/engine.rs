@@ -338,6 +338,24 @@ kind = "seq-reader"
     assert!((r.measured_s - 1.0).abs() < 1e-9);
 }
 
+/// The jobs of the traced runs (examples/traced/, docs/experiments.md "Why each failing claim fails")
+/// are valid job files, each with its start-up or background I/O within its first 21 s.
+#[test]
+fn every_traced_job_parses_and_runs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/traced");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let mut job = Job::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        job.validate().unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
+        job.duration = bfq_sim::job::Duration(job.warmup.0 + 300 * bfq_sched::MSEC);
+        let r = run_job(&job, "fifo", &[]).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(r.totals.requests > 0, "{}", path.display());
+        count += 1;
+    }
+    assert!(count >= 11, "{count}");
+}
+
 /// Every job file in examples/ parses and runs (shortened to 300 ms of simulated time).
 #[test]
 fn every_example_job_parses_and_runs() {

@@ -341,6 +341,10 @@ pub struct Startup {
     /// The next invocation starts no earlier than this long after the previous one ended (the S suite
     /// pauses 3 s + 1 s between invocations).
     pub pause: Option<Duration>,
+    /// Replay only the trace's first this many requests (default: all): a smaller application whose
+    /// I/O is the start of a traced one's (the suite's *bash*, seed 001 sec. 6.3, is the head of the
+    /// *xterm* trace: loading the program and its shared libraries).
+    pub requests: Option<u64>,
 }
 
 /// A video player's options (seed 001 sec. 6.4).
@@ -452,6 +456,9 @@ pub struct AppTable {
     pub pause: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[allow(missing_docs)]
+    pub requests: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
     pub processes: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[allow(missing_docs)]
@@ -494,7 +501,7 @@ impl AppKind {
         match self {
             AppKind::SeqReader | AppKind::RandReader => &["request_size", "window", "file_size", "on", "off"],
             AppKind::SeqWriter | AppKind::RandWriter => &["request_size", "window", "file_size"],
-            AppKind::Startup => &["trace", "start", "every", "invocations", "pause"],
+            AppKind::Startup => &["trace", "start", "every", "invocations", "pause", "requests"],
             AppKind::Video => &["request_size", "file_size", "fps", "buffer", "start", "length"],
             AppKind::Dbms => &["request_size", "window", "file_size", "processes"],
             AppKind::Interleaved | AppKind::WebServer => &["request_size", "file_size", "processes"],
@@ -522,6 +529,7 @@ impl TryFrom<AppTable> for AppSpec {
             ("every", t.every.is_some()),
             ("invocations", t.invocations.is_some()),
             ("pause", t.pause.is_some()),
+            ("requests", t.requests.is_some()),
             ("processes", t.processes.is_some()),
             ("fps", t.fps.is_some()),
             ("buffer", t.buffer.is_some()),
@@ -562,6 +570,7 @@ impl TryFrom<AppTable> for AppSpec {
                 every: t.every,
                 invocations: t.invocations,
                 pause: t.pause,
+                requests: t.requests,
             }),
             AppKind::Video => Workload::Video(Video {
                 request_size: t.request_size,
@@ -621,8 +630,8 @@ impl From<AppSpec> for AppTable {
                     (g.request_size, g.window, g.file_size, g.on, g.off);
             }
             Workload::Startup(s) => {
-                (t.trace, t.start, t.every, t.invocations, t.pause) =
-                    (Some(s.trace), s.start, s.every, s.invocations, s.pause);
+                (t.trace, t.start, t.every, t.invocations, t.pause, t.requests) =
+                    (Some(s.trace), s.start, s.every, s.invocations, s.pause, s.requests);
             }
             Workload::Video(v) => {
                 (t.request_size, t.file_size, t.fps, t.buffer, t.start, t.length) =
@@ -1121,6 +1130,9 @@ impl Job {
             if app.startup().is_some_and(|s| s.invocations == Some(0)) {
                 return fail("invocations", "must be at least 1 (leave it out for no limit)".into());
             }
+            if app.startup().is_some_and(|s| s.requests == Some(0)) {
+                return fail("requests", "must be at least 1 (leave it out for the whole trace)".into());
+            }
             queues = queues.saturating_add(u64::from(app.count) * u64::from(app.process_count()));
             if queues > MAX_QUEUES {
                 let field = if app.process_count() > 1 { "processes" } else { "count" };
@@ -1303,6 +1315,7 @@ trace = "xterm"
             AppSpec::of(Workload::Startup(Startup {
                 trace: "gnometerm".into(),
                 every: Some(Duration(3 * bfq_sched::SEC)),
+                requests: Some(250),
                 ..Startup::default()
             })),
             AppSpec::of(Workload::Dbms(Dbms { processes: Some(7), ..Dbms::default() })),

@@ -76,7 +76,8 @@ pub fn layout(job: &Job, default_file_bytes: u64) -> Result<(Vec<Placement>, u64
     for (name, spec) in job.expanded_apps() {
         let trace = match spec.startup() {
             Some(s) => Some(
-                crate::load_trace(&s.trace).map_err(|message| LayoutError { app: name.clone(), message })?,
+                crate::trace::load_trace_head(&s.trace, s.requests)
+                    .map_err(|message| LayoutError { app: name.clone(), message })?,
             ),
             None => None,
         };

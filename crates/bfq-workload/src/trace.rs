@@ -110,10 +110,37 @@ impl Trace {
         BUILTIN_TRACES.iter().find(|(n, _)| *n == name).and_then(|(_, text)| Trace::parse(text).ok())
     }
 
+    /// Its first `n` requests (all of them if it has fewer), with only the processes that issue them:
+    /// the I/O of a smaller application that starts as this one does (`requests` of a start-up job).
+    pub fn first(&self, n: u64) -> Trace {
+        let keep = usize::try_from(n).unwrap_or(usize::MAX).min(self.requests.len());
+        let mut requests: Vec<TraceRequest> = self.requests[..keep].to_vec();
+        // Processes keep their order of first appearance; renumber the ones left.
+        let mut map = vec![usize::MAX; self.threads.len()];
+        let mut threads = Vec::new();
+        for r in &mut requests {
+            if map[r.thread] == usize::MAX {
+                map[r.thread] = threads.len();
+                threads.push(self.threads[r.thread].clone());
+            }
+            r.thread = map[r.thread];
+        }
+        Trace { threads, requests }
+    }
+
     /// The file space the replay needs: one file per thread.
     pub fn region_bytes(&self) -> u64 {
         self.threads.len() as u64 * THREAD_FILE_BYTES.next_multiple_of(4096)
     }
+}
+
+/// Loads a start-up trace and keeps its first `requests` requests if given (a job's `requests`).
+pub fn load_trace_head(name: &str, requests: Option<u64>) -> Result<Trace, String> {
+    let t = load_trace(name)?;
+    Ok(match requests {
+        Some(n) => t.first(n),
+        None => t,
+    })
 }
 
 /// Loads a start-up trace: a built-in name, or a file path (its size is checked before it is read).
@@ -148,6 +175,25 @@ mod tests {
         assert_eq!(sectors, 12_072);
         let g = Trace::builtin("gnometerm").unwrap();
         assert_eq!((g.requests.len(), g.threads.len()), (2781, 7));
+    }
+
+    /// Seed 001 sec. 6.3 (*bash*, the smallest application): a head of a trace keeps its requests in
+    /// order and only the processes that issue them, renumbered from 0.
+    #[test]
+    fn the_head_of_a_trace_keeps_its_first_requests_and_their_processes() {
+        let t = Trace::parse(
+            "b-2 0 8 0 Rand 0 0 R 0 START\na-1 0 8 0 Seq 0 0 RA 0 C\nb-2 0 16 0 Seq 0 0 R 0 C\n",
+        )
+        .unwrap();
+        let h = t.first(2);
+        assert_eq!(h.threads, vec!["b-2".to_string(), "a-1".to_string()]);
+        assert_eq!(h.requests, t.requests[..2].to_vec());
+        let h = t.first(1);
+        assert_eq!((h.threads.len(), h.requests.len(), h.requests[0].thread), (1, 1, 0));
+        assert_eq!(t.first(100), t, "a head longer than the trace is the trace");
+        // The xterm trace's first 376 requests are all the xterm process's (its loader and libraries).
+        let x = Trace::builtin("xterm").unwrap().first(376);
+        assert_eq!(x.threads.len(), 1);
     }
 
     #[test]

@@ -329,7 +329,14 @@ pub fn runs_needed(claim: &Claim) -> Vec<RunKey> {
                 num.2 = c.workload;
                 let mut den = c.den;
                 den.2 = c.den_workload;
-                [num, den]
+                let reference = claim.relative_to.iter().flat_map(|w| {
+                    let (mut n, mut d) = (num.clone(), den.clone());
+                    (n.2, d.2) = (w.clone(), w.clone());
+                    [n, d]
+                });
+                let mut v: Vec<Selection> = reference.collect();
+                v.extend([num, den]);
+                v
             })
             .collect(),
         Err(_) => selections(claim),
@@ -546,7 +553,18 @@ fn describe_check(claim: &Claim, band: &Band) -> String {
             format!("in [{}, {}] (paper {paper}, effect within x{FACTOR})", edge(band.lo), edge(band.hi))
         }
     };
-    format!("{} / {} on {} {op}", describe(n), describe(d), n.workload)
+    let relative =
+        claim.relative_to.as_ref().map_or(String::new(), |w| format!(", relative to the same on {w},"));
+    format!("{} / {} on {}{relative} {op}", describe(n), describe(d), n.workload)
+}
+
+/// The ratio of two ratios (a claim's `relative_to`): 1 when they are equal (both infinite included).
+fn relative(r: f64, reference: f64) -> f64 {
+    if r == reference {
+        1.0
+    } else {
+        ratio(r, reference)
+    }
 }
 
 /// Evaluates a claim.
@@ -606,8 +624,34 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
             (Ok(n), Ok(d)) => {
                 let r = ratio(n.value, d.value);
                 let label = if case.label.is_empty() { String::new() } else { format!("{}: ", case.label) };
-                details.push(format!("{label}{}{:.3}/{}{:.3}={r:.2}", lb(&n), n.value, lb(&d), d.value));
-                measured.push((r, Span::of(r, n.lower_bound, d.lower_bound)));
+                let mut text = format!("{label}{}{:.3}/{}{:.3}={r:.2}", lb(&n), n.value, lb(&d), d.value);
+                let mut span = Span::of(r, n.lower_bound, d.lower_bound);
+                let mut r = r;
+                if let Some(w) = &claim.relative_to {
+                    let rn = measure_one(claim, &case.num, w, measure);
+                    let rd = measure_one(claim, &case.den, w, measure);
+                    let (rn, rd) = match (rn, rd) {
+                        (Ok(a), Ok(b)) => (a, b),
+                        (Err(reason), _) | (_, Err(reason)) => {
+                            result.verdict = Verdict::NotRun { reason };
+                            return result;
+                        }
+                    };
+                    let reference = ratio(rn.value, rd.value);
+                    r = relative(r, reference);
+                    text.push_str(&format!(
+                        " against {w}: {}{:.3}/{}{:.3}={reference:.2}, relative {r:.2}",
+                        lb(&rn),
+                        rn.value,
+                        lb(&rd),
+                        rd.value
+                    ));
+                    let bounded = n.lower_bound || d.lower_bound || rn.lower_bound || rd.lower_bound;
+                    span =
+                        if bounded { Span { lo: 0.0, hi: f64::INFINITY } } else { Span::of(r, false, false) };
+                }
+                details.push(text);
+                measured.push((r, span));
             }
             (Err(reason), _) | (_, Err(reason)) => {
                 result.verdict = Verdict::NotRun { reason };
@@ -871,6 +915,32 @@ mod tests {
         let r = eval_with(&c, &|w| if w == "10r-seq" { 62.0 } else { 12.0 });
         assert_eq!(r.verdict, Verdict::Fail);
         assert_eq!(r.ours, Some(62.0));
+    }
+
+    /// Seed 001 sec. 6.4: "the relative performance of BFQ+ with respect to CFQ does not get worse
+    /// under these workloads" is BFQ+/CFQ on 5r5w-seq divided by BFQ+/CFQ on 10r-seq, at most 1.05.
+    #[test]
+    fn a_relative_claim_checks_its_ratio_against_the_same_ratio_on_the_reference_workload() {
+        let c = claim("ratio_at_most", "5r5w-seq", "threshold = 1.05\nrelative_to = \"10r-seq\"");
+        let keys: Vec<String> = runs_needed(&c).iter().map(|k| k.label()).collect();
+        assert!(keys.iter().any(|k| k.ends_with("10r-seq")) && keys.iter().any(|k| k.ends_with("5r5w-seq")));
+        // BFQ twice CFQ on both workloads: no worse.
+        let r = eval_with(&c, &|_| 2.0);
+        assert_eq!((r.verdict, r.ours), (Verdict::Pass, Some(1.0)));
+        // 3x CFQ on 5r5w-seq against 2x on 10r-seq: 1.5 times worse.
+        let r = eval_with(&c, &|w| if w == "5r5w-seq" { 3.0 } else { 2.0 });
+        assert_eq!((r.verdict, r.ours), (Verdict::Fail, Some(1.5)));
+        assert!(r.detail.contains("against 10r-seq"), "{}", r.detail);
+        // Better on 5r5w-seq passes.
+        assert_eq!(eval_with(&c, &|w| if w == "5r5w-seq" { 1.0 } else { 2.0 }).verdict, Verdict::Pass);
+        // Only with a concrete workload on both sides.
+        let text = "schema_version = 1\ndevice = []\nfigure = []\n[[claim]]\nid = \"c\"\nseed = \"001\"\nsection = \"s\"\n\
+             experiment = \"video\"\nkind = \"ratio_at_most\"\ndevice_class = \"hdd\"\nncq = false\nheadline = false\n\
+             text = \"t\"\nnote = \"n\"\n\
+             numerator = { scheduler = \"bfq\", workload = \"each-of-4\", metric = \"drop_rate_pct\" }\n\
+             denominator = { scheduler = \"cfq\", workload = \"each-of-4\", metric = \"drop_rate_pct\" }\n\
+             threshold = 1.05\nrelative_to = \"10r-seq\"\n";
+        assert!(super::super::published::parse(text, "t").unwrap_err().contains("relative_to"));
     }
 
     #[test]

@@ -143,6 +143,11 @@ pub struct Claim {
     pub counted: Option<bool>,
     /// Why the claim is not counted (required when `counted = false`).
     pub why: Option<String>,
+    /// Ratio kinds: the checked quantity is the claim's ratio on its workload divided by the same ratio
+    /// on this workload ("the relative performance of BFQ+ with respect to CFQ does not get worse under
+    /// these workloads", seed 001 sec. 6.4). A concrete workload (`10r-seq` ...), with a numerator on
+    /// a concrete workload too.
+    pub relative_to: Option<String>,
 }
 
 /// Parses the embedded file.
@@ -222,6 +227,17 @@ fn check_claim(c: &Claim) -> Result<(), String> {
     }
     if lists && c.numerator.as_ref().is_some_and(|n| n.workload == "best-of-4") {
         return Err("best-of-4 cannot be combined with each_scheduler".into());
+    }
+    if let Some(w) = &c.relative_to {
+        let concrete = |w: &str| super::runs::FOUR_WORKLOADS.contains(&w) || w == "idle";
+        if c.kind == "ordering"
+            || !concrete(w)
+            || !c.numerator.as_ref().is_some_and(|n| concrete(&n.workload))
+        {
+            return Err(format!(
+                "`relative_to` ({w}) needs a ratio kind, a concrete workload, and a numerator on a concrete workload"
+            ));
+        }
     }
     if c.counted == Some(false) && c.why.as_deref().map_or(true, str::is_empty) {
         return Err("`counted = false` needs its `why`".into());

@@ -72,6 +72,8 @@ pub struct SlotOutcome {
     pub own_sectors: u64,
     /// Sectors of other queues injected into the device during the slot (`super::injection`).
     pub injected_sectors: u64,
+    /// Weight-raised when it expired.
+    pub raised: bool,
 }
 
 /// The next budget after a service slot (seed 001 sec. 4.3; original rules with `v1_heuristics=0`).
@@ -178,6 +180,12 @@ pub(super) fn charge_whole_slot(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) ->
         return o.budget.max(o.served);
     }
     if cfg.budget_feedback == Variant::Kernel {
+        // The kernel charges time only to queues that are not weight-raised (Linux
+        // block/bfq-iosched.c, `bfq_bfqq_expire`: the charge is guarded by `wr_coeff == 1`), so that an
+        // interactive application's slow start-up slot does not push it behind the other queues.
+        if o.raised {
+            return o.served;
+        }
         let left = o.budget.saturating_sub(o.served);
         if slow || left >= o.budget / 3 {
             let by_time = u128::from(b_max) * u128::from(o.elapsed) / u128::from(cfg.timeout_sync.max(1));
@@ -211,6 +219,7 @@ mod tests {
             outstanding: false,
             seeky: false,
             sync: true,
+            raised: false,
         }
     }
 
@@ -340,6 +349,25 @@ mod tests {
         let cfg = BfqConfig::default();
         assert_eq!(charge(&cfg, &outcome(ExpiryReason::BudgetTimeout, 12_000, 8000), BMAX), 8000);
         assert_eq!(charge(&cfg, &outcome(ExpiryReason::BudgetTimeout, 12_000, 7999), BMAX), 12_000);
+    }
+
+    /// The kernel rules overcharge a slow queue by time, but not while it is weight-raised (Linux's
+    /// `bfq_bfqq_expire` charges only `wr_coeff == 1` queues); the paper rules (seed 000 sec. 4.4, and
+    /// BFQ-v7's `bfq_bfqq_expire`) overcharge a slow queue whatever its raising.
+    #[test]
+    fn the_kernel_rules_do_not_overcharge_a_raised_queue() {
+        let kernel = BfqConfig { budget_feedback: Variant::Kernel, ..BfqConfig::default() };
+        let slow = SlotOutcome {
+            seeky: true,
+            elapsed: 300 * MSEC,
+            ..outcome(ExpiryReason::NoMoreRequests, 8000, 2000)
+        };
+        assert!(is_slow(&kernel, &slow, BMAX));
+        assert!(charge(&kernel, &slow, BMAX) > 2000, "a slow queue that is not raised is charged its time");
+        let raised = SlotOutcome { raised: true, ..slow };
+        assert_eq!(charge(&kernel, &raised, BMAX), 2000, "a raised one only its service");
+        let paper = BfqConfig { budget_feedback: Variant::Paper, ..BfqConfig::default() };
+        assert_eq!(charge(&paper, &raised, BMAX), 8000, "the paper rules charge it the full budget");
     }
 
     #[test]

@@ -348,6 +348,7 @@ impl Bfq {
             not_idled: reason == ExpiryReason::NoMoreRequests,
             own_sectors: svc.served_sectors,
             injected_sectors: svc.injected_sectors,
+            raised: self.queues[s as usize].raising.coeff > 1,
         };
         let charged = budget::charge(&self.cfg, &outcome, self.b_max);
         // An overcharge is service for B-WF2Q+ (seed 000 sec. 3.5: the queue is charged "an entire
