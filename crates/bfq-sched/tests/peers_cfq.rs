@@ -163,10 +163,11 @@ fn cfq_keeps_idling_for_a_sequential_queue_on_a_queueing_disk_except_under_off_w
     }
 }
 
-/// Linux 2.6.33+ on flash with internal queueing: the idle window is not used while other queues
-/// are busy (seed 003's SSD runs), and a queue alone is still idled for.
+/// Linux 2.6.33+ on flash with internal queueing: the idle window is not used (seed 003's SSD runs);
+/// a queue is still idled for as the last queue of its service tree (here: alone), not while another
+/// queue of its tree is busy.
 #[test]
-fn cfq_2_6_33_on_queueing_flash_idles_only_for_a_queue_alone() {
+fn cfq_2_6_33_on_queueing_flash_idles_only_for_the_last_queue_of_its_tree() {
     let flash = DeviceInfo { rotational: false, queue_depth: 32 };
     let mut s = Cfq::new(flash);
     s.insert(read(1, 1, 0), Instant::ZERO);
@@ -305,4 +306,32 @@ fn writes_in_the_dispatch_list_are_served_before_the_sync_read_that_preempted_th
     // The model before issue 13: the device took each request straight from CFQ.
     assert_eq!(order_after_a_sync_arrival(&[("dispatch_list", "0")]), vec![10, 1]);
     assert!(Cfq::new(DeviceInfo::default()).params().contains(&("dispatch_list", "1".to_string())));
+}
+
+/// Linux 2.6.33+ workload service trees (seed 001's 2.6.34 and seed 003's 4.0 CFQ): a seeky sync
+/// process has no idle window and is filed in the sync-noidle tree, which CFQ idles for as a whole
+/// when its last queue empties. Beside sequential readers, the seeky process therefore keeps the disk
+/// for its slice (several requests) instead of losing its turn after each request and waiting a whole
+/// round of the readers. `off_with_ncq` has no trees and, on this disk without command queueing, the
+/// same idle-window rule, so it shows the behaviour without them: one request per round.
+#[test]
+fn cfq_idles_for_the_sync_noidle_tree_so_a_seeky_process_keeps_its_turn_beside_sequential_readers() {
+    let seeky_requests = |rule: &str| {
+        let mut s = Cfq::new(DeviceInfo::default());
+        s.set_param("idling_rule", rule).unwrap();
+        let mut clients: Vec<Client> =
+            (0..4).map(|i| Client::sequential_reader(i, u64::from(i) * 4_000_000_000)).collect();
+        // 4 KiB reads 10 MB apart: every request is a seek (more than 8192 sectors).
+        let mut seeky = Client::sequential_reader(4, 16_000_000_000);
+        seeky.request_bytes = 4096;
+        seeky.stride = 10_000_000;
+        clients.push(seeky);
+        run(&mut s, ZonedDisk::dtla(), &clients, 10 * SEC)[4].requests
+    };
+    let (trees, no_trees) = (seeky_requests("2.6.33"), seeky_requests("off_with_ncq"));
+    // One request per round of four reader slices (low_latency: 300 ms / 5 busy queues = 60 ms each)
+    // allows at most 10 s / 240 ms ~ 42 requests.
+    assert!(no_trees <= 45, "without trees: {no_trees}");
+    // With the tree idled for, a turn is a slice of ~8.5 ms seeks.
+    assert!(trees > 2 * no_trees, "with trees: {trees}, without: {no_trees}");
 }

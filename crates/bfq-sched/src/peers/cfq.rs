@@ -37,8 +37,8 @@
 //!     4.0): a seeky queue loses its idle window unless it is *deep* (it has had 4 or more requests
 //!     queued at once; the mark is dropped when an idle wait for it times out), whatever the device; a
 //!     sequential queue keeps idling on a disk with internal queueing. On flash with internal queueing
-//!     the idle window is not used, and a queue is idled for only while no other queue is busy (the
-//!     kernel idles for the last queue of its service tree; the service trees themselves are left out).
+//!     the idle window is not used. A sync queue without (usable) idle window is still idled for when
+//!     it is the last queue of its service tree (see "Workload service trees" below).
 //!   - `2.6.21` (seed 002's kernel, and up to 2.6.32): a seeky queue loses its idle window only when
 //!     the device queues internally; without internal queueing it keeps it, but is idled for at most
 //!     2 ms ("just enough to allow that process to submit a new request"). Seed 002's CFQ also has
@@ -50,6 +50,31 @@
 //!     queues internally, as seed 001 sec. 5 summarises CFQ ("Both CFQ and BFQ+ address this issue by
 //!     disabling disk idling altogether when internal queueing is enabled"); no kernel generation did
 //!     this on a rotational disk, which is why the suite does not use it.
+//! - **Workload service trees** (`2.6.33` rule only; Linux 2.6.33 to 4.20, described in
+//!   Documentation/block/cfq-iosched.txt). Busy queues of each class (RT, BE) are filed in three
+//!   trees by workload type: *sync* (sync queues with an idle window), *sync-noidle* (sync queues
+//!   without one: seeky or thinking too long) and *async*; IDLE queues share one tree. A queue is
+//!   filed when it becomes busy and refiled when its turn ends, under its type at that moment; the one
+//!   in service stays counted in its tree. A tree is ordered by a key, the filing time plus
+//!   `(busy queues - 1) * (slice(sync, level 0) - slice(own))` (`cfq_slice_offset`; a preempting
+//!   queue goes 1 s ahead of the tree's first). The class in service is the highest busy one; within
+//!   it a workload type keeps the disk while its tree has queues and its *workload slice* lasts, then
+//!   the type whose first queue has the lowest key is chosen, with a workload slice of `target_latency *
+//!   queues in its tree / busy queues of the class` (the busy count: the larger of the current one and
+//!   the decaying average that `low_latency` keeps; the workload slice does not depend on
+//!   `low_latency`), at least `2 * slice_idle` for sync types; for async, at most `target_latency *
+//!   busy async queues / all busy queues`, scaled by `slice_async / slice_sync`; never under 2 ms
+//!   (`CFQ_MIN_TT`, read at HZ 1000). The workload slice is checked only when a new queue is chosen: it
+//!   does not cut the slice of the queue in service; what is left of it when a queue expires is kept
+//!   for the next choice, and dropped when no queue is busy or when a preemption changes the workload
+//!   type. Within the type the tree's first queue is served next. *Tree idling*: a sync queue is idled
+//!   for when it has an idle window (except on flash with internal queueing), or when it is the last
+//!   queue of its tree (`cfq_should_idle`); so the sync-noidle tree as a whole keeps its turn, and a
+//!   seeky process beside sequential readers keeps the disk for its slice instead of losing it after
+//!   each request. While the last queue of the sync-noidle tree is idled for, a request of a second
+//!   queue of that tree preempts it. Not modelled: the check added by Linux 3.x that the tree's mean
+//!   think time does not exceed `slice_idle` (2.6.34, seed 001's kernel, idles for the tree's last
+//!   queue unconditionally), the unused-slice credit (`slice_resid`) in the key, and `group_idle`.
 //! - **Dispatch.** At most `quantum` requests of the in-service queue are in flight while other queues
 //!   wait; an async queue waits while sync requests are in flight. Inside a queue, the oldest request
 //!   goes first if it is older than `fifo_expire_sync`/`fifo_expire_async` (checked once per slice);
@@ -70,9 +95,9 @@
 //!   schedulers of that era (BFQ-v1, AS, deadline) also sat behind it, but only CFQ is modelled with
 //!   it so far (see docs/experiments.md, issue 13).
 //!
-//! Left out: the service trees per workload type (sync-idle, sync-noidle, async) of CFQ since 2.6.33,
-//! cgroup groups, cooperating-queue merging, and the exact rb-tree keys (round-robin order here is
-//! the order in which queues became busy or were requeued).
+//! Left out: cgroup groups (and `group_idle`), cooperating-queue merging, and under the 2.6.21 rule the
+//! exact rb-tree keys (round-robin order there is the order in which queues became busy or were
+//! requeued).
 //!
 //! # Parameters (sysfs names; defaults from Documentation/block/cfq-iosched.rst)
 //! `quantum` 8, `fifo_expire_sync` 125 ms, `fifo_expire_async` 250 ms, `back_seek_max` 16384 KiB,
@@ -119,6 +144,25 @@ const SMALL_REQUEST_SECTORS: u64 = 32;
 const DEEP_QUEUED: usize = 4;
 /// Linux 2.6.21: the idle wait for a seeky queue on a disk without internal queueing.
 const SEEKY_IDLE_2_6_21: Nanos = 2 * MSEC;
+/// Linux 2.6.33+: the shortest workload slice (`CFQ_MIN_TT`, 2 jiffies, read at HZ 1000).
+const MIN_WORKLOAD_SLICE: Nanos = 2 * MSEC;
+/// Linux 2.6.33+: a queue preempting the one in service is filed this far ahead of the first queue
+/// of its service tree.
+const FRONT_KEY_LEAD: i64 = 1_000 * MSEC as i64;
+
+/// The workload types of Linux 2.6.33+ CFQ: the second index of its service trees (the first is the
+/// class). The index is the order in which the kernel compares the trees' first queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Workload {
+    /// The shared async (write-back) queues.
+    Async = 0,
+    /// Sync queues without an idle window (seeky, or thinking too long): idled for as a tree.
+    SyncNoidle = 1,
+    /// Sync queues with an idle window.
+    Sync = 2,
+}
+
+const WORKLOADS: [Workload; 3] = [Workload::Async, Workload::SyncNoidle, Workload::Sync];
 
 /// Which kernel generation's idling rule CFQ follows (tunable `idling_rule`; see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,6 +271,12 @@ struct CfqQueue {
     deep: bool,
     /// Waiting in its class's round-robin list.
     on_rr: bool,
+    /// The service tree it is filed in, `(class index, workload index)`: set when it joins a tree and
+    /// kept while it is in service (the kernel keeps the queue in service on its tree until it
+    /// expires); under the 2.6.21 rule the workload index is always 0 (one tree per class).
+    tree: Option<(usize, usize)>,
+    /// Its position in its service tree (Linux 2.6.33+, see [`Cfq::add_to_rr`]).
+    rb_key: i64,
 }
 
 impl CfqQueue {
@@ -247,6 +297,8 @@ impl CfqQueue {
             idle_window: true,
             deep: false,
             on_rr: false,
+            tree: None,
+            rb_key: 0,
         }
     }
 
@@ -266,8 +318,17 @@ pub struct Cfq {
     params: CfqParams,
     device: DeviceInfo,
     queues: BTreeMap<CfqKey, CfqQueue>,
-    /// Busy queues waiting for service, per class (RT, BE, IDLE), in round-robin order.
-    rr: [VecDeque<CfqKey>; 3],
+    /// Busy queues waiting for service, per class (RT, BE, IDLE) and workload type (the service
+    /// trees, see [`Workload`]), in service order. Under the 2.6.21 rule (and `off_with_ncq`) each
+    /// class has one list, index 0, in round-robin order.
+    rr: [[VecDeque<CfqKey>; 3]; 3],
+    /// Linux 2.6.33+: the class and workload type in service.
+    serving: Option<(usize, Workload)>,
+    /// Linux 2.6.33+: what was left of the workload slice when the last queue in service expired
+    /// (`None`: it had run out, or a preemption changed the workload type).
+    saved_workload_slice: Option<Nanos>,
+    /// Linux 2.6.33+: end of the workload slice in service.
+    workload_expires: Instant,
     /// Decaying average of busy queues per class, for `low_latency`.
     busy_avg: [u64; 3],
     active: Option<CfqKey>,
@@ -301,6 +362,9 @@ impl Cfq {
             device,
             queues: BTreeMap::new(),
             rr: Default::default(),
+            serving: None,
+            saved_workload_slice: None,
+            workload_expires: Instant::ZERO,
             busy_avg: [0; 3],
             active: None,
             idle_until: None,
@@ -347,13 +411,13 @@ impl Cfq {
         let level = i64::from(class.level().min(7));
         let slice = (base as i64 + base as i64 / 5 * (4 - level)).max(1) as Nanos;
         let c = class.index();
-        let busy = self.rr[c].len() as u64 + u64::from(self.active.is_some());
-        let (lo, hi) = (busy.min(self.busy_avg[c]), busy.max(self.busy_avg[c]));
-        // Rises at once, decays by a quarter per slice.
-        self.busy_avg[c] = (3 * hi + lo + 2) / 4;
         if !self.params.low_latency || self.params.slice_sync == 0 {
             return slice;
         }
+        let busy = self.class_busy(c) + u64::from(self.active.is_some());
+        let (lo, hi) = (busy.min(self.busy_avg[c]), busy.max(self.busy_avg[c]));
+        // Rises at once, decays by a quarter per slice.
+        self.busy_avg[c] = (3 * hi + lo + 2) / 4;
         // Widened: tunables near their limits would overflow u64 in these products.
         let expected = u128::from(self.params.slice_sync) * u128::from(self.busy_avg[c].max(1));
         if expected <= u128::from(self.params.target_latency) {
@@ -376,13 +440,61 @@ impl Cfq {
             && self.params.slice_idle > 0
             && q.class != IoClass::Idle
             && q.idle_window;
-        eligible
-            && match self.params.idling_rule {
-                IdlingRule::OffWithNcq => !self.hw_tag(),
-                IdlingRule::Linux2621 => true,
-                // Flash with internal queueing: only the last busy queue is idled for.
-                IdlingRule::Linux2633 => self.device.rotational || !self.hw_tag() || !self.others_busy(),
+        match self.params.idling_rule {
+            IdlingRule::OffWithNcq => eligible && !self.hw_tag(),
+            IdlingRule::Linux2621 => eligible,
+            // The idle window counts except on flash with internal queueing; a sync queue without
+            // it is idled for when it is the last queue of its service tree (for a seeky queue: the
+            // last of the sync-noidle tree, so that the tree as a whole keeps its turn).
+            IdlingRule::Linux2633 => {
+                let base =
+                    matches!(key, CfqKey::Sync(_)) && self.params.slice_idle > 0 && q.class != IoClass::Idle;
+                let window = q.idle_window && (self.device.rotational || !self.hw_tag());
+                base && (window || q.tree.is_some_and(|(c, w)| self.tree_count(c, w) == 1))
             }
+        }
+    }
+
+    /// Whether CFQ keeps per-workload service trees (Linux 2.6.33+, the `2.6.33` rule).
+    fn workload_trees(&self) -> bool {
+        self.params.idling_rule == IdlingRule::Linux2633
+    }
+
+    /// The workload type a queue is filed under (`cfqq_type`).
+    fn workload_of(&self, key: CfqKey) -> Workload {
+        match key {
+            CfqKey::Async(..) => Workload::Async,
+            CfqKey::Sync(_) if self.queues.get(&key).is_some_and(|q| q.idle_window) => Workload::Sync,
+            CfqKey::Sync(_) => Workload::SyncNoidle,
+        }
+    }
+
+    /// The service tree `key` would be filed in now.
+    fn tree_for(&self, key: CfqKey) -> (usize, usize) {
+        let c = self.class_of_key(key).index();
+        if !self.workload_trees() || c == IoClass::Idle.index() {
+            (c, 0)
+        } else {
+            (c, self.workload_of(key) as usize)
+        }
+    }
+
+    /// Queues in a service tree, the one in service included (the kernel keeps it on its tree).
+    fn tree_count(&self, class: usize, workload: usize) -> usize {
+        let active_here =
+            self.active.and_then(|k| self.queues.get(&k)).is_some_and(|q| q.tree == Some((class, workload)));
+        self.rr[class][workload].len() + usize::from(active_here)
+    }
+
+    /// Busy queues of a class waiting in its trees (the one in service not counted).
+    fn class_busy(&self, class: usize) -> u64 {
+        self.rr[class].iter().map(|l| l.len() as u64).sum()
+    }
+
+    /// Base slice by sync-ness and level (`cfq_prio_slice`).
+    fn prio_slice(&self, sync: bool, level: u8) -> i64 {
+        let base = if sync { self.params.slice_sync } else { self.params.slice_async } as i64;
+        base + base / 5 * (4 - i64::from(level.min(7)))
     }
 
     /// How long to idle for the active queue `key`.
@@ -396,28 +508,73 @@ impl Cfq {
     }
 
     fn others_busy(&self) -> bool {
-        self.rr.iter().any(|l| !l.is_empty())
+        self.rr.iter().flatten().any(|l| !l.is_empty())
     }
 
-    fn add_to_rr(&mut self, key: CfqKey, front: bool) {
-        let class = self.class_of_key(key).index();
-        let Some(q) = self.queues.get_mut(&key) else { return };
+    /// Files a busy queue in its service tree. Under the 2.6.21 rule, at the tail of its class's
+    /// round robin (`front`: at the head). Under 2.6.33 the tree is sorted by a key: the time it was
+    /// filed plus an offset that grows with the busy queues and with the distance of its slice from the
+    /// longest one, `(busy - 1) * (slice(sync, level 0) - slice(own))` (`cfq_slice_offset`; "just an
+    /// approximation"), where `busy` counts the queue itself only when it is refiled after its turn;
+    /// `front` files it 1 s ahead of the tree's first queue. The IDLE class is one tree in filing order.
+    fn add_to_rr(&mut self, key: CfqKey, front: bool, now: Instant, refiled: bool) {
+        let (c, w) = self.tree_for(key);
+        let Some(q) = self.queues.get(&key) else { return };
         if q.on_rr || q.requests.is_empty() || self.active == Some(key) {
             return;
         }
-        q.on_rr = true;
-        if front {
-            self.rr[class].push_front(key);
+        let sorted = self.workload_trees() && c != IoClass::Idle.index();
+        let rb_key = if !sorted {
+            0
+        } else if front {
+            let first = self.rr[c][w].front().and_then(|k| self.queues.get(k)).map(|f| f.rb_key);
+            first.unwrap_or(now.as_nanos() as i64) - FRONT_KEY_LEAD
         } else {
-            self.rr[class].push_back(key);
+            let others = self.rr.iter().flatten().map(|l| l.len() as i64).sum::<i64>()
+                + i64::from(self.active.is_some());
+            let busy = others + i64::from(refiled);
+            let (sync, level) = (matches!(key, CfqKey::Sync(_)), self.class_of_key(key).level());
+            let offset = (busy - 1) * (self.prio_slice(true, 0) - self.prio_slice(sync, level));
+            now.as_nanos() as i64 + offset
+        };
+        let Some(q) = self.queues.get_mut(&key) else { return };
+        q.on_rr = true;
+        q.tree = Some((c, w));
+        q.rb_key = rb_key;
+        let list = &mut self.rr[c][w];
+        if !sorted {
+            if front {
+                list.push_front(key);
+            } else {
+                list.push_back(key);
+            }
+            return;
+        }
+        let queues = &self.queues;
+        let at =
+            list.iter().position(|k| queues.get(k).is_some_and(|o| o.rb_key > rb_key)).unwrap_or(list.len());
+        list.insert(at, key);
+    }
+
+    /// Takes `key` out of its service tree.
+    fn remove_from_rr(&mut self, key: CfqKey) {
+        for list in self.rr.iter_mut().flatten() {
+            list.retain(|k| *k != key);
+        }
+        if let Some(q) = self.queues.get_mut(&key) {
+            q.on_rr = false;
         }
     }
 
     /// Ends the active queue's service; it goes to the tail of its class if it still has requests.
-    fn expire(&mut self, reason: ExpiryReason) {
+    fn expire(&mut self, reason: ExpiryReason, now: Instant) {
         let Some(key) = self.active.take() else { return };
         self.idle_until = None;
+        // Linux 2.6.33+: the rest of the workload slice is kept for the next selection.
+        self.saved_workload_slice =
+            (self.workload_expires > now).then(|| self.workload_expires.saturating_since(now));
         if let Some(q) = self.queues.get_mut(&key) {
+            q.tree = None;
             if reason == ExpiryReason::TooIdle {
                 // Linux 2.6.33+: the depth mark is dropped only when an idle wait did not pay off.
                 q.deep = false;
@@ -430,13 +587,61 @@ impl Cfq {
         if let CfqKey::Sync(id) = key {
             self.stats.entry(id).last_expiry = Some(reason);
         }
-        self.add_to_rr(key, false);
+        self.add_to_rr(key, false, now, true);
+        if !self.others_busy() {
+            // No queue left: the workload context is dropped.
+            self.saved_workload_slice = None;
+        }
+    }
+
+    /// Linux 2.6.33+: the class in service is the highest busy one; within it the workload type in
+    /// service keeps the disk while its tree has queues and its workload slice lasts, otherwise the
+    /// type whose first queue has the lowest key is chosen (`cfq_choose_wl`) with a workload slice of
+    /// `target_latency * queues in its tree / busy queues of the class` (the busy count is the larger of
+    /// the current and the decaying average): at least `2 * slice_idle` for sync workloads; for async,
+    /// at most `target_latency * busy async queues / all busy queues`, scaled by
+    /// `slice_async / slice_sync`; never under 2 ms (`choose_service_tree`). The workload slice does
+    /// not cut the slice of a queue in service: it is checked only when a new queue is chosen.
+    fn choose_workload(&mut self, class: usize, now: Instant) -> Workload {
+        let restored = self.saved_workload_slice.take().map(|s| now.saturating_add(s));
+        if let (Some((c, w)), Some(expires)) = (self.serving, restored) {
+            if c == class && now <= expires && !self.rr[c][w as usize].is_empty() {
+                self.workload_expires = expires;
+                return w;
+            }
+        }
+        let mut best: Option<(i64, Workload)> = None;
+        for w in WORKLOADS {
+            let first = self.rr[class][w as usize].front().and_then(|k| self.queues.get(k)).map(|q| q.rb_key);
+            if let Some(k) = first {
+                if best.map_or(true, |(b, _)| k < b) {
+                    best = Some((k, w));
+                }
+            }
+        }
+        let w = best.map_or(Workload::SyncNoidle, |(_, w)| w);
+        let count = self.rr[class][w as usize].len() as u128;
+        let busy = u128::from(self.class_busy(class).max(self.busy_avg[class]).max(1));
+        let target = u128::from(self.params.target_latency);
+        let mut slice = target * count / busy;
+        if w == Workload::Async {
+            let total = self.rr.iter().flatten().map(|l| l.len() as u128).sum::<u128>().max(1);
+            let async_busy = (0..2).map(|c| self.rr[c][Workload::Async as usize].len() as u128).sum::<u128>();
+            slice = slice.min(target * async_busy / total);
+            slice = slice * u128::from(self.params.slice_async) / u128::from(self.params.slice_sync.max(1));
+        } else {
+            slice = slice.max(2 * u128::from(self.params.slice_idle));
+        }
+        let slice = slice.max(u128::from(MIN_WORKLOAD_SLICE)).min(u128::from(u64::MAX)) as Nanos;
+        self.serving = Some((class, w));
+        self.workload_expires = now.saturating_add(slice);
+        w
     }
 
     /// Takes the next busy queue, RT first; `Err(until)` while IDLE queues wait for their grace period.
     fn select_next(&mut self, now: Instant) -> Result<Option<CfqKey>, Instant> {
         for class in 0..3 {
-            if self.rr[class].is_empty() {
+            if self.rr[class].iter().all(VecDeque::is_empty) {
                 continue;
             }
             if class == IoClass::Idle.index() {
@@ -449,7 +654,16 @@ impl Cfq {
                 }
             }
             self.idle_class_wait = None;
-            let key = self.rr[class].pop_front();
+            let tree = if self.workload_trees() && class != IoClass::Idle.index() {
+                self.choose_workload(class, now) as usize
+            } else {
+                if self.workload_trees() {
+                    self.serving = Some((class, Workload::Async));
+                    self.saved_workload_slice = None;
+                }
+                0
+            };
+            let key = self.rr[class][tree].pop_front();
             if let Some(q) = key.and_then(|k| self.queues.get_mut(&k)) {
                 q.on_rr = false;
                 q.slice_end = None;
@@ -463,7 +677,7 @@ impl Cfq {
     }
 
     fn higher_class_waiting(&self, class: IoClass) -> bool {
-        self.rr[..class.index()].iter().any(|l| !l.is_empty())
+        self.rr[..class.index()].iter().flatten().any(|l| !l.is_empty())
     }
 
     /// Whether the in-service queue may send one more request now.
@@ -523,23 +737,23 @@ impl Cfq {
             let has_requests = !q.requests.is_empty();
             let dispatched = q.dispatched;
             if q.slice_end.is_some_and(|end| now >= end) {
-                self.expire(ExpiryReason::SliceExpired);
+                self.expire(ExpiryReason::SliceExpired, now);
                 continue;
             }
             if self.higher_class_waiting(class) {
-                self.expire(ExpiryReason::Preempted);
+                self.expire(ExpiryReason::Preempted, now);
                 continue;
             }
             if !has_requests {
                 match self.idle_until {
                     Some(until) if now < until => return Decision::Idle { until },
                     Some(_) => {
-                        self.expire(ExpiryReason::TooIdle);
+                        self.expire(ExpiryReason::TooIdle, now);
                         continue;
                     }
                     None if dispatched > 0 && self.should_idle(key) => return Decision::Wait,
                     None => {
-                        self.expire(ExpiryReason::NoMoreRequests);
+                        self.expire(ExpiryReason::NoMoreRequests, now);
                         continue;
                     }
                 }
@@ -565,7 +779,7 @@ impl Cfq {
                 q.slice_dispatch += 1;
                 q.slice_sectors += request.sectors();
                 if others_busy && ((!sync && q.slice_dispatch >= max_rq) || class == IoClass::Idle) {
-                    self.expire(ExpiryReason::SliceExpired);
+                    self.expire(ExpiryReason::SliceExpired, now);
                 }
             }
             return Decision::Dispatch(request);
@@ -666,6 +880,17 @@ impl Cfq {
         if matches!(active, CfqKey::Async(..)) {
             return true;
         }
+        if self.workload_trees() && self.serving.is_some_and(|(_, w)| w == Workload::SyncNoidle) {
+            // Linux 2.6.33+: while the last queue of the sync-noidle tree is idled for, a second queue
+            // of that tree takes over (the wait was for the tree, not for that queue).
+            let new_tree = self.queues.get(&new).and_then(|q| q.tree);
+            let active_empty = self.queues.get(&active).map_or(true, |q| q.requests.is_empty());
+            if let Some((c, w)) = new_tree {
+                if w == Workload::SyncNoidle as usize && self.tree_count(c, w) == 2 && active_empty {
+                    return true;
+                }
+            }
+        }
         new_class.index() == 0 && active_class.index() != 0
     }
 }
@@ -675,7 +900,7 @@ impl Scheduler for Cfq {
         NAME
     }
 
-    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, _now: Instant) -> Result<(), SchedError> {
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, now: Instant) -> Result<(), SchedError> {
         spec.validate()?;
         self.stats.configure(queue, spec);
         // The sync queue follows its process's class; a waiting queue moves to its new class's list.
@@ -684,11 +909,8 @@ impl Scheduler for Cfq {
             let was_on_rr = q.on_rr;
             q.class = spec.class;
             if was_on_rr {
-                for list in &mut self.rr {
-                    list.retain(|k| *k != key);
-                }
-                q.on_rr = false;
-                self.add_to_rr(key, false);
+                self.remove_from_rr(key);
+                self.add_to_rr(key, false, now, false);
             }
         }
         Ok(())
@@ -702,9 +924,7 @@ impl Scheduler for Cfq {
             self.active = None;
             self.idle_until = None;
         }
-        for rr in &mut self.rr {
-            rr.retain(|k| *k != key);
-        }
+        self.remove_from_rr(key);
         self.queues.remove(&key);
         Ok(())
     }
@@ -728,15 +948,17 @@ impl Scheduler for Cfq {
             // The request the idle wait was for has come.
             self.idle_until = None;
         } else {
-            self.add_to_rr(key, false);
+            self.add_to_rr(key, false, now, false);
             if self.should_preempt(key, &request) {
-                self.expire(ExpiryReason::Preempted);
-                let c = class.index();
-                self.rr[c].retain(|k| *k != key);
-                if let Some(q) = self.queues.get_mut(&key) {
-                    q.on_rr = false;
+                let old_type = self.active.map(|k| self.workload_of(k));
+                self.expire(ExpiryReason::Preempted, now);
+                if old_type != Some(self.workload_of(key)) {
+                    // Linux 2.6.33+ (`cfq_preempt_queue`): a preemption across workload types drops
+                    // the workload slice, so that the preempting queue's type is chosen next.
+                    self.saved_workload_slice = None;
                 }
-                self.add_to_rr(key, true);
+                self.remove_from_rr(key);
+                self.add_to_rr(key, true, now, false);
             }
         }
         if self.params.dispatch_list && self.dispatch_list.is_empty() && self.device_full() {
@@ -803,14 +1025,14 @@ impl Scheduler for Cfq {
         let Some(q) = self.queues.get(&key) else { return };
         let slice_end = q.slice_end.unwrap_or(now);
         if now >= slice_end || class == IoClass::Idle {
-            self.expire(ExpiryReason::SliceExpired);
+            self.expire(ExpiryReason::SliceExpired, now);
         } else if sync && q.requests.is_empty() && q.dispatched == 0 {
             let remaining = slice_end - now;
             let thinks_too_long = q.think_time().is_some_and(|t| t > remaining);
             if self.should_idle(key) && !thinks_too_long {
                 self.idle_until = Some(now.saturating_add(self.idle_wait(key)));
             } else {
-                self.expire(ExpiryReason::NoMoreRequests);
+                self.expire(ExpiryReason::NoMoreRequests, now);
             }
         }
     }
@@ -819,7 +1041,7 @@ impl Scheduler for Cfq {
         if self.idle_until.is_some_and(|until| now >= until) {
             let empty = self.active.and_then(|k| self.queues.get(&k)).map_or(true, |q| q.requests.is_empty());
             if empty {
-                self.expire(ExpiryReason::TooIdle);
+                self.expire(ExpiryReason::TooIdle, now);
             }
             self.idle_until = None;
         }
