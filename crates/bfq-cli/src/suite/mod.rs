@@ -35,6 +35,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("webserver", "Web server (seed 002)"),
     ("dbms", "DBMS (seed 002)"),
     ("streaming", "Video streaming (seed 002)"),
+    ("codedev", "Code-development tasks: kernel make, git checkout/merge (seed 000 sec. 7.5)"),
     ("startup_reference", "Start-up reference points (traces README)"),
 ];
 

@@ -47,6 +47,10 @@ pub struct Profile {
     pub web: (u32, u32),
     /// Video-streaming runs: duration (a new stream every 15 s until 1% loss).
     pub streaming: u32,
+    /// Code-development runs: (duration, warm-up). Seed 000 sec. 7.5 records the tasks' progress
+    /// "during two minutes"; the warm-up stands for the S suite's wait for the readers' own start-up
+    /// transient, as `startup_first` does.
+    pub codedev: (u32, u32),
     /// Runs of each experiment, with seeds 1, 2, ...; figures are the mean over them.
     pub repetitions: u32,
 }
@@ -64,6 +68,7 @@ impl Profile {
         dbms: (10, 2),
         web: (120, 10),
         streaming: 900,
+        codedev: (50, 20),
         repetitions: 1,
     };
     /// The full suite.
@@ -78,6 +83,7 @@ impl Profile {
         dbms: (30, 5),
         web: (600, 20),
         streaming: 1200,
+        codedev: (140, 20),
         repetitions: 3,
     };
 }
@@ -118,6 +124,13 @@ pub enum Scenario {
     Web,
     /// The seed 002 video-streaming server with a competing sequential reader.
     Streaming,
+    /// A code-development task (seed 000 sec. 7.5) with a background workload: [`CODE_TASKS`].
+    CodeDev {
+        /// The task: `kernel-make` or `git-checkout`.
+        task: String,
+        /// Background workload.
+        background: String,
+    },
 }
 
 /// `bfq suite --device testbed` (the default): every experiment on the simulated disk of the test bed
@@ -212,6 +225,7 @@ impl RunKey {
             Scenario::Dbms { outstanding } => format!("dbms-100p-{outstanding}out"),
             Scenario::Web => "web-100p".into(),
             Scenario::Streaming => "vlc-stream".into(),
+            Scenario::CodeDev { task, background } => format!("{task} progress, {background}"),
         };
         let cfg = if self.config.is_empty() { String::new() } else { format!(" [{}]", self.config) };
         let variant = if self.variant.is_empty() { String::new() } else { format!(" ({})", self.variant) };
@@ -278,7 +292,8 @@ pub fn plan(
         | "drop_rate_pct"
         | "movies"
         | "small_file_completion_s"
-        | "large_file_mb_s" => scenario_for(workload, metric, app)?,
+        | "large_file_mb_s"
+        | "files_done" => scenario_for(workload, metric, app)?,
         other => return Err(format!("metric {other} is not measured in this build")),
     };
     Ok(RunKey {
@@ -293,6 +308,23 @@ pub fn plan(
 }
 
 fn scenario_for(workload: &str, metric: &str, app: Option<&str>) -> Result<Scenario, NotRun> {
+    if let Some(task) = app.filter(|a| code_task(a).is_some()) {
+        if !matches!(metric, "files_done" | "aggregate_mb_s") {
+            return Err(format!("metric {metric} of a code-development task is not measured"));
+        }
+        if !FOUR_WORKLOADS.contains(&workload) {
+            return Err(format!(
+                "a code-development task under workload {workload} is not part of the suite"
+            ));
+        }
+        return Ok(Scenario::CodeDev { task: task.into(), background: workload.into() });
+    }
+    if metric == "files_done" {
+        return Err(format!(
+            "files_done needs a code-development task as app ({})",
+            CODE_TASKS.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+        ));
+    }
     if metric == "startup_s" || (metric == "aggregate_mb_s" && app.is_some()) {
         let app = app.ok_or("a start-up metric needs an application")?;
         if workload != "idle" && !FOUR_WORKLOADS.contains(&workload) {
@@ -489,6 +521,43 @@ pub const STREAMING_ON_OFF_S: (u32, u32) = (5, 5);
 /// Video runs: the command invoked every 3 s during the playback (seed 001 sec. 6.4: *bash*).
 const VIDEO_COMMAND: &str = "bash";
 
+/// A code-development task of seed 000 sec. 7.5, as this suite models it: one process that, for each
+/// file it handles, issues one synchronous read at a random place of its data and then computes for
+/// `cpu_ms` before the next file (a random reader of `read_bytes` with that think time). Its progress
+/// is the number of files handled in the measured time (metric `files_done`). The seed gives no
+/// request count, size or CPU time: every number here is this project's assumption
+/// (docs/experiments.md, "Code-development applications"). The files the task writes are left out:
+/// they go to the common flush queue (sec. 7.5), and under the readers-only workloads it is run
+/// against they are the only writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodeTask {
+    /// The `app` of the claims.
+    pub name: &'static str,
+    /// Bytes of the one read per file.
+    pub read_bytes: u64,
+    /// Size of the region the reads fall in.
+    pub data_bytes: u64,
+    /// CPU time per file, microseconds.
+    pub cpu_us: u64,
+}
+
+/// The modelled tasks. `git-checkout` stands for both the checkout and the merge of sec. 7.5: the
+/// phase whose progress is recorded is git's checking out of files in both (the S suite's task
+/// script, the seed's reference [2], reads git's "Checking out files" percentage for both); each file is one 4 KiB
+/// read of an object in the repository's pack (500 MB) and 1 ms of CPU (inflating it, writing the
+/// file into the page cache). `kernel-make` is `make -j1` of the kernel: sec. 7.5 "verified through
+/// tracing that really few read requests are issued", the task being CPU-bound: one 4 KiB read per
+/// compiled source file (the headers being cached) in the 500 MB source tree, and 1 s of CPU per file.
+pub const CODE_TASKS: [CodeTask; 2] = [
+    CodeTask { name: "git-checkout", read_bytes: 4096, data_bytes: 500_000_000, cpu_us: 1_000 },
+    CodeTask { name: "kernel-make", read_bytes: 4096, data_bytes: 500_000_000, cpu_us: 1_000_000 },
+];
+
+/// The modelled code-development task called `name`.
+pub fn code_task(name: &str) -> Option<&'static CodeTask> {
+    CODE_TASKS.iter().find(|t| t.name == name)
+}
+
 /// The job of a run, built as a value (the format of docs/simulator.md, "Job format").
 pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
     let secs = |s: u32| Duration(u64::from(s) * SEC);
@@ -501,6 +570,7 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
         Scenario::Dbms { .. } => profile.dbms,
         Scenario::Web => profile.web,
         Scenario::Streaming => (profile.streaming, 0),
+        Scenario::CodeDev { .. } => profile.codedev,
     };
     let mut job = Job::new(secs(duration));
     job.name = Some(key.label());
@@ -508,7 +578,9 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
     job.warmup = secs(warmup);
     let background = match &key.scenario {
         Scenario::Throughput { workload, .. } => Some(workload.as_str()),
-        Scenario::Startup { background, .. } | Scenario::Video { background } => Some(background.as_str()),
+        Scenario::Startup { background, .. }
+        | Scenario::Video { background }
+        | Scenario::CodeDev { background, .. } => Some(background.as_str()),
         _ => None,
     };
     job.workload = background.filter(|w| FOUR_WORKLOADS.contains(w)).map(str::to_string);
@@ -643,6 +715,19 @@ pub fn job(key: &RunKey, profile: &Profile, seed: u64) -> Job {
             onoff.count = readers;
             apps.push(onoff);
         }
+        Scenario::CodeDev { task, .. } => {
+            if let Some(t) = code_task(task) {
+                let mut app = AppSpec::of(Workload::RandReader(Greedy {
+                    request_size: sized(t.read_bytes),
+                    file_size: sized(t.data_bytes),
+                    window: Some(1),
+                    ..Greedy::default()
+                }))
+                .named(t.name);
+                app.think_time = Some(Duration(t.cpu_us * bfq_sched::USEC));
+                apps.push(app);
+            }
+        }
     }
     job
 }
@@ -751,6 +836,12 @@ pub fn value(
                 v(web.large_file_mean_mb_s)
             }
         }
+        "files_done" => {
+            let task = app.ok_or("files_done needs a code-development task")?;
+            let a = report.apps.iter().find(|a| a.name == task).ok_or(format!("no {task}"))?;
+            // One read per file: the reads completed in the measured time are the files handled.
+            v(a.requests as f64)
+        }
         "completion_s" => {
             let a = report.apps.iter().find(|a| a.name.starts_with("dbms")).ok_or("no dbms")?;
             // Requests still waiting at the end count with their wait so far: the mean is then a
@@ -795,6 +886,8 @@ mod tests {
             key("clook", "", "dbms-100p-10out", "completion_s", None),
             key("anticipatory", "", "web-100p", "aggregate_mb_s", None),
             key("cfq", "", "vlc-stream-5onoff", "movies", None),
+            key("bfq", "", "10r-seq", "files_done", Some("git-checkout")),
+            key("cfq", "", "10r-rand", "aggregate_mb_s", Some("kernel-make")),
         ];
         for k in &keys {
             let job = job(k, &Profile::QUICK, 1);
@@ -933,6 +1026,33 @@ mod tests {
         let v = job(&key("cfq", "", "10r-seq", "drop_rate_pct", None), &Profile::QUICK, 1);
         let probe = v.apps.iter().find_map(|a| a.startup()).unwrap();
         assert_eq!((probe.trace.as_str(), probe.requests), ("xterm", Some(BASH_REQUESTS)));
+    }
+
+    /// Seed 000 sec. 7.5: a code-development task is one process handling files one after the
+    /// other, one synchronous read and its CPU time per file, run beside a background workload; its
+    /// progress is the files handled in the measured time. A CPU-bound task (kernel make, 1 s per
+    /// file) handles at most one file per second of it; the read-bound checkout handles many more.
+    #[test]
+    fn a_code_task_progresses_one_file_per_read_and_cpu_time_seed000_sec7_5() {
+        let bed = Bed { paper: "000", class: "hdd", ncq: false, preset: "hdd-stm332061" };
+        let k = plan(bed, "bfq", "", "10r-seq", "files_done", Some("git-checkout")).unwrap();
+        assert_eq!(k.variant, "v1", "seed 000's BFQ is BFQ+ = BFQ-v1");
+        let j = job(&k, &Profile::QUICK, 1);
+        assert_eq!(j.workload.as_deref(), Some("10r-seq"));
+        let task = j.apps.iter().find(|a| a.name.as_deref() == Some("git-checkout")).unwrap();
+        assert_eq!(task.think_time, Some(Duration(bfq_sched::MSEC)));
+        assert!(matches!(&task.workload, Workload::RandReader(g) if g.window == Some(1)));
+        assert!(plan(bed, "bfq", "", "10r-seq", "files_done", None).is_err(), "files_done needs a task");
+        assert!(plan(bed, "bfq", "", "idle", "files_done", Some("kernel-make")).is_err());
+        let files = |task: &str| {
+            let k = plan(bed, "cfq", "", "10r-rand", "files_done", Some(task)).unwrap();
+            let report = execute(&k, &Profile::QUICK, 1).unwrap();
+            value(&report, "files_done", Some(task), None).unwrap().value
+        };
+        let measured = f64::from(Profile::QUICK.codedev.0 - Profile::QUICK.codedev.1);
+        let make = files("kernel-make");
+        assert!(make >= 1.0 && make <= measured, "make: {make} files in {measured} s at 1 s of CPU each");
+        assert!(files("git-checkout") > 3.0 * make, "checkout is read-bound, not CPU-bound");
     }
 
     #[test]
