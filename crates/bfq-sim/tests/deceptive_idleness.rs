@@ -74,10 +74,23 @@ impl Device for Recorder {
 /// Runs sequential readers of 128 KiB requests, each on its own 1 GB file 40 GB from the previous
 /// one, with `window` reads outstanding each and the given think time, for 3 simulated seconds.
 fn run(preset: &str, scheduler: &str, readers: u64, window: u32, think_time: Nanos) -> Seen {
+    run_with(preset, scheduler, &[], readers, window, think_time)
+}
+
+/// As [`run`], with the scheduler's tunables.
+fn run_with(
+    preset: &str,
+    scheduler: &str,
+    params: &[(&str, &str)],
+    readers: u64,
+    window: u32,
+    think_time: Nanos,
+) -> Seen {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let device = Box::new(Recorder { inner: build_device(preset, &[]).unwrap(), seen: seen.clone() });
     let info = device.info();
-    let sched = bfq_sched::build(scheduler, info, &[]).unwrap();
+    let params: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let sched = bfq_sched::build(scheduler, info, &params).unwrap();
     let apps = (0..readers)
         .map(|i| {
             let region = Region { start: i * 40_000_000_000, len: 1_000_000_000 };
@@ -141,6 +154,28 @@ fn idling_schedulers_wait_for_the_readers_next_request_instead_seed000_sec3() {
         let first = seen.order.iter().filter(|&&q| q == 0).count();
         let share = first as f64 / seen.order.len() as f64;
         assert!((0.3..0.7).contains(&share), "{scheduler}: first reader's share {share:.2}");
+    }
+}
+
+/// Seed 002 (the YFQ and SCAN-EDF rows with Tw = 0 and 4 ms, two files far apart): the
+/// idle wait Tw is what lets these schedulers see the readers' next requests across their think time.
+/// With Tw = 0 they are work-conserving: each batch (YFQ) holds the one request waiting, and the disk
+/// seeks between the files at every request. With Tw = 4 ms a YFQ batch waits for both readers and
+/// is served in position order, and SCAN-EDF serves runs of one file: more requests in the same time.
+#[test]
+fn yfq_and_scan_edf_idle_wait_lets_them_see_the_next_request_seed002() {
+    for (scheduler, params) in
+        [("yfq", [("batch_size", "16")]), ("scan-edf", [("deadline_granularity", "640")])]
+    {
+        let served = |tw: &str| {
+            let p = [params[0], ("idle_wait", tw)];
+            let seen = run_with("hdd-stm332061", scheduler, &p, 2, 1, THINK);
+            (seen.order.len(), mean_run_length(&seen.order))
+        };
+        let ((n0, runs0), (n4, runs4)) = (served("0"), served("4"));
+        eprintln!("{scheduler}: Tw=0 {n0} requests, {runs0:.2} per turn; Tw=4 ms {n4}, {runs4:.2}");
+        assert!(runs0 < 1.5, "{scheduler} Tw=0: {runs0:.2} requests per turn");
+        assert!(n4 as f64 > 1.3 * n0 as f64, "{scheduler}: Tw=4 ms {n4} requests against {n0} with Tw=0");
     }
 }
 
