@@ -1687,24 +1687,39 @@ impl Batch {
         for (i, r) in replies.iter().enumerate() {
             self.frame(i, r, structured);
         }
-        let mut slices: Vec<IoSlice<'_>> = self
+        let mut parts: Vec<&[u8]> = self
             .pieces
             .iter()
             .map(|p| match *p {
-                Piece::Head(a, b) => IoSlice::new(&self.heads[a..b]),
+                Piece::Head(a, b) => &self.heads[a..b],
                 Piece::Data(i) => match &replies[i].body {
-                    Ok(Body::Data { buf, at, len, .. }) => IoSlice::new(&buf.as_slice()[*at..*at + *len]),
-                    _ => IoSlice::new(&[]),
+                    Ok(Body::Data { buf, at, len, .. }) => &buf.as_slice()[*at..*at + *len],
+                    _ => &[],
                 },
             })
             .collect();
-        let mut rest = &mut slices[..];
-        while !rest.is_empty() {
-            let n = wr.write_vectored(&rest[..rest.len().min(1024)]).await?;
+        let mut next = 0;
+        while next < parts.len() {
+            if parts[next].is_empty() {
+                next += 1;
+                continue;
+            }
+            let window: Vec<IoSlice<'_>> =
+                parts[next..parts.len().min(next + 1024)].iter().map(|p| IoSlice::new(p)).collect();
+            let mut n = wr.write_vectored(&window).await?;
             if n == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
             }
-            IoSlice::advance_slices(&mut rest, n);
+            // Past what was written: whole parts, then the start of a part.
+            while n > 0 {
+                if n >= parts[next].len() {
+                    n -= parts[next].len();
+                    next += 1;
+                } else {
+                    parts[next] = &parts[next][n..];
+                    n = 0;
+                }
+            }
         }
         wr.flush().await
     }
