@@ -272,18 +272,98 @@ impl Cell {
             (None, None) => None,
         }
     }
+}
 
-    fn fulfil(self: Arc<Self>, result: Result<Completion, IoError>) {
+/// Where a request's result goes: its own ticket's cell, or a consumer's [`Completions`] with the
+/// consumer's tag.
+#[derive(Clone)]
+enum Token {
+    Cell(Arc<Cell>),
+    Queue(Arc<CqShared>, u64),
+}
+
+impl Token {
+    /// Stores the result and says whom to wake, if anyone waits (see [`Cell::store`]). A
+    /// [`Completions`] is woken by its first result after it last looked: the later results of the
+    /// same ring pass join that one wake-up.
+    fn store(self, result: Result<Completion, IoError>) -> Option<Wake> {
+        match self {
+            Token::Cell(cell) => cell.store(result),
+            Token::Queue(cq, tag) => {
+                let mut st = cq.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.done.push((tag, result));
+                st.waker.take().map(Wake::Task)
+            }
+        }
+    }
+
+    fn fulfil(self, result: Result<Completion, IoError>) {
         if let Some(w) = self.store(result) {
             w.wake();
         }
     }
 }
 
+#[derive(Default)]
+struct CqState {
+    done: Vec<(u64, Result<Completion, IoError>)>,
+    waker: Option<Waker>,
+}
+
+#[derive(Default)]
+struct CqShared {
+    state: Mutex<CqState>,
+}
+
+/// One consumer's completion queue (issue 16: a connection of `bfq serve`): requests issued with
+/// [`Client::read_to`] or [`Client::write_to`] deliver their result here with the caller's tag, in
+/// completion order, instead of to a ticket each. The engine stores every result of one ring pass
+/// before it wakes anyone, and wakes a waiting consumer once for all of them: a consumer serving many
+/// requests at once takes them in batches, with one wake-up per batch instead of one per request.
+#[derive(Clone, Default)]
+pub struct Completions {
+    inner: Arc<CqShared>,
+}
+
+impl Completions {
+    /// An empty queue.
+    pub fn new() -> Completions {
+        Completions::default()
+    }
+
+    /// Appends every result delivered so far to `out` (tag, result); returns how many.
+    pub fn take(&self, out: &mut Vec<(u64, Result<Completion, IoError>)>) -> usize {
+        let mut st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let n = st.done.len();
+        out.append(&mut st.done);
+        n
+    }
+
+    /// As [`Completions::take`], but when nothing is there, registers `cx`'s waker (woken by the
+    /// next result) and returns `Pending`.
+    pub fn poll_take(
+        &self,
+        cx: &mut Context<'_>,
+        out: &mut Vec<(u64, Result<Completion, IoError>)>,
+    ) -> Poll<usize> {
+        let mut st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.done.is_empty() {
+            match &st.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => st.waker = Some(cx.waker().clone()),
+            }
+            return Poll::Pending;
+        }
+        let n = st.done.len();
+        out.append(&mut st.done);
+        Poll::Ready(n)
+    }
+}
+
 struct Pending {
     what: Submission,
     buf: AlignedBuf,
-    cell: Arc<Cell>,
+    cell: Token,
 }
 
 /// Where the engine thread answers a group call.
@@ -404,7 +484,7 @@ impl Engine {
         EngineBuilder::default()
     }
 
-    fn start(core: Core<Arc<Cell>>, limit: usize) -> Result<Engine, EngineError> {
+    fn start(core: Core<Token>, limit: usize) -> Result<Engine, EngineError> {
         let wake_fd = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
             .map_err(|e| EngineError::Ring(e.into()))?;
         let shared = Arc::new(Shared {
@@ -661,11 +741,47 @@ impl Client {
         Ready { shared: self.inner.shared.clone() }
     }
 
+    /// Reads `buf.len()` bytes at `offset` into `buf`, as [`Client::read`], with the result going to
+    /// `done` under `tag` instead of to a ticket.
+    pub fn read_to(&self, done: &Completions, tag: u64, offset: u64, buf: AlignedBuf, sync: bool) {
+        self.submit_token(Op::Read, offset, 0, buf, sync, false, Token::Queue(done.inner.clone(), tag));
+    }
+
+    /// Writes `buf` at `offset` (with `fua`, durable on completion, as [`Client::write_fua`]), with
+    /// the result going to `done` under `tag`.
+    pub fn write_to(
+        &self,
+        done: &Completions,
+        tag: u64,
+        offset: u64,
+        buf: AlignedBuf,
+        sync: bool,
+        fua: bool,
+    ) {
+        let sync = sync || fua;
+        self.submit_token(Op::Write, offset, 0, buf, sync, fua, Token::Queue(done.inner.clone(), tag));
+    }
+
     fn submit(&self, op: Op, offset: u64, len: u32, buf: AlignedBuf, sync: bool, fua: bool) -> Ticket {
-        let shared = &self.inner.shared;
-        shared.wait_for_room();
         let cell = self.inner.pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_else(Cell::new);
         let ticket = Ticket { cell: cell.clone(), client: self.inner.clone() };
+        self.submit_token(op, offset, len, buf, sync, fua, Token::Cell(cell));
+        ticket
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn submit_token(
+        &self,
+        op: Op,
+        offset: u64,
+        len: u32,
+        buf: AlignedBuf,
+        sync: bool,
+        fua: bool,
+        cell: Token,
+    ) {
+        let shared = &self.inner.shared;
+        shared.wait_for_room();
         let early = match op {
             Op::Read | Op::Write => check_alignment(offset, buf.len()).err(),
             Op::Flush => None,
@@ -688,7 +804,6 @@ impl Client {
                 shared.send(Cmd::Submit(Pending { what, buf, cell }))
             }
         }
-        ticket
     }
 }
 
@@ -762,7 +877,7 @@ impl Drop for Ticket {
 
 struct Worker {
     shared: Arc<Shared>,
-    core: Core<Arc<Cell>>,
+    core: Core<Token>,
     local: Vec<Cmd>,
     /// Clients to wake once a ring pass has stored all its results.
     wakes: Vec<Wake>,

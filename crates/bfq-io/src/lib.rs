@@ -16,8 +16,8 @@ pub mod local;
 pub use bfq_sched::{GroupId, IoClass, QueueId, QueueSpec, ROOT_GROUP};
 pub use buf::{AlignedBuf, ALIGN};
 pub use engine::{
-    Busy, Client, Completion, Engine, EngineBuilder, EngineConfig, EngineError, EngineStats, IoError,
-    LiveQueueStats, Ready, Ticket, DEFAULT_OUTSTANDING_LIMIT,
+    Busy, Client, Completion, Completions, Engine, EngineBuilder, EngineConfig, EngineError, EngineStats,
+    IoError, LiveQueueStats, Ready, Ticket, DEFAULT_OUTSTANDING_LIMIT,
 };
 pub use local::{LocalCompletion, LocalEngine};
 

@@ -276,3 +276,65 @@ fn batched_hand_off_wakes_every_waiting_client_with_its_own_data() {
     let stats = engine.shutdown().unwrap();
     assert_eq!(stats.completed, 4 * ROUNDS * WINDOW);
 }
+
+/// A completion queue (issue 16, `bfq serve`'s connections): requests issued with a tag deliver their
+/// result there, each exactly once, with its own data and tag; an error (an unaligned read) reaches
+/// its own tag; a consumer that waits is woken (a lost wake-up hangs it: the watchdog turns that into
+/// a failure); and a consumer that waits only after many requests finished takes them all at once.
+#[test]
+fn a_completion_queue_delivers_every_tagged_result_once_and_wakes_its_consumer() {
+    use bfq_io::Completions;
+    const BLOCKS: u64 = 512;
+    let file = TempFile::new("cq", BLOCKS * 4096);
+    let mut data = vec![0u8; (BLOCKS * 4096) as usize];
+    for (b, chunk) in data.chunks_mut(4096).enumerate() {
+        pattern(b as u64, chunk);
+    }
+    std::fs::write(&file.0, &data).unwrap();
+    let engine = Engine::open(&file.0, config("bfq", 8)).unwrap();
+    let client = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+    let done = Completions::new();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let consumer = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeMap::new();
+            let mut out = Vec::new();
+            while seen.len() < BLOCKS as usize + 1 {
+                out.clear();
+                block_on(std::future::poll_fn(|cx| done.poll_take(cx, &mut out)));
+                for (tag, result) in out.drain(..) {
+                    let ok = match result {
+                        Ok(c) => {
+                            let mut want = vec![0u8; 4096];
+                            pattern(tag, &mut want);
+                            c.buf.as_slice() == &want[..]
+                        }
+                        Err(e) => tag == u64::MAX && matches!(e, IoError::Unaligned { .. }),
+                    };
+                    assert!(ok, "tag {tag}: wrong result");
+                    assert!(seen.insert(tag, ()).is_none(), "tag {tag} delivered twice");
+                }
+            }
+            let _ = tx.send(seen.len());
+        })
+    };
+    for b in (0..BLOCKS).rev() {
+        client.read_to(&done, b, b * 4096, AlignedBuf::zeroed(4096), true);
+    }
+    client.read_to(&done, u64::MAX, 100, AlignedBuf::zeroed(4096), true);
+    let got = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("the consumer was never woken");
+    assert_eq!(got, BLOCKS as usize + 1);
+    consumer.join().unwrap();
+    // Written while nobody waits, then taken in one call: every result is there at once.
+    for b in 0..64u64 {
+        let mut buf = AlignedBuf::zeroed(4096);
+        buf.as_mut_slice().fill(b as u8);
+        client.write_to(&done, b, b * 4096, buf, true, b % 2 == 0);
+    }
+    let stats = engine.shutdown().unwrap();
+    let mut out = Vec::new();
+    assert_eq!(done.take(&mut out), 64);
+    assert!(out.iter().all(|(_, r)| r.is_ok()));
+    assert_eq!(stats.completed, BLOCKS + 64);
+}

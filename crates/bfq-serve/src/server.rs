@@ -15,10 +15,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bfq_io::{AlignedBuf, Client, Engine, GroupId, IoError, QueueId, QueueSpec, ROOT_GROUP};
+use bfq_io::{
+    AlignedBuf, Client, Completion, Completions, Engine, GroupId, IoError, QueueId, QueueSpec, ROOT_GROUP,
+};
 use rustix::fs::SeekFrom;
 use rustix::io::Errno;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
@@ -188,6 +190,27 @@ struct RangeGuard<'a> {
 }
 
 impl RangeLocks {
+    /// Takes `start..end` if nothing overlapping is held, without waiting; [`RangeLocks::release`]
+    /// gives it back.
+    fn try_hold(&self, start: u64, end: u64) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.iter().any(|&(s, e)| s < end && start < e) {
+            return false;
+        }
+        held.push((start, end));
+        true
+    }
+
+    /// Gives back a range taken with [`RangeLocks::try_hold`] (or by a guard).
+    fn release(&self, range: (u64, u64)) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = held.iter().position(|r| *r == range) {
+            held.swap_remove(i);
+        }
+        drop(held);
+        self.released.notify_waiters();
+    }
+
     async fn lock(&self, start: u64, end: u64) -> RangeGuard<'_> {
         loop {
             let released = self.released.notified();
@@ -207,12 +230,7 @@ impl RangeLocks {
 
 impl Drop for RangeGuard<'_> {
     fn drop(&mut self) {
-        let mut held = self.locks.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = held.iter().position(|r| *r == self.range) {
-            held.swap_remove(i);
-        }
-        drop(held);
-        self.locks.released.notify_waiters();
+        self.locks.release(self.range);
     }
 }
 
@@ -1049,7 +1067,7 @@ fn errno_of(e: &IoError) -> u32 {
 }
 
 async fn transmission<R, W>(
-    mut rd: R,
+    rd: R,
     wr: W,
     state: Arc<State>,
     session: Session,
@@ -1071,16 +1089,26 @@ async fn transmission<R, W>(
     e.counters.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT_PER_CONNECTION);
     let pool = BufPool::default();
-    let writer = tokio::spawn(write_replies(wr, rx, pool.clone(), session.structured));
+    let done = Completions::new();
+    let issued: IssuedTable = Arc::new(Mutex::new(slab::Slab::with_capacity(MAX_IN_FLIGHT_PER_CONNECTION)));
+    let writer = tokio::spawn(write_replies(
+        wr,
+        rx,
+        Direct { done: done.clone(), issued: issued.clone(), state: state.clone(), export },
+        pool.clone(),
+        session.structured,
+    ));
+    // Headers (and small payloads) are read many at a time, not with a system call each.
+    let mut rd = BufReader::with_capacity(64 << 10, rd);
     let budget = Arc::new(tokio::sync::Semaphore::new(MAX_BYTES_IN_FLIGHT_PER_CONNECTION / BUDGET_UNIT));
+    // Requests being served, on either path (issued directly or in a task of their own).
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let units = |len: u32| ((len as usize).div_ceil(BUDGET_UNIT).max(1)) as u32;
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut draining = false;
     'requests: loop {
         while tasks.try_join_next().is_some() {}
-        if tasks.len() >= MAX_IN_FLIGHT_PER_CONNECTION {
-            tasks.join_next().await;
-        }
+        let Ok(slot) = slots.clone().acquire_owned().await else { break };
         // The header is read piece by piece with `read`, which a stop can interrupt without losing
         // bytes (`read_exact` could, in the middle of a header, and the stream would be out of step).
         let mut header = [0u8; 28];
@@ -1149,8 +1177,19 @@ async fn transmission<R, W>(
                     continue;
                 }
                 let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
+                if h.length > 0 {
+                    // Straight to the engine: the writer takes the result from the connection's
+                    // completion queue (no task, no hand-off through a channel).
+                    let start = h.offset - h.offset % BLOCK;
+                    let end = (h.offset + u64::from(h.length)).next_multiple_of(BLOCK);
+                    let what = IssuedKind::Read { offset: h.offset, at: (h.offset - start) as usize };
+                    let tag = issue(&issued, h, arrived, what, slot, permit);
+                    client.read_to(&done, tag, start, pool.get((end - start) as usize), true);
+                    continue;
+                }
                 let (client, tx, state, pool) = (client.clone(), tx.clone(), state.clone(), pool.clone());
                 tasks.spawn(async move {
+                    let _slot = slot;
                     let r = read_range(&client, &pool, h.offset, h.length).await;
                     state.exports[export].counters.record(
                         Kind::Read(u64::from(h.length)),
@@ -1192,10 +1231,19 @@ async fn transmission<R, W>(
                 }
                 let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
                 let aligned = h.offset % BLOCK == 0 && u64::from(h.length) % BLOCK == 0 && h.length > 0;
+                let fua = h.flags & CMD_FLAG_FUA != 0;
                 let payload = if aligned {
                     let mut buf = pool.get(h.length as usize);
                     if rd.read_exact(buf.as_mut_slice()).await.is_err() {
                         break;
+                    }
+                    let range = (h.offset, h.offset + u64::from(h.length));
+                    if e.locks.try_hold(range.0, range.1) {
+                        // Nothing overlapping is being written: straight to the engine, the range
+                        // held until the writer takes the result.
+                        let tag = issue(&issued, h, arrived, IssuedKind::Write { range }, slot, permit);
+                        client.write_to(&done, tag, h.offset, buf, true, fua);
+                        continue;
                     }
                     Payload::Aligned(buf)
                 } else {
@@ -1206,8 +1254,8 @@ async fn transmission<R, W>(
                     Payload::Bytes(v)
                 };
                 let (client, tx, state, pool) = (client.clone(), tx.clone(), state.clone(), pool.clone());
-                let fua = h.flags & CMD_FLAG_FUA != 0;
                 tasks.spawn(async move {
+                    let _slot = slot;
                     let e = &state.exports[export];
                     let r = write_range(&client, &pool, e, h.offset, payload, fua).await;
                     e.counters.record(Kind::Write(u64::from(h.length)), r.is_ok(), arrived.elapsed());
@@ -1218,6 +1266,7 @@ async fn transmission<R, W>(
             CMD_FLUSH => {
                 let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
                 tasks.spawn(async move {
+                    let _slot = slot;
                     let r = client.flush().await;
                     state.exports[export].counters.record(Kind::Flush, r.is_ok(), arrived.elapsed());
                     let r = r.map(|_| ()).map_err(|e| Failure::io(&e));
@@ -1242,6 +1291,7 @@ async fn transmission<R, W>(
                 let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
                 let fua = h.flags & CMD_FLAG_FUA != 0;
                 tasks.spawn(async move {
+                    let _slot = slot;
                     let e = &state.exports[export];
                     let r = async {
                         if h.length == 0 {
@@ -1283,6 +1333,7 @@ async fn transmission<R, W>(
                 let (tx, state) = (tx.clone(), state.clone());
                 let req_one = h.flags & CMD_FLAG_REQ_ONE != 0;
                 tasks.spawn(async move {
+                    let _slot = slot;
                     // lseek may wait for the file system: not on the runtime's threads.
                     let extents = tokio::task::spawn_blocking(move || {
                         let file = state.exports[export].allocation.as_ref();
@@ -1432,75 +1483,245 @@ async fn write_range(
     Ok(())
 }
 
-/// Sends the replies, in the order they come: simple replies, or with `structured` (negotiated with
-/// `NBD_OPT_STRUCTURED_REPLY`) structured reply chunks, never both on one connection.
+/// A request issued straight to the engine (reads, and aligned writes whose range was free), waiting
+/// for its result in the connection's completion queue.
+struct Issued {
+    handle: u64,
+    length: u32,
+    arrived: std::time::Instant,
+    what: IssuedKind,
+    /// Its place among the connection's requests in flight, and its share of the byte budget: held
+    /// until its reply is written.
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    _budget: tokio::sync::OwnedSemaphorePermit,
+}
+
+enum IssuedKind {
+    /// A read of the enclosing blocks; `at` is where the requested bytes start in the buffer.
+    Read { offset: u64, at: usize },
+    /// A write of whole blocks, holding `range` of the export's range locks.
+    Write { range: (u64, u64) },
+}
+
+/// A connection's requests issued straight to the engine, by tag (the slab key).
+type IssuedTable = Arc<Mutex<slab::Slab<Issued>>>;
+
+/// Records a request issued straight to the engine; returns its tag.
+fn issue(
+    table: &IssuedTable,
+    h: RequestHeader,
+    arrived: std::time::Instant,
+    what: IssuedKind,
+    slot: tokio::sync::OwnedSemaphorePermit,
+    budget: tokio::sync::OwnedSemaphorePermit,
+) -> u64 {
+    let issued = Issued { handle: h.handle, length: h.length, arrived, what, _slot: slot, _budget: budget };
+    table.lock().unwrap_or_else(|p| p.into_inner()).insert(issued) as u64
+}
+
+/// What the writer needs to answer the requests issued straight to the engine.
+struct Direct {
+    done: Completions,
+    issued: IssuedTable,
+    state: Arc<State>,
+    export: usize,
+}
+
+impl Direct {
+    /// The reply to an issued request whose result came; releases what it held (a write's range; a
+    /// write's buffer goes back to the pool).
+    fn answer(&self, issued: Issued, result: Result<Completion, IoError>, pool: &BufPool) -> Reply {
+        let e = &self.state.exports[self.export];
+        let len = u64::from(issued.length);
+        match issued.what {
+            IssuedKind::Read { offset, at } => {
+                e.counters.record(Kind::Read(len), result.is_ok(), issued.arrived.elapsed());
+                let body = match result {
+                    Ok(done) => Ok(Body::Data { buf: done.buf, at, len: issued.length as usize, offset }),
+                    Err(err) => Err(Failure::io(&err)),
+                };
+                Reply { handle: issued.handle, _budget: None, body }
+            }
+            IssuedKind::Write { range } => {
+                e.locks.release(range);
+                e.counters.record(Kind::Write(len), result.is_ok(), issued.arrived.elapsed());
+                let r = match result {
+                    Ok(done) => {
+                        pool.put(done.buf);
+                        Ok(())
+                    }
+                    Err(err) => Err(Failure::io(&err)),
+                };
+                Reply::of(issued.handle, r)
+            }
+        }
+    }
+}
+
+/// Sends the replies, as they come: those of the requests issued straight to the engine, taken from
+/// the connection's completion queue in batches, and those the connection's tasks send. Simple
+/// replies, or with `structured` (negotiated with `NBD_OPT_STRUCTURED_REPLY`) structured reply chunks,
+/// never both on one connection. Ends once the tasks' channel is closed and every issued request is
+/// answered; if the client is gone, it still takes every result (releasing what they hold) and
+/// writes nothing.
 async fn write_replies<W: AsyncWrite + Unpin>(
     wr: W,
     mut rx: mpsc::Receiver<Reply>,
+    direct: Direct,
     pool: BufPool,
     structured: bool,
 ) {
-    // Replies are gathered into one write per batch (a header and its data in one syscall); a
-    // 64 KiB buffer that let large reads bypass the copy measured no better (docs/serve.md).
-    let mut wr = BufWriter::with_capacity(256 << 10, wr);
-    while let Some(r) = rx.recv().await {
-        let mut next = Some(r);
-        while let Some(r) = next.take() {
-            let sent =
-                if structured { write_chunks(&mut wr, &r).await } else { write_simple(&mut wr, &r).await };
-            if sent.is_err() {
-                return;
+    let mut wr = wr;
+    let mut batch = Batch::default();
+    let mut results: Vec<(u64, Result<Completion, IoError>)> = Vec::with_capacity(64);
+    let mut replies: Vec<Reply> = Vec::with_capacity(64);
+    let mut open = true;
+    let mut broken = false;
+    loop {
+        if !open && direct.issued.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+            break;
+        }
+        std::future::poll_fn(|cx| {
+            let mut any = direct.done.poll_take(cx, &mut results).is_ready();
+            while open && replies.len() < MAX_IN_FLIGHT_PER_CONNECTION {
+                match rx.poll_recv(cx) {
+                    std::task::Poll::Ready(Some(r)) => replies.push(r),
+                    std::task::Poll::Ready(None) => open = false,
+                    std::task::Poll::Pending => break,
+                }
+                any = true;
             }
+            if any {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        for (tag, result) in results.drain(..) {
+            let issued = direct.issued.lock().unwrap_or_else(|p| p.into_inner()).try_remove(tag as usize);
+            if let Some(issued) = issued {
+                replies.push(direct.answer(issued, result, &pool));
+            }
+        }
+        if !broken {
+            broken = batch.send(&mut wr, &replies, structured).await.is_err();
+        }
+        for r in replies.drain(..) {
             if let Ok(Body::Data { buf, .. }) = r.body {
                 pool.put(buf);
             }
-            next = rx.try_recv().ok();
-        }
-        if wr.flush().await.is_err() {
-            return;
         }
     }
-    let _ = wr.shutdown().await;
-}
-
-/// A simple reply: the header, and a successful read's data.
-async fn write_simple<W: AsyncWrite + Unpin>(wr: &mut W, r: &Reply) -> std::io::Result<()> {
-    match &r.body {
-        Err(f) => wr.write_all(&simple_reply(f.errno, r.handle)).await,
-        Ok(Body::Data { buf, at, len, .. }) => {
-            wr.write_all(&simple_reply(0, r.handle)).await?;
-            wr.write_all(&buf.as_slice()[*at..*at + *len]).await
-        }
-        // Extents are only asked for with a metadata context, which needs structured replies.
-        Ok(Body::Done | Body::Extents(_)) => wr.write_all(&simple_reply(0, r.handle)).await,
+    if !broken {
+        let _ = wr.shutdown().await;
     }
 }
 
-/// A structured reply, in one chunk that is also the last (`NBD_REPLY_FLAG_DONE`): the data of a
-/// read (`OFFSET_DATA`; read whole before it is sent, so no error can follow it), a block status
-/// (`BLOCK_STATUS`), an error with its message (`ERROR`), or `NONE`.
-async fn write_chunks<W: AsyncWrite + Unpin>(wr: &mut W, r: &Reply) -> std::io::Result<()> {
-    match &r.body {
-        Err(f) => wr.write_all(&error_chunk(r.handle, f.errno, &f.message)).await,
-        Ok(Body::Data { buf, at, len, offset }) if *len > 0 => {
-            let mut head = [0u8; 28];
-            head[..20].copy_from_slice(&chunk_header(
-                REPLY_FLAG_DONE,
-                REPLY_TYPE_OFFSET_DATA,
-                r.handle,
-                8 + *len as u32,
-            ));
-            head[20..].copy_from_slice(&offset.to_be_bytes());
-            wr.write_all(&head).await?;
-            wr.write_all(&buf.as_slice()[*at..*at + *len]).await
+/// One piece of a batch of replies on the wire: bytes of the batch's headers, or a read's data.
+enum Piece {
+    Head(usize, usize),
+    Data(usize),
+}
+
+/// A batch of replies framed for one vectored write: the headers (and small bodies) in one buffer,
+/// each read's data straight from its buffer, not copied.
+#[derive(Default)]
+struct Batch {
+    heads: Vec<u8>,
+    pieces: Vec<Piece>,
+}
+
+impl Batch {
+    fn head(&mut self, bytes: &[u8]) {
+        let start = self.heads.len();
+        self.heads.extend_from_slice(bytes);
+        match self.pieces.last_mut() {
+            Some(Piece::Head(_, end)) if *end == start => *end = self.heads.len(),
+            _ => self.pieces.push(Piece::Head(start, self.heads.len())),
         }
-        Ok(Body::Extents(extents)) => {
-            wr.write_all(&block_status_chunk(r.handle, BASE_ALLOCATION_ID, extents)).await
+    }
+
+    /// Frames reply `i`: a simple reply (the header, and a successful read's data), or with
+    /// `structured` one structured reply chunk that is also the last (`NBD_REPLY_FLAG_DONE`): the
+    /// data of a read (`OFFSET_DATA`; read whole before it is sent, so no error can follow it), a
+    /// block status (`BLOCK_STATUS`), an error with its message (`ERROR`), or `NONE`.
+    fn frame(&mut self, i: usize, r: &Reply, structured: bool) {
+        match (&r.body, structured) {
+            (Err(f), false) => self.head(&simple_reply(f.errno, r.handle)),
+            (Ok(Body::Data { len, .. }), false) => {
+                self.head(&simple_reply(0, r.handle));
+                if *len > 0 {
+                    self.pieces.push(Piece::Data(i));
+                }
+            }
+            // Extents are only asked for with a metadata context, which needs structured replies.
+            (Ok(Body::Done | Body::Extents(_)), false) => self.head(&simple_reply(0, r.handle)),
+            (Err(f), true) => self.head(&error_chunk(r.handle, f.errno, &f.message)),
+            (Ok(Body::Data { len, offset, .. }), true) if *len > 0 => {
+                self.head(&chunk_header(REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, r.handle, 8 + *len as u32));
+                self.head(&offset.to_be_bytes());
+                self.pieces.push(Piece::Data(i));
+            }
+            (Ok(Body::Extents(extents)), true) => {
+                self.head(&block_status_chunk(r.handle, BASE_ALLOCATION_ID, extents))
+            }
+            // A read of 0 bytes has no data to send: a data chunk carries at least one byte.
+            (Ok(Body::Done | Body::Data { .. }), true) => {
+                self.head(&chunk_header(REPLY_FLAG_DONE, REPLY_TYPE_NONE, r.handle, 0))
+            }
         }
-        // A read of 0 bytes has no data to send: a data chunk carries at least one byte.
-        Ok(Body::Done | Body::Data { .. }) => {
-            wr.write_all(&chunk_header(REPLY_FLAG_DONE, REPLY_TYPE_NONE, r.handle, 0)).await
+    }
+
+    /// Writes `replies` with as few system calls as the socket takes (vectored writes of at most
+    /// 1,024 pieces each).
+    async fn send<W: AsyncWrite + Unpin>(
+        &mut self,
+        wr: &mut W,
+        replies: &[Reply],
+        structured: bool,
+    ) -> std::io::Result<()> {
+        use std::io::IoSlice;
+        self.heads.clear();
+        self.pieces.clear();
+        for (i, r) in replies.iter().enumerate() {
+            self.frame(i, r, structured);
         }
+        let mut parts: Vec<&[u8]> = self
+            .pieces
+            .iter()
+            .map(|p| match *p {
+                Piece::Head(a, b) => &self.heads[a..b],
+                Piece::Data(i) => match &replies[i].body {
+                    Ok(Body::Data { buf, at, len, .. }) => &buf.as_slice()[*at..*at + *len],
+                    _ => &[],
+                },
+            })
+            .collect();
+        let mut next = 0;
+        while next < parts.len() {
+            if parts[next].is_empty() {
+                next += 1;
+                continue;
+            }
+            let window: Vec<IoSlice<'_>> =
+                parts[next..parts.len().min(next + 1024)].iter().map(|p| IoSlice::new(p)).collect();
+            let mut n = wr.write_vectored(&window).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            // Past what was written: whole parts, then the start of a part.
+            while n > 0 {
+                if n >= parts[next].len() {
+                    n -= parts[next].len();
+                    next += 1;
+                } else {
+                    parts[next] = &parts[next][n..];
+                    n = 0;
+                }
+            }
+        }
+        wr.flush().await
     }
 }
 
