@@ -543,7 +543,7 @@ pub struct CodeTask {
 
 /// The modelled tasks. `git-checkout` stands for both the checkout and the merge of sec. 7.5: the
 /// phase whose progress is recorded is git's checking out of files in both (the S suite's task
-/// script, the seed's reference [2], reads git's "Checking out files" percentage for both); each file is one 4 KiB
+/// script, the seed's reference \[2\], reads git's "Checking out files" percentage for both); each file is one 4 KiB
 /// read of an object in the repository's pack (500 MB) and 1 ms of CPU (inflating it, writing the
 /// file into the page cache). `kernel-make` is `make -j1` of the kernel: sec. 7.5 "verified through
 /// tracing that really few read requests are issued", the task being CPU-bound: one 4 KiB read per
