@@ -970,6 +970,12 @@ impl Scheduler for Cfq {
 
     fn dispatch(&mut self, now: Instant) -> Decision {
         if !self.params.dispatch_list {
+            // Requests moved to the list before `dispatch_list` was turned off still go first: they
+            // left CFQ's queues and are counted as queued until the device takes them.
+            if let Some(request) = self.dispatch_list.pop_front() {
+                self.hand_to_device(request, now);
+                return Decision::Dispatch(request);
+            }
             let decision = self.try_dispatch(now);
             if let Decision::Dispatch(request) = decision {
                 self.hand_to_device(request, now);
