@@ -212,12 +212,7 @@ mod tests {
     use crate::rng::SimRng;
     use bfq_sched::SEC;
 
-    struct Unlimited;
-    impl crate::apps::PageCache for Unlimited {
-        fn dirty(&mut self, _app: usize, _offset: u64, _len: u32, _tag: u64) -> bool {
-            true
-        }
-    }
+    use crate::apps::UnlimitedCache as Unlimited;
 
     /// Seed 002, video streaming: an ON/OFF reader reads back to back while ON, issues nothing while
     /// OFF (its read in flight completes), and resumes where it stopped when ON again.

@@ -228,26 +228,17 @@ pub fn build(job: &crate::Job, places: Vec<crate::Placement>) -> Result<NamedApp
         let request = spec.request_bytes() as u32;
         let processes = spec.process_count() as usize;
         let app: Box<dyn App> = match &spec.workload {
-            Workload::SeqReader(g) => Box::new(
-                greedy::GreedyReader::new(
-                    qspec,
-                    greedy::Pattern::Sequential,
-                    region,
-                    request,
-                    g.window.unwrap_or(1),
+            Workload::SeqReader(g) | Workload::RandReader(g) => {
+                let pattern = if matches!(spec.workload, Workload::SeqReader(_)) {
+                    greedy::Pattern::Sequential
+                } else {
+                    greedy::Pattern::Random
+                };
+                Box::new(
+                    greedy::GreedyReader::new(qspec, pattern, region, request, g.window.unwrap_or(1))
+                        .with_on_off(g.on.zip(g.off).map(|(on, off)| (on.0, off.0))),
                 )
-                .with_on_off(g.on.zip(g.off).map(|(on, off)| (on.0, off.0))),
-            ),
-            Workload::RandReader(g) => Box::new(
-                greedy::GreedyReader::new(
-                    qspec,
-                    greedy::Pattern::Random,
-                    region,
-                    request,
-                    g.window.unwrap_or(1),
-                )
-                .with_on_off(g.on.zip(g.off).map(|(on, off)| (on.0, off.0))),
-            ),
+            }
             Workload::SeqWriter(_) => {
                 Box::new(greedy::GreedyWriter::new(qspec, greedy::Pattern::Sequential, region, request))
             }
@@ -386,4 +377,15 @@ pub fn requests_in_issue_order(app: &mut dyn App, rng: &mut SimRng, limit: usize
         step(app, now, rng, &mut timers, &mut in_flight, &mut out, &mut |a, ctx| a.on_timer(ctx, token));
     }
     out
+}
+
+/// A page cache with room for everything: the apps' unit tests, where write-back is not the subject.
+#[cfg(test)]
+pub(crate) struct UnlimitedCache;
+
+#[cfg(test)]
+impl PageCache for UnlimitedCache {
+    fn dirty(&mut self, _app: usize, _offset: u64, _len: u32, _tag: u64) -> bool {
+        true
+    }
 }

@@ -227,12 +227,7 @@ mod tests {
     use crate::rng::SimRng;
     use bfq_sched::{MSEC, SEC};
 
-    struct Unlimited;
-    impl crate::apps::PageCache for Unlimited {
-        fn dirty(&mut self, _app: usize, _offset: u64, _len: u32, _tag: u64) -> bool {
-            true
-        }
-    }
+    use crate::apps::UnlimitedCache as Unlimited;
 
     /// Seed 002, video streaming: "a packet sent by the streaming thread was considered lost if
     /// delayed by more than 1 second" and "Every 15 seconds the streaming of a new movie was started"

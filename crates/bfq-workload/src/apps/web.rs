@@ -242,13 +242,7 @@ mod tests {
     use super::*;
     use crate::rng::SimRng;
 
-    /// A page cache with room for everything.
-    struct Unlimited;
-    impl crate::apps::PageCache for Unlimited {
-        fn dirty(&mut self, _app: usize, _offset: u64, _len: u32, _tag: u64) -> bool {
-            true
-        }
-    }
+    use crate::apps::UnlimitedCache as Unlimited;
 
     /// Seed 002, web server: nine files in ten are small 16 kB files in the first half of the disk,
     /// the rest large files of 1 to 30 MB in the second half.
