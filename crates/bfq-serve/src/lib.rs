@@ -11,6 +11,7 @@
 pub mod config;
 pub mod metrics;
 pub mod protocol;
+pub mod readahead;
 pub mod server;
 
 pub use config::{Config, ConfigError, Export, Listen, DEFAULT_CONFIG};

@@ -57,6 +57,8 @@ pub struct ExportCounters {
     pub bytes_written: AtomicU64,
     /// Connections accepted for this export.
     pub connections: AtomicU64,
+    /// Reads answered from a read-ahead window (counted in `reads` too).
+    pub read_ahead_hits: AtomicU64,
     buckets: [AtomicU64; 21],
     latency_sum_us: AtomicU64,
 }
@@ -109,6 +111,7 @@ impl ExportCounters {
             bytes_read: load(&self.bytes_read),
             bytes_written: load(&self.bytes_written),
             connections: load(&self.connections),
+            read_ahead_hits: load(&self.read_ahead_hits),
             buckets: std::array::from_fn(|i| load(&self.buckets[i])),
             latency_sum_us: load(&self.latency_sum_us),
         }
@@ -132,6 +135,8 @@ pub struct Snapshot {
     pub bytes_written: u64,
     /// See [`ExportCounters`].
     pub connections: u64,
+    /// See [`ExportCounters`].
+    pub read_ahead_hits: u64,
     /// Requests per latency bucket ([`BUCKET_UPPER_US`], then the overflow bucket).
     pub buckets: [u64; 21],
     /// Sum of the latencies, microseconds.
@@ -154,6 +159,7 @@ impl Snapshot {
             bytes_read: self.bytes_read - earlier.bytes_read,
             bytes_written: self.bytes_written - earlier.bytes_written,
             connections: self.connections - earlier.connections,
+            read_ahead_hits: self.read_ahead_hits - earlier.read_ahead_hits,
             buckets: std::array::from_fn(|i| self.buckets[i] - earlier.buckets[i]),
             latency_sum_us: self.latency_sum_us - earlier.latency_sum_us,
         }
@@ -201,6 +207,11 @@ pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[Connection
         let _ = writeln!(o, "bfq_serve_bytes_total{{export=\"{e}\",direction=\"read\"}} {}", s.bytes_read);
         let _ =
             writeln!(o, "bfq_serve_bytes_total{{export=\"{e}\",direction=\"write\"}} {}", s.bytes_written);
+    }
+    family(&mut o, "bfq_serve_read_ahead_hits_total", "counter", "Reads answered from a read-ahead window.");
+    for (e, _, s) in exports {
+        let _ =
+            writeln!(o, "bfq_serve_read_ahead_hits_total{{export=\"{}\"}} {}", label(e), s.read_ahead_hits);
     }
     family(&mut o, "bfq_serve_connections_total", "counter", "Connections accepted, by export.");
     for (e, _, s) in exports {

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bfq_io::{
@@ -28,8 +28,9 @@ use crate::config::{Config, Export, Listen};
 pub use crate::metrics::ConnectionStats;
 use crate::metrics::{ExportCounters, Kind};
 use crate::protocol::*;
+use crate::readahead::{ReadAhead, Route, Window};
 
-const BLOCK: u64 = 4096;
+pub(crate) const BLOCK: u64 = 4096;
 /// Requests of one connection being served at once; beyond it the server stops reading from that
 /// client until one is answered (memory stays bounded whatever the client sends).
 const MAX_IN_FLIGHT_PER_CONNECTION: usize = 256;
@@ -84,6 +85,9 @@ struct ExportState {
     engine: usize,
     target: u32,
     locks: RangeLocks,
+    /// Moved by every write, trim and write-zeroes when submitted and when done: read-ahead windows
+    /// read under another value are not used (`readahead`).
+    write_epoch: AtomicU64,
     counters: ExportCounters,
     /// A descriptor of its own on the file (not the engine's), to find holes and data with
     /// `SEEK_HOLE`/`SEEK_DATA` for `base:allocation`; `None` for a block device (all data).
@@ -97,6 +101,8 @@ struct State {
     /// Open connections: their queue and export.
     live: Mutex<HashMap<QueueId, usize>>,
     scheduler: String,
+    /// Bytes of a read-ahead window (0: none).
+    read_ahead: u64,
 }
 
 impl State {
@@ -683,6 +689,7 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
                 engine,
                 target,
                 locks: RangeLocks::default(),
+                write_epoch: AtomicU64::new(0),
                 counters: ExportCounters::default(),
                 allocation,
             }
@@ -694,6 +701,7 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
         next_queue: AtomicU32::new(1),
         live: Mutex::new(HashMap::new()),
         scheduler: config.scheduler.clone(),
+        read_ahead: config.read_ahead,
     })
 }
 
@@ -1035,11 +1043,136 @@ struct Reply {
 }
 
 /// What a successful reply carries.
+/// A read's data: a buffer of its own, or a slice of a read-ahead window shared with other replies.
+enum DataBuf {
+    Owned(AlignedBuf),
+    Shared(Arc<SharedBuf>),
+}
+
+impl DataBuf {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            DataBuf::Owned(b) => b.as_slice(),
+            DataBuf::Shared(s) => s.buf.as_ref().map_or(&[], AlignedBuf::as_slice),
+        }
+    }
+}
+
+/// A read-ahead window's data: back to the connection's pool, and its bytes to the connection's
+/// budget, when the last reply that uses it is sent.
+struct SharedBuf {
+    buf: Option<AlignedBuf>,
+    pool: BufPool,
+    _budget: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for SharedBuf {
+    fn drop(&mut self) {
+        if let Some(b) = self.buf.take() {
+            self.pool.put(b);
+        }
+    }
+}
+
+/// A read waiting for a read-ahead window, holding its slot and budget until answered.
+struct Waiter {
+    handle: u64,
+    offset: u64,
+    len: u32,
+    arrived: std::time::Instant,
+    slot: tokio::sync::OwnedSemaphorePermit,
+    budget: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// What a read-ahead window holds: the reads waiting for it while it is read, then its data (`None`
+/// if the read failed or a write came meanwhile: its reads are then read on their own).
+enum WindowState {
+    Reading(Vec<Waiter>),
+    Read(Option<Arc<SharedBuf>>),
+}
+
+type RaWindow = Window<Mutex<WindowState>>;
+
+/// The reply to `w`, a read inside the window `win` whose data is `data`.
+fn window_reply(e: &ExportState, win: &RaWindow, data: &Arc<SharedBuf>, w: Waiter) -> Reply {
+    e.counters.record(Kind::Read(u64::from(w.len)), true, w.arrived.elapsed());
+    e.counters.read_ahead_hits.fetch_add(1, Ordering::Relaxed);
+    drop(w.slot);
+    Reply {
+        handle: w.handle,
+        _budget: Some(w.budget),
+        body: Ok(Body::Data {
+            buf: DataBuf::Shared(data.clone()),
+            at: (w.offset - win.start) as usize,
+            len: w.len as usize,
+            offset: w.offset,
+        }),
+    }
+}
+
+/// Reads a read-ahead window and answers the reads waiting for it (or reads them on their own if
+/// the window failed or went stale).
+async fn read_window(
+    client: Client,
+    win: Arc<RaWindow>,
+    budget: tokio::sync::OwnedSemaphorePermit,
+    pool: BufPool,
+    state: Arc<State>,
+    export: usize,
+    tx: mpsc::Sender<Reply>,
+) {
+    let e = &state.exports[export];
+    let r = client.read(win.start, pool.get((win.end - win.start) as usize), true).await;
+    // A write submitted or completed since the window's read was submitted may not be in it.
+    let fresh = e.write_epoch.load(Ordering::SeqCst) == win.epoch;
+    let data = match r {
+        Ok(done) if fresh => {
+            Some(Arc::new(SharedBuf { buf: Some(done.buf), pool: pool.clone(), _budget: budget }))
+        }
+        Ok(done) => {
+            pool.put(done.buf);
+            None
+        }
+        Err(_) => None,
+    };
+    let waiters = {
+        let mut st = win.body.lock().unwrap_or_else(|p| p.into_inner());
+        match std::mem::replace(&mut *st, WindowState::Read(data.clone())) {
+            WindowState::Reading(w) => w,
+            WindowState::Read(_) => Vec::new(),
+        }
+    };
+    for w in waiters {
+        let reply = match &data {
+            Some(d) => window_reply(e, &win, d, w),
+            None => {
+                let r = read_range(&client, &pool, w.offset, w.len).await;
+                e.counters.record(Kind::Read(u64::from(w.len)), r.is_ok(), w.arrived.elapsed());
+                drop(w.slot);
+                match r {
+                    Ok((buf, at)) => Reply {
+                        handle: w.handle,
+                        _budget: Some(w.budget),
+                        body: Ok(Body::Data {
+                            buf: DataBuf::Owned(buf),
+                            at,
+                            len: w.len as usize,
+                            offset: w.offset,
+                        }),
+                    },
+                    Err(f) => Reply::failed(w.handle, f),
+                }
+            }
+        };
+        let _ = tx.send(reply).await;
+    }
+}
+
 enum Body {
     /// Nothing.
     Done,
     /// A read's data: the buffer, where the requested bytes lie in it, and the request's offset.
-    Data { buf: AlignedBuf, at: usize, len: usize, offset: u64 },
+    Data { buf: DataBuf, at: usize, len: usize, offset: u64 },
     /// `base:allocation` extents (length, flags), consecutive from the request's offset.
     Extents(Vec<(u32, u32)>),
 }
@@ -1106,6 +1239,8 @@ async fn transmission<R, W>(
     let units = |len: u32| ((len as usize).div_ceil(BUDGET_UNIT).max(1)) as u32;
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut draining = false;
+    let mut readahead: Option<ReadAhead<Mutex<WindowState>>> =
+        (state.read_ahead > 0).then(|| ReadAhead::new(state.read_ahead, e.size));
     'requests: loop {
         while tasks.try_join_next().is_some() {}
         let Ok(slot) = slots.clone().acquire_owned().await else { break };
@@ -1177,6 +1312,65 @@ async fn transmission<R, W>(
                     continue;
                 }
                 let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
+                let (slot, permit) = match readahead.as_mut() {
+                    Some(ra) if h.length > 0 => {
+                        let epoch = e.write_epoch.load(Ordering::SeqCst);
+                        let (mut route, fetch) = ra.route(h.offset, u64::from(h.length), epoch);
+                        if let Some(f) = fetch {
+                            // The window's bytes count in the connection's budget; without room, no
+                            // read-ahead this time.
+                            let need = ((f.end - f.start) as usize).div_ceil(BUDGET_UNIT) as u32;
+                            if let Ok(wb) = budget.clone().try_acquire_many_owned(need) {
+                                let win = Arc::new(Window {
+                                    start: f.start,
+                                    end: f.end,
+                                    epoch,
+                                    body: Mutex::new(WindowState::Reading(Vec::new())),
+                                });
+                                ra.add(win.clone());
+                                if matches!(route, Route::Direct) && f.start <= h.offset {
+                                    route = Route::Window(win.clone());
+                                }
+                                let (client, pool, state, tx) =
+                                    (client.clone(), pool.clone(), state.clone(), tx.clone());
+                                tasks.spawn(read_window(client, win, wb, pool, state, export, tx));
+                            }
+                        }
+                        match route {
+                            Route::Window(win) => {
+                                let w = Waiter {
+                                    handle: h.handle,
+                                    offset: h.offset,
+                                    len: h.length,
+                                    arrived,
+                                    slot,
+                                    budget: permit,
+                                };
+                                let ready = {
+                                    let mut st = win.body.lock().unwrap_or_else(|p| p.into_inner());
+                                    match &mut *st {
+                                        WindowState::Reading(list) => {
+                                            list.push(w);
+                                            None
+                                        }
+                                        WindowState::Read(data) => Some((data.clone(), w)),
+                                    }
+                                };
+                                match ready {
+                                    None => continue,
+                                    Some((Some(data), w)) => {
+                                        let _ = tx.send(window_reply(e, &win, &data, w)).await;
+                                        continue;
+                                    }
+                                    // The window failed: read on its own.
+                                    Some((None, w)) => (w.slot, w.budget),
+                                }
+                            }
+                            Route::Direct => (slot, permit),
+                        }
+                    }
+                    _ => (slot, permit),
+                };
                 if h.length > 0 {
                     // Straight to the engine: the writer takes the result from the connection's
                     // completion queue (no task, no hand-off through a channel).
@@ -1201,7 +1395,12 @@ async fn transmission<R, W>(
                             Ok((buf, at)) => Reply {
                                 handle: h.handle,
                                 _budget: Some(permit),
-                                body: Ok(Body::Data { buf, at, len: h.length as usize, offset: h.offset }),
+                                body: Ok(Body::Data {
+                                    buf: DataBuf::Owned(buf),
+                                    at,
+                                    len: h.length as usize,
+                                    offset: h.offset,
+                                }),
                             },
                             Err(f) => Reply::failed(h.handle, f),
                         })
@@ -1238,6 +1437,7 @@ async fn transmission<R, W>(
                         break;
                     }
                     let range = (h.offset, h.offset + u64::from(h.length));
+                    e.write_epoch.fetch_add(1, Ordering::SeqCst);
                     if e.locks.try_hold(range.0, range.1) {
                         // Nothing overlapping is being written: straight to the engine, the range
                         // held until the writer takes the result.
@@ -1251,6 +1451,7 @@ async fn transmission<R, W>(
                     if rd.read_exact(&mut v).await.is_err() {
                         break;
                     }
+                    e.write_epoch.fetch_add(1, Ordering::SeqCst);
                     Payload::Bytes(v)
                 };
                 let (client, tx, state, pool) = (client.clone(), tx.clone(), state.clone(), pool.clone());
@@ -1258,6 +1459,7 @@ async fn transmission<R, W>(
                     let _slot = slot;
                     let e = &state.exports[export];
                     let r = write_range(&client, &pool, e, h.offset, payload, fua).await;
+                    e.write_epoch.fetch_add(1, Ordering::SeqCst);
                     e.counters.record(Kind::Write(u64::from(h.length)), r.is_ok(), arrived.elapsed());
                     drop(permit);
                     let _ = tx.send(Reply::of(h.handle, r)).await;
@@ -1290,6 +1492,7 @@ async fn transmission<R, W>(
                 }
                 let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
                 let fua = h.flags & CMD_FLAG_FUA != 0;
+                e.write_epoch.fetch_add(1, Ordering::SeqCst);
                 tasks.spawn(async move {
                     let _slot = slot;
                     let e = &state.exports[export];
@@ -1310,6 +1513,7 @@ async fn transmission<R, W>(
                         Ok::<(), Failure>(())
                     }
                     .await;
+                    e.write_epoch.fetch_add(1, Ordering::SeqCst);
                     let _ = tx.send(Reply::of(h.handle, r)).await;
                 });
             }
@@ -1537,13 +1741,19 @@ impl Direct {
             IssuedKind::Read { offset, at } => {
                 e.counters.record(Kind::Read(len), result.is_ok(), issued.arrived.elapsed());
                 let body = match result {
-                    Ok(done) => Ok(Body::Data { buf: done.buf, at, len: issued.length as usize, offset }),
+                    Ok(done) => Ok(Body::Data {
+                        buf: DataBuf::Owned(done.buf),
+                        at,
+                        len: issued.length as usize,
+                        offset,
+                    }),
                     Err(err) => Err(Failure::io(&err)),
                 };
                 Reply { handle: issued.handle, _budget: None, body }
             }
             IssuedKind::Write { range } => {
                 e.locks.release(range);
+                e.write_epoch.fetch_add(1, Ordering::SeqCst);
                 e.counters.record(Kind::Write(len), result.is_ok(), issued.arrived.elapsed());
                 let r = match result {
                     Ok(done) => {
@@ -1608,7 +1818,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(
             broken = batch.send(&mut wr, &replies, structured).await.is_err();
         }
         for r in replies.drain(..) {
-            if let Ok(Body::Data { buf, .. }) = r.body {
+            if let Ok(Body::Data { buf: DataBuf::Owned(buf), .. }) = r.body {
                 pool.put(buf);
             }
         }

@@ -526,6 +526,91 @@ fn the_metrics_page_counts_requests_bytes_and_connections() {
     server.stop().unwrap();
 }
 
+fn metrics_page(server: &ServerHandle) -> String {
+    let metrics = server.metrics_address().expect("metrics configured").to_string();
+    let mut http = std::net::TcpStream::connect(&metrics).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut page = String::new();
+    http.read_to_string(&mut page).unwrap();
+    page
+}
+
+/// The value of a metric line that starts with `prefix`.
+fn metric(page: &str, prefix: &str) -> u64 {
+    let line =
+        page.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("{prefix} missing:\n{page}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// Issue 16's speed (docs/serve.md "Read-ahead"): a connection reading sequentially is answered from
+/// read-ahead windows, and a read after an acknowledged write sees the write, whichever connection
+/// wrote it (aligned or read-modify-write, trim or write-zeroes) and even inside a window read before.
+#[test]
+fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
+    let pid = std::process::id();
+    let path = PathBuf::from(format!("/var/tmp/bfq-serve-readahead-{pid}.img"));
+    let _ = std::fs::remove_file(&path);
+    let _files = Files(vec![path.clone()]);
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\nread_ahead = \"1MiB\"\n[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\n",
+        path.display()
+    );
+    let server = start(Config::from_toml(&text, "readahead.toml").unwrap()).unwrap();
+    let tcp = server.addresses()[0].clone();
+    let (mut reader, mut writer) = (Raw::connect(&tcp), Raw::connect(&tcp));
+    for c in [&mut reader, &mut writer] {
+        c.hello();
+        assert_eq!(c.go("s"), 1);
+    }
+    let k = 1024u64;
+    let mut handle = 0u64;
+    let mut read = |c: &mut Raw, offset: u64, len: u32| -> Vec<u8> {
+        handle += 1;
+        c.request(0, handle, offset, len, &[]);
+        assert_eq!(c.simple(), (0, handle), "read of {len} at {offset}");
+        c.read_n(len as usize)
+    };
+    // Three sequential reads start a window [256 KiB, 1280 KiB).
+    for i in 0..4 {
+        assert_eq!(read(&mut reader, i * 128 * k, 128 * 1024), vec![0u8; 128 * 1024]);
+    }
+    let hits = metric(&metrics_page(&server), "bfq_serve_read_ahead_hits_total{export=\"s\"}");
+    assert!(hits >= 2, "the third and fourth reads come from the window: {hits} hits");
+    // Another connection writes inside the window, aligned and not; then a trim's zeroes.
+    writer.request(1, 100, 600 * k, 4096, &[0xab; 4096]);
+    assert_eq!(writer.simple(), (0, 100));
+    writer.request(1, 101, 700 * k + 7, 5, b"hello");
+    assert_eq!(writer.simple(), (0, 101));
+    let got = read(&mut reader, 512 * k, 256 * 1024);
+    assert_eq!(&got[(88 * k) as usize..(92 * k) as usize], &[0xab; 4096][..], "the aligned write is seen");
+    assert_eq!(
+        &got[(188 * k + 7) as usize..(188 * k + 12) as usize],
+        b"hello",
+        "the unaligned write is seen"
+    );
+    // The reader goes on sequentially past what was written: windows again, and its own write.
+    for i in 0..8 {
+        read(&mut reader, 768 * k + i * 128 * k, 128 * 1024);
+    }
+    reader.request(1, 200, 2048 * k + 4096, 4096, &[0x11; 4096]);
+    assert_eq!(reader.simple(), (0, 200));
+    assert_eq!(read(&mut reader, 2048 * k, 128 * 1024)[4096..8192], [0x11; 4096][..], "its own write");
+    // Write-zeroes (command 6) over data a window may hold.
+    for i in 0..4 {
+        read(&mut reader, 2176 * k + i * 128 * k, 128 * 1024);
+    }
+    writer.request(1, 102, 2700 * k, 4096, &[0x77; 4096]);
+    assert_eq!(writer.simple(), (0, 102));
+    assert_eq!(read(&mut reader, 2688 * k, 128 * 1024)[12288..16384], [0x77; 4096][..]);
+    writer.request(6, 103, 2700 * k, 4096, &[]);
+    assert_eq!(writer.simple(), (0, 103));
+    assert_eq!(read(&mut reader, 2688 * k, 128 * 1024), vec![0u8; 128 * 1024], "write-zeroes is seen");
+    let after = metric(&metrics_page(&server), "bfq_serve_read_ahead_hits_total{export=\"s\"}");
+    assert!(after > hits + 4, "later sequential reads came from windows too: {after} hits");
+    drop((reader, writer));
+    server.stop().unwrap();
+}
+
 /// Issue 16 part 4: stopping the server (SIGTERM for `bfq serve`) answers every request it received —
 /// those in flight with their data, later ones with ESHUTDOWN — before closing; nothing goes
 /// unanswered.
