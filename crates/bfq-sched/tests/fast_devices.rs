@@ -48,12 +48,37 @@ fn run(sched: &mut dyn Scheduler, dev: Device, apps: &[App], duration: Nanos) ->
     run_with_latencies(sched, dev, apps, duration).0
 }
 
+/// How the applications' processes answer their completions: each next request is issued
+/// `turnaround` after the completion that frees its slot; and about every `stall_every` (uniformly
+/// 0-2x, each process on its own), the process is descheduled for `stall` (a network client of
+/// `bfq serve` on a busy machine), issuing nothing until then and everything it owes at once after.
+#[derive(Clone, Copy)]
+struct Clients {
+    turnaround: Nanos,
+    stall_every: Nanos,
+    stall: Nanos,
+}
+
+/// Processes that issue their next request at their completion's instant.
+const AT_ONCE: Clients = Clients { turnaround: 0, stall_every: 0, stall: 0 };
+
 /// As [`run`], with each app's request latencies (insertion to completion) too.
 fn run_with_latencies(
     sched: &mut dyn Scheduler,
     dev: Device,
     apps: &[App],
     duration: Nanos,
+) -> (Vec<u64>, Vec<Vec<Nanos>>) {
+    run_clients(sched, dev, apps, duration, AT_ONCE)
+}
+
+/// As [`run_with_latencies`], with processes that answer as `clients` says.
+fn run_clients(
+    sched: &mut dyn Scheduler,
+    dev: Device,
+    apps: &[App],
+    duration: Nanos,
+    clients: Clients,
 ) -> (Vec<u64>, Vec<Vec<Nanos>>) {
     for (i, a) in apps.iter().enumerate() {
         let spec = QueueSpec { weight: a.weight, ..QueueSpec::default() };
@@ -99,7 +124,21 @@ fn run_with_latencies(
         }
     }
     let service = |r: &Request| dev.overhead + u64::from(r.len) * SEC / dev.unit_rate;
+    // Requests owed: (when, app).
+    let mut owed: Vec<(Nanos, usize)> = Vec::new();
+    let mut stalled_until = vec![0 as Nanos; apps.len()];
+    let mut stall_rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next_gap = move || {
+        stall_rng = stall_rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (stall_rng >> 33) % (2 * clients.stall_every.max(1))
+    };
+    let mut next_stall: Vec<Nanos> = (0..apps.len()).map(|_| next_gap()).collect();
     while now < duration {
+        while let Some(k) = owed.iter().position(|(t, _)| *t <= now) {
+            let (_, i) = owed.swap_remove(k);
+            let id = issue(i, now, sched, &mut next_id);
+            inserted.insert(id, now);
+        }
         while serving.len() + waiting.len() < dev.depth {
             match sched.dispatch(Instant::from_nanos(now)) {
                 Decision::Dispatch(r) => {
@@ -114,8 +153,12 @@ fn run_with_latencies(
         }
         let completion = serving.iter().map(|(t, _)| *t).min();
         let timer = sched.next_timer();
-        let next =
-            [completion, timer.map(Instant::as_nanos), Some(duration)].into_iter().flatten().min().unwrap();
+        let owed_next = owed.iter().map(|(t, _)| *t).min();
+        let next = [completion, timer.map(Instant::as_nanos), owed_next, Some(duration)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap();
         now = next.max(now);
         if timer.is_some_and(|t| t <= Instant::from_nanos(now)) {
             sched.timer(Instant::from_nanos(now));
@@ -129,8 +172,16 @@ fn run_with_latencies(
             let i = r.queue.0 as usize - 1;
             bytes[i] += u64::from(r.len);
             latencies[i].push(now - inserted.remove(&r.id).unwrap_or(now));
-            let id = issue(i, now, sched, &mut next_id);
-            inserted.insert(id, now);
+            if clients.turnaround == 0 && clients.stall_every == 0 {
+                let id = issue(i, now, sched, &mut next_id);
+                inserted.insert(id, now);
+                continue;
+            }
+            if clients.stall_every > 0 && now >= next_stall[i] {
+                stalled_until[i] = now + clients.stall;
+                next_stall[i] = now + clients.stall + next_gap();
+            }
+            owed.push(((now + clients.turnaround).max(stalled_until[i]), i));
         }
     }
     (bytes, latencies)
@@ -379,4 +430,29 @@ fn the_latency_guard_keeps_a_light_queue_near_its_latency_alone_inside_a_shared_
     assert!(p_fifo >= 10 * p_alone, "fifo: p99 {p_fifo} ns against {p_alone} alone");
     assert!(on_bytes[1] as f64 >= 0.7 * off_bytes[1] as f64, "greedy {on_bytes:?} against {off_bytes:?}");
     assert!(on[0].len() >= 10 * off[0].len(), "the light queue completes more reads with the guard");
+}
+
+#[test]
+fn greedy_clients_that_stall_now_and_then_keep_their_weights() {
+    // Issue 16's shares: two network clients of `bfq serve`, each keeping 32 random 4 KiB reads
+    // outstanding, with a turnaround of 30 us per request and, now and then, a stall of a few
+    // milliseconds (the machine's CPUs are busy), on a device that runs 8 requests at once. Both can
+    // use the whole device: weights 1:3 must give 1:3 of the bytes (within 5%). The in-service
+    // random reader is idled for with the full slice_idle in this asymmetric scenario (kernel-bfq-
+    // reference.md "Idling": the 2 ms window only when symmetric); with 2 ms, 5 ms pauses cost the
+    // heavier client its slot and the ratio was 2.58.
+    let apps = [App { window: 32, ..rand(100) }, App { window: 32, ..rand(300) }];
+    for (stall_every, stall) in [(0, 0), (20 * MSEC, 2 * MSEC), (50 * MSEC, 5 * MSEC), (10 * MSEC, MSEC)] {
+        let clients = Clients { turnaround: 30_000, stall_every, stall };
+        let (b, _) = run_clients(&mut bfq(NVME, &[("low_latency", "0")]), BANK, &apps, 4 * SEC, clients);
+        let (f, _) = run_clients(fifo().as_mut(), BANK, &apps, 4 * SEC, clients);
+        let ratio = b[1] as f64 / b[0] as f64;
+        eprintln!(
+            "stalls of {} ms every {} ms: bfq {b:?} ratio {ratio:.2}; fifo {f:?} ({:.2} of fifo)",
+            stall / MSEC,
+            stall_every / MSEC,
+            (b[0] + b[1]) as f64 / (f[0] + f[1]) as f64
+        );
+        assert!((2.85..=3.15).contains(&ratio), "stalls of {stall} ns: ratio {ratio:.2}, weights 1:3");
+    }
 }
