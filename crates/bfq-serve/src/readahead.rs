@@ -77,9 +77,10 @@ impl<T> ReadAhead<T> {
     }
 
     /// A read of `len` (> 0) bytes at `offset` arrived while the export's write epoch is `epoch`:
-    /// where it goes, and a window to read first if one is due (the caller reads it and calls
-    /// [`ReadAhead::add`], then routes the read again).
-    pub fn route(&mut self, offset: u64, len: u64, epoch: u64) -> (Route<T>, Option<Fetch>) {
+    /// where it goes, and a window to read first if one is due (the caller reads it and adds it with
+    /// [`ReadAhead::add`]). `shallow`: the connection keeps few reads outstanding; a deep one gets
+    /// no new window (it keeps the device busy itself), but is still answered from existing ones.
+    pub fn route(&mut self, offset: u64, len: u64, epoch: u64, shallow: bool) -> (Route<T>, Option<Fetch>) {
         let end = offset + len;
         if offset == self.next {
             self.run = self.run.saturating_add(1);
@@ -94,14 +95,15 @@ impl<T> ReadAhead<T> {
             Some(i) => {
                 let w = self.windows[i].clone();
                 // Past the middle of the newest window: the next one is read now, ahead of the reads.
-                let fetch = if i + 1 == self.windows.len() && end > w.start + (w.end - w.start) / 2 {
+                let fetch = if shallow && i + 1 == self.windows.len() && end > w.start + (w.end - w.start) / 2
+                {
                     self.window_at(w.end, 0)
                 } else {
                     None
                 };
                 (Route::Window(w), fetch)
             }
-            None if self.run >= SEQUENTIAL_RUN => {
+            None if shallow && self.run >= SEQUENTIAL_RUN => {
                 let start = offset - offset % crate::server::BLOCK;
                 // A window starting here, large enough for the read (a read longer than a window gets
                 // one of its own size).
@@ -141,22 +143,31 @@ mod tests {
     fn a_sequential_reader_gets_a_window_and_the_next_one_past_its_middle() {
         let mut ra = ReadAhead::new(1024 * K, 100 * 1024 * K);
         // The first two reads in a row are read on their own.
-        assert!(matches!(ra.route(0, 128 * K, 0), (Route::Direct, None)));
-        assert!(matches!(ra.route(128 * K, 128 * K, 0), (Route::Direct, None)));
+        assert!(matches!(ra.route(0, 128 * K, 0, true), (Route::Direct, None)));
+        assert!(matches!(ra.route(128 * K, 128 * K, 0, true), (Route::Direct, None)));
         // The third starts a window at itself.
-        let (r, f) = ra.route(256 * K, 128 * K, 0);
+        let (r, f) = ra.route(256 * K, 128 * K, 0, true);
         assert!(matches!(r, Route::Direct));
         let f = f.expect("a window is due");
         assert_eq!((f.start, f.end), (256 * K, 1280 * K));
         window(&mut ra, f, 0);
-        let (r, f) = ra.route(256 * K, 128 * K, 0);
+        let (r, f) = ra.route(256 * K, 128 * K, 0, true);
         assert!(matches!(r, Route::Window(_)) && f.is_none(), "answered from the window, none due yet");
         // 384..512, 512..640 (past the middle at 768): the next window from 1280 is due.
-        assert!(matches!(ra.route(384 * K, 128 * K, 0), (Route::Window(_), None)));
-        assert!(matches!(ra.route(512 * K, 128 * K, 0), (Route::Window(_), None)));
-        let (r, f) = ra.route(640 * K, 256 * K, 0);
+        assert!(matches!(ra.route(384 * K, 128 * K, 0, true), (Route::Window(_), None)));
+        assert!(matches!(ra.route(512 * K, 128 * K, 0, true), (Route::Window(_), None)));
+        let (r, f) = ra.route(640 * K, 256 * K, 0, true);
         assert!(matches!(r, Route::Window(_)));
         assert_eq!(f, Some(Fetch { start: 1280 * K, end: 2304 * K }));
+    }
+
+    #[test]
+    fn a_connection_with_many_reads_outstanding_gets_no_new_window() {
+        let mut ra: ReadAhead<()> = ReadAhead::new(1024 * K, 1 << 30);
+        for i in 0..10u64 {
+            assert!(matches!(ra.route(i * 128 * K, 128 * K, 0, false), (Route::Direct, None)), "read {i}");
+        }
+        assert!(ra.route(10 * 128 * K, 128 * K, 0, true).1.is_some(), "shallow again: a window");
     }
 
     #[test]
@@ -164,7 +175,7 @@ mod tests {
         let mut ra: ReadAhead<()> = ReadAhead::new(1024 * K, 1 << 30);
         for i in 0..100u64 {
             let offset = (i * 7919 % 1000) * 4 * K;
-            assert!(matches!(ra.route(offset, 4 * K, 0), (Route::Direct, None)), "read {i}");
+            assert!(matches!(ra.route(offset, 4 * K, 0, true), (Route::Direct, None)), "read {i}");
         }
     }
 
@@ -172,13 +183,13 @@ mod tests {
     fn a_write_of_the_export_retires_every_window_read_before_it() {
         // Issue 16: a read after an acknowledged write sees the write.
         let mut ra = ReadAhead::new(1024 * K, 1 << 30);
-        ra.route(0, 4 * K, 0);
-        ra.route(4 * K, 4 * K, 0);
-        let (_, f) = ra.route(8 * K, 4 * K, 0);
+        ra.route(0, 4 * K, 0, true);
+        ra.route(4 * K, 4 * K, 0, true);
+        let (_, f) = ra.route(8 * K, 4 * K, 0, true);
         window(&mut ra, f.unwrap(), 0);
-        assert!(matches!(ra.route(12 * K, 4 * K, 0).0, Route::Window(_)));
+        assert!(matches!(ra.route(12 * K, 4 * K, 0, true).0, Route::Window(_)));
         // The epoch moved (a write was submitted or completed): the window is not used.
-        let (r, f) = ra.route(16 * K, 4 * K, 2);
+        let (r, f) = ra.route(16 * K, 4 * K, 2, true);
         assert!(matches!(r, Route::Direct));
         assert_eq!(f, Some(Fetch { start: 16 * K, end: 1040 * K }), "still sequential: a new window");
     }
@@ -186,20 +197,20 @@ mod tests {
     #[test]
     fn windows_stop_at_the_end_of_the_export_and_cover_long_reads() {
         let mut ra: ReadAhead<()> = ReadAhead::new(1024 * K, 1100 * K);
-        ra.route(0, 4 * K, 0);
-        ra.route(4 * K, 4 * K, 0);
-        let (_, f) = ra.route(8 * K, 4 * K, 0);
+        ra.route(0, 4 * K, 0, true);
+        ra.route(4 * K, 4 * K, 0, true);
+        let (_, f) = ra.route(8 * K, 4 * K, 0, true);
         assert_eq!(f, Some(Fetch { start: 8 * K, end: 1032 * K }));
         let mut ra: ReadAhead<()> = ReadAhead::new(1024 * K, 1 << 30);
-        ra.route(0, 2048 * K, 0);
-        ra.route(2048 * K, 2048 * K, 0);
-        let (_, f) = ra.route(4096 * K, 2048 * K, 0);
+        ra.route(0, 2048 * K, 0, true);
+        ra.route(2048 * K, 2048 * K, 0, true);
+        let (_, f) = ra.route(4096 * K, 2048 * K, 0, true);
         assert_eq!(f, Some(Fetch { start: 4096 * K, end: 6144 * K }), "a window as long as the read");
         let mut ra: ReadAhead<()> = ReadAhead::new(1024 * K, 100 * K);
-        ra.route(0, 4 * K, 0);
-        ra.route(4 * K, 4 * K, 0);
-        ra.route(8 * K, 4 * K, 0);
-        let (_, f) = ra.route(96 * K, 4 * K, 0);
+        ra.route(0, 4 * K, 0, true);
+        ra.route(4 * K, 4 * K, 0, true);
+        ra.route(8 * K, 4 * K, 0, true);
+        let (_, f) = ra.route(96 * K, 4 * K, 0, true);
         assert_eq!(f, None, "not sequential");
     }
 }
