@@ -16,14 +16,21 @@ pub struct ServeArgs {
     /// Check the configuration and exit without serving.
     #[arg(long)]
     pub check: bool,
+    /// Write the scheduler's events (selections, expiries with their reason and charge, idling,
+    /// injection) to this new file, one line each (`scripts/trace-turns` summarises it); with
+    /// exports on several devices, one file per device, `FILE.0`, `FILE.1`, ... Costs a formatted
+    /// line per event. The file must not exist.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
 }
 
 /// Runs `bfq serve` until SIGINT or SIGTERM.
 pub fn execute(args: ServeArgs) -> Result<()> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => Config::from_file(path)?,
         None => Config::from_toml(DEFAULT_CONFIG, "<embedded default>")?,
     };
+    config.event_log = args.events.clone();
     if args.check {
         println!(
             "{}: {} export(s), scheduler {}",

@@ -81,6 +81,9 @@ pub struct Config {
     pub summary_interval: Option<std::time::Duration>,
     /// Read-ahead window for a connection that reads sequentially, in bytes (0: none).
     pub read_ahead: u64,
+    /// Where to write the scheduler's events (not a configuration field: `bfq serve --events`); with
+    /// several devices, one file each, `FILE.N` in the order of their first export.
+    pub event_log: Option<PathBuf>,
     /// The exports.
     pub exports: Vec<Export>,
 }
@@ -299,6 +302,7 @@ impl Config {
         Ok(Config {
             listen,
             read_ahead,
+            event_log: None,
             scheduler: raw.scheduler,
             params,
             depth: raw.depth,

@@ -71,6 +71,14 @@ pub enum ServeError {
     /// The engine could not be started.
     #[error(transparent)]
     Engine(#[from] bfq_io::EngineError),
+    /// The event log cannot be created (it must not exist yet).
+    #[error("--events {path}: cannot create it: {source}")]
+    Events {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// The runtime could not be started.
     #[error("cannot start the server's runtime: {0}")]
     Runtime(std::io::Error),
@@ -657,10 +665,22 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
     let mut slots: Vec<Option<(usize, u32)>> = vec![None; config.exports.len()];
     let mut engines = Vec::new();
     let mut devices: Vec<_> = by_device.into_iter().collect();
-    devices.sort();
-    for (_, members) in devices {
+    // In the order of their first export, so that `FILE.N` of the event logs can be told apart.
+    devices.sort_by_key(|(_, members)| members[0]);
+    let several = devices.len() > 1;
+    for (n, (_, members)) in devices.into_iter().enumerate() {
         let mut builder =
             Engine::builder().scheduler_name(&config.scheduler, &config.params).depth(config.depth);
+        if let Some(path) = &config.event_log {
+            let path = if several { PathBuf::from(format!("{}.{n}", path.display())) } else { path.clone() };
+            // Never over an existing file: the log is ours only if we create it.
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|source| ServeError::Events { path: path.display().to_string(), source })?;
+            builder = builder.event_log(file);
+        }
         for (t, &i) in members.iter().enumerate() {
             builder = builder.target_file(opened[i].0.take().expect("each export opened once"));
             slots[i] = Some((engines.len(), t as u32));
