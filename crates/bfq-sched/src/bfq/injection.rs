@@ -366,7 +366,7 @@ impl Bfq {
         // two of its requests, and each light read then waited behind 32 greedy ones (p99 33-36 ms,
         // against 9-12 ms under FIFO).
         let last = self.last_completion.filter(|(by, _)| {
-            self.index.get(*by).is_none_or(|w| {
+            self.index.get(*by).map_or(true, |w| {
                 let w = &self.queues[w as usize];
                 w.demand.max(w.demand_peak) <= WAKEE_MAX_DEMAND
             })
