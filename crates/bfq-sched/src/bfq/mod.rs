@@ -475,10 +475,14 @@ impl Bfq {
             }
             let q = &self.queues[s as usize];
             let b = q.budget.clamp(budget::min_budget(self.b_max), self.b_max);
+            self.check_raising_end(s, now);
+            let w = self.effective_weight(s);
+            self.wf2q.reweight_waiting(s, w);
             self.wf2q.served_out_of_turn(s, cost, b);
         }
         // Raising that ran out ends now (its weight leaves the tree at the next requeue, as for any
-        // weight change), so that stats and idling see it at once.
+        // weight change, or at its next injected request for a waiting queue), so that stats and
+        // idling see it at once.
         self.check_raising_end(s, now);
         self.dispatched_total += 1;
         self.dispatched_sectors += r.sectors();
