@@ -248,7 +248,11 @@ fn strict_guarantees_idles_even_for_async_queues_on_flash_with_internal_queueing
 #[test]
 fn writes_are_charged_the_write_coefficient_per_sector() {
     // Seed 001 sec. 4.5: for each sector written the budget is decremented by the coefficient (10).
-    let mut t = Rig::new(DISK, no_raising());
+    // The papers' BFQ: `write_charge=10`, `write_charge_rule=seeds` (every write).
+    let mut cfg = no_raising();
+    cfg.set("write_charge", "10").unwrap();
+    cfg.set("write_charge_rule", "seeds").unwrap();
+    let mut t = Rig::new(DISK, cfg);
     let w = t.request(1, Op::Write, 0, 4, false);
     assert_eq!(t.dispatched(), w);
     t.read(2, 1 << 30);
@@ -257,6 +261,32 @@ fn writes_are_charged_the_write_coefficient_per_sector() {
     assert_eq!(t.expiries(1), vec![(ExpiryReason::NoMoreRequests, 80)]);
     let s = t.b.queue_stats(QueueId(1)).unwrap();
     assert_eq!((s.service_sectors, s.charged_sectors), (8, 80));
+}
+
+#[test]
+fn async_writes_are_charged_three_times_only_while_the_scenario_is_symmetric() {
+    // Kernel (kernel-bfq-reference.md "Writes"): async requests cost 3x their sectors when the
+    // scenario is symmetric and their queue is not raised, their sectors otherwise. Where weights
+    // differ, a 3x charge on top of them would starve the write-back queue (docs/fast-devices.md,
+    // "Writers beside readers").
+    // Two writes of 4 KiB (8 sectors): the first dispatched with the write-back queue alone, the second
+    // after a reader of weight `reader_weight` became backlogged.
+    let charged = |reader_weight: u32| {
+        let mut t = Rig::new(DISK, no_raising());
+        let spec = QueueSpec { weight: reader_weight, ..QueueSpec::default() };
+        t.b.configure_queue(QueueId(2), spec, Instant::ZERO).unwrap();
+        let w1 = t.request(1, Op::Write, 0, 4, false);
+        let w2 = t.request(1, Op::Write, 8, 4, false);
+        assert_eq!(t.dispatched(), w1);
+        let r = t.read(2, 1 << 30);
+        t.b.complete(&w1, Instant::from_nanos(t.now));
+        assert_eq!(t.dispatched(), w2);
+        t.b.complete(&w2, Instant::from_nanos(t.now));
+        assert_eq!(t.dispatched(), r);
+        t.b.queue_stats(QueueId(1)).unwrap().charged_sectors
+    };
+    assert_eq!(charged(100), 24 + 24, "equal weights: symmetric, 3x each");
+    assert_eq!(charged(300), 24 + 8, "different weights: asymmetric, the second costs its sectors only");
 }
 
 #[test]

@@ -392,6 +392,11 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("fair_charge", "0"),
     ("bypass_depth", "0"),
     ("latency_guard", "0"),
+    // The seeds' write charge (seed 001 sec. 4.5: every write x10) and raising ended by time (and v1's
+    // wr_budget) only; today's BFQ follows the kernel (docs/fast-devices.md, "Writers beside readers").
+    ("write_charge", "10"),
+    ("write_charge_rule", "seeds"),
+    ("max_service_from_wr", "0"),
 ];
 
 /// The scheduler name that stands for this project's BFQ as it is today (the registry's default `bfq`,

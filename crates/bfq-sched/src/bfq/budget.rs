@@ -6,7 +6,7 @@
 //! "Budget timeout & overcharge"): a different too-idle rule, and an overcharge proportional to the
 //! time used instead of the full budget.
 
-use super::config::{BfqConfig, Variant};
+use super::config::{BfqConfig, Variant, WriteChargeRule};
 use crate::scheduler::ExpiryReason;
 use crate::types::{Nanos, Request, MSEC};
 
@@ -38,10 +38,17 @@ pub fn initial_budget(cfg: &BfqConfig, b_max: u64) -> u64 {
 }
 
 /// What a request costs in budget and in service: its size, times the write (over)charge coefficient
-/// for writes with the v1 heuristics (seed 001 sec. 4.5).
-pub fn request_cost(cfg: &BfqConfig, request: &Request) -> u64 {
+/// with the v1 heuristics (seed 001 sec. 4.5) for the requests `write_charge_rule` names: every write
+/// (`seeds`), or (`kernel`) an asynchronous request when `symmetric_unraised` (the scenario is
+/// symmetric and the request's queue is not weight-raised).
+pub fn request_cost(cfg: &BfqConfig, request: &Request, symmetric_unraised: bool) -> u64 {
     let sectors = request.sectors();
-    if cfg.v1_heuristics && request.op.is_write() {
+    let overcharged = cfg.v1_heuristics
+        && match cfg.write_charge_rule {
+            WriteChargeRule::Seeds => request.op.is_write(),
+            WriteChargeRule::Kernel => !request.sync && symmetric_unraised,
+        };
+    if overcharged {
         sectors * cfg.write_charge
     } else {
         sectors
@@ -417,7 +424,30 @@ mod tests {
 
     #[test]
     fn writes_cost_the_write_charge_coefficient_per_sector() {
-        // Seed 001 sec. 4.5: coefficient 10.
+        // Seed 001 sec. 4.5: coefficient 10, every write.
+        let cfg =
+            BfqConfig { write_charge: 10, write_charge_rule: WriteChargeRule::Seeds, ..BfqConfig::default() };
+        let w = Request {
+            id: RequestId(1),
+            queue: QueueId(1),
+            op: Op::Write,
+            offset: 0,
+            len: 4096,
+            sync: false,
+            meta: false,
+        };
+        for symmetric in [true, false] {
+            assert_eq!(request_cost(&cfg, &w, symmetric), 80);
+            assert_eq!(request_cost(&cfg, &Request { sync: true, ..w }, symmetric), 80);
+            assert_eq!(request_cost(&cfg, &Request { op: Op::Read, sync: true, ..w }, symmetric), 8);
+        }
+        let orig = BfqConfig { v1_heuristics: false, ..cfg };
+        assert_eq!(request_cost(&orig, &w, true), 8);
+    }
+
+    #[test]
+    fn the_kernel_overcharges_async_requests_by_three_in_symmetric_scenarios_only() {
+        // kernel-bfq-reference.md "Writes": async charged 3x when symmetric and not raised.
         let cfg = BfqConfig::default();
         let w = Request {
             id: RequestId(1),
@@ -428,10 +458,13 @@ mod tests {
             sync: false,
             meta: false,
         };
-        assert_eq!(request_cost(&cfg, &w), 80);
-        assert_eq!(request_cost(&cfg, &Request { op: Op::Read, ..w }), 8);
-        let orig = BfqConfig { v1_heuristics: false, ..BfqConfig::default() };
-        assert_eq!(request_cost(&orig, &w), 8);
+        assert_eq!(request_cost(&cfg, &w, true), 24);
+        assert_eq!(request_cost(&cfg, &w, false), 8, "asymmetric scenario or raised queue: sectors only");
+        assert_eq!(
+            request_cost(&cfg, &Request { sync: true, ..w }, true),
+            8,
+            "sync writes are not overcharged"
+        );
     }
 
     #[test]

@@ -30,6 +30,18 @@ pub enum Variant {
     Kernel,
 }
 
+/// Which requests pay the write (over)charge (`write_charge_rule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteChargeRule {
+    /// Every write (seed 001 sec. 4.5).
+    Seeds,
+    /// Asynchronous requests of unraised queues in symmetric scenarios (the kernel).
+    Kernel,
+}
+
+const WRITE_CHARGE_RULES: [(&str, WriteChargeRule); 2] =
+    [("seeds", WriteChargeRule::Seeds), ("kernel", WriteChargeRule::Kernel)];
+
 /// Idling policy on devices with internal queueing (NCQ).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IdlingPolicy {
@@ -78,8 +90,17 @@ pub struct BfqConfig {
     pub budget_feedback: Variant,
     /// `idling_policy` (`kernel`): what to do on devices with internal queueing.
     pub idling_policy: IdlingPolicy,
-    /// `write_charge` (10): write (over)charge coefficient (seed 001 sec. 4.5).
+    /// `write_charge` (3): write (over)charge coefficient: 10 in seed 001 sec. 4.5 (the papers' BFQ),
+    /// 3 in the kernel (`bfq_async_charge_factor` since 2018, kernel-bfq-reference.md "Writes").
     pub write_charge: u64,
+    /// `write_charge_rule` (`kernel`): which requests pay `write_charge`. `seeds`: every write (seed
+    /// 001 sec. 4.5). `kernel`: asynchronous requests of a queue that is not weight-raised, and only in
+    /// a symmetric scenario (kernel-bfq-reference.md "Writes": async charged 3x when symmetric and not
+    /// raised); otherwise a request costs its sectors. Where weights differ, the overcharge would
+    /// divide the write-back queue's weight by the coefficient on top of the weights the user set: a
+    /// buffered writer of weight 100 beside readers of weights 100 and 200 on a fast device got a
+    /// tenth of its weighted share (docs/fast-devices.md, "Writers beside readers").
+    pub write_charge_rule: WriteChargeRule,
     /// `wr_coeff` (0 = variant default: C_rais = 10 for v1, seed 001 sec. 4.1; 30 for v7r8, kernel).
     pub wr_coeff: u32,
     /// `wr_budget` (49152 sectors = 24 MB): B_rais of seed 001 sec. 4.1.
@@ -88,6 +109,14 @@ pub struct BfqConfig {
     pub wr_max_time: Nanos,
     /// `wr_min_idle_time` (2 s): T_idle of seed 001 sec. 4.1.
     pub wr_min_idle_time: Nanos,
+    /// `max_service_from_wr` (120000 sectors; 0 = no limit): interactive raising ends once the queue
+    /// has received this much service while raised (the kernel's constant of the same name,
+    /// kernel-bfq-reference.md "Interactive weight raising"). A queue that reads this much is not
+    /// starting an application but streaming: kept at x30 for the whole raising period (up to 25 s), a
+    /// few greedy readers left the unraised write-back queue next to nothing (docs/fast-devices.md,
+    /// "Writers beside readers"). 0 in the papers' BFQ (seeds 001 and 003 end raising by time, and v1
+    /// by its `wr_budget`, only).
+    pub max_service_from_wr: u64,
     /// `softrt_max_rate` (7000 sectors/s): the bandwidth bound of soft real-time detection
     /// (seed 003 sec. V-B; kernel constant).
     pub softrt_max_rate: u64,
@@ -163,11 +192,13 @@ impl Default for BfqConfig {
             peak_rate_estimator: Variant::Paper,
             budget_feedback: Variant::Paper,
             idling_policy: IdlingPolicy::Kernel,
-            write_charge: 10,
+            write_charge: 3,
+            write_charge_rule: WriteChargeRule::Kernel,
             wr_coeff: 0,
             wr_budget: 49_152,
             wr_max_time: 6 * SEC,
             wr_min_idle_time: 2 * SEC,
+            max_service_from_wr: 120_000,
             softrt_max_rate: 7000,
             softrt_duration: 300 * MSEC,
             softrt_coeff: 3000,
@@ -205,10 +236,12 @@ pub const PARAM_NAMES: &[&str] = &[
     "budget_feedback",
     "idling_policy",
     "write_charge",
+    "write_charge_rule",
     "wr_coeff",
     "wr_budget",
     "wr_max_time",
     "wr_min_idle_time",
+    "max_service_from_wr",
     "softrt_max_rate",
     "softrt_duration",
     "softrt_coeff",
@@ -282,10 +315,12 @@ impl BfqConfig {
             }
             "idling_policy" => self.idling_policy = parse_choice(key, value, &IDLING_POLICIES)?,
             "write_charge" => self.write_charge = parse_u64(NAME, key, value, 1, 100)?,
+            "write_charge_rule" => self.write_charge_rule = parse_choice(key, value, &WRITE_CHARGE_RULES)?,
             "wr_coeff" => self.wr_coeff = parse_u64(NAME, key, value, 0, 1000)? as u32,
             "wr_budget" => self.wr_budget = parse_u64(NAME, key, value, 1, 1 << 30)?,
             "wr_max_time" => self.wr_max_time = ms(1, 3_600_000)?,
             "wr_min_idle_time" => self.wr_min_idle_time = ms(0, 3_600_000)?,
+            "max_service_from_wr" => self.max_service_from_wr = parse_u64(NAME, key, value, 0, 1 << 40)?,
             "softrt_max_rate" => self.softrt_max_rate = parse_u64(NAME, key, value, 1, 1 << 30)?,
             "softrt_duration" => self.softrt_duration = ms(1, 3_600_000)?,
             "softrt_coeff" => self.softrt_coeff = parse_u64(NAME, key, value, 1, 10_000)? as u32,
@@ -350,10 +385,19 @@ impl BfqConfig {
                     .to_string(),
             ),
             ("write_charge", self.write_charge.to_string()),
+            (
+                "write_charge_rule",
+                WRITE_CHARGE_RULES
+                    .iter()
+                    .find(|(_, r)| *r == self.write_charge_rule)
+                    .map_or("kernel", |(n, _)| n)
+                    .to_string(),
+            ),
             ("wr_coeff", self.wr_coeff.to_string()),
             ("wr_budget", self.wr_budget.to_string()),
             ("wr_max_time", (self.wr_max_time / MSEC).to_string()),
             ("wr_min_idle_time", (self.wr_min_idle_time / MSEC).to_string()),
+            ("max_service_from_wr", self.max_service_from_wr.to_string()),
             ("softrt_max_rate", self.softrt_max_rate.to_string()),
             ("softrt_duration", (self.softrt_duration / MSEC).to_string()),
             ("softrt_coeff", self.softrt_coeff.to_string()),

@@ -439,6 +439,13 @@ impl Hierarchy {
         }
     }
 
+    /// A waiting queue's weight changes before it is served out of its turn
+    /// ([`Wf2q::reweight_waiting`]).
+    pub fn reweight_waiting(&mut self, slot: u32, weight: u64) {
+        let (g, l) = self.place[slot as usize];
+        self.groups[g as usize].wf2q.reweight_waiting(l, weight);
+    }
+
     /// A waiting queue was served out of its turn (see [`Wf2q::served_out_of_turn`]); the groups above
     /// it are charged too: out of turn where they are waiting, as service of their turn where they are
     /// in service.

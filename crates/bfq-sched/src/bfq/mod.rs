@@ -79,7 +79,7 @@ pub const EVENT_CAPACITY: usize = 65_536;
 struct Service {
     slot: u32,
     budget: u64,
-    /// Service in charge units (writes count `write_charge` per sector).
+    /// Service in charge units (the requests `write_charge_rule` names count `write_charge` per sector).
     served: u64,
     served_sectors: u64,
     started: Instant,
@@ -429,6 +429,18 @@ impl Bfq {
         self.slot_injected.clear();
     }
 
+    /// What `r`, dispatched by queue `s`, costs ([`budget::request_cost`]): under the kernel's rule an
+    /// asynchronous request is overcharged only while the scenario is symmetric and `s` is not raised.
+    fn request_cost(&self, s: u32, r: &Request) -> u64 {
+        let raised = self.raising_on() && self.queues[s as usize].raising.active();
+        // Only an asynchronous request under the kernel's rule needs the scenario (checked last).
+        let symmetric_unraised = match self.cfg.write_charge_rule {
+            config::WriteChargeRule::Seeds => true,
+            config::WriteChargeRule::Kernel => !(r.sync || raised || self.asymmetric()),
+        };
+        budget::request_cost(&self.cfg, r, symmetric_unraised)
+    }
+
     /// The queue has no request queued nor in flight.
     fn became_idle(&mut self, s: u32, now: Instant) {
         let soft_rt = self.raising_on() && self.cfg.weight_raising == WeightRaising::V7r8;
@@ -450,7 +462,7 @@ impl Bfq {
             self.index_position(s);
         }
         let r = slot.request;
-        let cost = budget::request_cost(&self.cfg, &r);
+        let cost = self.request_cost(s, &r);
         // Whether the request enters a device holding nothing of other queues (a baseline sample).
         let others = self.in_flight - self.queues[s as usize].serving_in_flight;
         if in_turn {
@@ -475,10 +487,14 @@ impl Bfq {
             }
             let q = &self.queues[s as usize];
             let b = q.budget.clamp(budget::min_budget(self.b_max), self.b_max);
+            self.check_raising_end(s, now);
+            let w = self.effective_weight(s);
+            self.wf2q.reweight_waiting(s, w);
             self.wf2q.served_out_of_turn(s, cost, b);
         }
         // Raising that ran out ends now (its weight leaves the tree at the next requeue, as for any
-        // weight change), so that stats and idling see it at once.
+        // weight change, or at its next injected request for a waiting queue), so that stats and
+        // idling see it at once.
         self.check_raising_end(s, now);
         self.dispatched_total += 1;
         self.dispatched_sectors += r.sectors();
@@ -757,7 +773,7 @@ impl Scheduler for Bfq {
                 if !self.slab.get(index).request.sync && !self.async_may_enter() {
                     return Decision::Wait;
                 }
-                let cost = budget::request_cost(&self.cfg, &self.slab.get(index).request);
+                let cost = self.request_cost(s, &self.slab.get(index).request);
                 if served > 0 && cost > budget.saturating_sub(served) {
                     self.expire(ExpiryReason::BudgetExhausted, now);
                     continue;

@@ -43,6 +43,8 @@ pub struct Raising {
     pub budget_left: u64,
     /// v1: the initial weight-raising budget.
     pub budget: u64,
+    /// Sectors served since interactive raising started (`max_service_from_wr`).
+    pub served: u64,
 }
 
 /// The v7r8 interactive raising duration for a device of rate `rate` (sectors/s).
@@ -61,6 +63,10 @@ impl Raising {
 
     /// Starts (or renews) interactive raising.
     pub fn start_interactive(&mut self, cfg: &BfqConfig, now: Instant, rotational: bool, rate: u64) {
+        if self.kind != Some(RaiseKind::Interactive) {
+            // A new raising period (kernel: a renewal keeps the service counted so far).
+            self.served = 0;
+        }
         self.kind = Some(RaiseKind::Interactive);
         self.coeff = u64::from(cfg.interactive_coeff());
         self.start = now;
@@ -97,8 +103,11 @@ impl Raising {
 
     /// The queue received `sectors` of service (v1: the weight-raising budget decreases).
     pub fn on_service(&mut self, cfg: &BfqConfig, sectors: u64) {
-        if self.kind == Some(RaiseKind::Interactive) && cfg.weight_raising == WeightRaising::V1 {
-            self.budget_left = self.budget_left.saturating_sub(sectors);
+        if self.kind == Some(RaiseKind::Interactive) {
+            self.served = self.served.saturating_add(sectors);
+            if cfg.weight_raising == WeightRaising::V1 {
+                self.budget_left = self.budget_left.saturating_sub(sectors);
+            }
         }
     }
 
@@ -108,7 +117,12 @@ impl Raising {
         let budget_over = kind == RaiseKind::Interactive
             && cfg.weight_raising == WeightRaising::V1
             && self.budget_left == 0;
-        if now >= self.end || budget_over || !cfg.low_latency {
+        // Kernel: an interactive queue that has received more than `max_service_from_wr` while raised
+        // is streaming, not starting up (soft real-time raising has no such bound).
+        let service_over = kind == RaiseKind::Interactive
+            && cfg.max_service_from_wr > 0
+            && self.served > cfg.max_service_from_wr;
+        if now >= self.end || budget_over || service_over || !cfg.low_latency {
             *self = Raising::default();
             return true;
         }
@@ -170,6 +184,31 @@ mod tests {
         assert!(half.abs_diff(14 * SEC) < MSEC, "slower device, longer raising: {half}");
         assert_eq!(v7r8_duration(true, 1), 25 * SEC);
         assert_eq!(v7r8_duration(false, u64::MAX / 2), 3 * SEC);
+    }
+
+    #[test]
+    fn interactive_raising_ends_once_the_queue_has_received_max_service_from_wr() {
+        // Kernel (kernel-bfq-reference.md "Interactive weight raising": 120000 sectors): a raised
+        // queue that reads this much is streaming. Soft real-time raising has no such bound, and 0
+        // (the papers' BFQ) ends raising by time only.
+        let cfg = BfqConfig::default();
+        assert_eq!(cfg.max_service_from_wr, 120_000);
+        let mut r = Raising::default();
+        r.start_interactive(&cfg, Instant::ZERO, true, REF_RATE_ROT);
+        r.on_service(&cfg, 120_000);
+        assert!(!r.check_end(&cfg, Instant::from_nanos(1)), "up to the limit it stays raised");
+        r.on_service(&cfg, 1);
+        assert!(r.check_end(&cfg, Instant::from_nanos(1)), "beyond it the raising ends, long before 7 s");
+        assert!(!r.active());
+        let mut soft = Raising::default();
+        soft.start_soft_rt(&cfg, Instant::ZERO);
+        soft.on_service(&cfg, 1 << 30);
+        assert!(!soft.check_end(&cfg, Instant::from_nanos(1)));
+        let papers = BfqConfig { max_service_from_wr: 0, ..cfg };
+        let mut r = Raising::default();
+        r.start_interactive(&papers, Instant::ZERO, true, REF_RATE_ROT);
+        r.on_service(&papers, 1 << 30);
+        assert!(!r.check_end(&papers, Instant::from_nanos(1)));
     }
 
     #[test]

@@ -667,6 +667,22 @@ impl Wf2q {
         tree.forget_idle(&mut self.entities);
     }
 
+    /// A waiting (not in-service) entity's weight becomes `weight` (its raising ended or began) before
+    /// it is served out of its turn ([`Self::served_out_of_turn`] re-files it under keys of the new
+    /// weight). A weight change otherwise applies when the entity is next queued (the kernel's
+    /// requeue); a queue served only out of turn (a greedy reader injected into another queue's slots)
+    /// is never requeued, and would keep a raised weight for ever.
+    pub fn reweight_waiting(&mut self, slot: u32, weight: u64) {
+        let weight = weight.max(1);
+        let ent = &mut self.entities[slot as usize];
+        if ent.state != EntityState::Active || ent.weight == weight {
+            return;
+        }
+        let tree = &mut self.trees[ent.class];
+        tree.wsum = tree.wsum - ent.weight + weight;
+        ent.weight = weight;
+    }
+
     /// A waiting (not in-service) entity has no more requests (its last one was injected): it leaves
     /// the active set, with F = S (all its service is already in S), to the idle tree if F > V, else
     /// forgotten, as an expired queue does.
@@ -747,6 +763,27 @@ mod tests {
         let s = w.select(Instant::ZERO, GUARD).unwrap();
         w.served(s, 800);
         assert_eq!(w.trees[1].vtime, vtime_delta(800, 400));
+    }
+
+    #[test]
+    fn a_waiting_entity_served_out_of_turn_is_charged_at_its_new_weight() {
+        // A queue injected into others' slots is never requeued; the end of its raising still reaches
+        // the tree (its weight and the weight sum) at its next out-of-turn service.
+        let mut w = wf2q(3);
+        w.activate(0, 1, 3000, 1000, None);
+        w.activate(1, 1, 100, 1000, None);
+        w.activate(2, 1, 100, 1000, None);
+        assert_eq!(w.select(Instant::ZERO, GUARD), Some(0));
+        let before = w.entities[1].start;
+        w.reweight_waiting(1, 100);
+        assert_eq!(w.trees[1].wsum, 3200, "same weight: nothing changes");
+        w.activate(1, 1, 100, 1000, None);
+        w.reweight_waiting(2, 10);
+        assert_eq!(w.trees[1].wsum, 3110);
+        w.served_out_of_turn(2, 1000, 1000);
+        assert_eq!(w.entities[2].start - before, vtime_delta(1000, 10), "charged at the new weight");
+        w.reweight_waiting(0, 1);
+        assert_eq!(w.entities[0].weight, 3000, "the in-service entity changes weight at its requeue");
     }
 
     #[test]
