@@ -611,6 +611,44 @@ fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
     server.stop().unwrap();
 }
 
+/// `bfq serve --events FILE`: the scheduler's event log of a run, one line per event with the
+/// connection's queue; never written over an existing file.
+#[test]
+fn the_event_log_records_the_schedulers_events_and_never_overwrites_a_file() {
+    let pid = std::process::id();
+    let path = PathBuf::from(format!("/var/tmp/bfq-serve-events-{pid}.img"));
+    let log = PathBuf::from(format!("/tmp/bfq-serve-events-{pid}.log"));
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&log);
+    let _files = Files(vec![path.clone(), log.clone()]);
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\nsummary_interval = \"off\"\n[[export]]\nname = \"e\"\npath = \"{}\"\nsize = \"4MiB\"\n",
+        path.display()
+    );
+    let mut config = Config::from_toml(&text, "events.toml").unwrap();
+    config.event_log = Some(log.clone());
+    let server = start(config.clone()).unwrap();
+    let mut c = Raw::connect(&server.addresses()[0]);
+    c.hello();
+    assert_eq!(c.go("e"), 1);
+    for i in 0..4u64 {
+        c.request(0, i, i * 4096, 4096, &[]);
+        assert_eq!(c.simple(), (0, i));
+        c.read_n(4096);
+    }
+    drop(c);
+    server.stop().unwrap();
+    let events = std::fs::read_to_string(&log).unwrap();
+    assert!(events.lines().any(|l| l.contains(" q") && l.contains("Selected")), "{events}");
+    // The log exists now: a second server with the same path refuses to start.
+    let err = match start(config) {
+        Ok(_) => panic!("a second server wrote over the event log"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("--events") && err.contains("cannot create"), "{err}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), events, "the first log is untouched");
+}
+
 /// Issue 16 part 4: stopping the server (SIGTERM for `bfq serve`) answers every request it received —
 /// those in flight with their data, later ones with ESHUTDOWN — before closing; nothing goes
 /// unanswered.
