@@ -1172,19 +1172,7 @@ async fn read_window(
                 let r = read_range(&client, &pool, w.offset, w.len).await;
                 e.counters.record(Kind::Read(u64::from(w.len)), r.is_ok(), w.arrived.elapsed());
                 drop(w.slot);
-                match r {
-                    Ok((buf, at)) => Reply {
-                        handle: w.handle,
-                        _budget: Some(w.budget),
-                        body: Ok(Body::Data {
-                            buf: DataBuf::Owned(buf),
-                            at,
-                            len: w.len as usize,
-                            offset: w.offset,
-                        }),
-                    },
-                    Err(f) => Reply::failed(w.handle, f),
-                }
+                Reply::read(w.handle, w.budget, w.offset, w.len, r)
             }
         };
         let _ = tx.send(reply).await;
@@ -1207,6 +1195,25 @@ impl Reply {
 
     fn failed(handle: u64, f: Failure) -> Reply {
         Reply::of(handle, Err(f))
+    }
+
+    /// The reply to a read of `len` bytes at `offset` done with [`read_range`], holding its share of
+    /// the connection's byte budget until sent.
+    fn read(
+        handle: u64,
+        budget: tokio::sync::OwnedSemaphorePermit,
+        offset: u64,
+        len: u32,
+        r: Result<(AlignedBuf, usize), Failure>,
+    ) -> Reply {
+        match r {
+            Ok((buf, at)) => Reply {
+                handle,
+                _budget: Some(budget),
+                body: Ok(Body::Data { buf: DataBuf::Owned(buf), at, len: len as usize, offset }),
+            },
+            Err(f) => Reply::failed(handle, f),
+        }
     }
 }
 
@@ -1419,21 +1426,7 @@ async fn transmission<R, W>(
                         r.is_ok(),
                         arrived.elapsed(),
                     );
-                    let _ = tx
-                        .send(match r {
-                            Ok((buf, at)) => Reply {
-                                handle: h.handle,
-                                _budget: Some(permit),
-                                body: Ok(Body::Data {
-                                    buf: DataBuf::Owned(buf),
-                                    at,
-                                    len: h.length as usize,
-                                    offset: h.offset,
-                                }),
-                            },
-                            Err(f) => Reply::failed(h.handle, f),
-                        })
-                        .await;
+                    let _ = tx.send(Reply::read(h.handle, permit, h.offset, h.length, r)).await;
                 });
             }
             CMD_WRITE => {

@@ -499,11 +499,7 @@ fn the_metrics_page_counts_requests_bytes_and_connections() {
     c.read_n(4096);
     c.request(0, 3, 1 << 30, 4096, &[]);
     assert_eq!(c.simple(), (22, 3));
-    let metrics = server.metrics_address().expect("metrics configured").to_string();
-    let mut http = std::net::TcpStream::connect(&metrics).unwrap();
-    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut page = String::new();
-    http.read_to_string(&mut page).unwrap();
+    let page = metrics_page(&server);
     for needle in [
         "HTTP/1.1 200 OK",
         "bfq_serve_requests_total{export=\"m\",kind=\"read\"} 1",
@@ -517,7 +513,7 @@ fn the_metrics_page_counts_requests_bytes_and_connections() {
     ] {
         assert!(page.contains(needle), "{needle} missing:\n{page}");
     }
-    let mut other = std::net::TcpStream::connect(&metrics).unwrap();
+    let mut other = std::net::TcpStream::connect(server.metrics_address().unwrap()).unwrap();
     other.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     let mut reply = String::new();
     other.read_to_string(&mut reply).unwrap();

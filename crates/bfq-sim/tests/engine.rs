@@ -147,6 +147,20 @@ preset = "constant"
     assert!(r.apps.iter().filter(|a| a.kind == "seq-writer").all(|a| a.bytes_written > 0));
 }
 
+/// Five greedy sequential readers without think time beside five buffered writers, 8 s on the
+/// papers' disk.
+const FIVE_READERS_FIVE_WRITERS: &str = r#"
+duration = "8s"
+warmup = "1s"
+[[app]]
+kind = "seq-reader"
+count = 5
+think_time = "0us"
+[[app]]
+kind = "seq-writer"
+count = 5
+"#;
+
 /// Writers started together all get their data written back, in comparable amounts: the flusher goes
 /// round the files in chunks (Linux writeback per inode), and the first writer started cannot fill the
 /// whole dirty limit before the others start. Without the round, a first writer's 256 MiB backlog took
@@ -159,20 +173,7 @@ fn writers_started_together_are_all_written_back_on_the_papers_disk() {
     // in the run, less than one round of the flusher's chunks over five files: that is CFQ's rate, not
     // the flusher's order, which is what this test is about. The readers react at once (no think
     // time), as before.
-    let r = run(
-        r#"
-duration = "8s"
-warmup = "1s"
-[[app]]
-kind = "seq-reader"
-count = 5
-think_time = "0us"
-[[app]]
-kind = "seq-writer"
-count = 5
-"#,
-        "deadline",
-    );
+    let r = run(FIVE_READERS_FIVE_WRITERS, "deadline");
     let written: Vec<u64> =
         r.apps.iter().filter(|a| a.kind == "seq-writer").map(|a| a.bytes_written).collect();
     assert_eq!(written.len(), 5);
@@ -605,20 +606,7 @@ file_size = "256MiB"
 /// 8 s run and nothing at all was written back.
 #[test]
 fn writers_beside_greedy_readers_are_not_starved_on_the_papers_disk_under_todays_bfq() {
-    let r = run(
-        r#"
-duration = "8s"
-warmup = "1s"
-[[app]]
-kind = "seq-reader"
-count = 5
-think_time = "0us"
-[[app]]
-kind = "seq-writer"
-count = 5
-"#,
-        "bfq",
-    );
+    let r = run(FIVE_READERS_FIVE_WRITERS, "bfq");
     let written: u64 = r.apps.iter().filter(|a| a.kind == "seq-writer").map(|a| a.bytes_written).sum();
     let read: u64 = r.apps.iter().map(|a| a.bytes_read).sum();
     assert!(written > (read + written) / 100, "written back {written} B beside {read} B read");

@@ -422,12 +422,9 @@ mod tests {
         assert_eq!(injected_share(&off, &o, full, 2000), 0);
     }
 
-    #[test]
-    fn writes_cost_the_write_charge_coefficient_per_sector() {
-        // Seed 001 sec. 4.5: coefficient 10, every write.
-        let cfg =
-            BfqConfig { write_charge: 10, write_charge_rule: WriteChargeRule::Seeds, ..BfqConfig::default() };
-        let w = Request {
+    /// An asynchronous 4 KiB write (8 sectors).
+    fn async_write_4k() -> Request {
+        Request {
             id: RequestId(1),
             queue: QueueId(1),
             op: Op::Write,
@@ -435,7 +432,15 @@ mod tests {
             len: 4096,
             sync: false,
             meta: false,
-        };
+        }
+    }
+
+    #[test]
+    fn writes_cost_the_write_charge_coefficient_per_sector() {
+        // Seed 001 sec. 4.5: coefficient 10, every write.
+        let cfg =
+            BfqConfig { write_charge: 10, write_charge_rule: WriteChargeRule::Seeds, ..BfqConfig::default() };
+        let w = async_write_4k();
         for symmetric in [true, false] {
             assert_eq!(request_cost(&cfg, &w, symmetric), 80);
             assert_eq!(request_cost(&cfg, &Request { sync: true, ..w }, symmetric), 80);
@@ -449,15 +454,7 @@ mod tests {
     fn the_kernel_overcharges_async_requests_by_three_in_symmetric_scenarios_only() {
         // kernel-bfq-reference.md "Writes": async charged 3x when symmetric and not raised.
         let cfg = BfqConfig::default();
-        let w = Request {
-            id: RequestId(1),
-            queue: QueueId(1),
-            op: Op::Write,
-            offset: 0,
-            len: 4096,
-            sync: false,
-            meta: false,
-        };
+        let w = async_write_4k();
         assert_eq!(request_cost(&cfg, &w, true), 24);
         assert_eq!(request_cost(&cfg, &w, false), 8, "asymmetric scenario or raised queue: sectors only");
         assert_eq!(

@@ -264,15 +264,13 @@ impl Bfq {
         // queue (below).
         // A deep in-service queue (more than WAKEE_MAX_DEMAND outstanding) waits for no one's I/O,
         // whatever waker was noted for it before its depth showed.
-        let shallow = q.demand.max(q.demand_peak) <= WAKEE_MAX_DEMAND;
+        let shallow = q.outstanding_demand() <= WAKEE_MAX_DEMAND;
         if self.cfg.waker_detection && own_in_flight == 0 && shallow {
             let related = [q.waker.waker.and_then(|w| self.index.get(w)), self.wakee_ready.take()];
             for c in related.into_iter().flatten() {
                 // A waker noted before its depth showed is not injected without the limit once deep.
-                let deep = self
-                    .queues
-                    .get(c as usize)
-                    .is_some_and(|w| w.demand.max(w.demand_peak) > WAKEE_MAX_DEMAND);
+                let deep =
+                    self.queues.get(c as usize).is_some_and(|w| w.outstanding_demand() > WAKEE_MAX_DEMAND);
                 if c != s && !deep && self.injectable(c) {
                     return self.inject_from(c, now);
                 }
@@ -289,7 +287,7 @@ impl Bfq {
         // within microseconds, and a request injected there takes the slot from it. Its latency would
         // not show the loss (the device is as full either way), its share would: two greedy tenants of
         // weights 3:1 through `bfq serve` (iodepth 32, device depth 32) came out 1:1 without this rule.
-        let demand = q.demand.max(q.demand_peak);
+        let demand = q.outstanding_demand();
         if others >= (self.device.queue_depth as usize).saturating_sub(demand) {
             return None;
         }
@@ -368,12 +366,12 @@ impl Bfq {
         let last = self.last_completion.filter(|(by, _)| {
             self.index.get(*by).map_or(true, |w| {
                 let w = &self.queues[w as usize];
-                w.demand.max(w.demand_peak) <= WAKEE_MAX_DEMAND
+                w.outstanding_demand() <= WAKEE_MAX_DEMAND
             })
         });
         let window = self.cfg.slice_idle.saturating_mul(WAKER_WINDOW_SLICES).max(WAKE_WINDOW);
         let q = &mut self.queues[t as usize];
-        if q.demand.max(q.demand_peak) > WAKEE_MAX_DEMAND {
+        if q.outstanding_demand() > WAKEE_MAX_DEMAND {
             // Deep now: whatever was taken for its waker earlier (before its depth showed) is not.
             q.waker.waker = None;
             q.waker.candidate = None;

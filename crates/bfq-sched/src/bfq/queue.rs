@@ -166,6 +166,11 @@ pub(super) struct Queue {
 }
 
 impl Queue {
+    /// The most requests it kept outstanding lately (`demand`, `demand_peak`).
+    pub(super) fn outstanding_demand(&self) -> usize {
+        self.demand.max(self.demand_peak)
+    }
+
     pub(super) fn new(id: QueueId, spec: QueueSpec) -> Self {
         Queue {
             id,
