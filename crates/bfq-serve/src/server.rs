@@ -61,7 +61,7 @@ pub enum ServeError {
         message: String,
     },
     /// A listen address cannot be bound.
-    #[error("cannot listen on {address}: {source}")]
+    #[error("cannot listen on {address}")]
     Listen {
         /// The address.
         address: String,
@@ -72,7 +72,7 @@ pub enum ServeError {
     #[error(transparent)]
     Engine(#[from] bfq_io::EngineError),
     /// The event log cannot be created (it must not exist yet).
-    #[error("--events {path}: cannot create it: {source}")]
+    #[error("--events {path}: cannot create it")]
     Events {
         /// The file.
         path: String,
