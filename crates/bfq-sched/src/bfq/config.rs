@@ -155,9 +155,10 @@ pub struct BfqConfig {
     /// and without the latency limit while the other waits with nothing in the device (kernel-bfq-
     /// reference.md "Waker/wakee").
     pub waker_detection: bool,
-    /// `fair_charge` (1): a budget timeout or slow slot overcharges the in-service queue only for the
-    /// part of the slot in which the device served it alone; with injection the device was shared, and
-    /// charging the whole time would count the other queues' service against it too.
+    /// `fair_charge` (1): a slot charged by its time (budget timeout, slow slot) is split among the
+    /// in-service queue and the queues injected in it by their sectors; with injection the device was
+    /// shared, and charging the whole time to the in-service queue would count the other queues'
+    /// service against it too.
     pub fair_charge: bool,
     /// `bypass_depth` (2 requests): on a device with internal queueing, a waiting synchronous queue
     /// that keeps at most this many requests outstanding (latency-bound: it cannot use more than
