@@ -433,6 +433,47 @@ mod tests {
         assert_eq!(injected_share(&off, &o, full, 2000), 0);
     }
 
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_time_charged_slots_parts_add_up_to_its_charge_and_never_undercut_a_queues_service(
+            own in 1u64..200_000,
+            injected in prop::collection::vec(1u64..100_000, 1..6),
+            elapsed_ms in 21u64..400,
+        ) {
+            // `fair_charge` (docs/fast-devices.md "Charging"): a budget timeout charges the slot by its
+            // time; the in-service queue and each queue injected in it pay their sectors' part. The
+            // parts add up to the slot's charge (less the rounding of each part) when every part is at
+            // least its payer's service, and no payer is charged less than its service.
+            let cfg = BfqConfig { budget_feedback: Variant::Kernel, ..BfqConfig::default() };
+            let total_injected: u64 = injected.iter().sum();
+            let o = SlotOutcome {
+                elapsed: elapsed_ms * MSEC,
+                own_sectors: own,
+                injected_sectors: total_injected,
+                ..outcome(ExpiryReason::BudgetTimeout, BMAX, own.min(BMAX - 1))
+            };
+            let o = SlotOutcome { served: own, ..o };
+            let full = charge_whole_slot(&cfg, &o, BMAX);
+            let mine = charge(&cfg, &o, BMAX);
+            prop_assert!(mine >= o.served);
+            let mut sum = mine;
+            let mut every_part_above_service = mine > o.served;
+            for &sectors in &injected {
+                let part = injected_share(&cfg, &o, full, sectors).max(sectors);
+                every_part_above_service &= part > sectors;
+                sum += part;
+            }
+            if full > o.served {
+                prop_assert!(sum >= full.saturating_sub(injected.len() as u64 + 1), "sum {sum} < {full}");
+            }
+            if every_part_above_service {
+                prop_assert!(sum <= full, "sum {sum} > charge {full}");
+            }
+        }
+    }
+
     /// An asynchronous 4 KiB write (8 sectors).
     fn async_write_4k() -> Request {
         Request {
