@@ -498,6 +498,16 @@ impl Wf2q {
         let weight = weight.max(1);
         if self.entities[slot as usize].class != class {
             self.remove(slot);
+            // Its entries left in the old class's heaps are stale now, but `live` checks an entry's
+            // state and key, not its class: once the entity is active in the new class with the same
+            // key, an old entry would look live there and be popped from the wrong tree, taking the
+            // count of that tree's backlogged entities down with it (the contract fuzz found a queue
+            // with a request left unserved, the scheduler answering Empty). Class changes are rare
+            // (a reconfiguration): dropping the old entries here costs nothing in steady state.
+            let old = &mut self.trees[self.entities[slot as usize].class];
+            old.eligible.compact(|e| e.slot != slot);
+            old.pending.compact(|e| e.slot != slot);
+            old.idle.compact(|e| e.slot != slot);
             self.entities[slot as usize].class = class;
         }
         let ent = &mut self.entities[slot as usize];
