@@ -752,6 +752,24 @@ mod tests {
     }
 
     #[test]
+    fn an_entity_moved_to_another_class_is_served_from_that_class_only() {
+        // A queue reconfigured from best effort to idle while backlogged (the `Scheduler` contract: a
+        // new class moves a waiting queue at once). Its old best-effort entry has the same key as its
+        // new idle one; the best-effort queue beside it must still be selected first (seed 000 sec. 3:
+        // classes are served in priority order), and each tree must count what it holds.
+        let mut w = wf2q(2);
+        w.activate(0, 1, 100, 1000, None);
+        w.activate(1, 1, 100, 4000, None);
+        w.remove(0);
+        w.activate(0, 2, 100, 1000, None);
+        assert_eq!((w.trees[1].active, w.trees[2].active), (1, 1));
+        assert_eq!(w.select(Instant::ZERO, GUARD), Some(1), "the best-effort queue first");
+        w.expire(1, 4000, None);
+        assert_eq!(w.select(Instant::ZERO, GUARD), Some(0), "then the idle one");
+        assert_eq!((w.trees[1].active, w.trees[2].active), (0, 0));
+    }
+
+    #[test]
     fn smallest_finish_among_eligible_is_chosen() {
         // Seed 000 sec. 3.1: among the budgets already started in the fluid system, the next to finish.
         let mut w = wf2q(3);
