@@ -63,6 +63,12 @@ pub fn parse_u64(
     }
 }
 
+/// The name a tunable's value of a fixed set of choices is written (and read back) with: its entry in
+/// `choices`, the table its parser reads (the first name if the value is missing from the table).
+pub fn choice_name<T: PartialEq>(choices: &[(&'static str, T)], value: &T) -> &'static str {
+    choices.iter().find(|(_, c)| c == value).map_or(choices.first().map_or("", |(n, _)| n), |(n, _)| n)
+}
+
 /// Parses a boolean written `0`/`1`, `true`/`false`, `on`/`off` or `yes`/`no`.
 pub fn parse_bool(scheduler: &'static str, key: &str, value: &str) -> Result<bool, ParamError> {
     match value.trim().to_ascii_lowercase().as_str() {

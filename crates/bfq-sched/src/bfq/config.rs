@@ -5,7 +5,7 @@
 //! Every tunable is set by name with a textual value ([`BfqConfig::set`]); an invalid value is rejected
 //! with a [`ParamError`] naming the field.
 
-use crate::params::{parse_bool, parse_duration, parse_u64, ParamError};
+use crate::params::{choice_name, parse_bool, parse_duration, parse_u64, ParamError};
 use crate::types::{Nanos, MSEC, SEC, USEC};
 
 const NAME: &str = "bfq";
@@ -377,23 +377,9 @@ impl BfqConfig {
             ),
             ("peak_rate_estimator", variant(self.peak_rate_estimator)),
             ("budget_feedback", variant(self.budget_feedback)),
-            (
-                "idling_policy",
-                IDLING_POLICIES
-                    .iter()
-                    .find(|(_, p)| *p == self.idling_policy)
-                    .map_or("kernel", |(n, _)| n)
-                    .to_string(),
-            ),
+            ("idling_policy", choice_name(&IDLING_POLICIES, &self.idling_policy).to_string()),
             ("write_charge", self.write_charge.to_string()),
-            (
-                "write_charge_rule",
-                WRITE_CHARGE_RULES
-                    .iter()
-                    .find(|(_, r)| *r == self.write_charge_rule)
-                    .map_or("kernel", |(n, _)| n)
-                    .to_string(),
-            ),
+            ("write_charge_rule", choice_name(&WRITE_CHARGE_RULES, &self.write_charge_rule).to_string()),
             ("wr_coeff", self.wr_coeff.to_string()),
             ("wr_budget", self.wr_budget.to_string()),
             ("wr_max_time", (self.wr_max_time / MSEC).to_string()),

@@ -110,7 +110,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::accounting::QueueTable;
-use crate::params::{parse_bool, parse_duration, parse_u64, ParamError};
+use crate::params::{choice_name, parse_bool, parse_duration, parse_u64, ParamError};
 use crate::peers::{InFlight, SortedRequests};
 use crate::scheduler::{Decision, ExpiryReason, QueueStats, Scheduler};
 use crate::types::{DeviceInfo, Instant, IoClass, Nanos, QueueId, QueueSpec, Request, RequestId, MSEC};
@@ -1116,14 +1116,7 @@ impl Scheduler for Cfq {
             ("slice_idle", (p.slice_idle / MSEC).to_string()),
             ("low_latency", u8::from(p.low_latency).to_string()),
             ("target_latency", (p.target_latency / MSEC).to_string()),
-            (
-                "idling_rule",
-                IDLING_RULES
-                    .iter()
-                    .find(|(_, r)| *r == p.idling_rule)
-                    .map_or("2.6.33", |(n, _)| n)
-                    .to_string(),
-            ),
+            ("idling_rule", choice_name(&IDLING_RULES, &p.idling_rule).to_string()),
             ("dispatch_list", u8::from(p.dispatch_list).to_string()),
         ]
     }
