@@ -526,25 +526,31 @@ mod tests {
         assert_eq!(w.waker, None);
     }
 
+    /// Queue 2 (keeping `wakee_depth` requests outstanding) becomes backlogged three times, each
+    /// 100 us after a completion of queue 1 (keeping `waker_depth`): the waker it is found to have.
+    fn three_wake_ups(waker_depth: usize, wakee_depth: usize) -> Option<QueueId> {
+        use crate::types::DeviceInfo;
+        let mut b = Bfq::new(DeviceInfo { rotational: false, queue_depth: 32 });
+        let (waker, wakee) = (QueueId(1), QueueId(2));
+        let w = b.slot_of(waker);
+        b.queues[w as usize].demand = waker_depth;
+        let t = b.slot_of(wakee);
+        b.queues[t as usize].demand = wakee_depth;
+        for i in 0..3u64 {
+            let at = Instant::from_nanos(i * 10 * MSEC);
+            b.last_completion = Some((waker, at));
+            b.detect_waker(t, at.saturating_add(100_000));
+        }
+        b.queues[t as usize].waker.waker
+    }
+
     #[test]
     fn a_deep_queue_has_no_waker_whatever_preceded_its_arrivals() {
         // A queue that keeps more than WAKEE_MAX_DEMAND requests outstanding is driven by its own depth:
         // three arrivals, each just after another queue's completion with nothing of its own in the
         // device (a network client after a stall), do not make that queue its waker; the same arrivals
         // of a queue that keeps one request outstanding do.
-        use crate::types::DeviceInfo;
-        let wake_ups = |depth: usize| {
-            let mut b = Bfq::new(DeviceInfo { rotational: false, queue_depth: 32 });
-            let (waker, wakee) = (QueueId(1), QueueId(2));
-            let t = b.slot_of(wakee);
-            b.queues[t as usize].demand = depth;
-            for i in 0..3u64 {
-                let at = Instant::from_nanos(i * 10 * MSEC);
-                b.last_completion = Some((waker, at));
-                b.detect_waker(t, at.saturating_add(100_000));
-            }
-            b.queues[t as usize].waker.waker
-        };
+        let wake_ups = |depth: usize| three_wake_ups(1, depth);
         assert_eq!(wake_ups(1), Some(QueueId(1)), "a shallow queue woken three times has a waker");
         assert_eq!(wake_ups(32), None, "a 32-deep queue is not woken by anyone");
     }
@@ -554,21 +560,7 @@ mod tests {
         // A light queue's three arrivals, each just after a completion of a greedy queue that keeps
         // 32 requests outstanding: the greedy queue is not its waker (it completes a request every few
         // hundred microseconds and so precedes every arrival); after a shallow queue's completions it is.
-        use crate::types::DeviceInfo;
-        let wake_ups = |waker_depth: usize| {
-            let mut b = Bfq::new(DeviceInfo { rotational: false, queue_depth: 32 });
-            let (waker, wakee) = (QueueId(1), QueueId(2));
-            let w = b.slot_of(waker);
-            b.queues[w as usize].demand = waker_depth;
-            let t = b.slot_of(wakee);
-            b.queues[t as usize].demand = 1;
-            for i in 0..3u64 {
-                let at = Instant::from_nanos(i * 10 * MSEC);
-                b.last_completion = Some((waker, at));
-                b.detect_waker(t, at.saturating_add(100_000));
-            }
-            b.queues[t as usize].waker.waker
-        };
+        let wake_ups = |waker_depth: usize| three_wake_ups(waker_depth, 1);
         assert_eq!(wake_ups(1), Some(QueueId(1)), "a shallow queue's completions wake");
         assert_eq!(wake_ups(32), None, "a 32-deep queue wakes no one");
     }
