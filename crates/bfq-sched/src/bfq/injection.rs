@@ -112,7 +112,19 @@ impl InjectLimit {
         service: ServiceSnapshot,
     ) {
         if alone {
-            self.base = if self.base == 0 { latency } else { (7 * self.base + latency) / 8 };
+            // Down fast, up slowly. Samples alone are rare (one per BASE_REFRESH while injection
+            // goes on), and one taken while the queue's own requests arrived together (its first
+            // read-ahead burst) overstates it. An overstated baseline lets injection take more than
+            // the ratio allows: in the model, sequential readers weighted 1:3:10 got 1:3:6.5, the
+            // first sample (233 us, against 154 us later) taking eight seconds to fade. An
+            // understated one only holds injection back until the next samples.
+            self.base = if self.base == 0 {
+                latency
+            } else if latency < self.base {
+                (self.base + latency) / 2
+            } else {
+                (7 * self.base + latency) / 8
+            };
             self.base_at = now;
             self.window_start = (service.own, service.total);
             // A limit driven to 0 tries again from 1 once the baseline is known afresh.
@@ -436,6 +448,40 @@ mod tests {
         assert_eq!(l.limit, 5);
         feed(&mut l, 100 * us, w);
         assert_eq!(l.limit, 6);
+    }
+
+    #[test]
+    fn the_latency_alone_comes_down_fast_and_goes_up_slowly() {
+        // kernel-bfq-reference.md "Injection": the limit is measured against the latency alone. An
+        // overstated baseline lets injection slow the in-service queue beyond the ratio; an
+        // understated one only holds injection back.
+        let us = 1000;
+        let alone = |l: &mut InjectLimit, latency: Nanos| {
+            l.on_completion(latency, true, Instant::ZERO, 115, 32, ServiceSnapshot::default());
+        };
+        let mut l = InjectLimit::default();
+        alone(&mut l, 233 * us);
+        assert_eq!(l.base, 233 * us, "the first sample is taken as it is");
+        alone(&mut l, 154 * us);
+        alone(&mut l, 154 * us);
+        assert!(l.base <= 175 * us, "two lower samples take most of the way down: {}", l.base);
+        let low = l.base;
+        alone(&mut l, 400 * us);
+        assert!(l.base <= low + 400 * us / 8, "one higher sample moves it an eighth: {}", l.base);
+        // With the baseline down, the same shared latency is over the ratio: the limit shrinks.
+        let mut overstated = InjectLimit::default();
+        alone(&mut overstated, 233 * us);
+        let mut corrected = overstated;
+        alone(&mut corrected, 154 * us);
+        alone(&mut corrected, 154 * us);
+        for l in [&mut overstated, &mut corrected] {
+            l.limit = 8;
+            for _ in 0..WINDOW {
+                l.on_completion(240 * us, false, Instant::ZERO, 115, 32, ServiceSnapshot::default());
+            }
+        }
+        assert!(overstated.limit >= 8, "240 us is within 115% of 233 us");
+        assert!(corrected.limit < 8, "and not of the latency alone measured since");
     }
 
     #[test]
