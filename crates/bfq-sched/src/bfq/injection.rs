@@ -112,18 +112,21 @@ impl InjectLimit {
         service: ServiceSnapshot,
     ) {
         if alone {
-            // Down fast, up slowly. Samples alone are rare (one per BASE_REFRESH while injection
-            // goes on), and one taken while the queue's own requests arrived together (its first
-            // read-ahead burst) overstates it. An overstated baseline lets injection take more than
-            // the ratio allows: in the model, sequential readers weighted 1:3:10 got 1:3:6.5, the
-            // first sample (233 us, against 154 us later) taking eight seconds to fade. An
-            // understated one only holds injection back until the next samples.
+            // Down fast, up slowly and by at most an eighth per sample. Samples alone are rare (one
+            // per BASE_REFRESH while injection goes on), and an overstated baseline lets injection
+            // take more than the ratio allows, while an understated one only holds injection back
+            // until the next samples. Two cases measured: in the model, the first sample, taken
+            // while the queue's own read-ahead burst arrived together (233 us, against 154 us
+            // later), took eight seconds to fade, and sequential readers weighted 1:3:10 got
+            // 1:3:6.5; on the RAM file one sample of 1.1 ms (an outlier on this shared machine)
+            // doubled a 126 us baseline, the limit climbed to 32, and the weight-1000 reader got
+            // half of its share.
             self.base = if self.base == 0 {
                 latency
             } else if latency < self.base {
                 (self.base + latency) / 2
             } else {
-                (7 * self.base + latency) / 8
+                (7 * self.base + latency.min(2 * self.base)) / 8
             };
             self.base_at = now;
             self.window_start = (service.own, service.total);
@@ -466,8 +469,12 @@ mod tests {
         alone(&mut l, 154 * us);
         assert!(l.base <= 175 * us, "two lower samples take most of the way down: {}", l.base);
         let low = l.base;
-        alone(&mut l, 400 * us);
-        assert!(l.base <= low + 400 * us / 8, "one higher sample moves it an eighth: {}", l.base);
+        alone(&mut l, 10 * low);
+        assert!(l.base <= low + low / 8 + 1, "one outlier (10x) raises it by an eighth at most: {}", l.base);
+        for _ in 0..8 {
+            alone(&mut l, 2 * low);
+        }
+        assert!(l.base > low * 3 / 2, "a device that got slower is followed within seconds: {}", l.base);
         // With the baseline down, the same shared latency is over the ratio: the limit shrinks.
         let mut overstated = InjectLimit::default();
         alone(&mut overstated, 233 * us);
