@@ -136,8 +136,6 @@ pub struct Bfq {
     /// Requests dispatched so far, by all queues ([`injection`]: a request was served alone if no
     /// other queue dispatched meanwhile).
     dispatched_total: u64,
-    /// Sectors dispatched so far, by all queues ([`injection`]: the share the in-service queue gets).
-    dispatched_sectors: u64,
     /// The queue that issued the last completed request, and when ([`injection`]: waker detection).
     last_completion: Option<(QueueId, Instant)>,
     /// A queue just woken by the in-service queue, to be injected first ([`injection`]).
@@ -192,7 +190,6 @@ impl Bfq {
             burst: BurstDetector::default(),
             preempt: false,
             dispatched_total: 0,
-            dispatched_sectors: 0,
             last_completion: None,
             wakee_ready: None,
             bypass: Vec::with_capacity(bypass::CANDIDATES),
@@ -497,7 +494,9 @@ impl Bfq {
         // idling see it at once.
         self.check_raising_end(s, now);
         self.dispatched_total += 1;
-        self.dispatched_sectors += r.sectors();
+        if let Some(svc) = self.service.as_ref() {
+            self.queues[svc.slot as usize].turn_total_sectors += r.sectors();
+        }
         {
             let q = &mut self.queues[s as usize];
             if in_turn {

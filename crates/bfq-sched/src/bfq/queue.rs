@@ -159,6 +159,9 @@ pub(super) struct Queue {
     pub(super) serving_dispatched: u64,
     /// Sectors it dispatched in its turns (not injected).
     pub(super) serving_sectors: u64,
+    /// Sectors all queues dispatched while it was in service (its own, injected and bypassed ones):
+    /// beside `serving_sectors`, its part of the device in its turns ([`super::injection`]).
+    pub(super) turn_total_sectors: u64,
     /// How many requests of other queues may be injected while it is in service ([`super::injection`]).
     pub(super) inject: InjectLimit,
     /// Which queue wakes it ([`super::injection`]).
@@ -204,6 +207,7 @@ impl Queue {
             pos_bucket: None,
             serving_dispatched: 0,
             serving_sectors: 0,
+            turn_total_sectors: 0,
             inject: InjectLimit::default(),
             waker: WakerState::default(),
         }
