@@ -410,13 +410,21 @@ impl Hierarchy {
     /// served. B-WF2Q+ serves only eligible entities (seed 000 sec. 3.1), which is what bounds the
     /// service any entity can get ahead of its weight's share.
     pub fn eligible(&self, slot: u32) -> bool {
+        self.eligible_within(slot, 0)
+    }
+
+    /// As [`Self::eligible`], with each level allowed to be up to `slack` sectors of service ahead
+    /// (S <= V + slack / weight): with `slack` = B_max, the lag B-WF2Q+ itself allows an entity
+    /// (`injection`'s bound on a waker served without the inject limit).
+    pub fn eligible_within(&self, slot: u32, slack: u64) -> bool {
         let (mut g, mut l) = self.place[slot as usize];
         loop {
             let w = &self.groups[g as usize].wf2q;
             let e = &w.entities[l as usize];
+            let ahead_by = super::wf2q::vtime_delta(slack, e.weight);
             match e.state {
                 EntityState::InService => return true,
-                EntityState::Active if e.start <= w.trees[e.class].vtime => {}
+                EntityState::Active if e.start <= w.trees[e.class].vtime.saturating_add(ahead_by) => {}
                 _ => return false,
             }
             match self.groups[g as usize].parent {
