@@ -237,6 +237,16 @@ pub trait Scheduler: Send {
     /// A request arrives.
     fn insert(&mut self, request: Request, now: Instant);
 
+    /// The size, in bytes, of the pieces in which a read or write of `queue` larger than it, about to
+    /// be inserted at `now`, is best split, if any: the caller then inserts the pieces as requests of
+    /// their own (as the kernel's block layer splits a bio beyond `max_sectors_kb`) and completes the
+    /// original when all its pieces have completed. A scheduler that meters the device by requests
+    /// can then bound what one large request of a greedy queue holds in the device (BFQ's latency
+    /// guard, `guard_split_kib`). `None`, the default: insert it whole.
+    fn split_size(&self, _queue: QueueId, _now: Instant) -> Option<u32> {
+        None
+    }
+
     /// The device can take a request: what should it do?
     fn dispatch(&mut self, now: Instant) -> Decision;
 

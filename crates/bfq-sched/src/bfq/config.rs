@@ -174,6 +174,12 @@ pub struct BfqConfig {
     /// queues' throughput for the light queue's tail latency, which pays where a device queues
     /// requests behind each other (docs/serve.md) and costs where it does not (docs/fast-devices.md).
     pub latency_guard: u32,
+    /// `guard_split_kib` (16 KiB): while the latency guard is on, a read or write of a queue that is
+    /// not latency-bound larger than this is inserted as pieces of this size (see
+    /// [`crate::Scheduler::split_size`]), so that the guard's limit, which counts requests, bounds the
+    /// bytes the others hold in the device ahead of a guarded request, not just their number (a
+    /// 4 KiB read behind one 128 KiB read waits for all of it). 0 = never split.
+    pub guard_split_kib: u32,
 }
 
 impl Default for BfqConfig {
@@ -215,6 +221,7 @@ impl Default for BfqConfig {
             fair_charge: true,
             bypass_depth: 2,
             latency_guard: 0,
+            guard_split_kib: 16,
         }
     }
 }
@@ -258,6 +265,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "fair_charge",
     "bypass_depth",
     "latency_guard",
+    "guard_split_kib",
 ];
 
 const IDLING_POLICIES: [(&str, IdlingPolicy); 3] =
@@ -350,6 +358,13 @@ impl BfqConfig {
                 }
                 self.latency_guard = v
             }
+            "guard_split_kib" => {
+                let v = parse_u64(NAME, key, value, 0, 1 << 20)? as u32;
+                if v != 0 && v < 4 {
+                    return Err(ParamError::invalid(NAME, key, value, "0 (never split) or at least 4 (KiB)"));
+                }
+                self.guard_split_kib = v
+            }
             _ => return Err(ParamError::unknown(NAME, key, PARAM_NAMES)),
         }
         Ok(())
@@ -400,6 +415,7 @@ impl BfqConfig {
             ("fair_charge", b(self.fair_charge)),
             ("bypass_depth", self.bypass_depth.to_string()),
             ("latency_guard", self.latency_guard.to_string()),
+            ("guard_split_kib", self.guard_split_kib.to_string()),
         ]
     }
 }

@@ -209,6 +209,21 @@ impl Bfq {
             && !self.guard.allows(self.in_flight - self.guarded_in_flight, now)
     }
 
+    /// The piece size for a read or write of `queue` inserted at `now` (`Scheduler::split_size`):
+    /// `guard_split_kib` while the guard is on and the queue is not latency-bound. The guard counts
+    /// requests; measured on a virtio disk (docs/serve.md, "Pieces"), a 4 KiB read took 49 us at p99
+    /// alone, 121 us beside one 64 KiB read and 189 us beside one 128 KiB read: what delays it is the
+    /// bytes ahead of it, so the others' requests are made small enough for a count to bound them.
+    pub(super) fn guard_split_size(&self, queue: QueueId, now: Instant) -> Option<u32> {
+        if self.cfg.guard_split_kib == 0 || !self.guard_enabled() || !self.guard.active(now) {
+            return None;
+        }
+        if self.index.get(queue).is_some_and(|c| self.guard_latency_bound(c)) {
+            return None;
+        }
+        Some(self.cfg.guard_split_kib.saturating_mul(1024))
+    }
+
     /// The guard's current limit (requests of queues that are not latency-bound) and whether it is on.
     pub fn latency_guard_state(&self, now: Instant) -> (u32, bool) {
         (self.guard.limit, self.guard_enabled() && self.guard.active(now))

@@ -664,6 +664,10 @@ impl Scheduler for Bfq {
         Ok(())
     }
 
+    fn split_size(&self, queue: QueueId, now: Instant) -> Option<u32> {
+        self.guard_split_size(queue, now)
+    }
+
     fn insert(&mut self, request: Request, now: Instant) {
         // An id already held (queued or in flight) is a caller's bug: ignored, so that the request
         // held keeps its accounting (the `Scheduler::insert` contract).
