@@ -57,9 +57,29 @@ struct Slot<T> {
     fua: bool,
     /// Write-zeroes retried as a hole punch after the file system refused a zero-range.
     punch: bool,
-    buf: AlignedBuf,
-    token: T,
+    data: Data<T>,
     arrived: Nanos,
+}
+
+/// Where a slot's data is, and who hears of its result.
+enum Data<T> {
+    /// A request inserted whole: its own buffer, and the token its result goes to.
+    Whole { buf: AlignedBuf, token: T },
+    /// A read or write the scheduler asked to have split (`Scheduler::split_size`): it is not in the
+    /// scheduler itself; it holds the buffer and the token until its last piece completes.
+    Parent { buf: AlignedBuf, token: T, pieces_left: u32, error: Option<IoError> },
+    /// One piece of a parent (slab key `parent`): its data starts at address `addr`, inside the
+    /// parent's buffer, which stays allocated and unmoved until the parent's last piece completes.
+    Piece { parent: usize, addr: usize },
+}
+
+impl<T> Data<T> {
+    fn token(&self) -> Option<&T> {
+        match self {
+            Data::Whole { token, .. } | Data::Parent { token, .. } => Some(token),
+            Data::Piece { .. } => None,
+        }
+    }
 }
 
 /// The ring, the scheduler and the requests they hold; `T` is what a request's result is delivered to.
@@ -192,7 +212,7 @@ impl<T> Core<T> {
     where
         T: Clone,
     {
-        self.slab.iter().map(|(_, slot)| slot.token.clone()).collect()
+        self.slab.iter().filter_map(|(_, slot)| slot.data.token().cloned()).collect()
     }
 
     /// How many targets this core drives.
@@ -256,27 +276,75 @@ impl<T> Core<T> {
         self.sched.set_queue_group(queue, group, SchedInstant::from_nanos(now)).map_err(EngineError::from)
     }
 
-    /// Hands one request to the scheduler (offset and buffer already checked by the front end).
-    pub(crate) fn insert(&mut self, what: Submission, buf: AlignedBuf, token: T, now: Nanos) {
+    /// Hands one request to the scheduler (offset and buffer already checked by the front end), or,
+    /// for a read or write larger than the scheduler's `split_size` for its queue now, its pieces.
+    pub(crate) fn insert(&mut self, what: Submission, mut buf: AlignedBuf, token: T, now: Nanos) {
         let Submission { queue, op, target, offset, len, sync, fua } = what;
         let len = match op {
             Op::Read | Op::Write => buf.len() as u32,
             Op::Flush => 0,
             Op::Discard | Op::WriteZeroes => len,
         };
-        let entry = self.slab.vacant_entry();
-        let req = Request {
-            id: RequestId(entry.key() as u64),
+        let sched_offset = |o: u64| (u64::from(target) << TARGET_SHIFT) | o;
+        let piece = match op {
+            Op::Read | Op::Write => self
+                .sched
+                .split_size(queue, SchedInstant::from_nanos(now))
+                // Pieces keep O_DIRECT's alignment: a multiple of 4 KiB.
+                .map(|p| p.max(4096) & !4095)
+                .filter(|&p| len > p),
+            _ => None,
+        };
+        let Some(piece) = piece else {
+            let entry = self.slab.vacant_entry();
+            let req = Request {
+                id: RequestId(entry.key() as u64),
+                queue,
+                op,
+                offset: sched_offset(offset),
+                len,
+                sync,
+                meta: false,
+            };
+            let data = Data::Whole { buf, token };
+            entry.insert(Slot { req, target, offset, fua, punch: false, data, arrived: now });
+            self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += 1;
+            self.sched.insert(req, SchedInstant::from_nanos(now));
+            return;
+        };
+        let pieces = len.div_ceil(piece);
+        let base = buf.as_mut_ptr() as usize;
+        let parent_entry = self.slab.vacant_entry();
+        let parent = parent_entry.key();
+        let parent_req = Request {
+            id: RequestId(parent as u64),
             queue,
             op,
-            offset: (u64::from(target) << TARGET_SHIFT) | offset,
+            offset: sched_offset(offset),
             len,
             sync,
             meta: false,
         };
-        entry.insert(Slot { req, target, offset, fua, punch: false, buf, token, arrived: now });
-        self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += 1;
-        self.sched.insert(req, SchedInstant::from_nanos(now));
+        let data = Data::Parent { buf, token, pieces_left: pieces, error: None };
+        parent_entry.insert(Slot { req: parent_req, target, offset, fua, punch: false, data, arrived: now });
+        self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += pieces as u64;
+        for k in 0..pieces {
+            let at = k * piece;
+            let entry = self.slab.vacant_entry();
+            let req = Request {
+                id: RequestId(entry.key() as u64),
+                queue,
+                op,
+                offset: sched_offset(offset + u64::from(at)),
+                len: piece.min(len - at),
+                sync,
+                meta: false,
+            };
+            let data = Data::Piece { parent, addr: base + at as usize };
+            let piece_offset = offset + u64::from(at);
+            entry.insert(Slot { req, target, offset: piece_offset, fua, punch: false, data, arrived: now });
+            self.sched.insert(req, SchedInstant::from_nanos(now));
+        }
     }
 
     /// Removes `queue` from the scheduler now if it holds nothing, otherwise once its last request
@@ -381,7 +449,10 @@ impl<T> Core<T> {
     /// The io_uring entry of one request (each kind of operation is its own opcode).
     fn sqe(files: &[std::fs::File], slot: &mut Slot<T>, idx: usize) -> io_uring::squeue::Entry {
         let fd = types::Fd(files[slot.target as usize].as_raw_fd());
-        let ptr = slot.buf.as_mut_ptr();
+        let ptr = match &mut slot.data {
+            Data::Whole { buf, .. } | Data::Parent { buf, .. } => buf.as_mut_ptr(),
+            Data::Piece { addr, .. } => *addr as *mut u8,
+        };
         let (offset, len) = (slot.offset, slot.req.len);
         match slot.req.op {
             Op::Read => opcode::Read::new(fd, ptr, len).offset(offset).build(),
@@ -442,27 +513,56 @@ impl<T> Core<T> {
             let op = op_name(req.op);
             // Reads and writes move their whole length; the other operations return 0 on success.
             let expected = if matches!(req.op, Op::Read | Op::Write) { req.len } else { 0 };
-            let result = if res < 0 {
-                Err(IoError::Os { op, offset: slot.offset, len: req.len, errno: -res })
+            let failure = if res < 0 {
+                Some(IoError::Os { op, offset: slot.offset, len: req.len, errno: -res })
             } else if (res as u32) < expected {
-                Err(IoError::Short { op, offset: slot.offset, len: req.len, transferred: res as u32 })
+                Some(IoError::Short { op, offset: slot.offset, len: req.len, transferred: res as u32 })
             } else {
-                Ok(Completion {
-                    buf: slot.buf,
-                    bytes: expected as usize,
-                    latency: Duration::from_nanos(now.saturating_sub(slot.arrived)),
+                None
+            };
+            let (buf, token, failure, arrived) = match slot.data {
+                Data::Whole { buf, token } => (buf, token, failure, slot.arrived),
+                Data::Parent { .. } => continue, // never on the device
+                Data::Piece { parent, .. } => {
+                    if let Some(live) = self.live.get_mut(&req.queue) {
+                        live.in_flight = live.in_flight.saturating_sub(1);
+                    }
+                    let Some(p) = self.slab.get_mut(parent) else { continue };
+                    let Data::Parent { pieces_left, error, .. } = &mut p.data else { continue };
+                    *pieces_left -= 1;
+                    if error.is_none() {
+                        *error = failure;
+                    }
+                    if *pieces_left > 0 {
+                        continue;
+                    }
+                    let p = self.slab.remove(parent);
+                    let Data::Parent { buf, token, error, .. } = p.data else { continue };
+                    if let Some(live) = self.live.get_mut(&req.queue) {
+                        // `record` counts the request out of the device once, as for a whole one.
+                        live.in_flight += 1;
+                    }
+                    (buf, token, error, p.arrived)
+                }
+            };
+            let result = match failure {
+                Some(e) => Err(e),
+                None => Ok(Completion {
+                    bytes: if matches!(req.op, Op::Read | Op::Write) { buf.len() } else { 0 },
+                    buf,
+                    latency: Duration::from_nanos(now.saturating_sub(arrived)),
                     seq: self.completed + self.failed,
-                })
+                }),
             };
             if let Some(live) = self.live.get_mut(&req.queue) {
-                live.record(req.op, &result, now.saturating_sub(slot.arrived));
+                live.record(req.op, &result, now.saturating_sub(arrived));
             }
             if result.is_ok() {
                 self.completed += 1;
             } else {
                 self.failed += 1;
             }
-            deliver(req.queue, slot.token, result);
+            deliver(req.queue, token, result);
         }
         drop(cq);
         for idx in retry {
