@@ -160,6 +160,18 @@ struct Slot {
     write: bool,
     tag: u64,
     inserted: Nanos,
+    /// A piece of a request the scheduler asked to have split (`Scheduler::split_size`): the key of
+    /// its [`SplitGroup`].
+    group: Option<usize>,
+}
+
+/// A request inserted as pieces: it completes for its application when its last piece does.
+struct SplitGroup {
+    remaining: u32,
+    offset: u64,
+    len: u32,
+    /// The application requests it is made of (the plug's parts; empty: one, the whole request).
+    parts: Vec<Part>,
 }
 
 /// An application at the end of a run, with what was measured for it.
@@ -222,6 +234,8 @@ pub struct Engine {
     slab: Slab<Slot>,
     /// The parts of merged requests, by slab index (absent for unmerged requests).
     parts: std::collections::HashMap<u64, Vec<Part>>,
+    /// Requests inserted as pieces, by the key their pieces' slots hold.
+    groups: Slab<SplitGroup>,
     writeback: Writeback,
     writeback_queue: u32,
     /// While the applications start, the flusher waits (see `run`).
@@ -340,6 +354,7 @@ impl Engine {
             reactions_pending: Slab::new(),
             slab: Slab::new(),
             parts: std::collections::HashMap::new(),
+            groups: Slab::new(),
             writeback_queue,
             flush_deferred: false,
             read_latency: LatencyHistogram::new(),
@@ -424,8 +439,14 @@ impl Engine {
         if self.measuring {
             // Requests still waiting (in the scheduler or on the device) count with their wait so far:
             // leaving them out hides a starved queue (seed 002's DBMS runs; issue 13 item 6).
+            let mut groups_seen = std::collections::HashSet::new();
             for (index, slot) in self.slab.iter() {
-                let parts = self.parts.get(&(index as u64)).map_or(1, Vec::len);
+                let parts = match slot.group {
+                    // A split request counts once, with its parts, however many pieces are left.
+                    Some(g) if !groups_seen.insert(g) => continue,
+                    Some(g) => self.groups.get(g).map_or(1, |g| g.parts.len().max(1)),
+                    None => self.parts.get(&(index as u64)).map_or(1, Vec::len),
+                };
                 let waited = end.saturating_sub(slot.inserted);
                 for _ in 0..parts {
                     // As at completion: an application's latency is its own queues' requests'.
@@ -593,10 +614,23 @@ impl Engine {
             self.series.record(c.time, bytes);
             self.apps[app].stats.series.record(c.time, bytes);
         }
-        let parts = self
-            .parts
-            .remove(&(index as u64))
-            .unwrap_or_else(|| vec![Part { offset: c.request.offset, len: c.request.len, tag: slot.tag }]);
+        let parts = if let Some(g) = slot.group {
+            let Some(group) = self.groups.get_mut(g) else { return };
+            group.remaining -= 1;
+            if group.remaining > 0 {
+                return;
+            }
+            let group = self.groups.remove(g);
+            if group.parts.is_empty() {
+                vec![Part { offset: group.offset, len: group.len, tag: slot.tag }]
+            } else {
+                group.parts
+            }
+        } else {
+            self.parts
+                .remove(&(index as u64))
+                .unwrap_or_else(|| vec![Part { offset: c.request.offset, len: c.request.len, tag: slot.tag }])
+        };
         for part in parts {
             let bytes = u64::from(part.len);
             if measure {
@@ -689,17 +723,26 @@ impl Engine {
     /// The flusher: moves dirty data into the scheduler while the write-back queue has room.
     fn flush(&mut self) {
         while let Some(e) = self.writeback.next_flush() {
-            self.insert(e.app, self.writeback_queue, Op::Write, e.offset, e.len, false, false, e.tag, true);
+            self.insert(
+                e.app,
+                self.writeback_queue,
+                Op::Write,
+                e.offset,
+                e.len,
+                false,
+                false,
+                e.tag,
+                true,
+                Vec::new(),
+            );
         }
     }
 
     /// Inserts a request built by the plug; `parts` are the application requests it is made of.
     fn insert_plugged(&mut self, app: usize, base: u32, nqueues: u32, r: NewRequest, parts: Vec<Part>) {
         let queue = base + (r.queue as u32).min(nqueues.saturating_sub(1));
-        let id = self.insert(app, queue, r.op, r.offset, r.len, r.sync, r.meta, r.tag, false);
-        if parts.len() > 1 {
-            self.parts.insert(id, parts);
-        }
+        let parts = if parts.len() > 1 { parts } else { Vec::new() };
+        self.insert(app, queue, r.op, r.offset, r.len, r.sync, r.meta, r.tag, false, parts);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -714,21 +757,57 @@ impl Engine {
         meta: bool,
         tag: u64,
         writeback: bool,
-    ) -> u64 {
-        let slot = Slot { app: app as u32, writeback, write: op == Op::Write, tag, inserted: self.now };
-        let id = self.slab.insert(slot) as u64;
+        parts: Vec<Part>,
+    ) {
         let capacity = self.device.capacity_bytes();
         let offset = if capacity > u64::from(len) { offset.min(capacity - u64::from(len)) } else { 0 };
-        let request = Request { id: RequestId(id), queue: QueueId(queue), op, offset, len, sync, meta };
-        if let Some(q) = self.queues.get_mut(queue as usize) {
-            q.outstanding += 1;
-            q.max_outstanding = q.max_outstanding.max(q.outstanding);
+        // As the block layer splits a bio beyond max_sectors_kb: pieces, each a request of its own.
+        let piece = match op {
+            Op::Read | Op::Write => self
+                .sched
+                .split_size(QueueId(queue), Instant::from_nanos(self.now))
+                .map(|p| p.max(512) & !511)
+                .filter(|&p| len > p),
+            _ => None,
+        };
+        let (piece, group, mut whole_parts) = match piece {
+            Some(p) => {
+                let g = SplitGroup { remaining: len.div_ceil(p), offset, len, parts };
+                (p, Some(self.groups.insert(g)), Vec::new())
+            }
+            None => (len.max(1), None, parts),
+        };
+        let mut at = 0u32;
+        loop {
+            let piece_len = piece.min(len - at);
+            let slot =
+                Slot { app: app as u32, writeback, write: op == Op::Write, tag, inserted: self.now, group };
+            let id = self.slab.insert(slot) as u64;
+            if !whole_parts.is_empty() {
+                self.parts.insert(id, std::mem::take(&mut whole_parts));
+            }
+            let request = Request {
+                id: RequestId(id),
+                queue: QueueId(queue),
+                op,
+                offset: offset + u64::from(at),
+                len: piece_len,
+                sync,
+                meta,
+            };
+            if let Some(q) = self.queues.get_mut(queue as usize) {
+                q.outstanding += 1;
+                q.max_outstanding = q.max_outstanding.max(q.outstanding);
+            }
+            self.lag.on_insert(queue as usize, self.now);
+            if self.trace.is_some() {
+                self.trace_request("insert", &request);
+            }
+            self.sched.insert(request, Instant::from_nanos(self.now));
+            at += piece_len;
+            if at >= len {
+                break;
+            }
         }
-        self.lag.on_insert(queue as usize, self.now);
-        if self.trace.is_some() {
-            self.trace_request("insert", &request);
-        }
-        self.sched.insert(request, Instant::from_nanos(self.now));
-        id
     }
 }

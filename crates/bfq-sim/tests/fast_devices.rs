@@ -21,3 +21,45 @@ fn a_greedy_queue_taken_for_a_waker_is_not_injected_beyond_its_share() {
     let (lo, hi) = seq.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
     assert!(lo > 0.0 && hi <= 1.25 * lo, "equal sequential readers: {seq:?} MiB/s");
 }
+
+#[test]
+fn requests_split_into_pieces_reach_their_applications_once_and_whole() {
+    // `guard_split_kib` (docs/serve.md "Pieces"): while the latency guard is on, the sequential
+    // readers' requests go to the scheduler and the device as 16 KiB pieces; each application still
+    // sees its own requests, once each, with all their bytes: the bytes the applications count are
+    // the bytes their queues completed (up to the requests cut by the measuring window's edges), and
+    // the queues completed many more requests than the applications made.
+    let text = include_str!("../../../examples/fast-seq-rand-1-4.toml");
+    let job = Job::from_toml(text, "examples/fast-seq-rand-1-4.toml").unwrap();
+    let run = |split: &str| {
+        let params = [
+            ("latency_guard".to_string(), "300".to_string()),
+            ("guard_split_kib".to_string(), split.to_string()),
+        ];
+        run_job(&job, "bfq", &params).unwrap()
+    };
+    for (split, pieces) in [("16", true), ("0", false)] {
+        let r = run(split);
+        for app in r.apps.iter().filter(|a| a.kind == "seq-reader") {
+            let queues: Vec<_> = r.queues.iter().filter(|q| app.queues.contains(&q.id)).collect();
+            let completed: u64 = queues.iter().map(|q| q.completed).sum();
+            let bytes: u64 = queues.iter().map(|q| q.bytes).sum();
+            eprintln!(
+                "split {split}: {} requests {} bytes {}; queues completed {completed} bytes {bytes}",
+                app.name, app.requests, app.bytes_read
+            );
+            let edge = 2 * 4 * 512 * 1024; // the window's requests at each end
+            assert!(app.bytes_read.abs_diff(bytes) <= edge, "{}: {} vs {bytes}", app.name, app.bytes_read);
+            if pieces {
+                assert!(
+                    completed >= 4 * app.requests,
+                    "{}: {completed} pieces, {} requests",
+                    app.name,
+                    app.requests
+                );
+            } else {
+                assert!(completed <= app.requests, "{}: {completed} vs {} requests", app.name, app.requests);
+            }
+        }
+    }
+}
