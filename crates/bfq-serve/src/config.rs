@@ -4,7 +4,7 @@
 //! ```toml
 //! listen = ["127.0.0.1:10809", "unix:/run/bfq-serve.sock"]
 //! scheduler = "bfq"                  # any scheduler of bfq-sched (default bfq)
-//! params = { low_latency = 0 }       # its tunables (default: low_latency off, see below)
+//! params = { low_latency = 0 }       # its tunables (BFQ here: low_latency 0, latency_guard 150)
 //! depth = 32                         # requests on each device at once
 //! metrics = "127.0.0.1:9109"         # Prometheus text format at /metrics (default: none)
 //! summary_interval = "10s"           # one line per export on standard error ("off": none)
@@ -210,10 +210,13 @@ impl Config {
             return Err(err("depth", None, format!("must be 1..=4096, got {}", raw.depth)));
         }
         // Tenants of a server get their weights from the first request on: BFQ's interactive weight
-        // raising of newly started queues is off unless the configuration turns it on.
+        // raising of newly started queues is off unless the configuration turns it on. The latency
+        // guard is on: a client that keeps a request or two outstanding (a VM's synchronous reads)
+        // keeps near its latency alone beside greedy ones (docs/serve.md, "Pieces").
         let mut params: Vec<(String, String)> = Vec::new();
         if raw.scheduler.starts_with("bfq") {
             params.push(("low_latency".into(), "0".into()));
+            params.push(("latency_guard".into(), "150".into()));
         }
         for (k, v) in raw.params.unwrap_or_default() {
             let v = match v {
@@ -360,11 +363,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_embedded_default_parses_with_low_latency_off() {
+    fn the_embedded_default_parses_with_low_latency_off_and_the_latency_guard_on() {
         let c = Config::from_toml(DEFAULT_CONFIG, "default").unwrap();
         assert_eq!(c.listen, vec![Listen::Tcp("127.0.0.1:10809".into())]);
         assert_eq!(c.exports[0].size, Some(1 << 30));
         assert!(c.params.contains(&("low_latency".into(), "0".into())));
+        assert!(c.params.contains(&("latency_guard".into(), "150".into())));
+        // A configuration's own value wins.
+        let own = format!("params = {{ latency_guard = 0 }}\n{DEFAULT_CONFIG}");
+        let c = Config::from_toml(&own, "own").unwrap();
+        assert!(c.params.contains(&("latency_guard".into(), "0".into())));
+        assert!(!c.params.contains(&("latency_guard".into(), "150".into())));
     }
 
     #[test]
