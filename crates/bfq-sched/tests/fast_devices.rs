@@ -457,7 +457,10 @@ fn the_latency_guard_keeps_a_light_queue_near_its_latency_alone_inside_a_shared_
     assert!(p_on <= 2 * p_alone, "guard on: p99 {p_on} ns against {p_alone} alone");
     assert!(p_off >= 10 * p_alone, "guard off: p99 {p_off} ns against {p_alone} alone");
     assert!(p_fifo >= 10 * p_alone, "fifo: p99 {p_fifo} ns against {p_alone} alone");
-    assert!(on_bytes[1] as f64 >= 0.7 * off_bytes[1] as f64, "greedy {on_bytes:?} against {off_bytes:?}");
+    // The greedy queue's reads go in as 16 KiB pieces while the guard is on (`guard_split_kib`):
+    // on this device, with 20 us per request and eight units serving side by side, that costs it
+    // about a third of its bytes (0.87 of them with whole requests; docs/serve.md "Pieces").
+    assert!(on_bytes[1] as f64 >= 0.55 * off_bytes[1] as f64, "greedy {on_bytes:?} against {off_bytes:?}");
     assert!(on[0].len() >= 10 * off[0].len(), "the light queue completes more reads with the guard");
 }
 

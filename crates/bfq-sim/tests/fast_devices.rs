@@ -33,7 +33,7 @@ fn requests_split_into_pieces_reach_their_applications_once_and_whole() {
     let job = Job::from_toml(text, "examples/fast-seq-rand-1-4.toml").unwrap();
     let run = |split: &str| {
         let params = [
-            ("latency_guard".to_string(), "300".to_string()),
+            ("latency_guard".to_string(), "150".to_string()),
             ("guard_split_kib".to_string(), split.to_string()),
         ];
         run_job(&job, "bfq", &params).unwrap()
