@@ -285,7 +285,6 @@ impl<T> Core<T> {
             Op::Flush => 0,
             Op::Discard | Op::WriteZeroes => len,
         };
-        let sched_offset = |o: u64| (u64::from(target) << TARGET_SHIFT) | o;
         let piece = match op {
             Op::Read | Op::Write => self
                 .sched
@@ -295,54 +294,38 @@ impl<T> Core<T> {
                 .filter(|&p| len > p),
             _ => None,
         };
-        let Some(piece) = piece else {
-            let entry = self.slab.vacant_entry();
-            let req = Request {
-                id: RequestId(entry.key() as u64),
-                queue,
-                op,
-                offset: sched_offset(offset),
-                len,
-                sync,
-                meta: false,
-            };
-            let data = Data::Whole { buf, token };
-            entry.insert(Slot { req, target, offset, fua, punch: false, data, arrived: now });
-            self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += 1;
-            self.sched.insert(req, SchedInstant::from_nanos(now));
-            return;
-        };
-        let pieces = len.div_ceil(piece);
-        let base = buf.as_mut_ptr() as usize;
-        let parent_entry = self.slab.vacant_entry();
-        let parent = parent_entry.key();
-        let parent_req = Request {
-            id: RequestId(parent as u64),
+        let slot = |req, offset, data| Slot { req, target, offset, fua, punch: false, data, arrived: now };
+        let request = |id: usize, at: u64, len| Request {
+            id: RequestId(id as u64),
             queue,
             op,
-            offset: sched_offset(offset),
+            offset: (u64::from(target) << TARGET_SHIFT) | (offset + at),
             len,
             sync,
             meta: false,
         };
+        let Some(piece) = piece else {
+            let entry = self.slab.vacant_entry();
+            let req = request(entry.key(), 0, len);
+            entry.insert(slot(req, offset, Data::Whole { buf, token }));
+            self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += 1;
+            self.sched.insert(req, SchedInstant::from_nanos(now));
+            return;
+        };
+        // The original holds the buffer and the token; it is not in the scheduler.
+        let pieces = len.div_ceil(piece);
+        let base = buf.as_mut_ptr() as usize;
+        let entry = self.slab.vacant_entry();
+        let parent = entry.key();
         let data = Data::Parent { buf, token, pieces_left: pieces, error: None };
-        parent_entry.insert(Slot { req: parent_req, target, offset, fua, punch: false, data, arrived: now });
-        self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += pieces as u64;
+        entry.insert(slot(request(parent, 0, len), offset, data));
+        self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += u64::from(pieces);
         for k in 0..pieces {
             let at = k * piece;
             let entry = self.slab.vacant_entry();
-            let req = Request {
-                id: RequestId(entry.key() as u64),
-                queue,
-                op,
-                offset: sched_offset(offset + u64::from(at)),
-                len: piece.min(len - at),
-                sync,
-                meta: false,
-            };
+            let req = request(entry.key(), u64::from(at), piece.min(len - at));
             let data = Data::Piece { parent, addr: base + at as usize };
-            let piece_offset = offset + u64::from(at);
-            entry.insert(Slot { req, target, offset: piece_offset, fua, punch: false, data, arrived: now });
+            entry.insert(slot(req, offset + u64::from(at), data));
             self.sched.insert(req, SchedInstant::from_nanos(now));
         }
     }
@@ -524,9 +507,6 @@ impl<T> Core<T> {
                 Data::Whole { buf, token } => (buf, token, failure, slot.arrived),
                 Data::Parent { .. } => continue, // never on the device
                 Data::Piece { parent, .. } => {
-                    if let Some(live) = self.live.get_mut(&req.queue) {
-                        live.in_flight = live.in_flight.saturating_sub(1);
-                    }
                     let Some(p) = self.slab.get_mut(parent) else { continue };
                     let Data::Parent { pieces_left, error, .. } = &mut p.data else { continue };
                     *pieces_left -= 1;
@@ -534,14 +514,14 @@ impl<T> Core<T> {
                         *error = failure;
                     }
                     if *pieces_left > 0 {
+                        // The last piece's completion is recorded below, as a whole request's.
+                        if let Some(live) = self.live.get_mut(&req.queue) {
+                            live.in_flight = live.in_flight.saturating_sub(1);
+                        }
                         continue;
                     }
                     let p = self.slab.remove(parent);
                     let Data::Parent { buf, token, error, .. } = p.data else { continue };
-                    if let Some(live) = self.live.get_mut(&req.queue) {
-                        // `record` counts the request out of the device once, as for a whole one.
-                        live.in_flight += 1;
-                    }
                     (buf, token, error, p.arrived)
                 }
             };
