@@ -28,7 +28,7 @@ use crate::config::{Config, Export, Listen};
 pub use crate::metrics::ConnectionStats;
 use crate::metrics::{ExportCounters, Kind};
 use crate::protocol::*;
-use crate::readahead::{ReadAhead, Route, Window};
+use crate::readahead::{PoolActivity, ReadAhead, Route, Window};
 
 pub(crate) const BLOCK: u64 = 4096;
 /// Requests of one connection being served at once; beyond it the server stops reading from that
@@ -112,8 +112,11 @@ struct State {
     /// Open connections: their queue and export.
     live: Mutex<HashMap<QueueId, usize>>,
     scheduler: String,
-    /// Bytes of a read-ahead window (0: none).
+    /// How far read-ahead windows reach past a sequential reader, in bytes (0: none).
     read_ahead: u64,
+    /// Per engine (device): which connections sent requests lately (read-ahead is for a reader
+    /// alone on its device).
+    activity: Vec<Mutex<PoolActivity<QueueId>>>,
 }
 
 impl State {
@@ -719,6 +722,7 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
         })
         .collect();
     Ok(State {
+        activity: engines.iter().map(|_| Mutex::new(PoolActivity::default())).collect(),
         exports,
         engines,
         next_queue: AtomicU32::new(1),
@@ -1302,6 +1306,9 @@ async fn transmission<R, W>(
         }
         let Some(h) = RequestHeader::parse(&header) else { break };
         let arrived = std::time::Instant::now();
+        if state.read_ahead > 0 {
+            state.activity[e.engine].lock().unwrap_or_else(|p| p.into_inner()).note(queue, arrived);
+        }
         if draining && h.command != CMD_DISC {
             if h.command == CMD_WRITE
                 && tokio::io::copy(&mut (&mut rd).take(u64::from(h.length)), &mut tokio::io::sink())
@@ -1349,28 +1356,32 @@ async fn transmission<R, W>(
                         // keeps many keeps the device busy itself, and windows beside its reads would
                         // only lengthen the device's queue (a greedy client at iodepth 32 fell to a
                         // third of its throughput, and a light client's reads waited behind 4 MiB ones).
+                        // And it is for a reader alone on its device (`readahead::ALONE_AFTER`).
                         let outstanding = MAX_IN_FLIGHT_PER_CONNECTION - slots.available_permits();
-                        let shallow = outstanding <= SHALLOW_STREAM;
-                        let (mut route, fetch) = ra.route(h.offset, u64::from(h.length), epoch, shallow);
-                        if let Some(f) = fetch {
-                            // The window's bytes count in the connection's budget; without room, no
-                            // read-ahead this time.
+                        let alone = !state.activity[e.engine]
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .others_recently(queue, arrived);
+                        let shallow = outstanding <= SHALLOW_STREAM && alone;
+                        let (mut route, fetches) = ra.route(h.offset, u64::from(h.length), epoch, shallow);
+                        for f in fetches {
+                            // A window's bytes count in the connection's budget; without room, no
+                            // more read-ahead this time (the windows stay contiguous).
                             let need = ((f.end - f.start) as usize).div_ceil(BUDGET_UNIT) as u32;
-                            if let Ok(wb) = budget.clone().try_acquire_many_owned(need) {
-                                let win = Arc::new(Window {
-                                    start: f.start,
-                                    end: f.end,
-                                    epoch,
-                                    body: Mutex::new(WindowState::Reading(Vec::new())),
-                                });
-                                ra.add(win.clone());
-                                if matches!(route, Route::Direct) && f.start <= h.offset {
-                                    route = Route::Window(win.clone());
-                                }
-                                let (client, pool, state, tx) =
-                                    (client.clone(), pool.clone(), state.clone(), tx.clone());
-                                tasks.spawn(read_window(client, win, wb, pool, state, export, tx));
+                            let Ok(wb) = budget.clone().try_acquire_many_owned(need) else { break };
+                            let win = Arc::new(Window {
+                                start: f.start,
+                                end: f.end,
+                                epoch,
+                                body: Mutex::new(WindowState::Reading(Vec::new())),
+                            });
+                            ra.add(win.clone());
+                            if matches!(route, Route::Direct) && f.covers(h.offset, u64::from(h.length)) {
+                                route = Route::Window(win.clone());
                             }
+                            let (client, pool, state, tx) =
+                                (client.clone(), pool.clone(), state.clone(), tx.clone());
+                            tasks.spawn(read_window(client, win, wb, pool, state, export, tx));
                         }
                         match route {
                             Route::Window(win) => {

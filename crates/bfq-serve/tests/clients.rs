@@ -566,7 +566,7 @@ fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
         assert_eq!(c.simple(), (0, handle), "read of {len} at {offset}");
         c.read_n(len as usize)
     };
-    // Three sequential reads start a window [256 KiB, 1280 KiB).
+    // The third sequential read starts windows of 256 KiB from 256 KiB, kept 1 MiB ahead.
     for i in 0..4 {
         assert_eq!(read(&mut reader, i * 128 * k, 128 * 1024), vec![0u8; 128 * 1024]);
     }
@@ -584,7 +584,9 @@ fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
         b"hello",
         "the unaligned write is seen"
     );
-    // The reader goes on sequentially past what was written: windows again, and its own write.
+    // The reader goes on sequentially past what was written: windows again once the writer has been
+    // quiet for the hold (read-ahead is for a reader alone on its device), and its own write.
+    std::thread::sleep(bfq_serve::readahead::ALONE_AFTER + std::time::Duration::from_millis(50));
     for i in 0..8 {
         read(&mut reader, 768 * k + i * 128 * k, 128 * 1024);
     }
@@ -592,6 +594,7 @@ fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
     assert_eq!(reader.simple(), (0, 200));
     assert_eq!(read(&mut reader, 2048 * k, 128 * 1024)[4096..8192], [0x11; 4096][..], "its own write");
     // Write-zeroes (command 6) over data a window may hold.
+    std::thread::sleep(bfq_serve::readahead::ALONE_AFTER + std::time::Duration::from_millis(50));
     for i in 0..4 {
         read(&mut reader, 2176 * k + i * 128 * k, 128 * 1024);
     }
