@@ -610,6 +610,53 @@ fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
     server.stop().unwrap();
 }
 
+/// Read-ahead is for a reader alone on its device (`readahead::ALONE_AFTER`): beside another
+/// connection that keeps sending requests, a sequential reader gets no windows, and gets them again
+/// once the other has been quiet for the hold.
+#[test]
+fn a_sequential_reader_beside_another_active_connection_gets_no_read_ahead() {
+    let pid = std::process::id();
+    let path = PathBuf::from(format!("/var/tmp/bfq-serve-alone-{pid}.img"));
+    let _ = std::fs::remove_file(&path);
+    let _files = Files(vec![path.clone()]);
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\nread_ahead = \"1MiB\"\n[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\n",
+        path.display()
+    );
+    let server = start(Config::from_toml(&text, "alone.toml").unwrap()).unwrap();
+    let tcp = server.addresses()[0].clone();
+    let (mut reader, mut other) = (Raw::connect(&tcp), Raw::connect(&tcp));
+    for c in [&mut reader, &mut other] {
+        c.hello();
+        assert_eq!(c.go("s"), 1);
+    }
+    let k = 1024u64;
+    let mut handle = 0u64;
+    let mut read = |c: &mut Raw, offset: u64, len: u32| {
+        handle += 1;
+        c.request(0, handle, offset, len, &[]);
+        assert_eq!(c.simple(), (0, handle), "read of {len} at {offset}");
+        c.read_n(len as usize);
+    };
+    let hits = |server: &ServerHandle| {
+        metric(&metrics_page(server), "bfq_serve_read_ahead_hits_total{export=\"s\"}")
+    };
+    // Each of the reader's sequential reads follows a read of the other connection.
+    for i in 0..12u64 {
+        read(&mut other, (8192 + (i * 37) % 4096) * k, 4096);
+        read(&mut reader, i * 128 * k, 128 * 1024);
+    }
+    assert_eq!(hits(&server), 0, "no window beside an active connection");
+    // The other goes quiet: after the hold, the same stream gets windows.
+    std::thread::sleep(bfq_serve::readahead::ALONE_AFTER + std::time::Duration::from_millis(50));
+    for i in 12..24u64 {
+        read(&mut reader, i * 128 * k, 128 * 1024);
+    }
+    assert!(hits(&server) >= 8, "windows once alone: {} hits", hits(&server));
+    drop((reader, other));
+    server.stop().unwrap();
+}
+
 /// `bfq serve --events FILE`: the scheduler's event log of a run, one line per event with the
 /// connection's queue; never written over an existing file.
 #[test]
