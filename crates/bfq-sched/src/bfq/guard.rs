@@ -26,6 +26,10 @@
 //! one request: the greedy queues are slowed, never stopped. Where the others' requests do not slow
 //! the guarded queue (its latency beside one of them is what it is beside many), the latency stays
 //! within the margin and the limit grows back to the device's depth: nothing is held back for nothing.
+//! Except from a limit of one: there every guarded request enters with at most one of the others and
+//! is a baseline sample, so none counts towards growth and the limit stays at one while guarded
+//! requests keep coming (until the guard lapses). Counting them as good ones was tried and measured
+//! worse through `bfq serve` (docs/serve.md, "The guard's limit of one").
 
 use super::*;
 use crate::types::{Instant, Nanos, MSEC};
