@@ -328,9 +328,9 @@ impl Config {
 }
 
 /// Read-ahead without a `read_ahead` field: 4 MiB ahead of the reader, in windows of 1 MiB. On this
-/// machine's virtio disk it took a 128 KiB sequential reader at depth 4 from 5,500-6,600 to
-/// 9,100-10,800 IOPS (docs/serve.md "Read-ahead, pipelined"); a reader that keeps more requests
-/// outstanding gets none.
+/// machine's virtio disk it took a 128 KiB sequential reader at depth 4 from 5,300-6,600 to
+/// 7,700-10,800 IOPS (docs/serve.md "Read-ahead, pipelined"); a reader that keeps more requests
+/// outstanding, or that is not alone on its device, gets none.
 pub const DEFAULT_READ_AHEAD: u64 = 4 << 20;
 
 /// A read-ahead distance: whole 4 KiB blocks, at most 32 MiB (half a connection's 64 MiB byte budget).

@@ -209,6 +209,13 @@ mod tests {
         }
     }
 
+    /// Three sequential 4 KiB reads from 0: the third starts the windows, which it returns.
+    fn start_stream(ra: &mut ReadAhead<()>) -> Vec<Fetch> {
+        ra.route(0, 4 * K, 0, true);
+        ra.route(4 * K, 4 * K, 0, true);
+        ra.route(8 * K, 4 * K, 0, true).1
+    }
+
     fn spans(fetches: &[Fetch]) -> Vec<(u64, u64)> {
         fetches.iter().map(|f| (f.start / K, f.end / K)).collect()
     }
@@ -242,9 +249,7 @@ mod tests {
     #[test]
     fn a_read_across_two_windows_is_read_on_its_own_and_the_windows_go_on() {
         let mut ra = ReadAhead::new(1024 * K, 1 << 30);
-        ra.route(0, 4 * K, 0, true);
-        ra.route(4 * K, 4 * K, 0, true);
-        let (_, f) = ra.route(8 * K, 4 * K, 0, true);
+        let f = start_stream(&mut ra);
         add_all(&mut ra, &f, 0);
         assert_eq!(f[0], Fetch { start: 8 * K, end: 264 * K });
         let (r, f) = ra.route(12 * K, 256 * K, 0, true);
@@ -276,9 +281,7 @@ mod tests {
     fn a_write_of_the_export_retires_every_window_read_before_it() {
         // Issue 16: a read after an acknowledged write sees the write.
         let mut ra = ReadAhead::new(1024 * K, 1 << 30);
-        ra.route(0, 4 * K, 0, true);
-        ra.route(4 * K, 4 * K, 0, true);
-        let (_, f) = ra.route(8 * K, 4 * K, 0, true);
+        let f = start_stream(&mut ra);
         add_all(&mut ra, &f, 0);
         assert!(matches!(ra.route(12 * K, 4 * K, 0, true).0, Route::Window(_)));
         // The epoch moved (a write was submitted or completed): no window is used.
@@ -291,9 +294,7 @@ mod tests {
     #[test]
     fn windows_stop_at_the_end_of_the_export_and_cover_long_reads() {
         let mut ra: ReadAhead<()> = ReadAhead::new(1024 * K, 600 * K);
-        ra.route(0, 4 * K, 0, true);
-        ra.route(4 * K, 4 * K, 0, true);
-        let (_, f) = ra.route(8 * K, 4 * K, 0, true);
+        let f = start_stream(&mut ra);
         assert_eq!(spans(&f), vec![(8, 264), (264, 520), (520, 600)]);
         let mut ra: ReadAhead<()> = ReadAhead::new(1024 * K, 1 << 30);
         ra.route(0, 2048 * K, 0, true);

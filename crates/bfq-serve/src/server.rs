@@ -1306,9 +1306,13 @@ async fn transmission<R, W>(
         }
         let Some(h) = RequestHeader::parse(&header) else { break };
         let arrived = std::time::Instant::now();
-        if state.read_ahead > 0 {
-            state.activity[e.engine].lock().unwrap_or_else(|p| p.into_inner()).note(queue, arrived);
-        }
+        // Read-ahead is for a reader alone on its device (`readahead::ALONE_AFTER`): every request
+        // is noted, and whether another connection sent one lately is read under the same lock.
+        let alone = state.read_ahead == 0 || {
+            let mut activity = state.activity[e.engine].lock().unwrap_or_else(|p| p.into_inner());
+            activity.note(queue, arrived);
+            !activity.others_recently(queue, arrived)
+        };
         if draining && h.command != CMD_DISC {
             if h.command == CMD_WRITE
                 && tokio::io::copy(&mut (&mut rd).take(u64::from(h.length)), &mut tokio::io::sink())
@@ -1356,12 +1360,8 @@ async fn transmission<R, W>(
                         // keeps many keeps the device busy itself, and windows beside its reads would
                         // only lengthen the device's queue (a greedy client at iodepth 32 fell to a
                         // third of its throughput, and a light client's reads waited behind 4 MiB ones).
-                        // And it is for a reader alone on its device (`readahead::ALONE_AFTER`).
+                        // And it is for a reader alone on its device (`alone`, above).
                         let outstanding = MAX_IN_FLIGHT_PER_CONNECTION - slots.available_permits();
-                        let alone = !state.activity[e.engine]
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .others_recently(queue, arrived);
                         let shallow = outstanding <= SHALLOW_STREAM && alone;
                         let (mut route, fetches) = ra.route(h.offset, u64::from(h.length), epoch, shallow);
                         for f in fetches {

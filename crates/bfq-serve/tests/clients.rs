@@ -538,33 +538,44 @@ fn metric(page: &str, prefix: &str) -> u64 {
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
+/// A server with 1 MiB of read-ahead on a 16 MiB export `s` of a file of its own (removed with the
+/// returned guard), and two connections to it that have done the handshake.
+fn read_ahead_server(tag: &str) -> (ServerHandle, Files, Raw, Raw) {
+    let path = PathBuf::from(format!("/var/tmp/bfq-serve-{tag}-{}.img", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let files = Files(vec![path.clone()]);
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\nread_ahead = \"1MiB\"\n[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\n",
+        path.display()
+    );
+    let server = start(Config::from_toml(&text, &format!("{tag}.toml")).unwrap()).unwrap();
+    let tcp = server.addresses()[0].clone();
+    let (mut a, mut b) = (Raw::connect(&tcp), Raw::connect(&tcp));
+    for c in [&mut a, &mut b] {
+        c.hello();
+        assert_eq!(c.go("s"), 1);
+    }
+    (server, files, a, b)
+}
+
+/// A read of `len` bytes at `offset` with `handle`, answered with a simple reply: its data.
+fn read_at(c: &mut Raw, handle: u64, offset: u64, len: u32) -> Vec<u8> {
+    c.request(0, handle, offset, len, &[]);
+    assert_eq!(c.simple(), (0, handle), "read of {len} at {offset}");
+    c.read_n(len as usize)
+}
+
 /// Issue 16's speed (docs/serve.md "Read-ahead"): a connection reading sequentially is answered from
 /// read-ahead windows, and a read after an acknowledged write sees the write, whichever connection
 /// wrote it (aligned or read-modify-write, trim or write-zeroes) and even inside a window read before.
 #[test]
 fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
-    let pid = std::process::id();
-    let path = PathBuf::from(format!("/var/tmp/bfq-serve-readahead-{pid}.img"));
-    let _ = std::fs::remove_file(&path);
-    let _files = Files(vec![path.clone()]);
-    let text = format!(
-        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\nread_ahead = \"1MiB\"\n[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\n",
-        path.display()
-    );
-    let server = start(Config::from_toml(&text, "readahead.toml").unwrap()).unwrap();
-    let tcp = server.addresses()[0].clone();
-    let (mut reader, mut writer) = (Raw::connect(&tcp), Raw::connect(&tcp));
-    for c in [&mut reader, &mut writer] {
-        c.hello();
-        assert_eq!(c.go("s"), 1);
-    }
+    let (server, _files, mut reader, mut writer) = read_ahead_server("readahead");
     let k = 1024u64;
     let mut handle = 0u64;
     let mut read = |c: &mut Raw, offset: u64, len: u32| -> Vec<u8> {
         handle += 1;
-        c.request(0, handle, offset, len, &[]);
-        assert_eq!(c.simple(), (0, handle), "read of {len} at {offset}");
-        c.read_n(len as usize)
+        read_at(c, handle, offset, len)
     };
     // The third sequential read starts windows of 256 KiB from 256 KiB, kept 1 MiB ahead.
     for i in 0..4 {
@@ -615,28 +626,12 @@ fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
 /// once the other has been quiet for the hold.
 #[test]
 fn a_sequential_reader_beside_another_active_connection_gets_no_read_ahead() {
-    let pid = std::process::id();
-    let path = PathBuf::from(format!("/var/tmp/bfq-serve-alone-{pid}.img"));
-    let _ = std::fs::remove_file(&path);
-    let _files = Files(vec![path.clone()]);
-    let text = format!(
-        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\nread_ahead = \"1MiB\"\n[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\n",
-        path.display()
-    );
-    let server = start(Config::from_toml(&text, "alone.toml").unwrap()).unwrap();
-    let tcp = server.addresses()[0].clone();
-    let (mut reader, mut other) = (Raw::connect(&tcp), Raw::connect(&tcp));
-    for c in [&mut reader, &mut other] {
-        c.hello();
-        assert_eq!(c.go("s"), 1);
-    }
+    let (server, _files, mut reader, mut other) = read_ahead_server("alone");
     let k = 1024u64;
     let mut handle = 0u64;
     let mut read = |c: &mut Raw, offset: u64, len: u32| {
         handle += 1;
-        c.request(0, handle, offset, len, &[]);
-        assert_eq!(c.simple(), (0, handle), "read of {len} at {offset}");
-        c.read_n(len as usize);
+        read_at(c, handle, offset, len);
     };
     let hits = |server: &ServerHandle| {
         metric(&metrics_page(server), "bfq_serve_read_ahead_hits_total{export=\"s\"}")
