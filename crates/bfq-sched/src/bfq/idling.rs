@@ -104,6 +104,8 @@ pub struct IdleInputs {
     pub asymmetric: bool,
     /// Some busy queue is not weight-raised.
     pub non_raised_busy: bool,
+    /// Some busy queue is weight-raised.
+    pub raised_busy: bool,
     /// Requests of other queues in flight in the device.
     pub others_in_flight: usize,
     /// No other queue has requests queued.
@@ -138,8 +140,13 @@ pub fn idle_window(cfg: &BfqConfig, i: &IdleInputs) -> Option<Nanos> {
             // at once) idling would only cut the device's queue to one queue's requests. The kernel also
             // idles for the only busy queue.
             IdlingPolicy::V7r8 | IdlingPolicy::Kernel => {
-                let sequential_on_disk = i.rotational && !i.seeky;
                 let kernel = cfg.idling_policy == IdlingPolicy::Kernel;
+                // Idling for a sequential queue on a disk is for throughput; the kernel gives that up
+                // while any raised queue is busy (kernel-bfq-reference.md "Idling": boosting throughput
+                // is "false while any raised queue busy"), so that a raised queue is not kept waiting
+                // behind another one's idle windows. The idling a raised queue needs for its own
+                // protection is `raised_needs_idling` below.
+                let sequential_on_disk = i.rotational && !i.seeky && !(kernel && i.raised_busy);
                 let raised_needs_idling =
                     raised && (!kernel || i.non_raised_busy || i.others_in_flight >= RAISED_LOAD_LIMIT);
                 // Kernel: idling for the only busy queue costs nothing (there is nothing else to
@@ -273,6 +280,32 @@ mod tests {
         assert_eq!(idle_window(&cfg, &beside), Some(20 * MSEC));
         // Without internal queueing raised queues stay idled whatever else is busy (seed 003 sec. V-A).
         assert_eq!(idle_window(&cfg, &IdleInputs { hw_tag: false, ..raised }), Some(20 * MSEC));
+    }
+
+    #[test]
+    fn a_sequential_queue_on_a_queueing_disk_is_idled_for_throughput_only_while_no_raised_queue_is_busy() {
+        // Kernel-bfq-reference.md "Idling": idling boosts throughput for a sequential queue on a
+        // rotational disk, "false while any raised queue busy" (the `kernel` policy); v7r8 (seed 003
+        // sec. V-C) keeps idling it.
+        let disk = IdleInputs { hw_tag: true, ..seq() };
+        let cfg = BfqConfig::default();
+        assert_eq!(idle_window(&cfg, &disk), Some(8 * MSEC), "nothing raised: idled for throughput");
+        let beside_raised = IdleInputs { raised_busy: true, ..disk };
+        assert_eq!(idle_window(&cfg, &beside_raised), None, "a raised queue is busy");
+        // A raised sequential queue among raised ones: its own raising does not call for idling either.
+        let raised_among_raised = IdleInputs { raised: true, ..beside_raised };
+        assert_eq!(idle_window(&cfg, &raised_among_raised), None);
+        // ... unless it is the only busy queue, or a non-raised queue is busy.
+        assert_eq!(
+            idle_window(&cfg, &IdleInputs { only_busy: true, ..raised_among_raised }),
+            Some(20 * MSEC)
+        );
+        assert_eq!(
+            idle_window(&cfg, &IdleInputs { non_raised_busy: true, ..raised_among_raised }),
+            Some(20 * MSEC)
+        );
+        let v7r8 = BfqConfig { idling_policy: IdlingPolicy::V7r8, ..BfqConfig::default() };
+        assert!(idle_window(&v7r8, &beside_raised).is_some(), "seed 003's policy is unchanged");
     }
 
     #[test]

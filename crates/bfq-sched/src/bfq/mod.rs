@@ -127,6 +127,8 @@ pub struct Bfq {
     weight_counts: IdMap<u64, u32>,
     /// Busy queues that are not weight-raised.
     busy_non_raised: usize,
+    /// Busy queues that are weight-raised.
+    busy_raised: usize,
     /// Queues that could take an Early Queue Merge partner, by where their I/O is (the kernel's
     /// position tree): bucket `last_end / merge_distance` -> slot, one queue per bucket. Lets an
     /// arriving queue find a close queue in O(1) instead of scanning every queue.
@@ -186,6 +188,7 @@ impl Bfq {
             hw_tag: HwTag::new(device.queue_depth),
             weight_counts: IdMap::default(),
             busy_non_raised: 0,
+            busy_raised: 0,
             pos_index: IdMap::default(),
             burst: BurstDetector::default(),
             preempt: false,

@@ -17,7 +17,7 @@ impl Bfq {
     }
 
     /// Keeps the count of busy queues per weight (for the symmetric/asymmetric test, seed 003 V-C) and
-    /// the count of busy queues that are not weight-raised (for the kernel idling rule).
+    /// the counts of busy queues that are and are not weight-raised (for the kernel idling rules).
     ///
     /// Queues count with their configured weight, not the raised one: the guarantees that idling
     /// protects are the configured shares, and counting raised weights would make every scenario with
@@ -42,10 +42,12 @@ impl Bfq {
                 }
             }
             self.busy_non_raised -= usize::from(!raised);
+            self.busy_raised -= usize::from(raised);
         }
         if let Some((w, raised)) = counted {
             *self.weight_counts.entry(w).or_insert(0) += 1;
             self.busy_non_raised += usize::from(!raised);
+            self.busy_raised += usize::from(raised);
         }
         self.queues[s as usize].counted_weight = counted;
     }
@@ -77,6 +79,7 @@ impl Bfq {
             rotational: self.device.rotational,
             asymmetric: self.asymmetric(),
             non_raised_busy: self.busy_non_raised > 0,
+            raised_busy: self.busy_raised > 0,
             others_in_flight: self.in_flight - q.serving_in_flight,
             only_busy: self.queued == q.reqs.len(),
             served,
