@@ -415,6 +415,90 @@ fn a_raised_queue_that_becomes_busy_ends_an_idle_window_kept_only_because_nothin
     assert_eq!(b.in_service(), Some(QueueId(2)), "queue 2 is served in its own turn, not injected");
 }
 
+#[test]
+fn the_processes_of_a_start_up_hand_the_device_to_each_other_beside_a_queue_that_is_not_raised() {
+    // `bfq::activation`: raised queues are idled for to protect them from queues that are not raised
+    // (kernel-bfq-reference.md "Idling"), not from each other. Queue 9, a writer (never raised), keeps
+    // the device busy; queues 1 and 2, raised processes of one start-up, send a read each in turn. A
+    // raised queue takes the device from the writer at once; a raised queue that comes back while its
+    // raised sibling is idled for takes it from the sibling at once, instead of waiting for the
+    // sibling's 20-ms window (or going in injected, a request at a time).
+    let mut b = bfq(NVME, &[]);
+    let mut id = 0u64;
+    let mut req = |q: u32, op: Op, offset: u64| {
+        id += 1;
+        Request {
+            id: RequestId(id),
+            queue: QueueId(q),
+            op,
+            offset,
+            len: 4096,
+            sync: op == Op::Read,
+            meta: false,
+        }
+    };
+    let at = |us: u64| Instant::from_nanos(us * 1_000);
+    for i in 0..8 {
+        b.insert(req(9, Op::Write, (9 << 30) + i * 4096), at(0));
+    }
+    let Decision::Dispatch(w) = b.dispatch(at(0)) else { panic!("the writer goes") };
+    b.complete(&w, at(10));
+    // Process 1 appears: raised, it takes the device from the writer.
+    b.insert(req(1, Op::Read, 1 << 30), at(20));
+    let Decision::Dispatch(r) = b.dispatch(at(20)) else { panic!("process 1's read goes") };
+    assert_eq!((r.queue, b.in_service()), (QueueId(1), Some(QueueId(1))), "raised over the writer");
+    b.complete(&r, at(120));
+    // Process 2 appears while process 1 waits (the hand-over of a new raised queue).
+    b.insert(req(2, Op::Read, 2 << 30), at(130));
+    let Decision::Dispatch(r) = b.dispatch(at(130)) else { panic!("process 2's read goes") };
+    assert_eq!(b.in_service(), Some(QueueId(2)));
+    b.complete(&r, at(230));
+    // Process 2 is idled for: it is raised, and the writer, which is not, is busy.
+    assert!(matches!(b.dispatch(at(230)), Decision::Idle { .. } | Decision::Dispatch(_)));
+    assert_eq!(b.in_service(), Some(QueueId(2)));
+    // Process 1 comes back: it takes the device from its idled sibling.
+    b.insert(req(1, Op::Read, (1 << 30) + 4096), at(300));
+    let mut served = None;
+    for _ in 0..4 {
+        match b.dispatch(at(300)) {
+            Decision::Dispatch(r) if r.queue == QueueId(1) => {
+                served = Some(r);
+                break;
+            }
+            Decision::Dispatch(_) => continue,
+            _ => break,
+        }
+    }
+    assert!(served.is_some(), "process 1's read waits");
+    assert_eq!(b.in_service(), Some(QueueId(1)), "process 1 is served in its own turn");
+}
+
+#[test]
+fn a_queue_of_a_higher_configured_weight_does_not_take_the_device_from_the_in_service_queue() {
+    // `bfq::activation`: only raising preempts. The kernel also preempts for a higher configured
+    // weight; with random readers of weight 400 beside sequential ones of weight 100, each random read
+    // then ended a sequential reader's turn (0.3 of FIFO's throughput on the RAM file, 0.6 without).
+    // The configured shares are B-WF2Q+'s to keep, over turns.
+    let mut b = bfq(NVME, &[("low_latency", "0")]);
+    b.configure_queue(QueueId(2), QueueSpec { weight: 400, ..QueueSpec::default() }, Instant::ZERO).unwrap();
+    let read = |id: u64, q: u32, offset: u64| Request {
+        id: RequestId(id),
+        queue: QueueId(q),
+        op: Op::Read,
+        offset,
+        len: 128 << 10,
+        sync: true,
+        meta: false,
+    };
+    b.insert(read(1, 1, 0), Instant::ZERO);
+    b.insert(read(2, 1, 128 << 10), Instant::ZERO);
+    let Decision::Dispatch(r) = b.dispatch(Instant::ZERO) else { panic!("queue 1's read goes") };
+    assert_eq!(r.queue, QueueId(1));
+    b.insert(read(3, 2, 1 << 30), Instant::from_nanos(10_000));
+    let Decision::Dispatch(r) = b.dispatch(Instant::from_nanos(10_000)) else { panic!("a read goes") };
+    assert_eq!((r.queue, b.in_service()), (QueueId(1), Some(QueueId(1))), "queue 1 keeps its turn");
+}
+
 /// The `pct`th percentile of `v`.
 fn percentile(v: &[Nanos], pct: usize) -> Nanos {
     let mut v = v.to_vec();

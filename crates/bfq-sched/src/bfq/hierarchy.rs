@@ -130,6 +130,11 @@ impl Hierarchy {
         &self.groups[g as usize].wf2q.entities[l as usize]
     }
 
+    /// Whether two queues are children of the same group (their weights compare directly).
+    pub fn same_group(&self, a: u32, b: u32) -> bool {
+        self.place[a as usize].0 == self.place[b as usize].0
+    }
+
     /// The service tree a queue competes in (its group's, of its class).
     pub fn tree_of(&self, slot: u32) -> &ServiceTree {
         let (g, l) = self.place[slot as usize];
