@@ -477,7 +477,8 @@ fn the_processes_of_a_start_up_hand_the_device_to_each_other_beside_a_queue_that
 fn a_queue_of_a_higher_configured_weight_does_not_take_the_device_from_the_in_service_queue() {
     // `bfq::activation`: only raising preempts. The kernel also preempts for a higher configured
     // weight; with random readers of weight 400 beside sequential ones of weight 100, each random read
-    // then ended a sequential reader's turn (0.3 of FIFO's throughput on the RAM file, 0.6 without).
+    // then ended a sequential reader's turn (fast-seq-rand-1-4 in the simulator: 0.16 of FIFO's
+    // throughput, 0.70 without).
     // The configured shares are B-WF2Q+'s to keep, over turns.
     let mut b = bfq(NVME, &[("low_latency", "0")]);
     b.configure_queue(QueueId(2), QueueSpec { weight: 400, ..QueueSpec::default() }, Instant::ZERO).unwrap();

@@ -86,8 +86,9 @@ impl Bfq {
             // random readers on the RAM file took 1.8-3x its time on the idle device. The kernel
             // preempts for any higher weight in force (kernel-bfq-reference.md, preemption); for
             // configured weights that makes every random read of a heavier queue end a sequential
-            // reader's turn, and that mix fell from 0.6 to 0.3 of FIFO's throughput here: the
-            // configured shares are B-WF2Q+'s to keep, over turns.
+            // reader's turn: that mix (fast-seq-rand-1-4) gave 0.16 of FIFO's throughput in the
+            // simulator against 0.70 with raising alone (0.29-0.34 on the RAM file). The configured
+            // shares are B-WF2Q+'s to keep, over turns.
             let raised_over_plain = q_raised_active && !in_service.raising.active();
             if self.cfg.idling_policy == config::IdlingPolicy::Kernel
                 && self.cfg.v1_heuristics
