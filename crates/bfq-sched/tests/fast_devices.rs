@@ -474,6 +474,32 @@ fn the_processes_of_a_start_up_hand_the_device_to_each_other_beside_a_queue_that
 }
 
 #[test]
+fn a_raised_queue_takes_the_device_from_one_that_is_not_only_where_the_device_queues_internally() {
+    // `bfq::activation`: on a drive that serves one request at a time a preemption costs a seek and
+    // cuts a sequential stream short (video playback beside random readers and writers on the papers'
+    // disk lost 479 of 529 frames with it); there the raised queue waits for the turn order.
+    let in_service_after_a_raised_arrival = |device: DeviceInfo| {
+        let mut b = bfq(device, &[]);
+        let mut id = 0u64;
+        let mut req = |q: u32, op: Op, offset: u64| {
+            id += 1;
+            let sync = op == Op::Read;
+            Request { id: RequestId(id), queue: QueueId(q), op, offset, len: 4096, sync, meta: false }
+        };
+        for i in 0..8 {
+            b.insert(req(9, Op::Write, (9 << 30) + i * 4096), Instant::ZERO);
+        }
+        let Decision::Dispatch(w) = b.dispatch(Instant::ZERO) else { panic!("the writer goes") };
+        b.complete(&w, Instant::from_nanos(10_000));
+        b.insert(req(1, Op::Read, 1 << 30), Instant::from_nanos(20_000));
+        let _ = b.dispatch(Instant::from_nanos(20_000));
+        b.in_service()
+    };
+    assert_eq!(in_service_after_a_raised_arrival(NVME), Some(QueueId(1)));
+    assert_eq!(in_service_after_a_raised_arrival(DISK), Some(QueueId(9)));
+}
+
+#[test]
 fn a_queue_of_a_higher_configured_weight_does_not_take_the_device_from_the_in_service_queue() {
     // `bfq::activation`: only raising preempts. The kernel also preempts for a higher configured
     // weight; with random readers of weight 400 beside sequential ones of weight 100, each random read
