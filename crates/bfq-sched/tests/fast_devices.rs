@@ -235,6 +235,11 @@ fn mib(b: u64) -> f64 {
     b as f64 / (1 << 20) as f64
 }
 
+/// Request `id` of queue `queue`: reads synchronous, writes asynchronous (buffered, from the page cache).
+fn request(id: u64, queue: u32, op: Op, offset: u64, len: u32) -> Request {
+    Request { id: RequestId(id), queue: QueueId(queue), op, offset, len, sync: op == Op::Read, meta: false }
+}
+
 #[test]
 fn injection_fills_a_parallel_device_while_a_latency_bound_queue_is_in_service() {
     // docs/fast-devices.md: a random reader of weight 400 beside sequential readers of weight 100. BFQ
@@ -311,16 +316,7 @@ fn a_waker_is_served_without_an_idle_window_per_hand_over() {
         let mut id = 0u64;
         let mut req = |q: u32| {
             id += 1;
-            let offset = (u64::from(q) << 30) + id * 4096;
-            Request {
-                id: RequestId(id),
-                queue: QueueId(q),
-                op: Op::Read,
-                offset,
-                len: 4096,
-                sync: true,
-                meta: false,
-            }
+            request(id, q, Op::Read, (u64::from(q) << 30) + id * 4096, 4096)
         };
         let mut now: Nanos = 0;
         let mut in_device: Option<(Nanos, Request)> = None;
@@ -386,15 +382,7 @@ fn a_raised_queue_that_becomes_busy_ends_an_idle_window_kept_only_because_nothin
     // a time: a gnome-terminal start-up took 1.4-1.5x FIFO's time on this machine's disk file.
     const DISK_FILE: DeviceInfo = DeviceInfo { rotational: true, queue_depth: 32 };
     let mut b = bfq(DISK_FILE, &[]);
-    let read = |id: u64, q: u32, offset: u64| Request {
-        id: RequestId(id),
-        queue: QueueId(q),
-        op: Op::Read,
-        offset,
-        len: 4096,
-        sync: true,
-        meta: false,
-    };
+    let read = |id: u64, q: u32, offset: u64| request(id, q, Op::Read, offset, 4096);
     let at = |us: u64| Instant::from_nanos(us * 1_000);
     // Queue 2 appears first and is served; queue 1 appears once 2 has emptied (a new raised queue takes
     // over at once: the hand-over within a start-up of `bfq::activation`).
@@ -427,15 +415,7 @@ fn the_processes_of_a_start_up_hand_the_device_to_each_other_beside_a_queue_that
     let mut id = 0u64;
     let mut req = |q: u32, op: Op, offset: u64| {
         id += 1;
-        Request {
-            id: RequestId(id),
-            queue: QueueId(q),
-            op,
-            offset,
-            len: 4096,
-            sync: op == Op::Read,
-            meta: false,
-        }
+        request(id, q, op, offset, 4096)
     };
     let at = |us: u64| Instant::from_nanos(us * 1_000);
     for i in 0..8 {
@@ -483,8 +463,7 @@ fn a_raised_queue_takes_the_device_from_one_that_is_not_only_where_the_device_qu
         let mut id = 0u64;
         let mut req = |q: u32, op: Op, offset: u64| {
             id += 1;
-            let sync = op == Op::Read;
-            Request { id: RequestId(id), queue: QueueId(q), op, offset, len: 4096, sync, meta: false }
+            request(id, q, op, offset, 4096)
         };
         for i in 0..8 {
             b.insert(req(9, Op::Write, (9 << 30) + i * 4096), Instant::ZERO);
@@ -508,15 +487,7 @@ fn a_queue_of_a_higher_configured_weight_does_not_take_the_device_from_the_in_se
     // The configured shares are B-WF2Q+'s to keep, over turns.
     let mut b = bfq(NVME, &[("low_latency", "0")]);
     b.configure_queue(QueueId(2), QueueSpec { weight: 400, ..QueueSpec::default() }, Instant::ZERO).unwrap();
-    let read = |id: u64, q: u32, offset: u64| Request {
-        id: RequestId(id),
-        queue: QueueId(q),
-        op: Op::Read,
-        offset,
-        len: 128 << 10,
-        sync: true,
-        meta: false,
-    };
+    let read = |id: u64, q: u32, offset: u64| request(id, q, Op::Read, offset, 128 << 10);
     b.insert(read(1, 1, 0), Instant::ZERO);
     b.insert(read(2, 1, 128 << 10), Instant::ZERO);
     let Decision::Dispatch(r) = b.dispatch(Instant::ZERO) else { panic!("queue 1's read goes") };
