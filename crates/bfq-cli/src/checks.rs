@@ -9,22 +9,66 @@ use bfq_sched::DeviceInfo;
 use bfq_sim::job::Duration;
 use bfq_sim::{Job, RunReport};
 
-/// Builds every scheduler with the tunables once, as a check: an unknown name or a bad tunable is
-/// reported before any run (`option` names the command-line option in the message).
+/// Builds every scheduler with its tunables once, as a check: an unknown name, a bad tunable, or a
+/// tunable scoped to a scheduler that is not in the run is reported before any run (`option` names
+/// the command-line option in the message).
 pub fn schedulers(option: &str, names: &[String], params: &[(String, String)]) -> Result<()> {
     for name in names {
         if bfq_sched::canonical_name(name).is_none() {
             bail!("{option}: unknown scheduler {name:?} (known: {})", bfq_sched::SCHEDULER_NAMES.join(", "));
         }
+    }
+    for (key, _) in params {
+        let Some((scope, _)) = scope_of(key)? else { continue };
+        if !names.iter().any(|n| bfq_sched::canonical_name(n) == Some(scope)) {
+            bail!(
+                "--params: `{key}` is for scheduler {scope}, which is not in this run ({option} {})",
+                names.join(",")
+            );
+        }
+    }
+    for name in names {
+        let own = params_for(name, params);
         for rotational in [true, false] {
-            bfq_sched::build(name, DeviceInfo { rotational, queue_depth: 32 }, params)
+            bfq_sched::build(name, DeviceInfo { rotational, queue_depth: 32 }, &own)
                 .with_context(|| format!("--params for scheduler {name}"))?;
         }
     }
     Ok(())
 }
 
-/// The `--params` option as pairs.
+/// A key of `--params` scoped to one scheduler, `SCHEDULER.key`: the scheduler's canonical name and
+/// the tunable's name; `None` for a key that applies to every scheduler of the run.
+fn scope_of(key: &str) -> Result<Option<(&'static str, &str)>> {
+    let Some((scope, tunable)) = key.split_once('.') else { return Ok(None) };
+    match bfq_sched::canonical_name(scope) {
+        Some(canonical) if !tunable.is_empty() => Ok(Some((canonical, tunable))),
+        _ => bail!(
+            "--params: `{key}`: expected SCHEDULER.key=value with SCHEDULER one of {} (or key=value for every scheduler)",
+            bfq_sched::SCHEDULER_NAMES.join(", ")
+        ),
+    }
+}
+
+/// The tunables of `--params` that apply to scheduler `name`: every `key=value`, and every
+/// `SCHEDULER.key=value` of that scheduler, without its prefix. One command can then tune one of the
+/// schedulers it compares (`-s bfq,fifo -p bfq.latency_guard=300`), where a plain key would be
+/// refused by every scheduler that does not have that tunable. Call after [`schedulers`], which
+/// reports a bad scope.
+pub fn params_for(name: &str, params: &[(String, String)]) -> Vec<(String, String)> {
+    let me = bfq_sched::canonical_name(name);
+    params
+        .iter()
+        .filter_map(|(k, v)| match scope_of(k) {
+            Ok(None) => Some((k.clone(), v.clone())),
+            Ok(Some((scope, tunable))) if Some(scope) == me => Some((tunable.to_string(), v.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `--params` option as pairs (`key=value` for every scheduler of the run, `SCHEDULER.key=value`
+/// for one: [`params_for`]).
 pub fn params(text: Option<&str>) -> Result<Vec<(String, String)>> {
     match text {
         Some(p) => bfq_sched::params::parse_pairs(p).map_err(|e| anyhow::anyhow!("--params: {e}")),

@@ -37,7 +37,8 @@ pub struct CompareArgs {
     /// Kernel schedulers to run through fio on a loop device, comma-separated (empty: none).
     #[arg(long, value_delimiter = ',', default_value = "bfq,mq-deadline,kyber,none")]
     pub kernel: Vec<String>,
-    /// Tunables for the engine's schedulers, `key=value,key=value`.
+    /// Tunables for the engine's schedulers, `key=value,key=value`; `SCHEDULER.key=value` for one of
+    /// them only (e.g. `bfq.latency_guard=300`).
     #[arg(long, short)]
     pub params: Option<String>,
     /// Override the job's duration (e.g. `10s`).
@@ -176,8 +177,14 @@ pub fn execute(args: CompareArgs) -> Result<()> {
             if !args.quiet {
                 eprintln!("bfq compare: engine, scheduler {name} ...");
             }
-            bfq_runner::run_job(&job, &args.target, name, &params, &engine_options)
-                .with_context(|| format!("running {job_name} through the engine under {name}"))
+            bfq_runner::run_job(
+                &job,
+                &args.target,
+                name,
+                &crate::checks::params_for(name, &params),
+                &engine_options,
+            )
+            .with_context(|| format!("running {job_name} through the engine under {name}"))
         } else {
             if !args.quiet {
                 eprintln!("bfq compare: kernel {name} via fio on a loop device ...");

@@ -26,7 +26,8 @@ pub struct RunArgs {
     /// side, so that the weights' effect shows against the baseline).
     #[arg(long, short, value_delimiter = ',')]
     pub scheduler: Vec<String>,
-    /// Scheduler tunables for every run, `key=value,key=value`.
+    /// Scheduler tunables, `key=value,key=value` for every run; `SCHEDULER.key=value` for that
+    /// scheduler's runs only (e.g. `-s bfq,fifo -p bfq.latency_guard=300`).
     #[arg(long, short)]
     pub params: Option<String>,
     /// Most requests in flight on the device (1..=4096).
@@ -121,7 +122,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
         };
         options.event_log = args.events.as_ref().map(per_scheduler);
         options.request_log = args.requests.as_ref().map(per_scheduler);
-        let report = run_job(&job, &args.target, name, &params, &options);
+        let report = run_job(&job, &args.target, name, &crate::checks::params_for(name, &params), &options);
         drop(ticker);
         match report {
             Ok(r) => done.lock().unwrap_or_else(|e| e.into_inner()).push(r),

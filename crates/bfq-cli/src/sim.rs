@@ -18,7 +18,8 @@ pub struct SimArgs {
     /// Schedulers to compare, comma-separated (default: the job's scheduler, or fifo).
     #[arg(long, short, value_delimiter = ',')]
     pub scheduler: Vec<String>,
-    /// Scheduler tunables for every run, `key=value,key=value`.
+    /// Scheduler tunables, `key=value,key=value` for every run; `SCHEDULER.key=value` for that
+    /// scheduler's runs only (e.g. `-s bfq,fifo -p bfq.slice_idle=0`).
     #[arg(long, short)]
     pub params: Option<String>,
     /// Write every metric of every run as JSON to this file (`-` for standard output).
@@ -56,15 +57,13 @@ pub fn execute(args: SimArgs) -> Result<()> {
         job.seed = seed;
     }
     crate::checks::apply_duration(&mut job, args.duration.as_deref())?;
-    let params = match &args.params {
-        Some(p) => bfq_sched::params::parse_pairs(p).map_err(|e| anyhow::anyhow!("--params: {e}"))?,
-        None => Vec::new(),
-    };
+    let params = crate::checks::params(args.params.as_deref())?;
     let schedulers: Vec<String> = if args.scheduler.is_empty() {
         vec![job.scheduler.as_ref().map_or_else(|| "fifo".to_string(), |s| s.name.clone())]
     } else {
         args.scheduler.clone()
     };
+    crate::checks::schedulers("--scheduler", &schedulers, &params)?;
     crate::checks::output_path("--events", args.events.as_deref())?;
     let mode = crate::output::progress_mode(args.quiet);
     let mut reports = Vec::new();
@@ -91,7 +90,7 @@ pub fn execute(args: SimArgs) -> Result<()> {
         let mut reached = |p: bfq_sim::SimProgress| ticker.reached(p.now);
         let progress: Option<&mut dyn FnMut(bfq_sim::SimProgress)> =
             if ticker.is_active() { Some(&mut reached) } else { None };
-        let result = run_job_traced(&job, name, &params, progress, trace);
+        let result = run_job_traced(&job, name, &crate::checks::params_for(name, &params), progress, trace);
         // The bar is cleared before the line below is printed.
         drop(ticker);
         let report = result.with_context(|| format!("running {} under {name}", args.job.display()))?;

@@ -81,3 +81,46 @@ fn an_unknown_tunable_is_reported_once_with_the_known_ones() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.matches("parameter `slice_idle` = \"soon\"").count(), 1, "{stderr}");
 }
+
+/// `SCHEDULER.key=value` tunes one of the schedulers a command compares; a plain key is for every
+/// scheduler of the run, so FIFO (which has no tunables) refuses it. A scope that names no scheduler,
+/// or one that is not in the run, is refused before anything runs.
+#[test]
+fn a_tunable_scoped_to_one_scheduler_applies_to_that_scheduler_only() {
+    let job = examples().into_iter().find(|p| p.ends_with("10r-seq.toml")).unwrap();
+    let job = job.to_str().unwrap();
+    let out = bfq()
+        .args([
+            "sim",
+            job,
+            "-s",
+            "bfq,fifo",
+            "-p",
+            "bfq.slice_idle=0",
+            "--duration",
+            "3s",
+            "-q",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let params = |run: usize| json["runs"][run]["scheduler_params"].as_array().unwrap().clone();
+    assert!(
+        params(0).iter().any(|p| p[0] == "slice_idle" && p[1] == "0"),
+        "bfq's run has the tunable: {:?}",
+        params(0)
+    );
+    assert!(params(1).is_empty(), "fifo has none: {:?}", params(1));
+    let refused = |p: &str, expected: &str| {
+        let out = bfq().args(["sim", job, "-s", "bfq,fifo", "-p", p, "--duration", "3s"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(expected), "{p}: {stderr}");
+    };
+    refused("slice_idle=0", "unknown parameter `slice_idle`");
+    refused("nosuch.slice_idle=0", "expected SCHEDULER.key=value");
+    refused("cfq.slice_idle=0", "is for scheduler cfq, which is not in this run");
+    refused("bfq.no_such_tunable=1", "no_such_tunable");
+}
