@@ -82,6 +82,18 @@ impl<T> Data<T> {
     }
 }
 
+/// Which thread drives a core's ring (submits and reaps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RingDriver {
+    /// The thread that creates the core ([`crate::LocalEngine`]).
+    Creator,
+    /// One other thread, which calls [`Core::enable`] first (the engine thread).
+    Other,
+    /// Whichever thread holds the core at the time, one at a time (a driven engine, whose driver
+    /// may run on any thread of an async runtime).
+    Any,
+}
+
 /// The ring, the scheduler and the requests they hold; `T` is what a request's result is delivered to.
 pub(crate) struct Core<T> {
     pub(crate) ring: IoUring,
@@ -107,18 +119,17 @@ pub(crate) struct Core<T> {
 impl<T> Core<T> {
     /// Opens `path` with O_DIRECT, builds the scheduler with its tunables and a ring with room for
     /// `depth` requests plus `control` entries.
-    /// `same_thread`: the calling thread is the one that will drive the ring; otherwise the driving
-    /// thread must call [`Core::enable`] first.
+    /// `driver` says which thread will drive the ring.
     pub(crate) fn open(
         path: &Path,
         config: &EngineConfig,
         control: u32,
-        same_thread: bool,
+        driver: RingDriver,
     ) -> Result<Core<T>, EngineError> {
         check_depth(config.depth)?;
         let file = open_direct(path, config.read_only)?;
         let sched = build_scheduler(&config.scheduler, &config.params, &file, config.depth)?;
-        Core::new(vec![file], sched, config.depth, control, same_thread)
+        Core::new(vec![file], sched, config.depth, control, driver)
     }
 
     /// A core over already opened targets (O_DIRECT set) and a scheduler.
@@ -127,7 +138,7 @@ impl<T> Core<T> {
         sched: Box<dyn Scheduler>,
         depth: u32,
         control: u32,
-        same_thread: bool,
+        driver: RingDriver,
     ) -> Result<Core<T>, EngineError> {
         check_depth(depth)?;
         if files.is_empty() || files.len() > MAX_TARGETS {
@@ -143,17 +154,26 @@ impl<T> Core<T> {
         // the submitter that completions are pending, so that an enter that only submits (nothing to
         // wait for, e.g. while clients keep the inbox full) still posts them to the scheduler instead
         // of leaving them until the next wait. Kernels before 6.1 lack these flags: plain ring then.
-        let mut builder = IoUring::builder();
-        builder.setup_coop_taskrun().setup_taskrun_flag().setup_single_issuer().setup_defer_taskrun();
-        if !same_thread {
-            builder.setup_r_disabled();
-        }
-        let (ring, enable) = match builder.build(entries) {
-            Ok(ring) => (ring, !same_thread),
-            Err(e) if Errno::from_io_error(&e) == Some(Errno::INVAL) => {
-                (IoUring::builder().build(entries).map_err(EngineError::Ring)?, false)
+        let (ring, enable) = match driver {
+            // Any thread may submit, and completions must wake a thread asleep elsewhere (in epoll,
+            // on the eventfd registered by the driven engine): a plain ring, whose completions run
+            // as task work that interrupts the submitter wherever it sleeps.
+            RingDriver::Any => (IoUring::builder().build(entries).map_err(EngineError::Ring)?, false),
+            RingDriver::Creator | RingDriver::Other => {
+                let same_thread = driver == RingDriver::Creator;
+                let mut builder = IoUring::builder();
+                builder.setup_coop_taskrun().setup_taskrun_flag().setup_single_issuer().setup_defer_taskrun();
+                if !same_thread {
+                    builder.setup_r_disabled();
+                }
+                match builder.build(entries) {
+                    Ok(ring) => (ring, !same_thread),
+                    Err(e) if Errno::from_io_error(&e) == Some(Errno::INVAL) => {
+                        (IoUring::builder().build(entries).map_err(EngineError::Ring)?, false)
+                    }
+                    Err(e) => return Err(EngineError::Ring(e)),
+                }
             }
-            Err(e) => return Err(EngineError::Ring(e)),
         };
         Ok(Core {
             ring,
@@ -635,6 +655,12 @@ fn falloc_mode(flags: FallocateFlags) -> i32 {
 pub(crate) fn set_direct(file: &std::fs::File) -> std::io::Result<()> {
     let flags = rustix::fs::fcntl_getfl(file)?;
     Ok(rustix::fs::fcntl_setfl(file, flags | OFlags::DIRECT)?)
+}
+
+/// Makes an already open file or block device go through the page cache (clears O_DIRECT).
+pub(crate) fn set_cached(file: &std::fs::File) -> std::io::Result<()> {
+    let flags = rustix::fs::fcntl_getfl(file)?;
+    Ok(rustix::fs::fcntl_setfl(file, flags - OFlags::DIRECT)?)
 }
 
 pub(crate) fn open_direct(path: &Path, read_only: bool) -> Result<std::fs::File, EngineError> {

@@ -24,7 +24,7 @@ use bfq_sched::{GroupId, Nanos, Op, QueueId, QueueSpec, QueueStats};
 use io_uring::{opcode, types};
 
 use crate::buf::AlignedBuf;
-use crate::core::{check_alignment, check_range, Core, Submission, CONTROL_TOKEN};
+use crate::core::{check_alignment, check_range, Core, RingDriver, Submission, CONTROL_TOKEN};
 
 /// How the engine is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -397,6 +397,10 @@ struct Shared {
     /// Set (under the inbox lock) when the engine thread stops taking commands.
     dead: AtomicBool,
     wake_fd: OwnedFd,
+    /// A driven engine's worker ([`EngineBuilder::build_driven`]): a thread that has to wait for the
+    /// engine (back-pressure, [`Ticket::wait`]) drives it meanwhile, since the driver may be a task
+    /// of that very thread. Weak: the worker holds this `Shared`.
+    driven: std::sync::OnceLock<std::sync::Weak<Mutex<Worker>>>,
 }
 
 impl Shared {
@@ -428,6 +432,9 @@ impl Shared {
         if self.has_room() {
             return;
         }
+        if self.drive_while(|| !self.has_room() && !self.closed.load(Ordering::SeqCst)) {
+            return;
+        }
         self.room_waiters.fetch_add(1, Ordering::AcqRel);
         let mut guard = self.room_lock.lock().unwrap_or_else(|e| e.into_inner());
         while !self.has_room() && !self.closed.load(Ordering::SeqCst) {
@@ -439,6 +446,33 @@ impl Shared {
         }
         drop(guard);
         self.room_waiters.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// On a driven engine, runs the engine on the calling thread for as long as `waiting` holds
+    /// (or until it shuts down) and returns true; returns false at once on a threaded engine.
+    fn drive_while(&self, mut waiting: impl FnMut() -> bool) -> bool {
+        let Some(worker) = self.driven.get() else { return false };
+        let Some(worker) = worker.upgrade() else { return true };
+        while waiting() {
+            match worker.try_lock() {
+                Ok(mut w) => {
+                    if !matches!(w.drive(true), Ok(Step::Again | Step::Wait(_))) {
+                        return true;
+                    }
+                }
+                Err(std::sync::TryLockError::Poisoned(_)) => return true,
+                // Another thread is running a pass: it will have answered something when it lets go.
+                Err(std::sync::TryLockError::WouldBlock) => std::thread::sleep(Duration::from_micros(20)),
+            }
+        }
+        true
+    }
+
+    /// Wakes a sleeping driver or engine thread.
+    fn kick(&self) {
+        if self.sleeping.load(Ordering::SeqCst) && self.sleeping.swap(false, Ordering::SeqCst) {
+            let _ = rustix::io::write(&self.wake_fd, &1u64.to_ne_bytes());
+        }
     }
 
     fn send(&self, cmd: Cmd) {
@@ -457,25 +491,27 @@ impl Shared {
             self.pending.store(true, Ordering::SeqCst);
         }
         // Only a sleeping engine thread needs the eventfd; the plain load keeps the flag's cache line
-        // shared while the engine is awake.
-        if self.sleeping.load(Ordering::SeqCst) && self.sleeping.swap(false, Ordering::SeqCst) {
-            // An eventfd write fails only when its counter would overflow, and then it is awake anyway.
-            let _ = rustix::io::write(&self.wake_fd, &1u64.to_ne_bytes());
-        }
+        // shared while the engine is awake. An eventfd write fails only when its counter would
+        // overflow, and then it is awake anyway.
+        self.kick();
     }
 }
 
-/// The engine: an O_DIRECT target, an io_uring and a scheduler, driven by one thread.
+/// The engine: an O_DIRECT target, an io_uring and a scheduler, driven by one thread: a thread of
+/// its own ([`EngineBuilder::build`]), or the caller's async runtime through a [`Driver`]
+/// ([`EngineBuilder::build_driven`]).
 pub struct Engine {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<Result<EngineStats, EngineError>>>,
+    /// A driven engine's worker (shared with its [`Driver`]).
+    driven: Option<Arc<Mutex<Worker>>>,
 }
 
 impl Engine {
     /// Opens `path` (file or block device) with O_DIRECT and starts the engine thread.
     pub fn open(path: &Path, config: EngineConfig) -> Result<Engine, EngineError> {
         // One extra ring entry for the eventfd read that wakes the engine thread.
-        let core = Core::open(path, &config, 1, false)?;
+        let core = Core::open(path, &config, 1, RingDriver::Other)?;
         Engine::start(core, DEFAULT_OUTSTANDING_LIMIT)
     }
 
@@ -484,10 +520,8 @@ impl Engine {
         EngineBuilder::default()
     }
 
-    fn start(core: Core<Token>, limit: usize) -> Result<Engine, EngineError> {
-        let wake_fd = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
-            .map_err(|e| EngineError::Ring(e.into()))?;
-        let shared = Arc::new(Shared {
+    fn shared(core: &Core<Token>, limit: usize, wake_fd: OwnedFd) -> Arc<Shared> {
+        Arc::new(Shared {
             inbox: Mutex::new(Vec::with_capacity(1024)),
             outstanding: AtomicUsize::new(0),
             limit,
@@ -500,14 +534,15 @@ impl Engine {
             closed: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             wake_fd,
-        });
-        let mut worker = Worker {
-            shared: shared.clone(),
-            core,
-            local: Vec::with_capacity(1024),
-            wakes: Vec::with_capacity(1024),
-            wake_buf: Box::new([0u8; 8]),
-        };
+            driven: std::sync::OnceLock::new(),
+        })
+    }
+
+    fn start(core: Core<Token>, limit: usize) -> Result<Engine, EngineError> {
+        let wake_fd = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
+            .map_err(|e| EngineError::Ring(e.into()))?;
+        let shared = Engine::shared(&core, limit, wake_fd);
+        let mut worker = Worker::new(shared.clone(), core);
         let thread = std::thread::Builder::new()
             .name("bfq-io-engine".into())
             .spawn(move || {
@@ -530,12 +565,41 @@ impl Engine {
                 }
             })
             .map_err(|e| EngineError::Thread(e.to_string()))?;
-        Ok(Engine { shared, thread: Some(thread) })
+        Ok(Engine { shared, thread: Some(thread), driven: None })
+    }
+
+    fn start_driven(core: Core<Token>, limit: usize) -> Result<(Engine, Driver), EngineError> {
+        let flags = rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK;
+        let wake_fd = rustix::event::eventfd(0, flags).map_err(|e| EngineError::Ring(e.into()))?;
+        // The ring signals the same eventfd as the clients: one descriptor for the driver to wait on.
+        core.ring.submitter().register_eventfd(wake_fd.as_raw_fd()).map_err(EngineError::Ring)?;
+        let shared = Engine::shared(&core, limit, wake_fd);
+        let worker = Arc::new(Mutex::new(Worker::new(shared.clone(), core)));
+        let _ = shared.driven.set(Arc::downgrade(&worker));
+        let engine = Engine { shared: shared.clone(), thread: None, driven: Some(worker.clone()) };
+        Ok((engine, Driver { worker, shared }))
+    }
+
+    /// A driven engine's worker, locked, with the inbox taken in first (so that a call made after a
+    /// request or a queue's configuration sees them, as on the engine thread), and the driver woken
+    /// afterwards to dispatch what came in.
+    fn with_worker<R>(&self, worker: &Mutex<Worker>, f: impl FnOnce(&mut Worker, Nanos) -> R) -> R {
+        let mut w = worker.lock().unwrap_or_else(|e| e.into_inner());
+        let now = w.core.now();
+        let shutting = w.drain_inbox(now);
+        w.shutting |= shutting;
+        let r = f(&mut w, now);
+        drop(w);
+        self.shared.kick();
+        r
     }
 
     /// What the engine has done so far, with every queue's live statistics (asks the engine thread;
     /// returns once it has answered).
     pub fn stats(&self) -> Result<EngineStats, EngineError> {
+        if let Some(worker) = &self.driven {
+            return Ok(self.with_worker(worker, |w, _| w.core.stats()));
+        }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.shared.send(Cmd::Stats(tx));
         rx.recv().map_err(|_| EngineError::Thread("engine is shut down".into()))
@@ -559,6 +623,9 @@ impl Engine {
         spec: QueueSpec,
     ) -> Result<(), EngineError> {
         spec.validate()?;
+        if let Some(worker) = &self.driven {
+            return self.with_worker(worker, |w, now| w.core.configure_group(group, parent, spec, now));
+        }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.shared.send(Cmd::ConfigureGroup(group, parent, spec, tx));
         rx.recv().map_err(|_| EngineError::Thread("engine is shut down".into()))?
@@ -567,6 +634,9 @@ impl Engine {
     /// Places `queue` in `group` (every queue starts in `ROOT_GROUP`); a queue with requests in the
     /// scheduler moves when it next has none. Waits for the engine thread's answer.
     pub fn set_queue_group(&self, queue: QueueId, group: GroupId) -> Result<(), EngineError> {
+        if let Some(worker) = &self.driven {
+            return self.with_worker(worker, |w, now| w.core.set_queue_group(queue, group, now));
+        }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.shared.send(Cmd::SetQueueGroup(queue, group, tx));
         rx.recv().map_err(|_| EngineError::Thread("engine is shut down".into()))?
@@ -603,12 +673,35 @@ impl Engine {
     }
 
     /// Stops accepting requests, drains every queued and in-flight request (each caller gets its
-    /// result) and returns what the engine did.
+    /// result) and returns what the engine did. A driven engine is drained by the calling thread,
+    /// its driver then reports [`Step::Finished`].
     pub fn shutdown(mut self) -> Result<EngineStats, EngineError> {
         self.stop()
     }
 
+    /// Stops accepting requests without waiting: a driven engine's driver drains what is held and
+    /// then reports [`Step::Finished`] (a threaded engine's thread drains them and exits).
+    pub fn close(&self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.send(Cmd::Shutdown);
+    }
+
     fn stop(&mut self) -> Result<EngineStats, EngineError> {
+        if let Some(worker) = self.driven.take() {
+            self.close();
+            loop {
+                let mut w = worker.lock().unwrap_or_else(|e| e.into_inner());
+                match w.drive(true) {
+                    Ok(Step::Finished) => {
+                        return w
+                            .final_stats()
+                            .unwrap_or_else(|| Err(EngineError::Thread("not finished".into())))
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         let Some(thread) = self.thread.take() else {
             return Err(EngineError::Thread("already shut down".into()));
         };
@@ -623,6 +716,9 @@ impl Drop for Engine {
     fn drop(&mut self) {
         if self.thread.is_some() {
             let _ = self.stop();
+        } else if self.driven.is_some() {
+            // Its driver drains what is held; dropping the driver first fails it instead.
+            self.close();
         }
     }
 }
@@ -816,6 +912,8 @@ pub struct Ticket {
 impl Ticket {
     /// Blocks the calling thread until the request is finished.
     pub fn wait(self) -> Result<Completion, IoError> {
+        // A driven engine's driver may be a task of this very thread: drive it while waiting.
+        self.client.shared.drive_while(|| !self.cell.done.load(Ordering::Acquire));
         // No spinning before sleeping: on a machine with few cores the spin takes the core the engine
         // thread needs to produce the result (measured: 30% fewer IOPS with 4 clients on 2 cores).
         loop {
@@ -882,7 +980,83 @@ struct Worker {
     /// Clients to wake once a ring pass has stored all its results.
     wakes: Vec<Wake>,
     wake_buf: Box<[u8; 8]>,
+    /// Shutdown was asked: drain, then stop.
+    shutting: bool,
+    /// A driven engine's outcome, once it has stopped: its figures, or why it failed.
+    finished: Option<Result<EngineStats, String>>,
+    /// A driven engine's timer on the ring (engine clock), which signals the driver's descriptor at
+    /// the scheduler's deadline with the ring's precision (an async runtime's timers round to
+    /// milliseconds, longer than many idle windows of a fast device).
+    timer_until: Option<Nanos>,
+    timer_spec: Box<types::Timespec>,
 }
+
+/// What a [`Driver`] should do after a [`Driver::step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// More is ready now: step again soon (after letting other tasks run).
+    Again,
+    /// Nothing to do until the driver's descriptor is readable: a client's request, a completion,
+    /// or the scheduler's next deadline (an idle window's end, a timer), which is this far off if
+    /// given, and at which the ring signals the descriptor itself.
+    Wait(Option<Duration>),
+    /// The engine has shut down and answered everything ([`Driver::stats`] has its figures).
+    Finished,
+}
+
+/// Drives an engine built with [`EngineBuilder::build_driven`] from the caller's event loop, instead
+/// of an engine thread: call [`Driver::step`], and when it says [`Step::Wait`], wait for the
+/// descriptor ([`AsRawFd`]) to be readable (then [`Driver::clear`]). On a
+/// single-threaded async runtime the connections, the scheduler and the ring then share one thread,
+/// and a request crosses no thread between its arrival and its reply (issue 16: `bfq serve` with
+/// `threads = 1`).
+///
+/// Dropping the driver before the engine has finished fails every request it holds.
+pub struct Driver {
+    worker: Arc<Mutex<Worker>>,
+    shared: Arc<Shared>,
+}
+
+impl Driver {
+    /// Takes in the clients' requests, dispatches what the scheduler allows, submits it, and
+    /// delivers the completions that have arrived. An error (of the ring) fails every request held.
+    pub fn step(&self) -> Result<Step, EngineError> {
+        self.worker.lock().unwrap_or_else(|e| e.into_inner()).drive(false)
+    }
+
+    /// Resets the descriptor after it was readable (an error of kind `WouldBlock`: it was not
+    /// signalled).
+    pub fn clear(&self) -> std::io::Result<()> {
+        let mut buf = [0u8; 8];
+        rustix::io::read(&self.shared.wake_fd, &mut buf).map(|_| ()).map_err(std::io::Error::from)
+    }
+
+    /// The engine's figures once [`Step::Finished`] was reported.
+    pub fn stats(&self) -> Option<Result<EngineStats, EngineError>> {
+        self.worker.lock().unwrap_or_else(|e| e.into_inner()).final_stats()
+    }
+}
+
+impl AsRawFd for Driver {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.shared.wake_fd.as_raw_fd()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let mut w = self.worker.lock().unwrap_or_else(|e| e.into_inner());
+        if w.finished.is_none() {
+            let why = "the engine's driver was dropped before the engine shut down";
+            w.fail_everything(why);
+            w.finished = Some(Err(why.into()));
+        }
+    }
+}
+
+/// A driven engine's ring passes per [`Driver::step`] while completions keep arriving (a RAM file
+/// completes at submission): a bound, so that the connections get their turn of the thread.
+const PASSES_PER_STEP: usize = 4;
 
 /// The text of a panic's payload.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -894,6 +1068,167 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 impl Worker {
+    fn new(shared: Arc<Shared>, core: Core<Token>) -> Worker {
+        Worker {
+            shared,
+            core,
+            local: Vec::with_capacity(1024),
+            wakes: Vec::with_capacity(1024),
+            wake_buf: Box::new([0u8; 8]),
+            shutting: false,
+            finished: None,
+            timer_until: None,
+            timer_spec: Box::new(types::Timespec::new()),
+        }
+    }
+
+    /// Makes the ring signal the driver's descriptor by `deadline` (engine clock), unless a timer
+    /// already pending fires by then. A timer left from an earlier deadline only wakes the driver
+    /// once more for nothing.
+    fn arm_timer(&mut self, deadline: Nanos) -> Result<(), EngineError> {
+        let now = self.core.now();
+        if self.timer_until.is_some_and(|t| t > now && t <= deadline) {
+            return Ok(());
+        }
+        *self.timer_spec =
+            types::Timespec::from(Duration::from_nanos(deadline.saturating_sub(now).max(1000)));
+        let sqe = opcode::Timeout::new(&*self.timer_spec).build().user_data(CONTROL_TOKEN);
+        self.core.push_sqe(&sqe)?;
+        // Submitted now: the kernel reads the time at submission.
+        self.core.submit_and_wait(0, None)?;
+        self.timer_until = Some(deadline);
+        Ok(())
+    }
+
+    fn final_stats(&self) -> Option<Result<EngineStats, EngineError>> {
+        self.finished.as_ref().map(|f| f.clone().map_err(EngineError::Thread))
+    }
+
+    /// One step of a driven engine (see [`Driver::step`]); `block`: the caller is a thread waiting
+    /// for the engine (back-pressure, a ticket), which may sleep in the ring for a completion.
+    fn drive(&mut self, block: bool) -> Result<Step, EngineError> {
+        match &self.finished {
+            Some(Ok(_)) => return Ok(Step::Finished),
+            Some(Err(why)) => return Err(EngineError::Thread(why.clone())),
+            None => {}
+        }
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.step(block)));
+        let why = match outcome {
+            Ok(Ok(step)) => return Ok(step),
+            Ok(Err(e)) => e.to_string(),
+            Err(payload) => format!("engine panicked: {}", panic_message(payload.as_ref())),
+        };
+        self.fail_everything(&why);
+        self.finished = Some(Err(why.clone()));
+        Err(EngineError::Thread(why))
+    }
+
+    fn step(&mut self, block: bool) -> Result<Step, EngineError> {
+        self.shared.sleeping.store(false, Ordering::SeqCst);
+        for _ in 0..PASSES_PER_STEP {
+            let now = self.core.now();
+            self.shutting |= self.drain_inbox(now);
+            let deadline = self.core.pump(now)?;
+            if self.shutting && self.core.in_flight() == 0 && self.core.queued() == 0 && self.inbox_empty() {
+                self.finish();
+                let stats = self.core.stats();
+                self.finished = Some(Ok(stats));
+                // A driver waiting for its descriptor learns of it.
+                let _ = rustix::io::write(&self.shared.wake_fd, &1u64.to_ne_bytes());
+                return Ok(Step::Finished);
+            }
+            let want = usize::from(block && self.core.in_flight() > 0 && self.inbox_empty());
+            // The plain ring posts completions by interrupting this thread, so an enter is needed
+            // only to submit or to sleep in.
+            if want > 0 || !self.core.ring.submission().is_empty() {
+                self.core.submit_and_wait(want, if want > 0 { deadline } else { None })?;
+            }
+            let on_device = self.core.in_flight();
+            let (answered, timer_fired) = self.reap_and_wake();
+            if timer_fired {
+                self.timer_until = None;
+            }
+            // The clients just answered run before the next dispatch: they may send their next
+            // requests at once, and a scheduler asked before they could would find their queues
+            // empty and serve (or inject) the others instead, every time. (Measured: exports of
+            // weights 3:1 through `bfq serve` got 2.4:1 that way.) A thread waiting on the engine
+            // has no such clients to let run.
+            if answered > 0 && !block {
+                return Ok(Step::Again);
+            }
+            // Any completion may let the scheduler dispatch more, also one that answers nobody yet
+            // (a piece of a split request): dispatch again before waiting.
+            if self.core.in_flight() < on_device || !self.inbox_empty() {
+                continue;
+            }
+            let left = deadline.map(|d| Duration::from_nanos(d.saturating_sub(self.core.now())));
+            if block {
+                // Idling with nothing on the device: a waiting thread sleeps until the deadline.
+                if self.core.in_flight() == 0 {
+                    std::thread::sleep(
+                        left.unwrap_or(Duration::from_micros(50)).min(Duration::from_millis(1)),
+                    );
+                }
+                return Ok(Step::Wait(left));
+            }
+            if let Some(d) = deadline {
+                self.arm_timer(d)?;
+            }
+            // Sleep only if nothing new arrived; a client seeing `sleeping` writes the eventfd, the
+            // ring writes it at each completion and at the timer.
+            self.shared.sleeping.store(true, Ordering::SeqCst);
+            if !self.inbox_empty() {
+                self.shared.sleeping.store(false, Ordering::SeqCst);
+                return Ok(Step::Again);
+            }
+            return Ok(Step::Wait(left));
+        }
+        Ok(Step::Again)
+    }
+
+    /// Reaps the ring's completions and wakes their clients; returns how many were answered and
+    /// whether the wake-up read completed.
+    fn reap_and_wake(&mut self) -> (usize, bool) {
+        let wakes = &mut self.wakes;
+        let mut answered = 0;
+        let woken = self.core.reap(|_, cell, result| {
+            answered += 1;
+            wakes.extend(cell.store(result))
+        });
+        self.shared.answered(answered);
+        // Every result of this pass is stored before anyone is woken: a client woken for its
+        // oldest request finds the ones after it done too, instead of sleeping again for each.
+        for w in self.wakes.drain(..) {
+            w.wake();
+        }
+        (answered, woken)
+    }
+
+    /// After the last request: refuses those that raced with shutdown (sent after the last drain)
+    /// with ShutDown, never silence.
+    fn finish(&mut self) {
+        let late = {
+            let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.dead.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *inbox)
+        };
+        for cmd in late {
+            match cmd {
+                Cmd::Submit(p) => {
+                    p.cell.fulfil(Err(IoError::ShutDown));
+                    self.shared.answered(1);
+                }
+                Cmd::Stats(tx) => {
+                    let _ = tx.send(self.core.stats());
+                }
+                Cmd::ConfigureGroup(_, _, _, reply) | Cmd::SetQueueGroup(_, _, reply) => {
+                    let _ = reply.send(Err(EngineError::Thread("engine is shut down".into())));
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// After the engine loop stopped on an error or a panic: no request is taken any more, and every
     /// one held (in the inbox, in the scheduler, on the device) is answered with the reason. Requests
     /// still on the device complete into buffers the core keeps until the ring is torn down.
@@ -927,12 +1262,11 @@ impl Worker {
     fn run(&mut self) -> Result<EngineStats, EngineError> {
         self.core.enable()?;
         self.arm_wake()?;
-        let mut shutting = false;
         loop {
             let now = self.core.now();
-            shutting |= self.drain_inbox(now);
+            self.shutting |= self.drain_inbox(now);
             let deadline = self.core.pump(now)?;
-            if shutting && self.core.in_flight() == 0 && self.core.queued() == 0 && self.inbox_empty() {
+            if self.shutting && self.core.in_flight() == 0 && self.core.queued() == 0 && self.inbox_empty() {
                 break;
             }
             // Sleep only if nothing new arrived; a client seeing `sleeping` writes the eventfd.
@@ -941,40 +1275,12 @@ impl Worker {
             let res = self.core.submit_and_wait(want, deadline);
             self.shared.sleeping.store(false, Ordering::SeqCst);
             res?;
-            let wakes = &mut self.wakes;
-            let mut answered = 0;
-            let woken = self.core.reap(|_, cell, result| {
-                answered += 1;
-                wakes.extend(cell.store(result))
-            });
-            self.shared.answered(answered);
-            // Every result of this pass is stored before anyone is woken: a client woken for its
-            // oldest request finds the ones after it done too, instead of sleeping again for each.
-            for w in self.wakes.drain(..) {
-                w.wake();
-            }
+            let (_, woken) = self.reap_and_wake();
             if woken {
                 self.arm_wake()?;
             }
         }
-        // Requests that raced with shutdown (sent after the last drain) get ShutDown, never silence.
-        let late = {
-            let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
-            self.shared.dead.store(true, Ordering::SeqCst);
-            std::mem::take(&mut *inbox)
-        };
-        for cmd in late {
-            match cmd {
-                Cmd::Submit(p) => {
-                    p.cell.fulfil(Err(IoError::ShutDown));
-                    self.shared.answered(1);
-                }
-                Cmd::Stats(tx) => {
-                    let _ = tx.send(self.core.stats());
-                }
-                _ => {}
-            }
-        }
+        self.finish();
         Ok(self.core.stats())
     }
 
@@ -1040,6 +1346,8 @@ type Parts = (Vec<std::fs::File>, Box<dyn bfq_sched::Scheduler>, u32, usize);
 enum TargetSource {
     Path(std::path::PathBuf),
     File(std::fs::File),
+    /// Read and written through the page cache.
+    CachedFile(std::fs::File),
 }
 
 enum SchedulerChoice {
@@ -1114,6 +1422,17 @@ impl EngineBuilder {
         self
     }
 
+    /// Adds a target the caller already opened, read and written through the page cache: O_DIRECT
+    /// is cleared on it. Reads of cached pages complete at once, without the device, and writes
+    /// land in the page cache, which the kernel writes back on its own schedule: the scheduler
+    /// orders what reaches the engine, but no longer all that reaches the device. A flush still
+    /// makes every completed write durable (fdatasync), and a FUA write is written through.
+    /// Requests keep O_DIRECT's alignment.
+    pub fn target_file_cached(mut self, file: std::fs::File) -> Self {
+        self.targets.push(TargetSource::CachedFile(file));
+        self
+    }
+
     /// The most requests on the device at once (1..=4096, default 32).
     pub fn depth(mut self, depth: u32) -> Self {
         self.depth = depth;
@@ -1150,6 +1469,13 @@ impl EngineBuilder {
                     })?;
                     f
                 }
+                TargetSource::CachedFile(f) => {
+                    crate::core::set_cached(&f).map_err(|source| EngineError::Open {
+                        path: "a caller's file descriptor".into(),
+                        source,
+                    })?;
+                    f
+                }
             });
         }
         let sched = match self.scheduler {
@@ -1174,11 +1500,26 @@ impl EngineBuilder {
         let log = self.event_log.take();
         let (files, sched, depth, limit) = self.parts()?;
         // One extra ring entry for the eventfd read that wakes the engine thread.
-        let mut core = Core::new(files, sched, depth, 1, false)?;
+        let mut core = Core::new(files, sched, depth, 1, RingDriver::Other)?;
         if let Some(f) = log {
             core.set_event_log(f);
         }
         Engine::start(core, limit)
+    }
+
+    /// An [`Engine`] without a thread of its own, driven by the caller's event loop through the
+    /// returned [`Driver`] (which may move between threads; one pass runs at a time). Clients,
+    /// tickets and [`Completions`] work as with [`EngineBuilder::build`]. A thread that blocks on
+    /// the engine ([`Ticket::wait`], back-pressure, [`Engine::shutdown`]) drives it meanwhile.
+    pub fn build_driven(mut self) -> Result<(Engine, Driver), EngineError> {
+        let log = self.event_log.take();
+        let (files, sched, depth, limit) = self.parts()?;
+        // One extra ring entry for the timer of the scheduler's deadlines.
+        let mut core = Core::new(files, sched, depth, 1, RingDriver::Any)?;
+        if let Some(f) = log {
+            core.set_event_log(f);
+        }
+        Engine::start_driven(core, limit)
     }
 
     /// A [`crate::LocalEngine`] on the calling thread (the outstanding limit does not apply: the
@@ -1186,7 +1527,7 @@ impl EngineBuilder {
     pub fn build_local(mut self) -> Result<crate::LocalEngine, EngineError> {
         let log = self.event_log.take();
         let (files, sched, depth, _) = self.parts()?;
-        let mut core = Core::new(files, sched, depth, 0, true)?;
+        let mut core = Core::new(files, sched, depth, 0, RingDriver::Creator)?;
         if let Some(f) = log {
             core.set_event_log(f);
         }

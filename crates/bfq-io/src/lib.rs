@@ -1,7 +1,8 @@
 //! The real I/O engine: application-defined queues scheduled by any `bfq-sched` scheduler (BFQ, seed 001
 //! sec. 3-4, or a peer) over io_uring with O_DIRECT (issue 6 parts 1-3, 5).
 //!
-//! Two front ends over the same ring and scheduler: [`Engine`], where one engine thread owns them and
+//! Two front ends over the same ring and scheduler: [`Engine`], where one engine thread owns them (or
+//! the caller's event loop steps them through a [`Driver`], [`EngineBuilder::build_driven`]) and
 //! clients on any thread hold cheap [`Client`] handles bound to a queue and get a [`Ticket`] per request
 //! that can be awaited (runtime-agnostic future) or waited on; and [`LocalEngine`], driven from the
 //! caller's own thread (submit, then poll for completions), with no hand-off between threads.
@@ -16,8 +17,8 @@ pub mod local;
 pub use bfq_sched::{GroupId, IoClass, QueueId, QueueSpec, ROOT_GROUP};
 pub use buf::{AlignedBuf, ALIGN};
 pub use engine::{
-    Busy, Client, Completion, Completions, Engine, EngineBuilder, EngineConfig, EngineError, EngineStats,
-    IoError, LiveQueueStats, Ready, Ticket, DEFAULT_OUTSTANDING_LIMIT,
+    Busy, Client, Completion, Completions, Driver, Engine, EngineBuilder, EngineConfig, EngineError,
+    EngineStats, IoError, LiveQueueStats, Ready, Step, Ticket, DEFAULT_OUTSTANDING_LIMIT,
 };
 pub use local::{LocalCompletion, LocalEngine};
 

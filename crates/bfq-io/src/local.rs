@@ -13,7 +13,7 @@ use std::path::Path;
 use bfq_sched::{GroupId, Nanos, Op, QueueId, QueueSpec};
 
 use crate::buf::AlignedBuf;
-use crate::core::{check_alignment, check_range, Core, Submission};
+use crate::core::{check_alignment, check_range, Core, RingDriver, Submission};
 use crate::engine::{Completion, EngineConfig, EngineError, EngineStats, IoError};
 
 /// One finished request of a [`LocalEngine`].
@@ -46,7 +46,7 @@ pub struct LocalEngine {
 impl LocalEngine {
     /// Opens `path` (file or block device) with O_DIRECT, with the scheduler and depth of `config`.
     pub fn open(path: &Path, config: EngineConfig) -> Result<LocalEngine, EngineError> {
-        Ok(LocalEngine::from_core(Core::open(path, &config, 0, true)?))
+        Ok(LocalEngine::from_core(Core::open(path, &config, 0, RingDriver::Creator)?))
     }
 
     pub(crate) fn from_core(core: Core<u64>) -> LocalEngine {
