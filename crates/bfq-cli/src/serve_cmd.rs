@@ -45,11 +45,12 @@ pub fn execute(args: ServeArgs) -> Result<()> {
         .iter()
         .map(|e| {
             format!(
-                "{} ({}, weight {}{})",
+                "{} ({}, weight {}{}{})",
                 e.name,
                 e.path.display(),
                 e.spec.weight,
-                if e.read_only { ", read-only" } else { "" }
+                if e.read_only { ", read-only" } else { "" },
+                if e.cache == bfq_serve::Cache::Writeback { ", through the page cache" } else { "" }
             )
         })
         .collect();

@@ -14,5 +14,5 @@ pub mod protocol;
 pub mod readahead;
 pub mod server;
 
-pub use config::{Config, ConfigError, Export, Listen, DEFAULT_CONFIG};
+pub use config::{Cache, Config, ConfigError, Export, Listen, DEFAULT_CONFIG};
 pub use server::{run_until_signal, start, ConnectionStats, ServeError, ServerHandle};

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bfq_io::{
-    AlignedBuf, Client, Completion, Completions, Engine, GroupId, IoError, QueueId, QueueSpec, ROOT_GROUP,
+    AlignedBuf, Client, Completion, Completions, Driver, Engine, EngineError, EngineStats, GroupId, IoError,
+    QueueId, QueueSpec, Step, ROOT_GROUP,
 };
 use rustix::fs::SeekFrom;
 use rustix::io::Errno;
@@ -24,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
-use crate::config::{Config, Export, Listen};
+use crate::config::{Cache, Config, Export, Listen};
 pub use crate::metrics::ConnectionStats;
 use crate::metrics::{ExportCounters, Kind};
 use crate::protocol::*;
@@ -87,6 +88,9 @@ pub enum ServeError {
 struct ExportState {
     name: String,
     path: PathBuf,
+    /// Read and written through the page cache (`cache = "writeback"`): the kernel's read-ahead
+    /// serves its sequential readers, so the server's windows are not used.
+    cached: bool,
     size: u64,
     read_only: bool,
     rotational: bool,
@@ -322,11 +326,7 @@ pub fn start(config: Config) -> Result<ServerHandle, ServeError> {
     let thread = std::thread::Builder::new()
         .name("bfq-serve".into())
         .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .map_err(ServeError::Runtime)?;
+            let runtime = runtime(config.threads_or_default())?;
             runtime.block_on(async move {
                 let server = match Bound::bind(&config).await {
                     Ok(s) => s,
@@ -359,8 +359,7 @@ pub fn run_until_signal(
     mut on_ready: impl FnMut(&[String]),
 ) -> Result<(), ServeError> {
     use tokio::signal::unix::{signal, SignalKind};
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(ServeError::Runtime)?;
+    let runtime = runtime(config.threads_or_default())?;
     runtime.block_on(async move {
         let server = Bound::bind(&config).await?;
         on_ready(&server.addresses);
@@ -400,6 +399,48 @@ pub fn run_until_signal(
     })
 }
 
+/// The runtime the connections are served on: with one thread, the engines are driven on it too
+/// (`open_exports`); with more, each engine has a thread of its own.
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, ServeError> {
+    let mut builder = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    builder.enable_all().build().map_err(ServeError::Runtime)
+}
+
+/// Runs a driven engine (`threads = 1`) on the server's runtime until it has shut down: steps it
+/// whenever its descriptor says a client's request, a completion or the scheduler's deadline is
+/// there. The ring signals the deadline itself, with its precision rather than the runtime's
+/// millisecond timers.
+async fn drive(driver: Driver) -> Result<EngineStats, EngineError> {
+    // SAFETY: the descriptor is the engine's eventfd, which the driver keeps open (it holds the
+    // engine's shared state) for as long as the `AsyncFd` owns the driver.
+    let fd =
+        unsafe { tokio::io::unix::AsyncFd::register_with_interest(driver, tokio::io::Interest::READABLE) }
+            .map_err(|e| EngineError::Ring(e.into_parts().1))?;
+    loop {
+        match fd.get_ref().step()? {
+            Step::Finished => {
+                return fd
+                    .get_ref()
+                    .stats()
+                    .unwrap_or_else(|| Err(EngineError::Thread("not finished".into())))
+            }
+            // Let the connections run (their replies, their next requests) before the next pass.
+            Step::Again => tokio::task::yield_now().await,
+            Step::Wait(_) => {
+                let mut ready = fd.readable().await.map_err(EngineError::Ring)?;
+                let _ = ready.get_inner().clear();
+                ready.clear_ready();
+            }
+        }
+    }
+}
+
 enum Listener {
     Tcp(tokio::net::TcpListener),
     Unix(tokio::net::UnixListener, PathBuf),
@@ -408,6 +449,8 @@ enum Listener {
 /// Exports opened and listeners bound: ready to serve.
 struct Bound {
     state: Arc<State>,
+    /// The tasks driving the engines when they share the runtime's thread (`threads = 1`).
+    drivers: Vec<tokio::task::JoinHandle<Result<EngineStats, EngineError>>>,
     listeners: Vec<Listener>,
     addresses: Vec<String>,
     metrics: Option<tokio::net::TcpListener>,
@@ -417,7 +460,9 @@ struct Bound {
 
 impl Bound {
     async fn bind(config: &Config) -> Result<Bound, ServeError> {
-        let state = Arc::new(open_exports(config)?);
+        let (state, drivers) = open_exports(config)?;
+        let state = Arc::new(state);
+        let drivers = drivers.into_iter().map(|d| tokio::spawn(drive(d))).collect();
         let mut listeners = Vec::new();
         let mut addresses = Vec::new();
         for l in &config.listen {
@@ -458,6 +503,7 @@ impl Bound {
         };
         Ok(Bound {
             state,
+            drivers,
             listeners,
             addresses,
             metrics,
@@ -582,8 +628,17 @@ impl Bound {
                 }
             }
         };
+        let driven = !self.drivers.is_empty();
         for engine in state.engines {
-            engine.shutdown()?;
+            if driven {
+                // Its driver answers what it holds, then finishes.
+                engine.close();
+            } else {
+                engine.shutdown()?;
+            }
+        }
+        for driver in self.drivers {
+            driver.await.map_err(|e| EngineError::Thread(format!("engine driver: {e}")))??;
         }
         Ok(())
     }
@@ -657,7 +712,9 @@ fn connection_spec(export: QueueSpec) -> QueueSpec {
 }
 
 /// Opens (or creates) every export and starts one engine per device.
-fn open_exports(config: &Config) -> Result<State, ServeError> {
+fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
+    let driven = config.threads_or_default() == 1;
+    let mut drivers = Vec::new();
     let mut by_device: HashMap<u64, Vec<usize>> = HashMap::new();
     let mut opened = Vec::new();
     for (i, e) in config.exports.iter().enumerate() {
@@ -685,10 +742,20 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
             builder = builder.event_log(file);
         }
         for (t, &i) in members.iter().enumerate() {
-            builder = builder.target_file(opened[i].0.take().expect("each export opened once"));
+            let file = opened[i].0.take().expect("each export opened once");
+            builder = match config.exports[i].cache {
+                Cache::None => builder.target_file(file),
+                Cache::Writeback => builder.target_file_cached(file),
+            };
             slots[i] = Some((engines.len(), t as u32));
         }
-        engines.push(builder.build()?);
+        if driven {
+            let (engine, driver) = builder.build_driven()?;
+            engines.push(engine);
+            drivers.push(driver);
+        } else {
+            engines.push(builder.build()?);
+        }
     }
     // Each export is a group of its engine's scheduler with the export's weight and class; its
     // connections are queues inside it (issue 16: a tenant's share does not grow with its number of
@@ -707,6 +774,7 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
             ExportState {
                 name: e.name.clone(),
                 path: e.path.clone(),
+                cached: e.cache == Cache::Writeback,
                 size,
                 read_only: e.read_only,
                 rotational,
@@ -721,7 +789,7 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
             }
         })
         .collect();
-    Ok(State {
+    let state = State {
         activity: engines.iter().map(|_| Mutex::new(PoolActivity::default())).collect(),
         exports,
         engines,
@@ -729,7 +797,8 @@ fn open_exports(config: &Config) -> Result<State, ServeError> {
         live: Mutex::new(HashMap::new()),
         scheduler: config.scheduler.clone(),
         read_ahead: config.read_ahead,
-    })
+    };
+    Ok((state, drivers))
 }
 
 /// Opens one export: (file, size, device id, rotational, a second descriptor of a regular file for
@@ -1274,7 +1343,7 @@ async fn transmission<R, W>(
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut draining = false;
     let mut readahead: Option<ReadAhead<Mutex<WindowState>>> =
-        (state.read_ahead > 0).then(|| ReadAhead::new(state.read_ahead, e.size));
+        (state.read_ahead > 0 && !e.cached).then(|| ReadAhead::new(state.read_ahead, e.size));
     'requests: loop {
         while tasks.try_join_next().is_some() {}
         let Ok(slot) = slots.clone().acquire_owned().await else { break };

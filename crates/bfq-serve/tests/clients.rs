@@ -34,8 +34,15 @@ impl Drop for Files {
 }
 
 /// A server with exports `a` (64 MiB, weight 300), `b` (64 MiB) and `ro` (read-only, 1 MiB of 0x5a),
-/// on a TCP port of its own and a Unix socket, with files under /var/tmp named after `tag`.
+/// on a TCP port of its own and a Unix socket, with files under /var/tmp named after `tag`; on one
+/// thread (the default).
 fn server(tag: &str) -> (ServerHandle, Files, String) {
+    server_on(tag, 1, "none")
+}
+
+/// As [`server`], on `threads` threads (more than one: each engine on a thread of its own), with
+/// export `b`'s `cache` setting.
+fn server_on(tag: &str, threads: usize, cache_b: &str) -> (ServerHandle, Files, String) {
     let dir = "/var/tmp";
     let pid = std::process::id();
     let (a, b, ro) = (
@@ -52,6 +59,7 @@ fn server(tag: &str) -> (ServerHandle, Files, String) {
     let text = format!(
         r#"
 listen = ["127.0.0.1:0", "unix:{}"]
+threads = {threads}
 [[export]]
 name = "a"
 path = "{}"
@@ -62,6 +70,7 @@ description = "export a"
 name = "b"
 path = "{}"
 size = "64MiB"
+cache = "{cache_b}"
 [[export]]
 name = "ro"
 path = "{}"
@@ -86,14 +95,24 @@ fn run(cmd: &mut Command) -> String {
 
 #[test]
 fn qemu_img_copies_an_image_in_and_out_identically() {
+    copy_in_and_out("img", 1);
+}
+
+/// The same on a server of two threads, whose engines run on threads of their own.
+#[test]
+fn qemu_img_copies_an_image_in_and_out_identically_on_a_threaded_server() {
+    copy_in_and_out("img-threads", 2);
+}
+
+fn copy_in_and_out(tag: &str, threads: usize) {
     let _memory = big_memory();
     if !have("qemu-img") {
         eprintln!("SKIPPED: qemu-img missing (apt-get install qemu-utils)");
         return;
     }
-    let (server, files, tcp) = server("img");
-    let src = PathBuf::from(format!("/var/tmp/bfq-serve-src-{}.img", std::process::id()));
-    let back = PathBuf::from(format!("/var/tmp/bfq-serve-back-{}.img", std::process::id()));
+    let (server, files, tcp) = server_on(tag, threads, "none");
+    let src = PathBuf::from(format!("/var/tmp/bfq-serve-src-{tag}-{}.img", std::process::id()));
+    let back = PathBuf::from(format!("/var/tmp/bfq-serve-back-{tag}-{}.img", std::process::id()));
     let _cleanup = Files(vec![src.clone(), back.clone()]);
     // 40 MiB of varied data, not a multiple of the 4 KiB block: the tail is a sub-block write.
     let data: Vec<u8> = (0..(40u32 << 20) + 1234).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
@@ -118,11 +137,22 @@ fn qemu_img_copies_an_image_in_and_out_identically() {
 
 #[test]
 fn qemu_io_patterns_read_back_unaligned_and_after_a_flush_and_restart() {
+    patterns("io", "none");
+}
+
+/// The same through the page cache (`cache = "writeback"`): unaligned writes, FUA, write-zeroes
+/// and trim read back, and after a flush a server reading the file directly (O_DIRECT) sees them.
+#[test]
+fn qemu_io_patterns_read_back_through_the_page_cache_and_after_a_restart_without_it() {
+    patterns("io-writeback", "writeback");
+}
+
+fn patterns(tag: &str, cache: &str) {
     if !have("qemu-io") {
         eprintln!("SKIPPED: qemu-io missing (apt-get install qemu-utils)");
         return;
     }
-    let (server, files, tcp) = server("io");
+    let (server, files, tcp) = server_on(tag, 1, cache);
     let uri = format!("nbd://{tcp}/b");
     let io = |cmds: &[&str]| {
         let mut c = Command::new("qemu-io");
