@@ -1495,15 +1495,23 @@ impl EngineBuilder {
         self
     }
 
-    /// Starts an [`Engine`] (its own thread).
-    pub fn build(mut self) -> Result<Engine, EngineError> {
+    /// The core every front end runs on: the targets, the scheduler and a ring with `control`
+    /// entries beside the device's depth, driven by `driver`, with the event log if asked; and the
+    /// outstanding limit.
+    fn core<T>(mut self, control: u32, driver: RingDriver) -> Result<(Core<T>, usize), EngineError> {
         let log = self.event_log.take();
         let (files, sched, depth, limit) = self.parts()?;
-        // One extra ring entry for the eventfd read that wakes the engine thread.
-        let mut core = Core::new(files, sched, depth, 1, RingDriver::Other)?;
+        let mut core = Core::new(files, sched, depth, control, driver)?;
         if let Some(f) = log {
             core.set_event_log(f);
         }
+        Ok((core, limit))
+    }
+
+    /// Starts an [`Engine`] (its own thread).
+    pub fn build(self) -> Result<Engine, EngineError> {
+        // One extra ring entry for the eventfd read that wakes the engine thread.
+        let (core, limit) = self.core(1, RingDriver::Other)?;
         Engine::start(core, limit)
     }
 
@@ -1511,26 +1519,16 @@ impl EngineBuilder {
     /// returned [`Driver`] (which may move between threads; one pass runs at a time). Clients,
     /// tickets and [`Completions`] work as with [`EngineBuilder::build`]. A thread that blocks on
     /// the engine ([`Ticket::wait`], back-pressure, [`Engine::shutdown`]) drives it meanwhile.
-    pub fn build_driven(mut self) -> Result<(Engine, Driver), EngineError> {
-        let log = self.event_log.take();
-        let (files, sched, depth, limit) = self.parts()?;
+    pub fn build_driven(self) -> Result<(Engine, Driver), EngineError> {
         // One extra ring entry for the timer of the scheduler's deadlines.
-        let mut core = Core::new(files, sched, depth, 1, RingDriver::Any)?;
-        if let Some(f) = log {
-            core.set_event_log(f);
-        }
+        let (core, limit) = self.core(1, RingDriver::Any)?;
         Engine::start_driven(core, limit)
     }
 
     /// A [`crate::LocalEngine`] on the calling thread (the outstanding limit does not apply: the
     /// caller drives it).
-    pub fn build_local(mut self) -> Result<crate::LocalEngine, EngineError> {
-        let log = self.event_log.take();
-        let (files, sched, depth, _) = self.parts()?;
-        let mut core = Core::new(files, sched, depth, 0, RingDriver::Creator)?;
-        if let Some(f) = log {
-            core.set_event_log(f);
-        }
+    pub fn build_local(self) -> Result<crate::LocalEngine, EngineError> {
+        let (core, _) = self.core(0, RingDriver::Creator)?;
         Ok(crate::LocalEngine::from_core(core))
     }
 }

@@ -81,12 +81,21 @@ async fn a_driven_engine_serves_its_tenants_on_the_runtimes_own_thread() {
 }
 
 /// A scheduler that idles until a fixed time after the first request it sees, then dispatches in
-/// arrival order: the request completes only if the driver is woken at that deadline.
+/// arrival order: the request completes only if the driver is woken at that deadline. With `split`,
+/// it has every larger read or write split into pieces of that size (`Scheduler::split_size`, as
+/// BFQ's latency guard does).
 struct IdleFirst {
     first: Option<Instant>,
     idle: Duration,
+    split: Option<u32>,
     queued: std::collections::VecDeque<Request>,
     in_flight: usize,
+}
+
+impl IdleFirst {
+    fn new(idle: Duration, split: Option<u32>) -> IdleFirst {
+        IdleFirst { first: None, idle, split, queued: Default::default(), in_flight: 0 }
+    }
 }
 
 impl Scheduler for IdleFirst {
@@ -95,6 +104,9 @@ impl Scheduler for IdleFirst {
     }
     fn configure_queue(&mut self, _: QueueId, _: QueueSpec, _: Instant) -> Result<(), SchedError> {
         Ok(())
+    }
+    fn split_size(&self, _: QueueId, _: Instant) -> Option<u32> {
+        self.split
     }
     fn insert(&mut self, request: Request, now: Instant) {
         self.first.get_or_insert(now);
@@ -148,7 +160,7 @@ impl Scheduler for IdleFirst {
 async fn a_driven_engine_wakes_its_driver_at_the_schedulers_idle_deadline() {
     let file = Temp::new("deadline", 1 << 20);
     let idle = Duration::from_millis(3);
-    let sched = IdleFirst { first: None, idle, queued: Default::default(), in_flight: 0 };
+    let sched = IdleFirst::new(idle, None);
     let (engine, driver) =
         Engine::builder().scheduler(Box::new(sched)).target_path(&file.0).build_driven().unwrap();
     let driver = tokio::spawn(drive(driver));
@@ -193,8 +205,7 @@ fn a_thread_blocking_on_a_driven_engine_drives_it() {
 #[test]
 fn dropping_the_driver_fails_what_the_engine_holds() {
     let file = Temp::new("dropped", 1 << 20);
-    let sched =
-        IdleFirst { first: None, idle: Duration::from_secs(3600), queued: Default::default(), in_flight: 0 };
+    let sched = IdleFirst::new(Duration::from_secs(3600), None);
     let (engine, driver) =
         Engine::builder().scheduler(Box::new(sched)).target_path(&file.0).build_driven().unwrap();
     let client = engine.client(QueueId(1), QueueSpec::default()).unwrap();
@@ -208,62 +219,6 @@ fn dropping_the_driver_fails_what_the_engine_holds() {
     assert!(matches!(later, Err(IoError::ShutDown | IoError::EngineFailed(_))), "{later:?}");
 }
 
-/// A scheduler that has every request over 4 KiB split into 4 KiB pieces (`Scheduler::split_size`,
-/// as BFQ's latency guard does) and serves them in order.
-struct Pieces {
-    queued: std::collections::VecDeque<Request>,
-    in_flight: usize,
-}
-
-impl Scheduler for Pieces {
-    fn name(&self) -> &'static str {
-        "pieces"
-    }
-    fn configure_queue(&mut self, _: QueueId, _: QueueSpec, _: Instant) -> Result<(), SchedError> {
-        Ok(())
-    }
-    fn split_size(&self, _: QueueId, _: Instant) -> Option<u32> {
-        Some(4096)
-    }
-    fn insert(&mut self, request: Request, _: Instant) {
-        self.queued.push_back(request);
-    }
-    fn dispatch(&mut self, _: Instant) -> Decision {
-        match self.queued.pop_front() {
-            Some(r) => {
-                self.in_flight += 1;
-                Decision::Dispatch(r)
-            }
-            None => Decision::Empty,
-        }
-    }
-    fn complete(&mut self, _: &Request, _: Instant) {
-        self.in_flight -= 1;
-    }
-    fn timer(&mut self, _: Instant) {}
-    fn next_timer(&self) -> Option<Instant> {
-        None
-    }
-    fn queued(&self) -> usize {
-        self.queued.len()
-    }
-    fn in_flight(&self) -> usize {
-        self.in_flight
-    }
-    fn set_param(&mut self, key: &str, _: &str) -> Result<(), ParamError> {
-        Err(ParamError::Unknown { scheduler: "pieces", key: key.to_string(), known: String::new() })
-    }
-    fn params(&self) -> Vec<(&'static str, String)> {
-        Vec::new()
-    }
-    fn queue_stats(&self, _: QueueId) -> Option<QueueStats> {
-        None
-    }
-    fn all_queue_stats(&self) -> Vec<QueueStats> {
-        Vec::new()
-    }
-}
-
 /// A completion that answers nobody yet (one piece of a split request) still lets the scheduler
 /// dispatch the next piece before the driver waits: with one request on the device at a time, a
 /// 256 KiB read in 64 pieces completes, whole, with a driver that waits for its descriptor only.
@@ -272,7 +227,7 @@ impl Scheduler for Pieces {
 #[tokio::test(flavor = "current_thread")]
 async fn a_driven_engine_dispatches_the_next_piece_after_each_piece_completes() {
     let file = Temp::new("pieces", 1 << 20);
-    let sched = Pieces { queued: Default::default(), in_flight: 0 };
+    let sched = IdleFirst::new(Duration::ZERO, Some(4096));
     let (engine, driver) =
         Engine::builder().scheduler(Box::new(sched)).target_path(&file.0).depth(1).build_driven().unwrap();
     let driver = tokio::spawn(drive(driver));
