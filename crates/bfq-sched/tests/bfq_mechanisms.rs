@@ -551,6 +551,26 @@ fn an_invalid_tunable_is_rejected_naming_the_field_and_leaves_the_config_unchang
 }
 
 #[test]
+fn a_tunable_set_before_any_measurement_gives_the_maximum_budget_a_fresh_scheduler_would_have() {
+    // Seed 001 sec. 3.2: B_max = T_max x R_est, where R_est starts as a guess (the default budget per
+    // T_max). A T_max set after construction, as a server's configuration does, must not scale the
+    // guess made under the old T_max: 20 ms gave B_max = 2621 instead of 16384, and the paper's
+    // estimator (slots of 20 ms or more only) never corrected it on a fast device.
+    for estimator in ["paper", "kernel"] {
+        let mut set_later = Bfq::new(DISK);
+        set_later.set_param("peak_rate_estimator", estimator).unwrap();
+        set_later.set_param("timeout_sync", "20").unwrap();
+        let mut cfg = BfqConfig::default();
+        cfg.set("peak_rate_estimator", estimator).unwrap();
+        cfg.set("timeout_sync", "20").unwrap();
+        let fresh = Bfq::with_config(DISK, cfg);
+        assert_eq!(set_later.max_budget(), fresh.max_budget(), "{estimator}");
+        assert_eq!(set_later.peak_rate(), fresh.peak_rate(), "{estimator}");
+        assert_eq!(fresh.max_budget(), 16384, "{estimator}: the default maximum budget before a measurement");
+    }
+}
+
+#[test]
 fn stats_and_events_report_service_weights_budgets_and_expiry_reasons() {
     // Issue 2, "Observability".
     let mut t = Rig::new(DISK, no_raising());
