@@ -571,6 +571,41 @@ fn a_tunable_set_before_any_measurement_gives_the_maximum_budget_a_fresh_schedul
 }
 
 #[test]
+fn a_lone_queue_is_never_split_or_held_back_by_a_latency_guard_it_turned_on_itself() {
+    // `bfq::guard` (beyond the seeds): the guard protects a latency-bound queue from the *other*
+    // queues' requests in the device. A lone sequential reader whose demand is one request for a
+    // moment (between read-ahead windows) turns it on; its own next, deeper requests must not then
+    // be cut into pieces or held back, which cost one `bfq serve` client a third of its 128 KiB reads.
+    let mut cfg = BfqConfig::default();
+    for (k, v) in [("low_latency", "0"), ("latency_guard", "150")] {
+        cfg.set(k, v).unwrap();
+    }
+    let nvme = DeviceInfo { rotational: false, queue_depth: 32 };
+    let mut t = Rig::new(nvme, cfg);
+    let q = QueueId(1);
+    let first = t.request(1, Op::Read, 0, 128, true);
+    assert_eq!(t.dispatched(), first, "one request outstanding: latency-bound, the guard turns on");
+    let (_, on) = t.b.latency_guard_state(Instant::from_nanos(t.now));
+    assert!(on, "the guard is on for the lone latency-bound queue");
+    let mut sector = 256;
+    for _ in 0..8 {
+        assert_eq!(t.b.split_size(q, Instant::from_nanos(t.now)), None, "nobody else to guard against");
+        t.request(1, Op::Read, sector, 128, true);
+        sector += 256;
+    }
+    for _ in 0..8 {
+        assert!(matches!(t.dispatch(), Decision::Dispatch(_)), "its own requests are not held back");
+    }
+    // Another queue, greedy, is guarded against the latency-bound one: its requests are split.
+    let other = QueueId(2);
+    for i in 0..4 {
+        t.request(2, Op::Read, (1 << 30) + i * 256, 128, true);
+    }
+    t.b.complete(&first, Instant::from_nanos(t.now));
+    assert_eq!(t.b.split_size(other, Instant::from_nanos(t.now)), Some(16 << 10));
+}
+
+#[test]
 fn stats_and_events_report_service_weights_budgets_and_expiry_reasons() {
     // Issue 2, "Observability".
     let mut t = Rig::new(DISK, no_raising());

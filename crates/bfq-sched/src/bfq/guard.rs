@@ -58,8 +58,14 @@ pub const MAX_PROBE: u32 = 64;
 /// The learned state of the guard.
 #[derive(Clone, Copy, Debug)]
 pub struct LatencyGuard {
-    /// Until when the guard is on (the last guarded request + [`HOLD`]).
-    pub active_until: Instant,
+    /// The (at most two) latency-bound queues that turned the guard on most recently, with until
+    /// when (their last guarded request + [`HOLD`]). A queue is never held back or split for itself:
+    /// a lone sequential reader whose demand drops to one or two requests between read-ahead windows
+    /// is latency-bound for a moment, and guarding the device for it against its own next requests
+    /// cut its throughput by a third (one client's 128 KiB reads through `bfq serve`, docs/serve.md).
+    /// Two entries suffice: a queue is guarded against if any latency-bound queue other than itself
+    /// is active, and of two distinct ones at least one is not itself.
+    guarded: [(u32, Instant); 2],
     /// Requests of queues that are not latency-bound allowed in the device while the guard is on.
     pub limit: u32,
     /// Filtered latency of guarded requests that entered a (nearly) unshared device; 0 = none yet.
@@ -79,7 +85,7 @@ impl LatencyGuard {
     /// A guard that starts by allowing `max` requests (the device's depth).
     pub fn new(max: u32) -> Self {
         LatencyGuard {
-            active_until: Instant::ZERO,
+            guarded: [(u32::MAX, Instant::ZERO); 2],
             limit: max.max(1),
             base: 0,
             base_at: Instant::ZERO,
@@ -90,20 +96,33 @@ impl LatencyGuard {
         }
     }
 
-    /// A latency-bound queue that may be served has a request at `now`.
-    pub fn note_active(&mut self, now: Instant) {
-        self.active_until = self.active_until.max(now.saturating_add(HOLD));
+    /// Latency-bound queue `queue` (a scheduler slot) that may be served has a request at `now`.
+    pub fn note_active(&mut self, queue: u32, now: Instant) {
+        let until = now.saturating_add(HOLD);
+        let entry = match self.guarded.iter().position(|&(q, _)| q == queue) {
+            Some(i) => i,
+            // Replace the entry that lapses first.
+            None => usize::from(self.guarded[1].1 < self.guarded[0].1),
+        };
+        let keep = if self.guarded[entry].0 == queue { self.guarded[entry].1 } else { Instant::ZERO };
+        self.guarded[entry] = (queue, until.max(keep));
     }
 
-    /// Whether the guard is on at `now`.
+    /// Whether the guard is on at `now` for anybody.
     pub fn active(&self, now: Instant) -> bool {
-        now < self.active_until
+        self.guarded.iter().any(|&(_, until)| now < until)
     }
 
-    /// Whether one more request of a queue that is not latency-bound may enter the device, with
-    /// `unguarded` such requests in it.
-    pub fn allows(&self, unguarded: usize, now: Instant) -> bool {
-        if !self.active(now) {
+    /// Whether the guard is on at `now` against queue `queue`: a latency-bound queue other than it
+    /// is active.
+    pub fn active_against(&self, queue: u32, now: Instant) -> bool {
+        self.guarded.iter().any(|&(q, until)| q != queue && now < until)
+    }
+
+    /// Whether one more request of queue `queue`, which is not latency-bound, may enter the device
+    /// with `unguarded` such requests in it.
+    pub fn allows(&self, queue: u32, unguarded: usize, now: Instant) -> bool {
+        if !self.active_against(queue, now) {
             return true;
         }
         let limit = if self.stale(now) { BASELINE_OTHERS as u32 } else { self.limit };
@@ -201,7 +220,7 @@ impl Bfq {
         }
         let in_service = self.service.is_some_and(|svc| svc.slot == t);
         if in_service || self.wf2q.entity(t).state == EntityState::Active && self.wf2q.eligible(t) {
-            self.guard.note_active(now);
+            self.guard.note_active(t, now);
         }
     }
 
@@ -210,7 +229,7 @@ impl Bfq {
     pub(super) fn guard_holds_back(&self, c: u32, now: Instant) -> bool {
         self.guard_enabled()
             && !self.guard_latency_bound(c)
-            && !self.guard.allows(self.in_flight - self.guarded_in_flight, now)
+            && !self.guard.allows(c, self.in_flight - self.guarded_in_flight, now)
     }
 
     /// The piece size for a read or write of `queue` inserted at `now` (`Scheduler::split_size`):
@@ -219,11 +238,13 @@ impl Bfq {
     /// alone, 121 us beside one 64 KiB read and 189 us beside one 128 KiB read: what delays it is the
     /// bytes ahead of it, so the others' requests are made small enough for a count to bound them.
     pub(super) fn guard_split_size(&self, queue: QueueId, now: Instant) -> Option<u32> {
-        if self.cfg.guard_split_kib == 0 || !self.guard_enabled() || !self.guard.active(now) {
+        if self.cfg.guard_split_kib == 0 || !self.guard_enabled() {
             return None;
         }
-        if self.index.get(queue).is_some_and(|c| self.guard_latency_bound(c)) {
-            return None;
+        match self.index.get(queue) {
+            Some(c) if self.guard_latency_bound(c) || !self.guard.active_against(c, now) => return None,
+            None if !self.guard.active(now) => return None,
+            _ => {}
         }
         Some(self.cfg.guard_split_kib.saturating_mul(1024))
     }
@@ -310,29 +331,50 @@ mod tests {
             g.on_completion(1000 * USEC, 4, at(1 + i), 150, 4);
         }
         assert_eq!(g.limit, 1);
-        g.note_active(at(200));
-        assert!(g.allows(0, at(200)));
-        assert!(!g.allows(1, at(200)));
+        g.note_active(7, at(200));
+        assert!(g.allows(3, 0, at(200)));
+        assert!(!g.allows(3, 1, at(200)));
     }
 
     #[test]
     fn the_guard_lapses_after_hold_and_a_stale_baseline_is_measured_again_first() {
         let mut g = LatencyGuard::new(32);
-        g.note_active(at(0));
+        g.note_active(7, at(0));
         assert!(g.active(at(0)));
         // No baseline yet: one request of the others at most, so that one can be taken.
-        assert!(g.allows(0, at(0)) && !g.allows(1, at(0)));
+        assert!(g.allows(3, 0, at(0)) && !g.allows(3, 1, at(0)));
         g.on_completion(50 * USEC, 1, at(10), 150, 32);
         assert_eq!(g.baseline(), 50 * USEC);
-        assert!(g.allows(31, at(20)) && !g.allows(32, at(20)));
+        assert!(g.allows(3, 31, at(20)) && !g.allows(3, 32, at(20)));
         // Stale after BASELINE_PERIOD: back to one until a new sample; a new sample replaces it.
         let later = at(20).saturating_add(BASELINE_PERIOD + MSEC);
-        g.note_active(later);
-        assert!(!g.allows(1, later));
+        g.note_active(7, later);
+        assert!(!g.allows(3, 1, later));
         g.on_completion(200 * USEC, 0, later, 150, 32);
         assert_eq!(g.baseline(), 200 * USEC);
-        assert!(g.allows(31, later));
+        assert!(g.allows(3, 31, later));
         // The guard lapses HOLD after the last guarded arrival.
-        assert!(g.allows(1000, later.saturating_add(HOLD)));
+        assert!(g.allows(3, 1000, later.saturating_add(HOLD)));
+    }
+
+    #[test]
+    fn a_queue_is_never_held_back_for_itself_but_for_any_other_active_latency_bound_queue() {
+        // A lone reader that is latency-bound for a moment must not be guarded against its own next
+        // requests; with two latency-bound queues active, each is guarded against the other.
+        let mut g = LatencyGuard::new(32);
+        g.on_completion(50 * USEC, 0, at(0), 150, 32);
+        g.limit = 1;
+        g.note_active(7, at(1));
+        assert!(g.active(at(1)));
+        assert!(!g.active_against(7, at(1)) && g.allows(7, 10, at(1)), "not against itself");
+        assert!(g.active_against(3, at(1)) && !g.allows(3, 1, at(1)), "against another queue");
+        g.note_active(8, at(2));
+        assert!(g.active_against(7, at(2)) && g.active_against(8, at(2)), "each against the other");
+        // A third latency-bound queue replaces the entry that lapses first (7's); 8 and 9 stay.
+        g.note_active(9, at(3));
+        assert!(g.active_against(8, at(3)) && g.active_against(9, at(3)) && g.active_against(7, at(3)));
+        // Once its own entry lapses, the last one alone is not guarded against itself.
+        let late = at(3).saturating_add(HOLD);
+        assert!(!g.active(late));
     }
 }

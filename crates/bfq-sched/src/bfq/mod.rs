@@ -524,7 +524,7 @@ impl Bfq {
         let guard_others = (self.in_flight - self.guarded_in_flight).min(u16::MAX as usize) as u16;
         if guarded {
             self.guarded_in_flight += 1;
-            self.guard.note_active(now);
+            self.guard.note_active(s, now);
         }
         let o = &mut self.queues[slot.owner as usize];
         o.own_queued -= 1;
