@@ -390,6 +390,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("injection", "0"),
     ("waker_detection", "0"),
     ("fair_charge", "0"),
+    ("drain_grace", "0"),
     ("bypass_depth", "0"),
     ("latency_guard", "0"),
     // The seeds' write charge (seed 001 sec. 4.5: every write x10) and raising ended by time (and v1's
@@ -953,6 +954,7 @@ mod tests {
                 ("injection", "0"),
                 ("waker_detection", "0"),
                 ("fair_charge", "0"),
+                ("drain_grace", "0"),
             ] {
                 assert_eq!(p.get(k).map(String::as_str), Some(v), "seed {paper} bfq: {k}");
             }

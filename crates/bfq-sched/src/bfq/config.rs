@@ -160,6 +160,11 @@ pub struct BfqConfig {
     /// shared, and charging the whole time to the in-service queue would count the other queues'
     /// service against it too.
     pub fair_charge: bool,
+    /// `drain_grace` (1): a synchronous queue that keeps more requests outstanding than a
+    /// latency-bound one and drains for a moment while it is cut off or waiting keeps its place in
+    /// B-WF2Q+ for `slice_idle`, and is idled for if selected in that time (beyond the seeds:
+    /// `bfq::grace`). 0 = it leaves the tree at once, as in the seeds and the kernel.
+    pub drain_grace: bool,
     /// `bypass_depth` (2 requests): on a device with internal queueing, a waiting synchronous queue
     /// that keeps at most this many requests outstanding (latency-bound: it cannot use more than
     /// what its request latency allows) has its next request dispatched at once beside the in-service
@@ -219,6 +224,7 @@ impl Default for BfqConfig {
             inject_latency_ratio: 115,
             waker_detection: true,
             fair_charge: true,
+            drain_grace: true,
             bypass_depth: 2,
             latency_guard: 0,
             guard_split_kib: 16,
@@ -263,6 +269,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "inject_latency_ratio",
     "waker_detection",
     "fair_charge",
+    "drain_grace",
     "bypass_depth",
     "latency_guard",
     "guard_split_kib",
@@ -345,6 +352,7 @@ impl BfqConfig {
             }
             "waker_detection" => self.waker_detection = parse_bool(NAME, key, value)?,
             "fair_charge" => self.fair_charge = parse_bool(NAME, key, value)?,
+            "drain_grace" => self.drain_grace = parse_bool(NAME, key, value)?,
             "bypass_depth" => self.bypass_depth = parse_u64(NAME, key, value, 0, 4096)? as u32,
             "latency_guard" => {
                 let v = parse_u64(NAME, key, value, 0, 1000)? as u32;
@@ -413,6 +421,7 @@ impl BfqConfig {
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),
             ("waker_detection", b(self.waker_detection)),
             ("fair_charge", b(self.fair_charge)),
+            ("drain_grace", b(self.drain_grace)),
             ("bypass_depth", self.bypass_depth.to_string()),
             ("latency_guard", self.latency_guard.to_string()),
             ("guard_split_kib", self.guard_split_kib.to_string()),

@@ -37,6 +37,7 @@ pub mod budget;
 pub mod burst;
 pub mod bypass;
 pub mod config;
+pub mod grace;
 pub mod guard;
 pub mod hierarchy;
 pub mod idling;
@@ -384,8 +385,15 @@ impl Bfq {
         // their timestamps (B-WF2Q+ selects among the backlogged), so it stays in the tree until its
         // last request completes with nothing queued ([`injection`]; `complete`).
         let cut_off = matches!(reason, ExpiryReason::BudgetExhausted | ExpiryReason::BudgetTimeout);
+        let drained =
+            self.queues[s as usize].reqs.is_empty() && self.queues[s as usize].serving_in_flight == 0;
+        let graced = cut_off && drained && self.drain_grace_applies(s);
+        if graced {
+            self.start_drain_grace(s, now);
+        }
         let backlogged = !self.queues[s as usize].reqs.is_empty()
-            || (self.cfg.injection && cut_off && self.queues[s as usize].serving_in_flight > 0);
+            || (self.cfg.injection && cut_off && self.queues[s as usize].serving_in_flight > 0)
+            || graced;
         let class = self.queues[s as usize].spec.class.index();
         let w = self.effective_weight(s);
         if backlogged {
@@ -709,6 +717,7 @@ impl Scheduler for Bfq {
         self.queues[target as usize].sync = request.sync;
         self.index_position(target);
         self.queues[s as usize].own_queued += 1;
+        self.queues[target as usize].grace_until = None;
         let q = &mut self.queues[s as usize];
         q.demand_peak = q.demand_peak.max(q.own_queued + q.own_in_flight);
         self.queued += 1;
@@ -807,6 +816,18 @@ impl Scheduler for Bfq {
                 return Decision::Dispatch(r);
             }
             // The in-service queue is empty.
+            if served == 0 {
+                match self.drain_grace_wait(s, now) {
+                    Some(Some(until)) => {
+                        if let Some(r) = self.try_inject(s, now) {
+                            return Decision::Dispatch(r);
+                        }
+                        return Decision::Idle { until };
+                    }
+                    Some(None) => continue,
+                    None => {}
+                }
+            }
             if let Some(until) = idle_until {
                 if now < until {
                     if let Some(r) = self.try_inject(s, now) {
@@ -893,7 +914,10 @@ impl Scheduler for Bfq {
             }
             _ => {
                 let state = self.wf2q.entity(s).state;
-                if drained && state == EntityState::Active {
+                if drained && state == EntityState::Active && self.drain_grace_applies(s) {
+                    // A deep waiting queue drained by injection keeps its place for a moment ([`grace`]).
+                    self.start_drain_grace(s, now);
+                } else if drained && state == EntityState::Active {
                     // A waiting queue drained by injection ([`injection`]): its last request is done.
                     self.wf2q.deactivate(s);
                     self.set_busy(s, false);

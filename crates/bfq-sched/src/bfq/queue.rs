@@ -146,6 +146,8 @@ pub(super) struct Queue {
     pub(super) soft_rt_next_start: Instant,
     /// Until when a new request counts as "arrived in time" for back-shifting.
     pub(super) waited_until: Option<Instant>,
+    /// Drained a moment ago, it keeps its place in B-WF2Q+ until then ([`super::grace`]).
+    pub(super) grace_until: Option<Instant>,
     pub(super) merged_into: Option<u32>,
     pub(super) merged_from: Vec<u32>,
     /// When its first request arrived (Early Queue Merge is only tried early in a queue's life).
@@ -200,6 +202,7 @@ impl Queue {
             service_since_backlogged: 0,
             soft_rt_next_start: Instant::MAX,
             waited_until: None,
+            grace_until: None,
             merged_into: None,
             merged_from: Vec::new(),
             first_io: None,
