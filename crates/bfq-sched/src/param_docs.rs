@@ -37,7 +37,7 @@ pub const PARAM_DOCS: &[(&str, &str, &str)] = &[
     ("bfq", "injection", "1 = serve other queues while the device is idled or held for the in-service queue, within a learned limit (beyond the seeds)"),
     ("bfq", "inject_latency_ratio", "%: how much slower than alone the in-service queue's requests may get from injection (kernel: 150)"),
     ("bfq", "waker_detection", "1 = detect queues that wake each other and inject them first (kernel)"),
-    ("bfq", "drain_grace", "1 = a deep sync queue drained for a moment while cut off or injected keeps its place in B-WF2Q+ for slice_idle (beyond the seeds)"),
+    ("bfq", "drain_grace", "1 = a deep random sync queue drained for a moment while cut off or injected keeps its place in B-WF2Q+ for slice_idle (beyond the seeds)"),
     ("bfq", "fair_charge", "1 = a timed-out or slow slot's charge is split among the queues served in it by their sectors (beyond the seeds)"),
     ("bfq", "bypass_depth", "requests: a waiting sync queue with at most this many outstanding is served at once beside the in-service queue when B-WF2Q+-eligible, on devices with internal queueing; 0 = off (beyond the seeds)"),
     ("bfq", "latency_guard", "percent: while a latency-bound queue is active on a device with internal queueing, other queues' requests in the device are limited so that its requests take at most this share of their baseline latency, e.g. 150; 0 = off, the default (beyond the seeds)"),

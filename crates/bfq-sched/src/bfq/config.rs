@@ -160,7 +160,7 @@ pub struct BfqConfig {
     /// shared, and charging the whole time to the in-service queue would count the other queues'
     /// service against it too.
     pub fair_charge: bool,
-    /// `drain_grace` (1): a synchronous queue that keeps more requests outstanding than a
+    /// `drain_grace` (1): a synchronous random queue that keeps more requests outstanding than a
     /// latency-bound one and drains for a moment while it is cut off or waiting keeps its place in
     /// B-WF2Q+ for `slice_idle`, and is idled for if selected in that time (beyond the seeds:
     /// `bfq::grace`). 0 = it leaves the tree at once, as in the seeds and the kernel.
