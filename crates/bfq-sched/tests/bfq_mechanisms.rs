@@ -551,23 +551,17 @@ fn an_invalid_tunable_is_rejected_naming_the_field_and_leaves_the_config_unchang
 }
 
 #[test]
-fn a_tunable_set_before_any_measurement_gives_the_maximum_budget_a_fresh_scheduler_would_have() {
-    // Seed 001 sec. 3.2: B_max = T_max x R_est, where R_est starts as a guess (the default budget per
-    // T_max). A T_max set after construction, as a server's configuration does, must not scale the
-    // guess made under the old T_max: 20 ms gave B_max = 2621 instead of 16384, and the paper's
-    // estimator (slots of 20 ms or more only) never corrected it on a fast device.
-    for estimator in ["paper", "kernel"] {
-        let mut set_later = Bfq::new(DISK);
-        set_later.set_param("peak_rate_estimator", estimator).unwrap();
-        set_later.set_param("timeout_sync", "20").unwrap();
-        let mut cfg = BfqConfig::default();
-        cfg.set("peak_rate_estimator", estimator).unwrap();
-        cfg.set("timeout_sync", "20").unwrap();
-        let fresh = Bfq::with_config(DISK, cfg);
-        assert_eq!(set_later.max_budget(), fresh.max_budget(), "{estimator}");
-        assert_eq!(set_later.peak_rate(), fresh.peak_rate(), "{estimator}");
-        assert_eq!(fresh.max_budget(), 16384, "{estimator}: the default maximum budget before a measurement");
-    }
+fn the_maximum_budget_follows_timeout_sync_as_the_kernels_max_budget_does() {
+    // Seed 001 sec. 3.2: B_max = T_max x R_est; kernel-bfq-reference.md "Peak rate": max_budget =
+    // peak rate x timeout_sync when the tunable is 0, recomputed when timeout_sync is written. Before
+    // any measurement the paper's estimate is its initial guess (the default budget per 125 ms), so a
+    // 20 ms T_max gives 16384 x 20/125 sectors (`bfq serve`'s slots, docs/serve.md).
+    let mut b = Bfq::new(DISK);
+    assert_eq!(b.max_budget(), 16384);
+    b.set_param("timeout_sync", "20").unwrap();
+    assert_eq!(b.max_budget(), 16384 * 20 / 125);
+    b.set_param("max_budget", "8192").unwrap();
+    assert_eq!(b.max_budget(), 8192, "a set max_budget wins");
 }
 
 #[test]

@@ -235,8 +235,11 @@ impl Config {
         // raising of newly started queues is off unless the configuration turns it on. The latency
         // guard is on: a client that keeps a request or two outstanding (a VM's synchronous reads)
         // keeps near its latency alone beside greedy ones (docs/serve.md, "Pieces"). Slots end after
-        // 20 ms rather than 125: at the request rates one thread serves, weights 3:1 came out
-        // 2.69-2.91 with 125 ms slots and 3.00 with 20 ms (docs/serve.md, "One thread").
+        // 20 ms rather than 125, and their largest budget follows (B_max = T_max x R_est, 2,621
+        // sectors before the estimator measures anything): at the request rates one thread serves,
+        // weights 3:1 came out 3.00, and a light client beside a greedy one 1.6-1.9x its p99 alone,
+        // against 1.8-2.6x with 16,384-sector budgets in 20 ms slots (docs/serve.md, "One thread",
+        // "Three scheduler fixes").
         let mut params: Vec<(String, String)> = Vec::new();
         if raw.scheduler.starts_with("bfq") {
             params.push(("low_latency".into(), "0".into()));
@@ -254,23 +257,6 @@ impl Config {
         }
         if let Err(e) = bfq_sched::build(&raw.scheduler, bfq_sched::DeviceInfo::default(), &params) {
             return Err(err("params", None, e.to_string()));
-        }
-        // Short slots in service as in time: unless the configuration sets `max_budget`, BFQ's largest
-        // budget is the kernel's default (16,384 sectors per 125 ms) scaled to `timeout_sync`, 2,621
-        // sectors for 20 ms. The estimator that would size it (B_max = T_max x R_est) never measures
-        // on a fast device (it counts slots of 20 ms or more), and a budget of a 125 ms slot in a
-        // 20 ms one let a greedy client's slots run to the timeout: a light client beside it came out
-        // at 1.8-2.6x its p99 alone instead of 1.6-1.9x (docs/serve.md, "Three scheduler fixes").
-        if raw.scheduler.starts_with("bfq") && !params.iter().any(|(k, _)| k == "max_budget") {
-            let mut cfg = bfq_sched::bfq::BfqConfig::default();
-            for (k, v) in &params {
-                // Validated by the build above.
-                let _ = cfg.set(k, v);
-            }
-            let kernel_default = u128::from(bfq_sched::bfq::budget::DEFAULT_MAX_BUDGET);
-            let scaled = kernel_default * u128::from(cfg.timeout_sync) / u128::from(125 * bfq_sched::MSEC);
-            let scaled = u64::try_from(scaled).unwrap_or(u64::MAX).max(32);
-            params.push(("max_budget".into(), scaled.to_string()));
         }
         if raw.exports.is_empty() {
             return Err(err("export", None, "needs at least one [[export]]".into()));
@@ -445,16 +431,20 @@ mod tests {
         assert!(c.params.contains(&("low_latency".into(), "0".into())));
         assert!(c.params.contains(&("latency_guard".into(), "150".into())));
         assert!(c.params.contains(&("timeout_sync".into(), "20ms".into())));
-        // The kernel's default budget per 125 ms, scaled to the 20 ms slots.
-        assert!(c.params.contains(&("max_budget".into(), "2621".into())));
+        // The largest budget follows the 20 ms slots: the kernel's default per 125 ms, scaled.
+        let b_max = |c: &Config| {
+            let mut b = bfq_sched::bfq::Bfq::new(bfq_sched::DeviceInfo::default());
+            for (k, v) in &c.params {
+                bfq_sched::Scheduler::set_param(&mut b, k, v).unwrap();
+            }
+            b.max_budget()
+        };
+        assert_eq!(b_max(&c), 2621);
         // A configuration's own slot time scales it; its own max_budget wins.
         let own = format!("params = {{ timeout_sync = \"125ms\" }}\n{DEFAULT_CONFIG}");
-        let c = Config::from_toml(&own, "own").unwrap();
-        assert!(c.params.contains(&("max_budget".into(), "16384".into())));
+        assert_eq!(b_max(&Config::from_toml(&own, "own").unwrap()), 16384);
         let own = format!("params = {{ max_budget = 8192 }}\n{DEFAULT_CONFIG}");
-        let c = Config::from_toml(&own, "own").unwrap();
-        assert_eq!(c.params.iter().filter(|(k, _)| k == "max_budget").count(), 1);
-        assert!(c.params.contains(&("max_budget".into(), "8192".into())));
+        assert_eq!(b_max(&Config::from_toml(&own, "own").unwrap()), 8192);
         // A configuration's own value wins.
         let own = format!("params = {{ latency_guard = 0 }}\n{DEFAULT_CONFIG}");
         let c = Config::from_toml(&own, "own").unwrap();

@@ -373,7 +373,7 @@ mod tests {
         // A third latency-bound queue replaces the entry that lapses first (7's); 8 and 9 stay.
         g.note_active(9, at(3));
         assert!(g.active_against(8, at(3)) && g.active_against(9, at(3)) && g.active_against(7, at(3)));
-        // Once its own entry lapses, the last one alone is not guarded against itself.
+        // HOLD after the last note the guard is off for everybody.
         let late = at(3).saturating_add(HOLD);
         assert!(!g.active(late));
     }

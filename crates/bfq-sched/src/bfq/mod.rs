@@ -153,17 +153,6 @@ pub struct Bfq {
     events: VecDeque<Event>,
 }
 
-/// B_max before any measurement: the kernel starts from its default maximum budget and recomputes
-/// it from the estimate once the estimator has measured; the paper's initial estimate gives that same
-/// budget.
-fn initial_max_budget(cfg: &BfqConfig, peak: &PeakRate) -> u64 {
-    if cfg.kernel_peak_rate() && cfg.max_budget == 0 {
-        budget::DEFAULT_MAX_BUDGET
-    } else {
-        budget::max_budget(cfg, peak.rate)
-    }
-}
-
 impl Bfq {
     /// BFQ with the default tunables for `device`.
     pub fn new(device: DeviceInfo) -> Self {
@@ -173,7 +162,13 @@ impl Bfq {
     /// BFQ with the given tunables.
     pub fn with_config(device: DeviceInfo, cfg: BfqConfig) -> Self {
         let peak = PeakRate::for_device(&cfg, device.rotational, cfg.timeout_sync);
-        let b_max = initial_max_budget(&cfg, &peak);
+        // The kernel starts from its default maximum budget and recomputes it from the estimate once
+        // the estimator has measured; the paper's initial estimate gives that same budget.
+        let b_max = if cfg.kernel_peak_rate() && cfg.max_budget == 0 {
+            budget::DEFAULT_MAX_BUDGET
+        } else {
+            budget::max_budget(&cfg, peak.rate)
+        };
         Bfq {
             device,
             queues: Vec::new(),
@@ -951,17 +946,7 @@ impl Scheduler for Bfq {
 
     fn set_param(&mut self, key: &str, value: &str) -> Result<(), ParamError> {
         self.cfg.set(key, value)?;
-        if self.peak.measured {
-            self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
-        } else {
-            // Nothing measured yet: the estimate is still the initial guess, which depends on the
-            // tunables (the paper's is B_max / T_max). Keeping the guess made under the old T_max
-            // would scale B_max with the new one: a 20 ms T_max set after construction gave
-            // 16384 x 20/125 = 2621 sectors, which the paper's estimator (slots >= 20 ms only) then
-            // never corrected on a fast device.
-            self.peak = PeakRate::for_device(&self.cfg, self.device.rotational, self.cfg.timeout_sync);
-            self.b_max = initial_max_budget(&self.cfg, &self.peak);
-        }
+        self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
         Ok(())
     }
 

@@ -24,8 +24,6 @@ use crate::types::{Instant, Nanos, MSEC, SEC};
 pub struct PeakRate {
     /// R_est, sectors per second.
     pub rate: u64,
-    /// Whether `rate` comes from a measurement rather than the initial guess.
-    pub measured: bool,
     window_start: Option<Instant>,
     samples: u64,
     sequential: u64,
@@ -39,7 +37,6 @@ impl PeakRate {
         let rate = u128::from(DEFAULT_MAX_BUDGET) * u128::from(SEC) / u128::from(timeout.max(1));
         PeakRate {
             rate: u64::try_from(rate).unwrap_or(u64::MAX),
-            measured: false,
             window_start: None,
             samples: 0,
             sequential: 0,
@@ -82,14 +79,12 @@ impl PeakRate {
         if !cfg.v1_heuristics {
             if measured > self.rate {
                 self.rate = measured;
-                self.measured = true;
                 return true;
             }
             return false;
         }
         if self.rate < measured || (!seeky && reason == ExpiryReason::BudgetTimeout) {
             self.rate = (self.rate / 8 * 7 + measured / 8).max(1);
-            self.measured = true;
             return true;
         }
         false
@@ -118,7 +113,6 @@ impl PeakRate {
             let w = (9 * self.sequential * window.min(SEC) / (self.samples * SEC)).min(8);
             let d = 10 - w;
             self.rate = (self.rate / d * (d - 1) + measured / d).max(1);
-            self.measured = true;
             changed = true;
         }
         self.window_start = None;
