@@ -29,6 +29,9 @@ use crate::types::Nanos;
 /// The root group's index.
 pub const ROOT: u32 = 0;
 
+/// A whole share in [`Hierarchy::path_share`]'s units.
+pub const SHARE_ONE: u64 = 1 << 32;
+
 /// What a local slot of a group holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Child {
@@ -140,6 +143,24 @@ impl Hierarchy {
         let (g, l) = self.place[slot as usize];
         let w = &self.groups[g as usize].wf2q;
         &w.trees[w.entities[l as usize].class]
+    }
+
+    /// The queue's part of the service of its class at the root, in units of [`SHARE_ONE`]: the
+    /// product of weight over weight sum at every level of its path (each level of B-WF2Q+ divides
+    /// what its group receives by its children's weights, seed 003 sec. V). `weight` is the queue's
+    /// weight in force. A queue alone in a group of weight 1 beside a group of weight 3 is owed a
+    /// quarter, not all: its own tree's weight sum alone would say all.
+    pub fn path_share(&self, slot: u32, weight: u64) -> u64 {
+        let mut share =
+            u128::from(SHARE_ONE) * u128::from(weight) / u128::from(self.tree_of(slot).wsum.max(1));
+        let mut g = self.place[slot as usize].0;
+        while let Some((parent, local)) = self.groups[g as usize].parent {
+            let w = &self.groups[parent as usize].wf2q;
+            let e = &w.entities[local as usize];
+            share = share * u128::from(e.weight) / u128::from(w.trees[e.class].wsum.max(1));
+            g = parent;
+        }
+        u64::try_from(share.min(u128::from(SHARE_ONE))).unwrap_or(SHARE_ONE)
     }
 
     /// The root's tree of class `class` (tests and tracing).
@@ -578,6 +599,33 @@ mod tests {
         for (s, e) in share.iter().zip(expected) {
             assert!((s - e).abs() < 0.02, "shares {share:?}, expected {expected:?}");
         }
+    }
+
+    #[test]
+    fn a_queues_share_of_the_device_is_the_product_of_its_weights_along_its_path() {
+        // The nested tree above: what a queue is owed at the root is weight / weight sum at each level
+        // of its path (seed 003 sec. V), not its part of its own group alone (queue 3, alone in B, is
+        // owed a half, not all). The inject limit's "has its share" rule uses it (`injection.rs`).
+        let mut h = Hierarchy::default();
+        h.ensure_slot(3);
+        h.configure_group(1, ROOT, 100, 1).unwrap();
+        h.configure_group(2, ROOT, 100, 1).unwrap();
+        h.configure_group(3, 1, 300, 1).unwrap();
+        for (q, g) in [(0, 1), (1, 3), (2, 3), (3, 2)] {
+            h.set_queue_group(q, g).unwrap();
+            h.activate(q, 1, 100, BUDGET, None);
+        }
+        let got: Vec<f64> = (0..4).map(|q| h.path_share(q, 100) as f64 / SHARE_ONE as f64).collect();
+        let expected = [0.125, 0.1875, 0.1875, 0.5];
+        for (g, e) in got.iter().zip(expected) {
+            assert!((g - e).abs() < 1e-6, "shares {got:?}, expected {expected:?}");
+        }
+        // Without groups a queue's share is its weight over the root's weight sum.
+        let mut flat = Hierarchy::default();
+        flat.ensure_slot(1);
+        flat.activate(0, 1, 100, BUDGET, None);
+        flat.activate(1, 1, 300, BUDGET, None);
+        assert_eq!(flat.path_share(0, 100), SHARE_ONE / 4);
     }
 
     #[test]

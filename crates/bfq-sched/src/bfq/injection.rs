@@ -20,6 +20,7 @@
 //! processes of a starting application, a client and its server thread) is served without an idle
 //! window per hand-over.
 
+use super::hierarchy::SHARE_ONE;
 use super::*;
 use crate::types::{Instant, MSEC, SEC};
 
@@ -81,8 +82,8 @@ pub struct InjectLimit {
 }
 
 /// Sectors dispatched so far by the in-service queue in its turns and by all queues in those turns,
-/// and the queue's weight beside the sum of its class's weights: whether it gets its weight's share of
-/// the device while it is in service.
+/// and the queue's share of the device by its weights along its path of groups: whether it gets that
+/// share while it is in service.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ServiceSnapshot {
     /// Sectors the queue dispatched in its turns, ever.
@@ -92,10 +93,9 @@ pub struct ServiceSnapshot {
     /// part (a sequential reader weighted 1000 of 2200 got 30% "of the device" by the total, in turns
     /// in which only a few random 4 KiB reads went beside it, and its limit was held at 0).
     pub total: u64,
-    /// The queue's weight in force.
-    pub weight: u64,
-    /// The sum of the weights B-WF2Q+ divides its class among.
-    pub wsum: u64,
+    /// The queue's share of its class's service, in units of [`SHARE_ONE`]
+    /// ([`super::hierarchy::Hierarchy::path_share`]).
+    pub share: u64,
 }
 
 impl InjectLimit {
@@ -163,8 +163,7 @@ impl InjectLimit {
         self.window_start = (service.own, service.total);
         let own = u128::from(service.own.saturating_sub(own0));
         let total = u128::from(service.total.saturating_sub(total0));
-        let has_share =
-            total > 0 && own * u128::from(service.wsum.max(1)) >= total * u128::from(service.weight);
+        let has_share = total > 0 && own * u128::from(SHARE_ONE) >= total * u128::from(service.share);
         // Additive increase after a run of good windows, decrease at once: a limit one too high makes
         // the in-service queue wait (a latency-bound queue loses much of its throughput), one too low
         // only leaves part of the device idle for a while. Each failed probe doubles the run of good
@@ -376,8 +375,7 @@ impl Bfq {
         let service = ServiceSnapshot {
             own: self.queues[s as usize].serving_sectors,
             total: self.queues[s as usize].turn_total_sectors,
-            weight: self.effective_weight(s),
-            wsum: self.wf2q.tree_of(s).wsum,
+            share: self.wf2q.path_share(s, self.effective_weight(s)),
         };
         self.queues[s as usize].inject.on_completion(latency, alone, now, ratio, max, service);
     }
@@ -511,7 +509,7 @@ mod tests {
     fn a_queue_that_gets_its_weights_share_is_not_protected_beyond_it() {
         // docs/fast-devices.md: weighted max-min fairness owes a queue min(its share, what it gets alone).
         let us = 1000;
-        let snap = |own, total| ServiceSnapshot { own, total, weight: 100, wsum: 400 };
+        let snap = |own, total| ServiceSnapshot { own, total, share: SHARE_ONE / 4 };
         let mut l = InjectLimit::default();
         l.on_completion(100 * us, true, Instant::ZERO, 115, 32, snap(1, 1));
         // Slowed to 1.3x, but with half of all sectors for a quarter of the weight: good windows.
