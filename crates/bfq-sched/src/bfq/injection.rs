@@ -372,12 +372,17 @@ impl Bfq {
             && f.alone_mark == self.dispatched_total - self.queues[s as usize].serving_dispatched;
         let latency = now.saturating_since(f.dispatched_at);
         let (ratio, max) = (self.cfg.inject_latency_ratio, self.inject_max());
-        let service = ServiceSnapshot {
+        let service = self.service_snapshot(s);
+        self.queues[s as usize].inject.on_completion(latency, alone, now, ratio, max, service);
+    }
+
+    /// What queue `s` got in its turns so far, and its share by its weights along its path of groups.
+    pub(super) fn service_snapshot(&self, s: u32) -> ServiceSnapshot {
+        ServiceSnapshot {
             own: self.queues[s as usize].serving_sectors,
             total: self.queues[s as usize].turn_total_sectors,
             share: self.wf2q.path_share(s, self.effective_weight(s)),
-        };
-        self.queues[s as usize].inject.on_completion(latency, alone, now, ratio, max, service);
+        }
     }
 
     /// Waker detection at the activation of queue `t`.
@@ -576,6 +581,37 @@ mod tests {
             assert!(q.serving_sectors <= q.turn_total_sectors);
         }
         assert_eq!(b.queues.iter().map(|q| q.turn_total_sectors).sum::<u64>(), all);
+    }
+
+    #[test]
+    fn a_queue_alone_in_its_group_is_owed_its_groups_share_not_the_whole_device() {
+        // Seed 003 sec. V, groups: two exports of `bfq serve` with weights 1:3, one connection each.
+        // Each connection is alone in its group, so its own group's weight sum says "all of it"; the
+        // "has its share" rule of the inject limit must see a quarter and three quarters, else the
+        // heavier one never counts as having its share while anything is injected into its turns.
+        use crate::{DeviceInfo, GroupId, Op, QueueId, QueueSpec, Request, RequestId, Scheduler, ROOT_GROUP};
+        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 32 }, BfqConfig::default());
+        b.configure_group(GroupId(1), ROOT_GROUP, QueueSpec::with_weight(100), Instant::ZERO).unwrap();
+        b.configure_group(GroupId(2), ROOT_GROUP, QueueSpec::with_weight(300), Instant::ZERO).unwrap();
+        for (q, g) in [(1, 1), (2, 2)] {
+            b.set_queue_group(QueueId(q), GroupId(g), Instant::ZERO).unwrap();
+            let r = Request {
+                id: RequestId(u64::from(q)),
+                queue: QueueId(q),
+                op: Op::Read,
+                offset: u64::from(q) << 32,
+                len: 4096,
+                sync: true,
+                meta: false,
+            };
+            b.insert(r, Instant::ZERO);
+        }
+        let share = |b: &Bfq, q: u32| {
+            let s = b.index.get(QueueId(q)).expect("the queue exists");
+            b.service_snapshot(s).share as f64 / SHARE_ONE as f64
+        };
+        assert!((share(&b, 1) - 0.25).abs() < 1e-6, "light export's connection: {}", share(&b, 1));
+        assert!((share(&b, 2) - 0.75).abs() < 1e-6, "heavy export's connection: {}", share(&b, 2));
     }
 
     #[test]
