@@ -43,7 +43,7 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub quiet: bool,
     /// Write the scheduler's events (selections, expiries with their reason and charge, idling,
-    /// raising) to this file, one line each; with several schedulers, one file each, named
+    /// raising, inject limits) to this file, one line each; with several schedulers, one file each, named
     /// `FILE.SCHEDULER`.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,

@@ -37,7 +37,7 @@ pub struct SimArgs {
     /// Write the run's request-level trace to this file, one line each: every request inserted,
     /// dispatched and completed (`12000 q3 dispatch R 1048576+131072 sync`, simulated microseconds)
     /// and every scheduler event (selections, expiries with their reason and charge, idling,
-    /// raising); with several schedulers, one file each, named `FILE.SCHEDULER`.
+    /// raising, inject limits); with several schedulers, one file each, named `FILE.SCHEDULER`.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
 }

@@ -112,6 +112,9 @@ pub enum EventKind {
     Merged { with: QueueId },
     /// The queue was split from the queue it had been merged with.
     Split,
+    /// The queue's inject limit changed: how many requests of other queues may be in the device
+    /// beside its own while it is in service (`bfq::injection`, beyond the seeds).
+    InjectLimit { limit: u32 },
 }
 
 /// A snapshot of one queue's state, for observability (issue: "without a debugger").

@@ -373,7 +373,12 @@ impl Bfq {
         let latency = now.saturating_since(f.dispatched_at);
         let (ratio, max) = (self.cfg.inject_latency_ratio, self.inject_max());
         let service = self.service_snapshot(s);
+        let before = self.queues[s as usize].inject.limit;
         self.queues[s as usize].inject.on_completion(latency, alone, now, ratio, max, service);
+        let limit = self.queues[s as usize].inject.limit;
+        if limit != before {
+            self.event(now, s, EventKind::InjectLimit { limit });
+        }
     }
 
     /// What queue `s` got in its turns so far, and its share by its weights along its path of groups.
@@ -530,7 +535,7 @@ mod tests {
     }
 
     #[test]
-    fn a_queues_part_of_the_device_counts_only_what_was_dispatched_in_its_turns() {
+    fn a_queues_part_of_the_device_counts_only_what_was_dispatched_in_its_turns_and_its_limit_is_reported() {
         // The "has its share" test of the inject limit compares a queue's sectors in its turns with
         // all sectors dispatched *in its turns* (docs/fast-devices.md, "The inject limit"). Against
         // the device's total, a window of completions that spans another greedy queue's turns made a
@@ -538,6 +543,7 @@ mod tests {
         // stayed at 0 (fast-seq-rand-10-1 in the simulator: 0.63 of FIFO, 0.93 with this rule).
         use crate::{Decision, DeviceInfo, Op, QueueId, Request, RequestId, Scheduler};
         let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 32 }, BfqConfig::default());
+        b.set_events(true);
         let mut id = 0;
         let mut insert = |b: &mut Bfq, q: u32, n: u64, len: u32, now: Instant| {
             for k in 0..n {
@@ -575,6 +581,19 @@ mod tests {
             }
         }
         assert!(turns.len() >= 2, "several queues had turns: {turns:?}");
+        // The event log reports each queue's inject limit as it changes: the last one reported is the
+        // one in force.
+        let mut reported = std::collections::HashMap::new();
+        while let Some(e) = b.poll_event() {
+            if let EventKind::InjectLimit { limit } = e.kind {
+                reported.insert(e.queue, limit);
+            }
+        }
+        assert!(!reported.is_empty(), "inject limits were learned and reported");
+        for (queue, limit) in &reported {
+            let slot = b.index.get(*queue).expect("a reported queue exists");
+            assert_eq!(b.queues[slot as usize].inject.limit, *limit, "queue {queue:?}");
+        }
         for (slot, sectors) in &expected {
             let q = &b.queues[*slot as usize];
             assert_eq!(q.turn_total_sectors, *sectors, "queue slot {slot}");
