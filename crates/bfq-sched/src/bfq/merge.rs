@@ -203,6 +203,40 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_holding_requests_outside_the_tree_is_put_back_not_reported_empty() {
+        // Found through the threaded engine (crates/bfq-io/tests/engine_allocations.rs, three random
+        // readers of a 16 MiB file that merge and split again and again): about one run in thirty
+        // under load ended with a queue holding eight requests and its entity forgotten; `dispatch`
+        // answered Empty with nothing in flight, and the engine waited for ever. Whatever leaves a
+        // queue so, the scheduler must not report requests it holds as nothing to do.
+        use crate::bfq::{Bfq, BfqConfig};
+        use crate::types::Instant;
+        use crate::{Decision, DeviceInfo, Op, QueueId, Request, RequestId, Scheduler};
+        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 16 }, BfqConfig::default());
+        for k in 0..4u64 {
+            let r = Request {
+                id: RequestId(k + 1),
+                queue: QueueId(1),
+                op: Op::Read,
+                offset: k << 20,
+                len: 4096,
+                sync: true,
+                meta: false,
+            };
+            b.insert(r, Instant::ZERO);
+        }
+        let s = b.index.get(QueueId(1)).expect("the queue exists");
+        // The state the engine was found in: requests queued, the entity out of the tree.
+        b.wf2q.deactivate(s);
+        b.set_busy(s, false);
+        assert!(!b.queues[s as usize].reqs.is_empty());
+        assert!(
+            matches!(b.dispatch(Instant::ZERO), Decision::Dispatch(_)),
+            "a queued request is dispatched, not reported as nothing to do"
+        );
+    }
+
+    #[test]
     fn close_interleaved_reads_are_merged() {
         // Seed 003 sec. V-D: "if the two requests are close".
         assert!(should_merge(&cand(1000, 1256), 8192));

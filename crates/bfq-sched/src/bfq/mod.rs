@@ -296,6 +296,23 @@ impl Bfq {
         self.events.push_back(Event { time, queue: self.queues[s as usize].id, kind });
     }
 
+    /// Activates every queue that holds requests but is not in B-WF2Q+; whether there was one.
+    fn reactivate_stranded(&mut self, now: Instant) -> bool {
+        let mut any = false;
+        for s in 0..self.queues.len() as u32 {
+            let q = &self.queues[s as usize];
+            if q.reqs.is_empty()
+                || matches!(self.wf2q.entity(s).state, EntityState::Active | EntityState::InService)
+            {
+                continue;
+            }
+            let sync = q.sync;
+            self.activate(s, now, sync);
+            any = true;
+        }
+        any
+    }
+
     fn start_service(&mut self, s: u32, now: Instant) {
         self.check_raising_end(s, now);
         {
@@ -706,7 +723,6 @@ impl Scheduler for Bfq {
             self.queues[target as usize].seek.record(request.sector(), request.sectors());
         }
         let p = self.order_params();
-        let was_empty = self.queues[target as usize].reqs.is_empty();
         let index = self.slab.insert(request, s);
         self.queues[target as usize].reqs.add(&mut self.slab, index, now, &p);
         self.queues[target as usize].sync = request.sync;
@@ -717,7 +733,9 @@ impl Scheduler for Bfq {
         q.demand_peak = q.demand_peak.max(q.own_queued + q.own_in_flight);
         self.queued += 1;
         let state = self.wf2q.entity(target).state;
-        if was_empty && !matches!(state, EntityState::Active | EntityState::InService) {
+        // A queue that holds requests is in B-WF2Q+; one that got requests while out of it (moved in
+        // by a merge or a split) is put back with its next one.
+        if !matches!(state, EntityState::Active | EntityState::InService) {
             self.activate(target, now, request.sync);
         }
         if let Some(svc) = self.service.as_mut() {
@@ -743,7 +761,16 @@ impl Scheduler for Bfq {
                 }
                 match self.wf2q.select(now, self.cfg.idle_class_guard) {
                     Some(s) => self.start_service(s, now),
-                    None => return Decision::Empty,
+                    None => {
+                        // Requests are queued but no queue holding them is in B-WF2Q+: put those
+                        // queues back rather than answer Empty, which a driver takes as "nothing to
+                        // do until the next request" and may then wait for ever (found through the
+                        // threaded engine: three random readers of one small file, merged and split
+                        // again and again, left one queue holding requests with its entity forgotten).
+                        if !self.reactivate_stranded(now) {
+                            return Decision::Empty;
+                        }
+                    }
                 }
                 continue;
             };
