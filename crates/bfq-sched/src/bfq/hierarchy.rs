@@ -579,19 +579,24 @@ mod tests {
         );
     }
 
-    #[test]
-    fn nested_groups_divide_each_level_by_its_own_weights() {
-        // Root: A (100) and B (100); A holds queue 0 and group C (300); C holds queues 1 and 2 (1:1);
-        // B holds queue 3. Expected: B 1/2; A's half split 1:3 between queue 0 and C; C's part 1:1.
+    /// Root: A (100) and B (100); A holds queue 0 and group C (300); C holds queues 1 and 2; B holds
+    /// queue 3. With equal queue weights each queue is owed: B's 1/2; A's half split 1:3 between
+    /// queue 0 and C; C's part 1:1.
+    fn nested_tree() -> Hierarchy {
         let mut h = Hierarchy::default();
         h.ensure_slot(3);
         h.configure_group(1, ROOT, 100, 1).unwrap(); // A
         h.configure_group(2, ROOT, 100, 1).unwrap(); // B
         h.configure_group(3, 1, 300, 1).unwrap(); // C in A
-        h.set_queue_group(0, 1).unwrap();
-        h.set_queue_group(1, 3).unwrap();
-        h.set_queue_group(2, 3).unwrap();
-        h.set_queue_group(3, 2).unwrap();
+        for (q, g) in [(0, 1), (1, 3), (2, 3), (3, 2)] {
+            h.set_queue_group(q, g).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn nested_groups_divide_each_level_by_its_own_weights() {
+        let mut h = nested_tree();
         let got = serve(&mut h, &[(0, 100), (1, 100), (2, 100), (3, 100)], 800);
         let total = got.iter().sum::<u64>() as f64;
         let share: Vec<f64> = got.iter().map(|&g| g as f64 / total).collect();
@@ -603,16 +608,11 @@ mod tests {
 
     #[test]
     fn a_queues_share_of_the_device_is_the_product_of_its_weights_along_its_path() {
-        // The nested tree above: what a queue is owed at the root is weight / weight sum at each level
+        // `nested_tree`: what a queue is owed at the root is weight / weight sum at each level
         // of its path (seed 003 sec. V), not its part of its own group alone (queue 3, alone in B, is
         // owed a half, not all). The inject limit's "has its share" rule uses it (`injection.rs`).
-        let mut h = Hierarchy::default();
-        h.ensure_slot(3);
-        h.configure_group(1, ROOT, 100, 1).unwrap();
-        h.configure_group(2, ROOT, 100, 1).unwrap();
-        h.configure_group(3, 1, 300, 1).unwrap();
-        for (q, g) in [(0, 1), (1, 3), (2, 3), (3, 2)] {
-            h.set_queue_group(q, g).unwrap();
+        let mut h = nested_tree();
+        for q in 0..4 {
             h.activate(q, 1, 100, BUDGET, None);
         }
         let got: Vec<f64> = (0..4).map(|q| h.path_share(q, 100) as f64 / SHARE_ONE as f64).collect();
