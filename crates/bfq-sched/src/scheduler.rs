@@ -288,6 +288,13 @@ pub trait Scheduler: Send {
     /// Turns the event log on or off (off by default: it costs memory).
     fn set_events(&mut self, _enabled: bool) {}
 
+    /// Checks the scheduler's internal invariants (for tests and fuzzing: it may scan every queue);
+    /// `Err` describes the first one broken. Schedulers without internal state worth checking keep
+    /// the default.
+    fn check_consistency(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Takes the oldest unread event, if events are on.
     fn poll_event(&mut self) -> Option<Event> {
         None

@@ -85,6 +85,8 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         6 => (0u32..QUEUES, 0u8..12, prop_oneof![
                 8 => 0u64..4_000_000,
+                // A few MiB, where sequential-looking neighbours make queues merge and split.
+                4 => 0u64..16_384,
                 1 => (u64::MAX / 512 - 1_000_000)..(u64::MAX / 512),
                 1 => (1u64 << 54)..(1u64 << 55),
             ], 1u32..256, any::<bool>(), any::<bool>())
@@ -185,6 +187,11 @@ impl Driver {
             prop_assert_eq!(stats.in_flight, model.in_flight, "{} queue {:?} in flight", name, queue);
             prop_assert_eq!(stats.dispatched, model.dispatched, "{} queue {:?} dispatched", name, queue);
             prop_assert_eq!(stats.completed, model.completed, "{} queue {:?} completed", name, queue);
+        }
+        // The scheduler's own invariants (BFQ: the in-service queue is B-WF2Q+'s in-service entity,
+        // every queue holding requests is in the tree, merged-away queues hold nothing).
+        if let Err(broken) = self.scheduler.check_consistency() {
+            return Err(TestCaseError::fail(format!("{name}: {broken}")));
         }
         Ok(())
     }

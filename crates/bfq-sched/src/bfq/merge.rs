@@ -118,8 +118,15 @@ mod bookkeeping {
             if !(self.cfg.merge && self.cfg.v1_heuristics) {
                 return s;
             }
-            let in_service =
-                self.service.map(|svc| svc.slot).filter(|&i| self.merge_allowed(s, i, request, now));
+            let in_service_slot = self.service.map(|svc| svc.slot);
+            // The in-service queue is never merged away: B-WF2Q+ is serving its entity, which a merge
+            // would take out of the tree under the running slot (the slot then ended on a forgotten
+            // entity, and a queue later merged into it held requests that were never selected). Its
+            // partner's next request merges into it instead (the in-service look below).
+            if in_service_slot == Some(s) {
+                return s;
+            }
+            let in_service = in_service_slot.filter(|&i| self.merge_allowed(s, i, request, now));
             // The scan over all queues only for an arriving queue that could merge at all: early, not
             // seeky, a synchronous read (this keeps steady-state inserts O(1)).
             let qs = &self.queues[s as usize];
@@ -234,6 +241,48 @@ mod tests {
             matches!(b.dispatch(Instant::ZERO), Decision::Dispatch(_)),
             "a queued request is dispatched, not reported as nothing to do"
         );
+    }
+
+    #[test]
+    fn the_in_service_queue_is_not_merged_away_its_partner_merges_into_it() {
+        // Seed 003 sec. V-D merges the *arriving* queue into the in-service one. The position index's
+        // second look (kernel reference: a close queue with requests waiting) once merged the
+        // in-service queue itself away: its entity left B-WF2Q+ under the running slot, and a queue
+        // merged into it later held requests that were never selected (the engine's hang of 812dd0f;
+        // the contract fuzz's consistency check finds it in seconds without this rule).
+        use crate::bfq::{Bfq, BfqConfig};
+        use crate::types::Instant;
+        use crate::{Decision, DeviceInfo, Op, QueueId, Request, RequestId, Scheduler};
+        let read = |id: u64, queue: u32, sector: u64| Request {
+            id: RequestId(id),
+            queue: QueueId(queue),
+            op: Op::Read,
+            offset: sector * 512,
+            len: 4096,
+            sync: true,
+            meta: false,
+        };
+        // Closeness 4096 sectors, below the seeky threshold (8192), so that the short jumps below
+        // leave both queues sequential.
+        let cfg = BfqConfig { merge_distance: 4096, ..BfqConfig::default() };
+        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 16 }, cfg);
+        let t = Instant::ZERO;
+        b.insert(read(1, 1, 0), t);
+        assert!(matches!(b.dispatch(t), Decision::Dispatch(_)));
+        assert_eq!(b.in_service(), Some(QueueId(1)));
+        // Queue 2 waits with a request beyond the closeness; queue 1's next one lands right after it.
+        b.insert(read(2, 2, 5000), t);
+        assert_eq!(b.queues[b.index.get(QueueId(2)).unwrap() as usize].merged_into, None);
+        b.insert(read(3, 1, 5008), t);
+        let (q1, q2) = (b.index.get(QueueId(1)).unwrap(), b.index.get(QueueId(2)).unwrap());
+        assert_eq!(b.queues[q1 as usize].merged_into, None, "the in-service queue keeps its requests");
+        assert_eq!(b.in_service(), Some(QueueId(1)));
+        assert_eq!(b.check_consistency(), Ok(()));
+        // Queue 2's next request follows queue 1's: queue 2 merges into the in-service queue.
+        b.insert(read(4, 2, 5016), t);
+        assert_eq!(b.queues[q2 as usize].merged_into, Some(q1));
+        assert!(b.queues[q2 as usize].reqs.is_empty());
+        assert_eq!(b.check_consistency(), Ok(()));
     }
 
     #[test]

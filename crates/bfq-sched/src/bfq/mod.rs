@@ -764,9 +764,9 @@ impl Scheduler for Bfq {
                     None => {
                         // Requests are queued but no queue holding them is in B-WF2Q+: put those
                         // queues back rather than answer Empty, which a driver takes as "nothing to
-                        // do until the next request" and may then wait for ever (found through the
-                        // threaded engine: three random readers of one small file, merged and split
-                        // again and again, left one queue holding requests with its entity forgotten).
+                        // do until the next request" and may then wait for ever. A safety net: the one
+                        // known path here (the in-service queue merged away, `merge::try_merge`) is
+                        // closed, and `check_consistency` reports the state in tests and fuzzing.
                         if !self.reactivate_stranded(now) {
                             return Decision::Empty;
                         }
@@ -1022,5 +1022,44 @@ impl Scheduler for Bfq {
 
     fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    fn check_consistency(&self) -> Result<(), String> {
+        // The in-service queue is B-WF2Q+'s in-service entity, and no other is.
+        let svc = self.service.map(|x| x.slot);
+        let mut held = 0;
+        for (s, q) in self.queues.iter().enumerate() {
+            let s = s as u32;
+            let state = self.wf2q.entity(s).state;
+            let id = q.id.0;
+            if svc == Some(s) && state != EntityState::InService {
+                return Err(format!("queue {id} is in service but its entity is {state:?}"));
+            }
+            if svc != Some(s) && state == EntityState::InService {
+                return Err(format!("queue {id} is not in service but its entity is InService"));
+            }
+            // A queue holding requests is in B-WF2Q+, or they would never be selected.
+            if !q.reqs.is_empty() && !matches!(state, EntityState::Active | EntityState::InService) {
+                return Err(format!(
+                    "queue {id} holds {} requests but its entity is {state:?}",
+                    q.reqs.len()
+                ));
+            }
+            // A merged-away queue holds nothing: its requests go to the queue it is merged into,
+            // which lists it.
+            if let Some(t) = q.merged_into {
+                if !q.reqs.is_empty() {
+                    return Err(format!("queue {id} is merged away but holds {} requests", q.reqs.len()));
+                }
+                if !self.queues[t as usize].merged_from.contains(&s) {
+                    return Err(format!("queue {id} is merged into a queue that does not list it"));
+                }
+            }
+            held += q.reqs.len();
+        }
+        if held != self.queued {
+            return Err(format!("the queues hold {held} requests, the count says {}", self.queued));
+        }
+        Ok(())
     }
 }
