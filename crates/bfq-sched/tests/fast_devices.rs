@@ -701,3 +701,46 @@ fn deep_clients_that_drain_between_batches_keep_their_weights() {
     // client's slots began while the heavier one was drained).
     assert!(!(2.85..=3.15).contains(&without), "without the grace the test shows the drift: 1:{without:.2}");
 }
+
+#[test]
+fn a_slot_is_kept_for_the_first_ranked_queue_whose_next_request_comes_with_its_completion() {
+    // `inject_reserve` (beyond the seeds; docs/fast-devices.md "fast-rand-weights-1-3"): four random
+    // 4 KiB readers, weights 100, 100, 300 and 300, 8 reads outstanding each, on a device that two of
+    // them saturate (so the max-min shares are the weighted ones). Each process issues its next read
+    // 15 us after a completion, and the scheduler is asked for the next request at the completion
+    // itself (as an engine does). A heavy reader waiting beside the in-service one then has nothing
+    // queued at the instant its read completes, and without the reserve the light readers, who always
+    // have reads queued, take the slot whether or not they are ahead of their share.
+    let apps = [
+        App { window: 8, ..rand(100) },
+        App { window: 8, ..rand(100) },
+        App { window: 8, ..rand(300) },
+        App { window: 8, ..rand(300) },
+    ];
+    let dev = Device { units: 16, depth: 32, overhead: 50_000, unit_rate: 400_000_000 };
+    let clients = Clients { turnaround: 15_000, stall_every: 0, stall: 0, batch: false };
+    let (alone, _) = run_clients(&mut bfq(NVME, &[]), dev, &apps[2..3], 2 * SEC, clients);
+    let run_with = |reserve: &str| {
+        let params = [("low_latency", "0"), ("inject_reserve", reserve)];
+        let (b, _) = run_clients(&mut bfq(NVME, &params), dev, &apps, 4 * SEC, clients);
+        let (f, _) = run_clients(fifo().as_mut(), dev, &apps, 4 * SEC, clients);
+        let ratio = (b[2] + b[3]) as f64 / (b[0] + b[1]) as f64;
+        let of_fifo = b.iter().sum::<u64>() as f64 / f.iter().sum::<u64>() as f64;
+        eprintln!("inject_reserve={reserve}: {b:?}, heavy:light 1:{ratio:.2}, {of_fifo:.2} of fifo");
+        (ratio, of_fifo)
+    };
+    // One heavy reader alone gets more than its weighted share of what all four get together: the
+    // shares are the weighted ones.
+    let (on, on_fifo) = run_with("1");
+    let (off, _) = run_with("0");
+    let together = {
+        let (b, _) = run_clients(&mut bfq(NVME, &[("low_latency", "0")]), dev, &apps, 4 * SEC, clients);
+        b.iter().sum::<u64>() / 2
+    };
+    assert!(alone[0] > together * 3 / 8, "a heavy reader alone: {} bytes in 2 s", alone[0]);
+    // 1:2.85 with the reserve and 1:2.26 without, here; on the disk file the engine's share errors
+    // went from 21-43 % to 1-11 % (docs/fast-devices.md).
+    assert!((2.7..=3.3).contains(&on), "with the reserve: 1:{on:.2}, weights 1:3");
+    assert!(on_fifo >= 0.95, "with the reserve the device stays full: {on_fifo:.2} of fifo");
+    assert!(off < 2.5, "without it the light readers take the slots: 1:{off:.2}");
+}

@@ -150,6 +150,13 @@ pub struct BfqConfig {
     /// `inject_latency_ratio` (115 %): how much longer than alone the in-service queue's requests may
     /// take while others' requests are injected (the kernel uses 150 %).
     pub inject_latency_ratio: u32,
+    /// `inject_reserve` (1): a slot of the device that injection would give to a queue ahead of its
+    /// share is kept for the waiting queue B-WF2Q+ ranks first when that one is owed service and deep
+    /// (it kept more than 4 requests outstanding lately) and has fewer outstanding now, some in the
+    /// device: its next request comes with its own completion, microseconds later. 0 = the slot goes to
+    /// any queue with a request queued, which lets queues ahead of their share take the slots of one
+    /// that refills them (docs/fast-devices.md, "The reserved slot").
+    pub inject_reserve: bool,
     /// `waker_detection` (1): a queue that keeps becoming backlogged just after another queue's
     /// completions (3 times within 4 ms) is that queue's wakee; wakers and wakees are injected first
     /// and without the latency limit while the other waits with nothing in the device (kernel-bfq-
@@ -222,6 +229,7 @@ impl Default for BfqConfig {
             wr_default_weight_only: false,
             injection: true,
             inject_latency_ratio: 115,
+            inject_reserve: true,
             waker_detection: true,
             fair_charge: true,
             drain_grace: true,
@@ -267,6 +275,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "wr_default_weight_only",
     "injection",
     "inject_latency_ratio",
+    "inject_reserve",
     "waker_detection",
     "fair_charge",
     "drain_grace",
@@ -347,6 +356,7 @@ impl BfqConfig {
             "large_burst" => self.large_burst = parse_bool(NAME, key, value)?,
             "wr_default_weight_only" => self.wr_default_weight_only = parse_bool(NAME, key, value)?,
             "injection" => self.injection = parse_bool(NAME, key, value)?,
+            "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
             "inject_latency_ratio" => {
                 self.inject_latency_ratio = parse_u64(NAME, key, value, 100, 1000)? as u32
             }
@@ -419,6 +429,7 @@ impl BfqConfig {
             ("wr_default_weight_only", b(self.wr_default_weight_only)),
             ("injection", b(self.injection)),
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),
+            ("inject_reserve", b(self.inject_reserve)),
             ("waker_detection", b(self.waker_detection)),
             ("fair_charge", b(self.fair_charge)),
             ("drain_grace", b(self.drain_grace)),

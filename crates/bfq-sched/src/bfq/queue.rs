@@ -176,6 +176,14 @@ impl Queue {
         self.demand.max(self.demand_peak)
     }
 
+    /// A deep queue (more than [`super::injection::WAKEE_MAX_DEMAND`] outstanding lately) with fewer
+    /// outstanding now, some in the device: its next requests come with its completions.
+    pub(super) fn refilling(&self) -> bool {
+        let demand = self.outstanding_demand();
+        let now = self.own_queued + self.own_in_flight;
+        demand > super::injection::WAKEE_MAX_DEMAND && now < demand && self.own_in_flight > 0
+    }
+
     pub(super) fn new(id: QueueId, spec: QueueSpec) -> Self {
         Queue {
             id,
