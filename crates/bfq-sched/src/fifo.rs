@@ -101,19 +101,7 @@ impl Scheduler for Fifo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Op, RequestId};
-
-    fn req(id: u64, queue: u32, sector: u64) -> Request {
-        Request {
-            id: RequestId(id),
-            queue: QueueId(queue),
-            op: Op::Read,
-            offset: sector * 512,
-            len: 4096,
-            sync: true,
-            meta: false,
-        }
-    }
+    use crate::testing::read_4k as req;
 
     #[test]
     fn dispatches_in_arrival_order_regardless_of_position() {

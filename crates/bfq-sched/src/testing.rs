@@ -11,6 +11,20 @@ use std::collections::BTreeMap;
 use crate::scheduler::{Decision, Scheduler};
 use crate::types::{Instant, Nanos, Op, QueueId, Request, RequestId, SEC};
 
+/// A synchronous 4 KiB read of queue `queue` at sector `sector`, request id `id`: the request most
+/// scheduler tests are made of.
+pub fn read_4k(id: u64, queue: u32, sector: u64) -> Request {
+    Request {
+        id: RequestId(id),
+        queue: QueueId(queue),
+        op: Op::Read,
+        offset: sector * 512,
+        len: 4096,
+        sync: true,
+        meta: false,
+    }
+}
+
 /// A disk that serves one command at a time (or `depth` at once, each independently) with a fixed
 /// positioning cost for non-contiguous requests and a constant transfer rate.
 #[derive(Debug, Clone, Copy)]

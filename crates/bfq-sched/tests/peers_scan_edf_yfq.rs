@@ -8,22 +8,10 @@ use bfq_sched::peers::scan_edf::ScanEdf;
 use bfq_sched::peers::yfq::Yfq;
 use bfq_sched::testing::Client;
 use bfq_sched::Instant;
-use bfq_sched::{
-    build, Decision, DeviceInfo, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler, MSEC, SEC,
-};
+use bfq_sched::{build, Decision, DeviceInfo, Nanos, QueueId, QueueSpec, Request, Scheduler, MSEC, SEC};
 use support::{run_with_think, ZonedDisk};
 
-fn read(id: u64, queue: u32, sector: u64) -> Request {
-    Request {
-        id: RequestId(id),
-        queue: QueueId(queue),
-        op: Op::Read,
-        offset: sector * 512,
-        len: 4096,
-        sync: true,
-        meta: false,
-    }
-}
+use bfq_sched::testing::read_4k as read;
 
 fn next(s: &mut dyn Scheduler, now: Nanos) -> Request {
     match s.dispatch(Instant::from_nanos(now)) {

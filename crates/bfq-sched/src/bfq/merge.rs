@@ -251,17 +251,9 @@ mod tests {
         // merged into it later held requests that were never selected (the engine's hang of 812dd0f;
         // the contract fuzz's consistency check finds it in seconds without this rule).
         use crate::bfq::{Bfq, BfqConfig};
+        use crate::testing::read_4k as read;
         use crate::types::Instant;
-        use crate::{Decision, DeviceInfo, Op, QueueId, Request, RequestId, Scheduler};
-        let read = |id: u64, queue: u32, sector: u64| Request {
-            id: RequestId(id),
-            queue: QueueId(queue),
-            op: Op::Read,
-            offset: sector * 512,
-            len: 4096,
-            sync: true,
-            meta: false,
-        };
+        use crate::{Decision, DeviceInfo, QueueId, Scheduler};
         // Closeness 4096 sectors, below the seeky threshold (8192), so that the short jumps below
         // leave both queues sequential.
         let cfg = BfqConfig { merge_distance: 4096, ..BfqConfig::default() };
