@@ -217,20 +217,13 @@ mod tests {
         // answered Empty with nothing in flight, and the engine waited for ever. Whatever leaves a
         // queue so, the scheduler must not report requests it holds as nothing to do.
         use crate::bfq::{Bfq, BfqConfig};
+        use crate::testing::read_4k;
         use crate::types::Instant;
-        use crate::{Decision, DeviceInfo, Op, QueueId, Request, RequestId, Scheduler};
+        use crate::{Decision, DeviceInfo, QueueId, Scheduler};
         let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 16 }, BfqConfig::default());
         for k in 0..4u64 {
-            let r = Request {
-                id: RequestId(k + 1),
-                queue: QueueId(1),
-                op: Op::Read,
-                offset: k << 20,
-                len: 4096,
-                sync: true,
-                meta: false,
-            };
-            b.insert(r, Instant::ZERO);
+            // One MiB apart (2048 sectors).
+            b.insert(read_4k(k + 1, 1, k << 11), Instant::ZERO);
         }
         let s = b.index.get(QueueId(1)).expect("the queue exists");
         // The state the engine was found in: requests queued, the entity out of the tree.
