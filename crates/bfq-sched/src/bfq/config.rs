@@ -192,6 +192,14 @@ pub struct BfqConfig {
     /// bytes the others hold in the device ahead of a guarded request, not just their number (a
     /// 4 KiB read behind one 128 KiB read waits for all of it). 0 = never split.
     pub guard_split_kib: u32,
+    /// `guard_by_share` (0): what the latency guard's limit follows. 0: the guarded requests' latency
+    /// against their baseline (`latency_guard` percent of it, a tail-latency target). 1: the guarded
+    /// queue's share: the limit shrinks while the queue is owed service by B-WF2Q+ (eligible when its
+    /// request arrives) and grows while it is ahead, so that it settles where the queue gets its
+    /// weighted max-min share and the others keep every byte of the device it does not need
+    /// (`latency_guard` must be on; beyond the seeds: `bfq::guard`, docs/fast-devices.md "The guard
+    /// by share").
+    pub guard_by_share: bool,
 }
 
 impl Default for BfqConfig {
@@ -236,6 +244,7 @@ impl Default for BfqConfig {
             bypass_depth: 2,
             latency_guard: 0,
             guard_split_kib: 16,
+            guard_by_share: false,
         }
     }
 }
@@ -282,6 +291,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "bypass_depth",
     "latency_guard",
     "guard_split_kib",
+    "guard_by_share",
 ];
 
 const IDLING_POLICIES: [(&str, IdlingPolicy); 3] =
@@ -383,6 +393,7 @@ impl BfqConfig {
                 }
                 self.guard_split_kib = v
             }
+            "guard_by_share" => self.guard_by_share = parse_bool(NAME, key, value)?,
             _ => return Err(ParamError::unknown(NAME, key, PARAM_NAMES)),
         }
         Ok(())
@@ -436,6 +447,7 @@ impl BfqConfig {
             ("bypass_depth", self.bypass_depth.to_string()),
             ("latency_guard", self.latency_guard.to_string()),
             ("guard_split_kib", self.guard_split_kib.to_string()),
+            ("guard_by_share", b(self.guard_by_share)),
         ]
     }
 }

@@ -30,7 +30,22 @@
 //! is a baseline sample, so none counts towards growth and the limit stays at one while guarded
 //! requests keep coming (until the guard lapses). Counting them as good ones was tried and measured
 //! worse through `bfq serve` (docs/serve.md, "The guard's limit of one").
+//!
+//! The limit by share (`guard_by_share`). A latency target says how slow a guarded request may be,
+//! not how much the guarded queue is owed: a queue whose weight gives it less than it reads alone
+//! (two random readers of weight 100 beside sequential readers of weight 1000) needs its requests
+//! only as fast as its share requires, and every request of the others the latency target keeps out
+//! beyond that is throughput lost for nothing. In this mode the limit follows B-WF2Q+'s own account
+//! of the queue instead: at each arrival of a guarded request outside the queue's own turn, the
+//! queue is either owed service (eligible: its start tag S is not ahead of the virtual time V) or
+//! ahead of its share. Each owed arrival counts one way, each ahead one the other; when one side
+//! leads by [`SHARE_STEP`], the limit shrinks (owed) or grows (ahead) by one request. It settles
+//! where the queue is owed about as often as it is ahead, which is its share, at the largest limit
+//! that gives it: the device's frontier (docs/fast-devices.md) at the point the weights ask for. A
+//! queue that cannot reach its weight's share at any limit (its share is what it reads alone) drives
+//! the limit to one, as the latency target would.
 
+use super::hierarchy::SHARE_ONE;
 use super::*;
 use crate::types::{Instant, Nanos, MSEC};
 
@@ -38,6 +53,11 @@ use crate::types::{Instant, Nanos, MSEC};
 /// block at a time comes back within microseconds to milliseconds; one that has gone quiet for this
 /// long no longer holds the others back.
 pub const HOLD: Nanos = 100 * MSEC;
+
+/// [`HOLD`] with `guard_by_share`: the guard then holds the others back only while a guarded queue is
+/// being served (a request dispatched or arriving within this), not through the stretches in which
+/// B-WF2Q+ keeps it waiting for its turn, when holding the others back would buy it nothing.
+pub const SHARE_HOLD: Nanos = 2 * MSEC;
 
 /// The baseline is refreshed at least this often: once it is older, the limit is one request until a
 /// guarded request has entered a device holding at most one of the others' requests.
@@ -54,6 +74,12 @@ pub const GOOD_SAMPLES: u32 = 32;
 /// [`GOOD_SAMPLES`]: each failed probe doubles the wait, each successful one halves it, so that a
 /// limit the device cannot take is tried rarely (every probe that fails is a slow guarded request).
 pub const MAX_PROBE: u32 = 64;
+
+/// The window over which a guarded queue's service is compared with its share (`guard_by_share`), in
+/// sectors completed by all queues: 16 MiB, about 16 ms of a fast SSD, in which a queue owed 5 % of
+/// it completes about 200 reads of 4 KiB (few enough windows for the limit to settle within a second,
+/// requests enough per window that one slow read does not decide it).
+pub const SHARE_WINDOW: u64 = 32 * 1024;
 
 /// The learned state of the guard.
 #[derive(Clone, Copy, Debug)]
@@ -79,6 +105,11 @@ pub struct LatencyGuard {
     probe: u32,
     /// Guarded completions to ignore after a decrease: their requests met the old limit's load.
     holdoff: u32,
+    /// `guard_by_share`: sectors completed by every queue in the current window, and by each guarded
+    /// queue (`guarded`'s order), and which queues were guarded when the window began.
+    window_sectors: u64,
+    window_own: [u64; 2],
+    window_start_queue: [u32; 2],
 }
 
 impl LatencyGuard {
@@ -93,12 +124,15 @@ impl LatencyGuard {
             ceiling: u32::MAX,
             probe: 1,
             holdoff: 0,
+            window_sectors: 0,
+            window_own: [0; 2],
+            window_start_queue: [u32::MAX; 2],
         }
     }
 
     /// Latency-bound queue `queue` (a scheduler slot) that may be served has a request at `now`.
-    pub fn note_active(&mut self, queue: u32, now: Instant) {
-        let until = now.saturating_add(HOLD);
+    pub fn note_active(&mut self, queue: u32, now: Instant, hold: Nanos) {
+        let until = now.saturating_add(hold);
         let entry = match self.guarded.iter().position(|&(q, _)| q == queue) {
             Some(i) => i,
             // Replace the entry that lapses first.
@@ -120,12 +154,13 @@ impl LatencyGuard {
     }
 
     /// Whether one more request of queue `queue`, which is not latency-bound, may enter the device
-    /// with `unguarded` such requests in it.
-    pub fn allows(&self, queue: u32, unguarded: usize, now: Instant) -> bool {
+    /// with `unguarded` such requests in it. `by_share`: the limit follows the guarded queue's share
+    /// (it needs no baseline).
+    pub fn allows(&self, queue: u32, unguarded: usize, now: Instant, by_share: bool) -> bool {
         if !self.active_against(queue, now) {
             return true;
         }
-        let limit = if self.stale(now) { BASELINE_OTHERS as u32 } else { self.limit };
+        let limit = if !by_share && self.stale(now) { BASELINE_OTHERS as u32 } else { self.limit };
         unguarded < limit as usize
     }
 
@@ -191,6 +226,56 @@ impl LatencyGuard {
     }
 }
 
+impl LatencyGuard {
+    /// `guard_by_share`: a request of queue `owner` completed with `sectors` at `now` (counted only while
+    /// the guard is on). Returns whether the
+    /// window is complete ([`SHARE_WINDOW`] sectors), so that [`Self::judge_share`] is due.
+    pub fn count_service(&mut self, owner: u32, sectors: u64, now: Instant) -> bool {
+        if !self.active(now) {
+            // The share is judged over the time the guard is on: what it holds back is spent there.
+            return false;
+        }
+        self.window_sectors += sectors;
+        if let Some(i) = self.guarded.iter().position(|&(q, _)| q == owner) {
+            self.window_own[i] += sectors;
+        }
+        self.window_sectors >= SHARE_WINDOW
+    }
+
+    /// The queues the guard is for (`u32::MAX`: none), in the order [`Self::judge_share`] takes
+    /// their shares.
+    pub fn guarded_queues(&self) -> [u32; 2] {
+        [self.guarded[0].0, self.guarded[1].0]
+    }
+
+    /// `guard_by_share`, at the end of a window: `shares` is what each guarded queue is owed of the
+    /// device ([`SHARE_ONE`] units). The limit shrinks by a quarter (at least one request) if a queue
+    /// guarded through the whole window got less than its share of the window's sectors, and grows by
+    /// one if every such queue got at least its share; a new window begins.
+    pub fn judge_share(&mut self, shares: [u64; 2], now: Instant, max: u32) {
+        let mut owed = false;
+        let mut judged = false;
+        for (i, &(q, until)) in self.guarded.iter().enumerate() {
+            if q == u32::MAX || now >= until || self.window_start_queue[i] != q {
+                continue;
+            }
+            judged = true;
+            let due = u128::from(self.window_sectors) * u128::from(shares[i]) / u128::from(SHARE_ONE);
+            owed |= u128::from(self.window_own[i]) < due;
+        }
+        if judged {
+            self.limit = if owed {
+                self.limit.saturating_sub((self.limit / 4).max(1)).max(1)
+            } else {
+                (self.limit + 1).min(max.max(1))
+            };
+        }
+        self.window_sectors = 0;
+        self.window_own = [0; 2];
+        self.window_start_queue = self.guarded_queues();
+    }
+}
+
 impl Bfq {
     /// Whether queue `c` is latency-bound for the guard: as for the bypass, and also in its previous
     /// interval between turns (0 = it has not had a turn yet: not known), so that a greedy queue
@@ -199,6 +284,15 @@ impl Bfq {
     pub(super) fn guard_latency_bound(&self, c: u32) -> bool {
         let q = &self.queues[c as usize];
         (1..=self.cfg.bypass_depth as usize).contains(&q.demand) && self.latency_bound(c)
+    }
+
+    /// How long the guard stays on after a guarded queue's last request ([`HOLD`], [`SHARE_HOLD`]).
+    pub(super) fn guard_hold(&self) -> Nanos {
+        if self.cfg.guard_by_share {
+            SHARE_HOLD
+        } else {
+            HOLD
+        }
     }
 
     /// Whether the guard works at all: on, with a latency-bound class of queues defined
@@ -220,7 +314,7 @@ impl Bfq {
         }
         let in_service = self.service.is_some_and(|svc| svc.slot == t);
         if in_service || self.wf2q.entity(t).state == EntityState::Active && self.wf2q.eligible(t) {
-            self.guard.note_active(t, now);
+            self.guard.note_active(t, now, self.guard_hold());
         }
     }
 
@@ -229,7 +323,7 @@ impl Bfq {
     pub(super) fn guard_holds_back(&self, c: u32, now: Instant) -> bool {
         self.guard_enabled()
             && !self.guard_latency_bound(c)
-            && !self.guard.allows(c, self.in_flight - self.guarded_in_flight, now)
+            && !self.guard.allows(c, self.in_flight - self.guarded_in_flight, now, self.cfg.guard_by_share)
     }
 
     /// The piece size for a read or write of `queue` inserted at `now` (`Scheduler::split_size`):
@@ -331,30 +425,30 @@ mod tests {
             g.on_completion(1000 * USEC, 4, at(1 + i), 150, 4);
         }
         assert_eq!(g.limit, 1);
-        g.note_active(7, at(200));
-        assert!(g.allows(3, 0, at(200)));
-        assert!(!g.allows(3, 1, at(200)));
+        g.note_active(7, at(200), HOLD);
+        assert!(g.allows(3, 0, at(200), false));
+        assert!(!g.allows(3, 1, at(200), false));
     }
 
     #[test]
     fn the_guard_lapses_after_hold_and_a_stale_baseline_is_measured_again_first() {
         let mut g = LatencyGuard::new(32);
-        g.note_active(7, at(0));
+        g.note_active(7, at(0), HOLD);
         assert!(g.active(at(0)));
         // No baseline yet: one request of the others at most, so that one can be taken.
-        assert!(g.allows(3, 0, at(0)) && !g.allows(3, 1, at(0)));
+        assert!(g.allows(3, 0, at(0), false) && !g.allows(3, 1, at(0), false));
         g.on_completion(50 * USEC, 1, at(10), 150, 32);
         assert_eq!(g.baseline(), 50 * USEC);
-        assert!(g.allows(3, 31, at(20)) && !g.allows(3, 32, at(20)));
+        assert!(g.allows(3, 31, at(20), false) && !g.allows(3, 32, at(20), false));
         // Stale after BASELINE_PERIOD: back to one until a new sample; a new sample replaces it.
         let later = at(20).saturating_add(BASELINE_PERIOD + MSEC);
-        g.note_active(7, later);
-        assert!(!g.allows(3, 1, later));
+        g.note_active(7, later, HOLD);
+        assert!(!g.allows(3, 1, later, false));
         g.on_completion(200 * USEC, 0, later, 150, 32);
         assert_eq!(g.baseline(), 200 * USEC);
-        assert!(g.allows(3, 31, later));
+        assert!(g.allows(3, 31, later, false));
         // The guard lapses HOLD after the last guarded arrival.
-        assert!(g.allows(3, 1000, later.saturating_add(HOLD)));
+        assert!(g.allows(3, 1000, later.saturating_add(HOLD), false));
     }
 
     #[test]
@@ -364,17 +458,51 @@ mod tests {
         let mut g = LatencyGuard::new(32);
         g.on_completion(50 * USEC, 0, at(0), 150, 32);
         g.limit = 1;
-        g.note_active(7, at(1));
+        g.note_active(7, at(1), HOLD);
         assert!(g.active(at(1)));
-        assert!(!g.active_against(7, at(1)) && g.allows(7, 10, at(1)), "not against itself");
-        assert!(g.active_against(3, at(1)) && !g.allows(3, 1, at(1)), "against another queue");
-        g.note_active(8, at(2));
+        assert!(!g.active_against(7, at(1)) && g.allows(7, 10, at(1), false), "not against itself");
+        assert!(g.active_against(3, at(1)) && !g.allows(3, 1, at(1), false), "against another queue");
+        g.note_active(8, at(2), HOLD);
         assert!(g.active_against(7, at(2)) && g.active_against(8, at(2)), "each against the other");
         // A third latency-bound queue replaces the entry that lapses first (7's); 8 and 9 stay.
-        g.note_active(9, at(3));
+        g.note_active(9, at(3), HOLD);
         assert!(g.active_against(8, at(3)) && g.active_against(9, at(3)) && g.active_against(7, at(3)));
         // HOLD after the last note the guard is off for everybody.
         let late = at(3).saturating_add(HOLD);
         assert!(!g.active(late));
+    }
+
+    #[test]
+    fn by_share_the_limit_shrinks_while_the_guarded_queue_gets_less_than_its_share_and_grows_while_it_gets_more(
+    ) {
+        // `guard_by_share`: queue 7 is owed a tenth of the device. Windows of SHARE_WINDOW sectors
+        // in which it gets 5 % shrink the limit by a quarter (at least one) down to one; windows in
+        // which it gets 20 % grow it by one. The first window is not judged (nobody was guarded when
+        // it began), nor is service while the guard is off.
+        let mut g = LatencyGuard::new(32);
+        let owed = [SHARE_ONE / 10, 0];
+        let mut t = 0u64;
+        let window = |g: &mut LatencyGuard, own_percent: u64, t: &mut u64| loop {
+            *t += 1;
+            g.note_active(7, at(*t), SHARE_HOLD);
+            let due = g.count_service(7, own_percent, at(*t)) | g.count_service(3, 100 - own_percent, at(*t));
+            if due {
+                g.judge_share(owed, at(*t), 32);
+                return g.limit;
+            }
+        };
+        assert_eq!(window(&mut g, 5, &mut t), 32, "the first window is not judged");
+        assert_eq!(window(&mut g, 5, &mut t), 24);
+        assert_eq!(window(&mut g, 5, &mut t), 18);
+        for _ in 0..20 {
+            window(&mut g, 5, &mut t);
+        }
+        assert_eq!(g.limit, 1, "never below one request");
+        assert_eq!(window(&mut g, 20, &mut t), 2);
+        assert_eq!(window(&mut g, 20, &mut t), 3);
+        // Off: SHARE_HOLD after the last note nothing is counted.
+        let off = at(t).saturating_add(SHARE_HOLD + 1);
+        assert!(!g.count_service(3, SHARE_WINDOW, off));
+        assert_eq!(g.limit, 3);
     }
 }

@@ -356,6 +356,12 @@ impl Bfq {
     }
 
     fn inject_allowed(&self, s: u32, others: usize, now: Instant) -> bool {
+        if self.cfg.guard_by_share && self.guard_enabled() && self.guard_latency_bound(s) {
+            // The guard's limit, learned from the in-service queue's share, bounds the others in its
+            // turns as outside them (`guard_by_share`): one account of what it needs, in and out of
+            // its turns, instead of its latency alone in its turns and its share outside them.
+            return others < self.guard.limit as usize;
+        }
         self.queues[s as usize].inject.allows(others, now)
     }
 

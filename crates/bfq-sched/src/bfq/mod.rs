@@ -544,7 +544,7 @@ impl Bfq {
         let guard_others = (self.in_flight - self.guarded_in_flight).min(u16::MAX as usize) as u16;
         if guarded {
             self.guarded_in_flight += 1;
-            self.guard.note_active(s, now);
+            self.guard.note_active(s, now, self.guard_hold());
         }
         let o = &mut self.queues[slot.owner as usize];
         o.own_queued -= 1;
@@ -903,9 +903,24 @@ impl Scheduler for Bfq {
         }
         if f.guarded {
             self.guarded_in_flight = self.guarded_in_flight.saturating_sub(1);
-            let latency = now.saturating_since(f.dispatched_at);
-            let max = self.device.queue_depth.max(1);
-            self.guard.on_completion(latency, f.guard_others as usize, now, self.cfg.latency_guard, max);
+            if !self.cfg.guard_by_share {
+                let latency = now.saturating_since(f.dispatched_at);
+                let max = self.device.queue_depth.max(1);
+                self.guard.on_completion(latency, f.guard_others as usize, now, self.cfg.latency_guard, max);
+            }
+        }
+        if self.cfg.guard_by_share
+            && self.guard_enabled()
+            && self.guard.count_service(owner, request.sectors(), now)
+        {
+            let shares = self.guard.guarded_queues().map(|q| {
+                if (q as usize) < self.queues.len() {
+                    self.wf2q.path_share(q, self.effective_weight(q))
+                } else {
+                    0
+                }
+            });
+            self.guard.judge_share(shares, now, self.device.queue_depth.max(1));
         }
         self.last_completion = Some((request.queue, now));
         self.in_flight -= 1;
