@@ -31,6 +31,7 @@
 
 pub mod accounting;
 pub mod bfq;
+pub mod fairness;
 pub mod fifo;
 pub mod param_docs;
 pub mod params;

@@ -745,31 +745,6 @@ fn a_slot_is_kept_for_the_first_ranked_queue_whose_next_request_comes_with_its_c
     assert!(off < 2.5, "without it the light readers take the slots: 1:{off:.2}");
 }
 
-/// Weighted max-min fair shares of `total` bytes for `weights`, each capped at `caps` (what the
-/// application gets alone): design/fast-devices.md's guarantee, computed by water-filling.
-fn max_min_shares(weights: &[u32], caps: &[f64], total: f64) -> Vec<f64> {
-    let mut share = vec![0.0; weights.len()];
-    let mut open: Vec<usize> = (0..weights.len()).collect();
-    let mut left = total;
-    while !open.is_empty() {
-        let wsum: f64 = open.iter().map(|&i| f64::from(weights[i])).sum();
-        let capped: Vec<usize> =
-            open.iter().copied().filter(|&i| caps[i] <= f64::from(weights[i]) / wsum * left).collect();
-        if capped.is_empty() {
-            for &i in &open {
-                share[i] = f64::from(weights[i]) / wsum * left;
-            }
-            break;
-        }
-        for &i in &capped {
-            share[i] = caps[i];
-            left -= caps[i];
-        }
-        open.retain(|i| !capped.contains(i));
-    }
-    share
-}
-
 #[test]
 fn the_guard_by_share_gives_light_readers_their_weighted_share_and_the_greedy_ones_the_rest() {
     // `guard_by_share` (beyond the seeds; docs/fast-devices.md "The guard by share"): two random
@@ -789,13 +764,13 @@ fn the_guard_by_share_gives_light_readers_their_weighted_share_and_the_greedy_on
     let (light_alone, _) = run_with_latencies(fifo().as_mut(), serial, &[light], d);
     let (heavy_alone, _) = run_with_latencies(fifo().as_mut(), serial, &[heavy], d);
     let caps = [light_alone[0], light_alone[0], heavy_alone[0], heavy_alone[0]].map(|b| b as f64);
-    let weights = apps.map(|a| a.weight);
+    let weights = apps.map(|a| f64::from(a.weight));
     let (fifo_bytes, _) = run_with_latencies(fifo().as_mut(), serial, &apps, d);
     let fifo_total = fifo_bytes.iter().sum::<u64>() as f64;
     let judge = |params: &[(&str, &str)]| {
         let (b, _) = run_with_latencies(&mut bfq(NVME, params), serial, &apps, d);
         let total = b.iter().sum::<u64>() as f64;
-        let fair = max_min_shares(&weights, &caps, total);
+        let fair = bfq_sched::fairness::max_min_shares(&weights, &caps, total);
         let worst_light = (0..2).map(|i| b[i] as f64 / fair[i] - 1.0).fold(0.0f64, |m, e| m.max(e.abs()));
         eprintln!(
             "{params:?}: {b:?}, {:.2} of fifo, light readers' worst error {:.1} %",

@@ -276,14 +276,19 @@ impl LatencyGuard {
     }
 }
 
+/// [`Bfq::guard_latency_bound`] of queue `q`, with `bypass_depth`.
+pub(super) fn queue_latency_bound(q: &Queue, bypass_depth: usize) -> bool {
+    let now_outstanding = q.reqs.len() + q.serving_in_flight;
+    (1..=bypass_depth).contains(&q.demand) && q.demand_peak.max(now_outstanding) <= bypass_depth
+}
+
 impl Bfq {
     /// Whether queue `c` is latency-bound for the guard: as for the bypass, and also in its previous
     /// interval between turns (0 = it has not had a turn yet: not known), so that a greedy queue
     /// caught with few requests outstanding at the start of a turn is not taken for one (and the
     /// others held back for it).
     pub(super) fn guard_latency_bound(&self, c: u32) -> bool {
-        let q = &self.queues[c as usize];
-        (1..=self.cfg.bypass_depth as usize).contains(&q.demand) && self.latency_bound(c)
+        queue_latency_bound(&self.queues[c as usize], self.cfg.bypass_depth as usize)
     }
 
     /// How long the guard stays on after a guarded queue's last request ([`HOLD`], [`SHARE_HOLD`]).

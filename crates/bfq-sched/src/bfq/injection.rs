@@ -297,9 +297,23 @@ impl Bfq {
         // Other queues only where the device runs requests in parallel: on a device that serves one
         // request at a time (a disk without command queueing), idling is what keeps a sequential
         // queue's next request from waiting behind a seek (seed 001 sec. 3).
-        if !self.hw_tag.detected || !self.inject_allowed(s, others, now) {
+        if !self.hw_tag.detected {
             return None;
         }
+        // `guard_by_share`: in a latency-bound queue's turn, the guard's limit, learned from its
+        // share, bounds the queues that are not latency-bound (one account of what it needs, in and
+        // out of its turns, instead of its latency alone in its turns), and other latency-bound
+        // queues go in as they would by the bypass beside a greedy queue. Under the inject limit they
+        // counted against it: two random readers taking turns shut each other out, and with a
+        // limit of one the device served one request of anybody beside the in-service one.
+        let by_share = self.cfg.guard_by_share && self.guard_enabled() && self.guard_latency_bound(s);
+        let only_latency_bound = if by_share {
+            self.in_flight - self.guarded_in_flight >= self.guard.limit as usize
+        } else if !self.inject_allowed(s, others, now) {
+            return None;
+        } else {
+            false
+        };
         // Only into the part of the device the in-service queue cannot fill by itself: a queue that
         // keeps as many requests outstanding as the device takes refills each slot a completion frees
         // within microseconds, and a request injected there takes the slot from it. Its latency would
@@ -311,9 +325,13 @@ impl Bfq {
         }
         let sync_only = !self.async_may_enter();
         let queues = &self.queues;
+        let bypass_depth = self.cfg.bypass_depth as usize;
         let c = self.wf2q.peek_out_of_turn(class, |c| {
-            let reqs = &queues[c as usize].reqs;
-            c != s && !reqs.is_empty() && (!sync_only || reqs.has_sync())
+            let q = &queues[c as usize];
+            c != s
+                && !q.reqs.is_empty()
+                && (!sync_only || q.reqs.has_sync())
+                && (!only_latency_bound || guard::queue_latency_bound(q, bypass_depth))
         })?;
         if !self.injectable(c) || self.slot_reserved_from(c, s, class) {
             return None;
@@ -356,12 +374,6 @@ impl Bfq {
     }
 
     fn inject_allowed(&self, s: u32, others: usize, now: Instant) -> bool {
-        if self.cfg.guard_by_share && self.guard_enabled() && self.guard_latency_bound(s) {
-            // The guard's limit, learned from the in-service queue's share, bounds the others in its
-            // turns as outside them (`guard_by_share`): one account of what it needs, in and out of
-            // its turns, instead of its latency alone in its turns and its share outside them.
-            return others < self.guard.limit as usize;
-        }
         self.queues[s as usize].inject.allows(others, now)
     }
 
