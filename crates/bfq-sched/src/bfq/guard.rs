@@ -35,15 +35,17 @@
 //! not how much the guarded queue is owed: a queue whose weight gives it less than it reads alone
 //! (two random readers of weight 100 beside sequential readers of weight 1000) needs its requests
 //! only as fast as its share requires, and every request of the others the latency target keeps out
-//! beyond that is throughput lost for nothing. In this mode the limit follows B-WF2Q+'s own account
-//! of the queue instead: at each arrival of a guarded request outside the queue's own turn, the
-//! queue is either owed service (eligible: its start tag S is not ahead of the virtual time V) or
-//! ahead of its share. Each owed arrival counts one way, each ahead one the other; when one side
-//! leads by [`SHARE_STEP`], the limit shrinks (owed) or grows (ahead) by one request. It settles
-//! where the queue is owed about as often as it is ahead, which is its share, at the largest limit
-//! that gives it: the device's frontier (docs/fast-devices.md) at the point the weights ask for. A
+//! beyond that is throughput lost for nothing. In this mode the limit follows the queue's share
+//! instead: over windows of [`SHARE_WINDOW`] sectors completed by all queues while the guard is on,
+//! each guarded queue's completed sectors are compared with its share of the window (its weight over
+//! the busy queues' weights at every level, `Hierarchy::path_share`). A window in which a guarded
+//! queue got less shrinks the limit by a quarter (at least one request); one in which every guarded
+//! queue got at least its share grows it by one. It settles at the largest limit that gives the
+//! queue its share: the device's frontier (docs/fast-devices.md) at the point the weights ask for. A
 //! queue that cannot reach its weight's share at any limit (its share is what it reads alone) drives
-//! the limit to one, as the latency target would.
+//! the limit to one, as the latency target would. The guard then stays on only [`SHARE_HOLD`] after
+//! a guarded request, and in a latency-bound queue's own turn its limit bounds the injected requests
+//! of the queues that are not latency-bound (`Bfq::try_inject`).
 
 use super::hierarchy::SHARE_ONE;
 use super::*;
