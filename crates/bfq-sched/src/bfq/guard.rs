@@ -229,9 +229,9 @@ impl LatencyGuard {
 }
 
 impl LatencyGuard {
-    /// `guard_by_share`: a request of queue `owner` completed with `sectors` at `now` (counted only while
-    /// the guard is on). Returns whether the
-    /// window is complete ([`SHARE_WINDOW`] sectors), so that [`Self::judge_share`] is due.
+    /// `guard_by_share`: a request of queue `owner` completed with `sectors` at `now` (counted only
+    /// while the guard is on). Returns whether the window is complete ([`SHARE_WINDOW`] sectors), so
+    /// that [`Self::judge_share`] is due.
     pub fn count_service(&mut self, owner: u32, sectors: u64, now: Instant) -> bool {
         if !self.active(now) {
             // The share is judged over the time the guard is on: what it holds back is spent there.
