@@ -48,13 +48,17 @@ use crate::types::Instant;
 /// The most queues noted as bypass candidates at once; beyond them, queues wait for their turn.
 pub const CANDIDATES: usize = 64;
 
+/// Whether queue `q` has kept at most `depth` requests outstanding since its last turn, counting the
+/// ones it has now ([`Bfq::latency_bound`]).
+pub(super) fn kept_within(q: &Queue, depth: usize) -> bool {
+    q.demand_peak.max(q.reqs.len() + q.serving_in_flight) <= depth
+}
+
 impl Bfq {
     /// Whether queue `c` is latency-bound: at most `bypass_depth` requests outstanding since its last
     /// turn, counting the ones it has now.
     pub(super) fn latency_bound(&self, c: u32) -> bool {
-        let q = &self.queues[c as usize];
-        let now_outstanding = q.reqs.len() + q.serving_in_flight;
-        q.demand_peak.max(now_outstanding) <= self.cfg.bypass_depth as usize
+        kept_within(&self.queues[c as usize], self.cfg.bypass_depth as usize)
     }
 
     /// A request arrived for queue `t`: note it as a candidate if it could bypass the in-service queue.

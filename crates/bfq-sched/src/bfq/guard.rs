@@ -226,9 +226,7 @@ impl LatencyGuard {
             self.good = 0;
         }
     }
-}
 
-impl LatencyGuard {
     /// `guard_by_share`: a request of queue `owner` completed with `sectors` at `now` (counted only
     /// while the guard is on). Returns whether the window is complete ([`SHARE_WINDOW`] sectors), so
     /// that [`Self::judge_share`] is due.
@@ -280,8 +278,7 @@ impl LatencyGuard {
 
 /// [`Bfq::guard_latency_bound`] of queue `q`, with `bypass_depth`.
 pub(super) fn queue_latency_bound(q: &Queue, bypass_depth: usize) -> bool {
-    let now_outstanding = q.reqs.len() + q.serving_in_flight;
-    (1..=bypass_depth).contains(&q.demand) && q.demand_peak.max(now_outstanding) <= bypass_depth
+    (1..=bypass_depth).contains(&q.demand) && super::bypass::kept_within(q, bypass_depth)
 }
 
 impl Bfq {
