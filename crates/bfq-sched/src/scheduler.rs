@@ -115,6 +115,9 @@ pub enum EventKind {
     /// The queue's inject limit changed: how many requests of other queues may be in the device
     /// beside its own while it is in service (`bfq::injection`, beyond the seeds).
     InjectLimit { limit: u32 },
+    /// At the end of another queue's slot (`into`, the queue in service), this queue had `sectors`
+    /// dispatched in it by injection (`bfq::injection`, beyond the seeds).
+    Injected { into: QueueId, sectors: u64 },
 }
 
 /// A snapshot of one queue's state, for observability (issue: "without a debugger").

@@ -157,6 +157,14 @@ pub struct BfqConfig {
     /// any queue with a request queued, which lets queues ahead of their share take the slots of one
     /// that refills them (docs/fast-devices.md, "The reserved slot").
     pub inject_reserve: bool,
+    /// `inject_within_share` (1): while the in-service queue's requests take longer than
+    /// `inject_latency_ratio` allows (its inject limit held only because it got its share of its
+    /// turns) and it could fill the device by itself, injection does not serve a queue more than one
+    /// maximum budget ahead of it in B-WF2Q+'s virtual time: the in-service queue pays for what is
+    /// injected, and a queue that has had more service for its weight may take only what it cannot
+    /// use. 0 = any waiting queue, which lets queues ahead of their share take a greedy queue's turns
+    /// (docs/fast-devices.md, "Injection within share").
+    pub inject_within_share: bool,
     /// `waker_detection` (1): a queue that keeps becoming backlogged just after another queue's
     /// completions (3 times within 4 ms) is that queue's wakee; wakers and wakees are injected first
     /// and without the latency limit while the other waits with nothing in the device (kernel-bfq-
@@ -239,6 +247,7 @@ impl Default for BfqConfig {
             injection: true,
             inject_latency_ratio: 115,
             inject_reserve: true,
+            inject_within_share: true,
             waker_detection: true,
             fair_charge: true,
             drain_grace: true,
@@ -286,6 +295,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "injection",
     "inject_latency_ratio",
     "inject_reserve",
+    "inject_within_share",
     "waker_detection",
     "fair_charge",
     "drain_grace",
@@ -368,6 +378,7 @@ impl BfqConfig {
             "wr_default_weight_only" => self.wr_default_weight_only = parse_bool(NAME, key, value)?,
             "injection" => self.injection = parse_bool(NAME, key, value)?,
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
+            "inject_within_share" => self.inject_within_share = parse_bool(NAME, key, value)?,
             "inject_latency_ratio" => {
                 self.inject_latency_ratio = parse_u64(NAME, key, value, 100, 1000)? as u32
             }
@@ -442,6 +453,7 @@ impl BfqConfig {
             ("injection", b(self.injection)),
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),
             ("inject_reserve", b(self.inject_reserve)),
+            ("inject_within_share", b(self.inject_within_share)),
             ("waker_detection", b(self.waker_detection)),
             ("fair_charge", b(self.fair_charge)),
             ("drain_grace", b(self.drain_grace)),

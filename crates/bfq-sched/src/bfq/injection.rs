@@ -18,7 +18,10 @@
 //! the long run. Among the queues that may be injected, the order is B-WF2Q+'s (smallest eligible F),
 //! after the in-service queue's waker and a queue it just woke: a process that waits for another (the
 //! processes of a starting application, a client and its server thread) is served without an idle
-//! window per hand-over.
+//! window per hand-over. While the in-service queue pays for injection (slower than the ratio) and
+//! could fill the device by itself, a queue more than one maximum budget ahead of it is not injected
+//! (`inject_within_share`, `Bfq::beyond_share`): the charge alone does not stop a queue that gets
+//! all its service by injection.
 
 use super::hierarchy::SHARE_ONE;
 use super::*;
@@ -55,6 +58,45 @@ pub const WAKER_WINDOW_SLICES: Nanos = 128;
 /// taken for each other's wakers and injected without limit: 1:3 weights came out 1.0-1.3.
 pub const WAKEE_MAX_DEMAND: usize = 4;
 
+/// How long [`DeviceRate`] counts the sectors of one window.
+const RATE_WINDOW: Nanos = 10 * MSEC;
+
+/// What the device delivers at its busiest lately, all queues together: the sectors dispatched per
+/// window of `RATE_WINDOW` (10 ms, at least), as a maximum that decays by 1/64 per window (to half in
+/// about 0.45 s of quieter windows), so that it follows a device that got slower. Not the peak-rate
+/// estimate of the budgets (`peak_rate`): that one follows the in-service queue's slots, and on the
+/// disk file it said 103-141 MiB/s beside a random reader while the device delivered 700 and more.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceRate {
+    window_start: Instant,
+    window_sectors: u64,
+    /// Sectors per second; 0 until one window has been measured.
+    rate: u64,
+}
+
+impl DeviceRate {
+    /// A request of `sectors` was dispatched at `now`.
+    pub fn on_dispatch(&mut self, sectors: u64, now: Instant) {
+        let elapsed = now.saturating_since(self.window_start);
+        if elapsed >= RATE_WINDOW {
+            let measured =
+                u64::try_from(u128::from(self.window_sectors) * u128::from(SEC) / u128::from(elapsed))
+                    .unwrap_or(u64::MAX);
+            // A window after a long quiet spell measures the quiet, not the device: it only decays.
+            let decayed = self.rate - self.rate / 64;
+            self.rate = if elapsed <= 4 * RATE_WINDOW { measured.max(decayed) } else { decayed };
+            self.window_start = now;
+            self.window_sectors = 0;
+        }
+        self.window_sectors += sectors;
+    }
+
+    /// Sectors per second at the device's busiest lately (0 = not measured yet).
+    pub fn sectors_per_sec(&self) -> u64 {
+        self.rate
+    }
+}
+
 /// The inject limit of one queue, learned from its request latency (kernel-bfq-reference.md
 /// "Injection": a limit measured against a baseline latency).
 #[derive(Clone, Copy, Debug, Default)]
@@ -79,6 +121,10 @@ pub struct InjectLimit {
     holdoff: u32,
     /// [`ServiceSnapshot`] sectors when the current window started: (own, total).
     window_start: (u64, u64),
+    /// The last window's mean latency was over the ratio: it counted as good (or not) by the queue's
+    /// share of its turns, not by its latency. Injection then takes from the queue, and
+    /// `inject_within_share` lets only queues owed service take it.
+    pub over_latency: bool,
 }
 
 /// Sectors dispatched so far by the in-service queue in its turns and by all queues in those turns,
@@ -164,6 +210,7 @@ impl InjectLimit {
         let own = u128::from(service.own.saturating_sub(own0));
         let total = u128::from(service.total.saturating_sub(total0));
         let has_share = total > 0 && own * u128::from(SHARE_ONE) >= total * u128::from(service.share);
+        self.over_latency = mean > allowed;
         // Additive increase after a run of good windows, decrease at once: a limit one too high makes
         // the in-service queue wait (a latency-bound queue loses much of its throughput), one too low
         // only leaves part of the device idle for a while. Each failed probe doubles the run of good
@@ -333,10 +380,57 @@ impl Bfq {
                 && (!sync_only || q.reqs.has_sync())
                 && (!only_latency_bound || guard::queue_latency_bound(q, bypass_depth))
         })?;
-        if !self.injectable(c) || self.slot_reserved_from(c, s, class) {
+        if !self.injectable(c) || self.slot_reserved_from(c, s, class) || self.beyond_share(c, s) {
             return None;
         }
         self.inject_from(c, now)
+    }
+
+    /// `inject_within_share`: whether waiting queue `c` is more than one maximum budget ahead of
+    /// the in-service queue `s` in B-WF2Q+'s virtual time while `s` pays for what is injected: its
+    /// requests are slower than the ratio allows (its limit holds only by its share of its turns),
+    /// and it keeps enough bytes in the device to fill it ([`Self::fills_device`]), so that what is
+    /// injected is taken from it. A queue ahead of it has had more service for its weight; it may
+    /// take only what `s` cannot use. The share of its turns says nothing of who takes the rest:
+    /// three sequential readers of weights 100, 300 and 1,000, four reads outstanding each, on this
+    /// machine's disk file with vda at `none`: the weight-300 reader's limit climbed to the device's
+    /// depth in some runs, everyone's reads went in, and the weight-100 reader got 2-3 times its share
+    /// (docs/fast-devices.md, "Injection within share").
+    ///
+    /// Against the in-service queue, not V: while a latency-bound queue of large weight uses little,
+    /// V moves slowly, and a bound against V held two greedy readers to a fraction of what that queue
+    /// left unused (fast-startup-mixed on the disk file: 815-835 MiB/s without it, 350-367 with it).
+    /// Only queues of the same group compare; across groups the limit alone decides.
+    fn beyond_share(&self, c: u32, s: u32) -> bool {
+        if !self.cfg.inject_within_share || !self.queues[s as usize].inject.over_latency {
+            return false;
+        }
+        let Some(svc) = self.service.as_ref() else { return false };
+        if !self.wf2q.same_group(c, s) || !self.fills_device(s) {
+            return false;
+        }
+        let (mine, theirs) = (self.wf2q.entity(s), self.wf2q.entity(c));
+        let progress = mine.start.saturating_add(wf2q::vtime_delta(svc.served, mine.weight.max(1)));
+        theirs.start > progress.saturating_add(wf2q::vtime_delta(self.b_max, theirs.weight.max(1)))
+    }
+
+    /// Whether queue `s` could by itself use at least half of what the device delivers at its
+    /// busiest ([`DeviceRate`]): its rate alone is the requests it keeps outstanding, times their
+    /// mean size, over its latency alone. A sequential reader with four 128 KiB reads in flight
+    /// fills this machine's disk file; a random reader of 4 KiB reads with two in flight does not
+    /// (its throughput is bound by its own latency, and injection beside it is the frontier's trade,
+    /// `latency_guard`'s business). Not against the slot's own rate: while the inject limit holds the
+    /// others back, a slot runs at little more than the in-service queue's rate, and a light random
+    /// reader looked as if it filled the device (in the test model, it then kept the greedy readers
+    /// out of its turns and got 21 % less than its share, against 1.5 % without the rule).
+    fn fills_device(&self, s: u32) -> bool {
+        let q = &self.queues[s as usize];
+        let (rate, base) = (self.device_rate.sectors_per_sec(), q.inject.base);
+        if base == 0 || rate == 0 {
+            return false;
+        }
+        let in_device = q.outstanding_demand() as u128 * u128::from(q.mean_request_sectors);
+        2 * in_device * u128::from(SEC) >= u128::from(rate) * u128::from(base)
     }
 
     /// Whether the slot injection would give to queue `c` (waiting, ahead of its share) is kept for
@@ -640,6 +734,85 @@ mod tests {
             assert!(q.serving_sectors <= q.turn_total_sectors);
         }
         assert_eq!(b.queues.iter().map(|q| q.turn_total_sectors).sum::<u64>(), all);
+    }
+
+    /// A BFQ on a parallel device with queue 2 (weight 1,000) in service after one 128 KiB read,
+    /// queue 1 (weight 100) waiting with reads queued and served `ahead` maximum budgets out of its
+    /// turn, and queue 2's inject limit learned (latency alone 500 us, limit 32, `over_latency`).
+    /// Queue 2 keeps `demand` reads of 128 KiB outstanding; the device has delivered 2 GB/s at its
+    /// busiest. Returns the scheduler, the two slots and the time 2 ms into the slot.
+    fn greedy_in_service(
+        within: bool,
+        ahead: u64,
+        over_latency: bool,
+        demand: usize,
+    ) -> (Bfq, u32, u32, Instant) {
+        use crate::{Decision, DeviceInfo, Op, QueueId, QueueSpec, Request, RequestId, Scheduler};
+        let cfg = BfqConfig { low_latency: false, inject_within_share: within, ..BfqConfig::default() };
+        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 32 }, cfg);
+        for (q, weight) in [(1, 100), (2, 1000)] {
+            b.configure_queue(QueueId(q), QueueSpec { weight, ..QueueSpec::default() }, Instant::ZERO)
+                .unwrap();
+        }
+        let mut id = 0;
+        for q in [1u32, 2] {
+            for k in 0..8u64 {
+                id += 1;
+                let offset = (u64::from(q) << 32) + k * (128 << 10);
+                let r = Request {
+                    id: RequestId(id),
+                    queue: QueueId(q),
+                    op: Op::Read,
+                    offset,
+                    len: 128 << 10,
+                    sync: true,
+                    meta: false,
+                };
+                b.insert(r, Instant::ZERO);
+            }
+        }
+        assert!(matches!(b.dispatch(Instant::ZERO), Decision::Dispatch(r) if r.queue == QueueId(2)));
+        let (light, heavy) = (b.index.get(QueueId(1)).unwrap(), b.index.get(QueueId(2)).unwrap());
+        let budget = b.queues[light as usize].budget.max(1);
+        b.wf2q.served_out_of_turn(light, ahead * b.b_max, budget);
+        b.hw_tag.detected = true;
+        let now = Instant::ZERO.saturating_add(2 * MSEC);
+        let q = &mut b.queues[heavy as usize];
+        q.demand = demand;
+        q.demand_peak = demand;
+        q.mean_request_sectors = 256;
+        q.inject.base = 500_000;
+        q.inject.base_at = now;
+        q.inject.limit = 32;
+        q.inject.over_latency = over_latency;
+        // The device at its busiest: 2 GB/s (4,096,000 sectors per second).
+        b.device_rate.rate = 4_096_000;
+        (b, light, heavy, now)
+    }
+
+    #[test]
+    fn a_greedy_in_service_queue_slowed_by_injection_gives_the_device_only_to_queues_not_ahead_of_it() {
+        // `inject_within_share` (docs/fast-devices.md, "Injection within share"): a queue in service
+        // that fills the device by itself (four 128 KiB reads in flight per 500 us: 1 GB/s, half
+        // of the device's 2 GB/s) and whose reads take longer than the ratio allows pays for every read injected
+        // beside it; a queue more than one maximum budget ahead of it in virtual time is not
+        // injected then.
+        let injected = |within: bool, ahead: u64, over_latency: bool, demand: usize| {
+            let (mut b, light, heavy, now) = greedy_in_service(within, ahead, over_latency, demand);
+            let r = b.try_inject(heavy, now);
+            assert!(r.is_none_or(|r| b.index.get(r.queue) == Some(light)));
+            r.is_some()
+        };
+        assert!(!injected(true, 4, true, 4), "ahead of it while it pays: not injected");
+        assert!(injected(false, 4, true, 4), "with the rule off it is");
+        assert!(injected(true, 0, true, 4), "a queue not ahead of it is injected");
+        assert!(
+            injected(true, 4, false, 4),
+            "while its latency is within the ratio, the limit alone decides"
+        );
+        // One 128 KiB read in flight (its rate alone, 128 KiB per 500 us, is an eighth of the
+        // device's 2 GB/s): it cannot use the device, and what is injected beside it is not taken from it.
+        assert!(injected(true, 4, true, 1), "beside a queue that cannot fill the device: injected");
     }
 
     #[test]

@@ -139,6 +139,8 @@ pub struct Bfq {
     /// Requests dispatched so far, by all queues ([`injection`]: a request was served alone if no
     /// other queue dispatched meanwhile).
     dispatched_total: u64,
+    /// What the device delivers at its busiest lately, all queues together ([`injection::DeviceRate`]).
+    device_rate: injection::DeviceRate,
     /// The queue that issued the last completed request, and when ([`injection`]: waker detection).
     last_completion: Option<(QueueId, Instant)>,
     /// A queue just woken by the in-service queue, to be injected first ([`injection`]).
@@ -194,6 +196,7 @@ impl Bfq {
             burst: BurstDetector::default(),
             preempt: false,
             dispatched_total: 0,
+            device_rate: injection::DeviceRate::default(),
             last_completion: None,
             wakee_ready: None,
             bypass: Vec::with_capacity(bypass::CANDIDATES),
@@ -377,6 +380,13 @@ impl Bfq {
         if charged > svc.served {
             self.wf2q.served(s, charged - svc.served);
         }
+        if self.events_on {
+            let into = self.queues[s as usize].id;
+            for i in 0..self.slot_injected.len() {
+                let (q, sectors, _) = self.slot_injected[i];
+                self.event(now, q, EventKind::Injected { into, sectors });
+            }
+        }
         self.charge_injected(&outcome);
         if self.peak.on_expiry(&self.cfg, svc.served_sectors, outcome.elapsed, seeky, reason) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
@@ -522,6 +532,7 @@ impl Bfq {
         // idling see it at once.
         self.check_raising_end(s, now);
         self.dispatched_total += 1;
+        self.device_rate.on_dispatch(r.sectors(), now);
         if let Some(svc) = self.service.as_ref() {
             self.queues[svc.slot as usize].turn_total_sectors += r.sectors();
         }
@@ -531,6 +542,11 @@ impl Bfq {
                 q.serving_sectors += r.sectors();
             }
             q.raising.on_service(&self.cfg, r.sectors());
+            q.mean_request_sectors = if q.mean_request_sectors == 0 {
+                r.sectors()
+            } else {
+                (7 * q.mean_request_sectors + r.sectors()) / 8
+            };
             q.service_since_backlogged += r.sectors();
             q.serving_in_flight += 1;
             q.serving_dispatched += 1;

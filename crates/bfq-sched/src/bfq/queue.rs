@@ -131,6 +131,9 @@ pub(super) struct Queue {
     /// or last slot, and since then: how much of the device it can fill by itself (`injection`).
     pub(super) demand: usize,
     pub(super) demand_peak: usize,
+    /// Its requests' mean size in sectors (a moving average over about eight requests): with
+    /// `demand`, how many bytes it keeps in the device (`injection`, `inject_within_share`).
+    pub(super) mean_request_sectors: u64,
     /// Next budget; 0 until first assigned.
     pub(super) budget: u64,
     /// Whether the last request it received was synchronous.
@@ -199,6 +202,7 @@ impl Queue {
             serving_in_flight: 0,
             demand: 0,
             demand_peak: 0,
+            mean_request_sectors: 0,
             budget: 0,
             sync: true,
             seek: SeekTracker::default(),
