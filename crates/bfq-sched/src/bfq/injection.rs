@@ -123,7 +123,7 @@ pub struct InjectLimit {
     window_start: (u64, u64),
     /// The last window's mean latency was over the ratio: it counted as good (or not) by the queue's
     /// share of its turns, not by its latency. Injection then takes from the queue, and
-    /// `inject_within_share` lets only queues owed service take it.
+    /// `inject_within_share` keeps the queues ahead of it out (`Bfq::beyond_share`).
     pub over_latency: bool,
 }
 
@@ -793,10 +793,10 @@ mod tests {
     #[test]
     fn a_greedy_in_service_queue_slowed_by_injection_gives_the_device_only_to_queues_not_ahead_of_it() {
         // `inject_within_share` (docs/fast-devices.md, "Injection within share"): a queue in service
-        // that fills the device by itself (four 128 KiB reads in flight per 500 us: 1 GB/s, half
-        // of the device's 2 GB/s) and whose reads take longer than the ratio allows pays for every read injected
-        // beside it; a queue more than one maximum budget ahead of it in virtual time is not
-        // injected then.
+        // that fills the device by itself (four 128 KiB reads in flight per 500 us: 1 GB/s, half of
+        // the device's 2 GB/s) and whose reads take longer than the ratio allows pays for every read
+        // injected beside it; a queue more than one maximum budget ahead of it in virtual time is
+        // not injected then.
         let injected = |within: bool, ahead: u64, over_latency: bool, demand: usize| {
             let (mut b, light, heavy, now) = greedy_in_service(within, ahead, over_latency, demand);
             let r = b.try_inject(heavy, now);
@@ -811,7 +811,8 @@ mod tests {
             "while its latency is within the ratio, the limit alone decides"
         );
         // One 128 KiB read in flight (its rate alone, 128 KiB per 500 us, is an eighth of the
-        // device's 2 GB/s): it cannot use the device, and what is injected beside it is not taken from it.
+        // device's 2 GB/s): it cannot use the device, and what is injected beside it is not taken
+        // from it.
         assert!(injected(true, 4, true, 1), "beside a queue that cannot fill the device: injected");
     }
 
