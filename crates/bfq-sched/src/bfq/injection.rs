@@ -41,6 +41,15 @@ const MAX_PROBE: u32 = 16;
 /// until one of its requests has been served alone.
 pub const BASE_REFRESH: Nanos = SEC;
 
+/// The first wait before a limit that fell to 0 while injection cost the device throughput is
+/// tried again (`InjectLimit::retry_after`).
+const RETRY_MIN: Nanos = 100 * MSEC;
+
+/// The shortest window of a queue's turns that can show what injection costs the device: on the RAM
+/// file a window of sixteen completions lasts about 100 us, and its sectors over its time were noise;
+/// on a rotational disk one injected request costs a seek, 8-17 ms.
+const KEPT_UP_MIN_WINDOW: Nanos = 5 * MSEC;
+
 /// A queue that becomes backlogged this soon after another queue's completion may have been woken by
 /// it (kernel-bfq-reference.md "Waker/wakee": 4 ms).
 pub const WAKE_WINDOW: Nanos = 4 * MSEC;
@@ -119,8 +128,14 @@ pub struct InjectLimit {
     probing: bool,
     /// Completions still to be ignored after a decrease.
     holdoff: u32,
-    /// [`ServiceSnapshot`] sectors when the current window started: (own, total).
-    window_start: (u64, u64),
+    /// [`ServiceSnapshot`] when the current window started: sectors (own, total) and time in its turns.
+    window_start: (u64, u64, Nanos),
+    /// When a decrease last brought the limit to 0: it is tried again from 1 `retry_after` later.
+    zeroed_at: Option<Instant>,
+    /// How long a limit at 0 waits before it is tried again from 1: doubled (from [`RETRY_MIN`] up
+    /// to [`BASE_REFRESH`]) each time injection made the device deliver less than the queue alone
+    /// and the limit fell to 0, back to 0 when it fell to 0 with the device keeping up.
+    retry_after: Nanos,
     /// The last window's mean latency was over the ratio: it counted as good (or not) by the queue's
     /// share of its turns, not by its latency. Injection then takes from the queue, and
     /// `inject_within_share` keeps the queues ahead of it out (`Bfq::beyond_share`).
@@ -142,6 +157,33 @@ pub struct ServiceSnapshot {
     /// The queue's share of its class's service, in units of [`SHARE_ONE`]
     /// ([`super::hierarchy::Hierarchy::path_share`]).
     pub share: u64,
+    /// Time it spent in service in its turns, ever: with `total`, what the device delivered then.
+    pub time: Nanos,
+    /// Sectors it keeps in the device by itself (requests outstanding lately times their mean size):
+    /// over its latency alone, its throughput alone.
+    pub in_device: u64,
+}
+
+impl ServiceSnapshot {
+    /// Whether the device delivered, in the queue's turns since `start` (sectors all queues
+    /// dispatched, over the time in service), at least half of the queue's throughput alone
+    /// (`in_device` over `base`): if not, injection cost the device throughput rather than trading
+    /// some of the queue's latency for more of it. On a rotational disk a sequential reader's turns
+    /// with one other reader's request injected delivered a tenth of what the reader did alone
+    /// (each request paid a seek). Half, not the latency ratio: the latency alone is filtered low on
+    /// purpose, and on the RAM file random readers with eight reads outstanding looked several
+    /// times faster alone than the device could be. None when the window says nothing about it:
+    /// nothing but the queue's own requests was dispatched (its latency came from requests already
+    /// in the device when its turn began), or it spans less than [`KEPT_UP_MIN_WINDOW`].
+    fn device_kept_up(&self, start: (u64, u64, Nanos), base: Nanos) -> Option<bool> {
+        let total = u128::from(self.total.saturating_sub(start.1));
+        let time = u128::from(self.time.saturating_sub(start.2));
+        if total <= u128::from(self.own.saturating_sub(start.0)) || time < u128::from(KEPT_UP_MIN_WINDOW) {
+            return None;
+        }
+        // total / time >= (in_device / base) / 2
+        Some(2 * total * u128::from(base) >= u128::from(self.in_device) * time)
+    }
 }
 
 impl InjectLimit {
@@ -179,9 +221,22 @@ impl InjectLimit {
                 (7 * self.base + latency.min(2 * self.base)) / 8
             };
             self.base_at = now;
-            self.window_start = (service.own, service.total);
-            // A limit driven to 0 tries again from 1 once the baseline is known afresh.
-            self.limit = self.limit.max(1).min(max);
+            self.window_start = (service.own, service.total, service.time);
+            // Served alone: nothing dispatched under an earlier limit is still in the device.
+            self.holdoff = 0;
+            // A limit driven to 0 tries again from 1 with the baseline known afresh, `retry_after`
+            // after the decrease (the kernel waits a second). While nothing is injected every
+            // completion is a sample alone: re-armed at once, on a rotational disk a limit of 1 came
+            // back after every decrease and sequential readers paid a seek per request half of the
+            // time; waiting a second every time, on the simulated NVMe drive two greedy readers
+            // beside a random one lost two thirds of their throughput (889 -> 320 MiB/s). So the wait
+            // grows only while injection costs the device throughput.
+            let retry = self.zeroed_at.map_or(true, |at| now.saturating_since(at) >= self.retry_after);
+            if self.limit == 0 && retry {
+                self.limit = 1;
+                self.zeroed_at = None;
+            }
+            self.limit = self.limit.min(max);
             return;
         }
         if self.base == 0 {
@@ -205,11 +260,16 @@ impl InjectLimit {
         let mean = if waited { u128::from(latency) } else { self.window_sum / u128::from(self.window_len) };
         self.window_sum = 0;
         self.window_len = 0;
-        let (own0, total0) = self.window_start;
-        self.window_start = (service.own, service.total);
-        let own = u128::from(service.own.saturating_sub(own0));
-        let total = u128::from(service.total.saturating_sub(total0));
-        let has_share = total > 0 && own * u128::from(SHARE_ONE) >= total * u128::from(service.share);
+        let start = self.window_start;
+        self.window_start = (service.own, service.total, service.time);
+        let own = u128::from(service.own.saturating_sub(start.0));
+        let total = u128::from(service.total.saturating_sub(start.1));
+        // The queue's share of its turns excuses its latency only while injection did not make the
+        // device deliver less than the queue would alone: a share of less is no trade.
+        let kept_up = service.device_kept_up(start, self.base);
+        let has_share = total > own
+            && own * u128::from(SHARE_ONE) >= total * u128::from(service.share)
+            && kept_up != Some(false);
         self.over_latency = mean > allowed;
         // Additive increase after a run of good windows, decrease at once: a limit one too high makes
         // the in-service queue wait (a latency-bound queue loses much of its throughput), one too low
@@ -232,6 +292,14 @@ impl InjectLimit {
         // ratio otherwise means the device got slower or busier: halve.
         self.limit =
             if mean > 2 * allowed && !self.probing { self.limit / 2 } else { self.limit.saturating_sub(1) };
+        if self.limit == 0 {
+            self.zeroed_at = Some(now);
+            self.retry_after = match kept_up {
+                Some(false) => (2 * self.retry_after).clamp(RETRY_MIN, BASE_REFRESH),
+                Some(true) => 0,
+                None => self.retry_after,
+            };
+        }
         self.probing = false;
         self.holdoff = HOLDOFF_SAMPLES;
     }
@@ -498,15 +566,20 @@ impl Bfq {
     }
 
     /// Learning from the completion of a request the queue `s` dispatched in its turn.
-    pub(super) fn learn_inject_limit(&mut self, s: u32, f: &InFlight, now: Instant) {
+    /// `settled`: the device's last completion before this one was the queue's own too. A request
+    /// served alone right after another queue's counts for nothing: it paid for the switch (on a
+    /// rotational disk a seek, 9 ms against 0.6 ms for the sequential reads after it), and taken for
+    /// the queue's latency alone it let injection take several times the ratio for seconds.
+    pub(super) fn learn_inject_limit(&mut self, s: u32, f: &InFlight, settled: bool, now: Instant) {
         if !self.cfg.injection {
             return;
         }
-        let alone = f.alone_mark != inflight::NOT_ALONE
+        let alone = settled
+            && f.alone_mark != inflight::NOT_ALONE
             && f.alone_mark == self.dispatched_total - self.queues[s as usize].serving_dispatched;
         let latency = now.saturating_since(f.dispatched_at);
         let (ratio, max) = (self.cfg.inject_latency_ratio, self.inject_max());
-        let service = self.service_snapshot(s);
+        let service = self.service_snapshot(s, now);
         let before = self.queues[s as usize].inject.limit;
         self.queues[s as usize].inject.on_completion(latency, alone, now, ratio, max, service);
         let limit = self.queues[s as usize].inject.limit;
@@ -516,11 +589,19 @@ impl Bfq {
     }
 
     /// What queue `s` got in its turns so far, and its share by its weights along its path of groups.
-    pub(super) fn service_snapshot(&self, s: u32) -> ServiceSnapshot {
+    pub(super) fn service_snapshot(&self, s: u32, now: Instant) -> ServiceSnapshot {
+        let q = &self.queues[s as usize];
         ServiceSnapshot {
-            own: self.queues[s as usize].serving_sectors,
-            total: self.queues[s as usize].turn_total_sectors,
+            own: q.serving_sectors,
+            total: q.turn_total_sectors,
             share: self.wf2q.path_share(s, self.effective_weight(s)),
+            time: q.turn_time
+                + self
+                    .service
+                    .as_ref()
+                    .filter(|svc| svc.slot == s)
+                    .map_or(0, |svc| now.saturating_since(svc.started)),
+            in_device: q.outstanding_demand() as u64 * q.mean_request_sectors,
         }
     }
 
@@ -653,7 +734,15 @@ mod tests {
     fn a_queue_that_gets_its_weights_share_is_not_protected_beyond_it() {
         // docs/fast-devices.md: weighted max-min fairness owes a queue min(its share, what it gets alone).
         let us = 1000;
-        let snap = |own, total| ServiceSnapshot { own, total, share: SHARE_ONE / 4 };
+        // Four sectors in the device over 100 us alone: 40,000 sectors/s; the device delivers 100
+        // sectors per millisecond in the queue's turns, more than that (it keeps up).
+        let snap = |own, total: u64| ServiceSnapshot {
+            own,
+            total,
+            share: SHARE_ONE / 4,
+            time: total * us * 10,
+            in_device: 4,
+        };
         let mut l = InjectLimit::default();
         l.on_completion(100 * us, true, Instant::ZERO, 115, 32, snap(1, 1));
         // Slowed to 1.3x, but with half of all sectors for a quarter of the weight: good windows.
@@ -666,6 +755,104 @@ mod tests {
             l.on_completion(130 * us, false, Instant::ZERO, 115, 32, snap(1601 + i * 10, 3201 + i * 100));
         }
         assert_eq!(l.limit, 2);
+    }
+
+    #[test]
+    fn a_share_of_a_device_that_injection_slowed_below_the_queue_alone_is_no_excuse_and_retries_back_off() {
+        // docs/fast-devices.md, "Injection on a disk that seeks": on a rotational disk a sequential
+        // reader got a third of the sectors of its turns (its share was a tenth) while injected
+        // readers made every request seek, and the device delivered a tenth of what it did alone.
+        let us = 1000;
+        // 256 sectors in the device over 600 us alone: ~427,000 sectors/s. In the window the device
+        // delivers `total` sectors over `time`.
+        let snap =
+            |own, total, time| ServiceSnapshot { own, total, share: SHARE_ONE / 10, time, in_device: 256 };
+        let mut l = InjectLimit::default();
+        l.on_completion(600 * us, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
+        assert_eq!(l.limit, 1, "the first sample alone arms the limit");
+        // One request slowed to 17 ms by one injected read: 512 sectors in 17 ms, 30,000 sectors/s.
+        let at = Instant::ZERO.saturating_add(20 * MSEC);
+        l.on_completion(17_000 * us, false, at, 115, 32, snap(512, 768, 17_600 * us));
+        assert_eq!(l.limit, 0, "half its turns' sectors, but the device fell to a tenth: not excused");
+        assert_eq!(l.retry_after, RETRY_MIN);
+        // Served alone again at once: the limit stays at 0 until the wait is over.
+        l.on_completion(600 * us, true, at.saturating_add(MSEC), 115, 32, snap(768, 1024, 18_200 * us));
+        assert_eq!(l.limit, 0, "retried only after retry_after");
+        let later = at.saturating_add(RETRY_MIN + MSEC);
+        l.on_completion(600 * us, true, later, 115, 32, snap(1024, 1280, 18_800 * us));
+        assert_eq!(l.limit, 1, "tried again once the wait is over");
+        // The retry costs the device throughput again: the wait doubles.
+        l.on_completion(
+            17_000 * us,
+            false,
+            later.saturating_add(17 * MSEC),
+            115,
+            32,
+            snap(1280, 1792, 35_800 * us),
+        );
+        assert_eq!((l.limit, l.retry_after), (0, 2 * RETRY_MIN));
+        // The same share with the device keeping up (a parallel device: 1,536 sectors in 2 ms) is
+        // excused.
+        let mut fast = InjectLimit::default();
+        fast.on_completion(600 * us, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
+        for i in 1..=u64::from(WINDOW) {
+            fast.on_completion(
+                2_000 * us,
+                false,
+                at,
+                115,
+                32,
+                snap(256 + i * 256, 256 + i * 1536, (600 + i * 2_000) * us),
+            );
+        }
+        assert_eq!(fast.limit, 2, "good window: the device delivered more than the queue alone");
+        assert_eq!(fast.retry_after, 0);
+    }
+
+    #[test]
+    fn a_request_served_alone_just_after_another_queues_is_not_the_queues_latency_alone() {
+        // The first request of a turn pays for the switch (a seek on a rotational disk: 9 ms
+        // against 0.6 ms for the sequential reads after it); as the baseline it let injection take
+        // 15 times the ratio for seconds (bfq sim, ten sequential readers on hdd-st1000dm003).
+        use crate::{Decision, DeviceInfo, Op, QueueId, Request, RequestId, Scheduler};
+        let mut b = Bfq::with_config(DeviceInfo { rotational: true, queue_depth: 32 }, BfqConfig::default());
+        let req = |id: u64, q: u32, k: u64| Request {
+            id: RequestId(id),
+            queue: QueueId(q),
+            op: Op::Read,
+            offset: (u64::from(q) << 32) + k * 131_072,
+            len: 131_072,
+            sync: true,
+            meta: false,
+        };
+        let t = |us: u64| Instant::ZERO.saturating_add(us * 1000);
+        // Queue 2 completes a request, then queue 1's first request is served alone after it.
+        b.insert(req(1, 2, 0), t(0));
+        let Decision::Dispatch(first) = b.dispatch(t(0)) else { panic!("queue 2 dispatches") };
+        b.complete(&first, t(500));
+        b.insert(req(2, 1, 0), t(600));
+        // Dispatches queue 1's request, past queue 2's idle window if need be: (request, time).
+        let served = |b: &mut Bfq, mut now: Instant| loop {
+            match b.dispatch(now) {
+                Decision::Dispatch(r) if r.queue == QueueId(1) => break (r, now),
+                Decision::Dispatch(r) => panic!("only queue 1 has requests: {r:?}"),
+                _ => {
+                    let at = b.next_timer().expect("an idle window ends");
+                    now = now.max(at);
+                    b.timer(now);
+                }
+            }
+        };
+        let (r, at) = served(&mut b, t(600));
+        let done = at.saturating_add(9 * MSEC);
+        b.complete(&r, done);
+        let q1 = b.index.get(QueueId(1)).expect("queue 1 exists") as usize;
+        assert_eq!(b.queues[q1].inject.base, 0, "the switch's 9 ms is not its latency alone");
+        // Its next request follows its own completion: that one is.
+        b.insert(req(3, 1, 1), done.saturating_add(50_000));
+        let (r, at) = served(&mut b, done.saturating_add(50_000));
+        b.complete(&r, at.saturating_add(600_000));
+        assert_eq!(b.queues[q1].inject.base, 600_000, "a request after its own is its latency alone");
     }
 
     #[test]
@@ -841,7 +1028,7 @@ mod tests {
         }
         let share = |b: &Bfq, q: u32| {
             let s = b.index.get(QueueId(q)).expect("the queue exists");
-            b.service_snapshot(s).share as f64 / SHARE_ONE as f64
+            b.service_snapshot(s, Instant::ZERO).share as f64 / SHARE_ONE as f64
         };
         assert!((share(&b, 1) - 0.25).abs() < 1e-6, "light export's connection: {}", share(&b, 1));
         assert!((share(&b, 2) - 0.75).abs() < 1e-6, "heavy export's connection: {}", share(&b, 2));

@@ -356,6 +356,7 @@ impl Bfq {
         let Some(svc) = self.service.take() else { return };
         self.preempt = false;
         let s = svc.slot;
+        self.queues[s as usize].turn_time += now.saturating_since(svc.started);
         let seeky = self.queues[s as usize].seek.seeky(self.cfg.seeky_threshold);
         let outcome = budget::SlotOutcome {
             reason,
@@ -915,7 +916,8 @@ impl Scheduler for Bfq {
         }
         self.live.remove(request.id);
         if f.in_turn {
-            self.learn_inject_limit(s, &f, now);
+            let settled = self.last_completion.is_some_and(|(q, _)| q == request.queue);
+            self.learn_inject_limit(s, &f, settled, now);
         }
         if f.guarded {
             self.guarded_in_flight = self.guarded_in_flight.saturating_sub(1);

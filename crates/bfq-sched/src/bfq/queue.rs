@@ -167,6 +167,9 @@ pub(super) struct Queue {
     /// Sectors all queues dispatched while it was in service (its own, injected and bypassed ones):
     /// beside `serving_sectors`, its part of the device in its turns ([`super::injection`]).
     pub(super) turn_total_sectors: u64,
+    /// Time it spent in service in its past turns (the current one counts from `Service::started`):
+    /// beside `turn_total_sectors`, what the device delivered in its turns ([`super::injection`]).
+    pub(super) turn_time: crate::types::Nanos,
     /// How many requests of other queues may be injected while it is in service ([`super::injection`]).
     pub(super) inject: InjectLimit,
     /// Which queue wakes it ([`super::injection`]).
@@ -223,6 +226,7 @@ impl Queue {
             serving_dispatched: 0,
             serving_sectors: 0,
             turn_total_sectors: 0,
+            turn_time: 0,
             inject: InjectLimit::default(),
             waker: WakerState::default(),
         }
