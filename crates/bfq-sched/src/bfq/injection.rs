@@ -162,10 +162,12 @@ pub struct ServiceSnapshot {
     /// Sectors it keeps in the device by itself (requests outstanding lately times their mean size):
     /// over its latency alone, its throughput alone.
     pub in_device: u64,
+    /// Its requests are sequential (not seeky): its throughput alone comes from their locality.
+    pub sequential: bool,
 }
 
 impl ServiceSnapshot {
-    /// Whether the device delivered, in the queue's turns since `start` (sectors all queues
+    /// For a sequential queue, whether the device delivered, in the queue's turns since `start` (sectors all queues
     /// dispatched, over the time in service), at least half of the queue's throughput alone
     /// (`in_device` over `base`): if not, injection cost the device throughput rather than trading
     /// some of the queue's latency for more of it. On a rotational disk a sequential reader's turns
@@ -174,11 +176,19 @@ impl ServiceSnapshot {
     /// purpose, and on the RAM file random readers with eight reads outstanding looked several
     /// times faster alone than the device could be. None when the window says nothing about it:
     /// nothing but the queue's own requests was dispatched (its latency came from requests already
-    /// in the device when its turn began), or it spans less than [`KEPT_UP_MIN_WINDOW`].
+    /// in the device when its turn began), or it spans less than [`KEPT_UP_MIN_WINDOW`], and always
+    /// for a random (seeky) queue: its throughput alone does not come from locality, injection cannot
+    /// make its requests seek, and its requests outstanding over its latency alone overstate what it
+    /// does alone (one 4 KiB read over 33 us is 121 MB/s; on the disk file its windows with the device
+    /// stalled, 5 ms for a few reads, backed injection off for 100 ms at a time, and four sequential
+    /// readers beside it lost 15-21 % of their throughput).
     fn device_kept_up(&self, start: (u64, u64, Nanos), base: Nanos) -> Option<bool> {
         let total = u128::from(self.total.saturating_sub(start.1));
         let time = u128::from(self.time.saturating_sub(start.2));
-        if total <= u128::from(self.own.saturating_sub(start.0)) || time < u128::from(KEPT_UP_MIN_WINDOW) {
+        if !self.sequential
+            || total <= u128::from(self.own.saturating_sub(start.0))
+            || time < u128::from(KEPT_UP_MIN_WINDOW)
+        {
             return None;
         }
         // total / time >= (in_device / base) / 2
@@ -602,6 +612,7 @@ impl Bfq {
                     .filter(|svc| svc.slot == s)
                     .map_or(0, |svc| now.saturating_since(svc.started)),
             in_device: q.outstanding_demand() as u64 * q.mean_request_sectors,
+            sequential: !q.seek.seeky(self.cfg.seeky_threshold),
         }
     }
 
@@ -742,6 +753,7 @@ mod tests {
             share: SHARE_ONE / 4,
             time: total * us * 10,
             in_device: 4,
+            sequential: true,
         };
         let mut l = InjectLimit::default();
         l.on_completion(100 * us, true, Instant::ZERO, 115, 32, snap(1, 1));
@@ -765,8 +777,14 @@ mod tests {
         let us = 1000;
         // 256 sectors in the device over 600 us alone: ~427,000 sectors/s. In the window the device
         // delivers `total` sectors over `time`.
-        let snap =
-            |own, total, time| ServiceSnapshot { own, total, share: SHARE_ONE / 10, time, in_device: 256 };
+        let snap = |own, total, time| ServiceSnapshot {
+            own,
+            total,
+            share: SHARE_ONE / 10,
+            time,
+            in_device: 256,
+            sequential: true,
+        };
         let mut l = InjectLimit::default();
         l.on_completion(600 * us, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
         assert_eq!(l.limit, 1, "the first sample alone arms the limit");
@@ -806,6 +824,15 @@ mod tests {
             );
         }
         assert_eq!(fast.limit, 2, "good window: the device delivered more than the queue alone");
+        // A random queue's throughput alone does not come from locality, and injection cannot make
+        // its requests seek: a slow window is the device's (a stall, its own think time), and its
+        // share still excuses its latency. On the disk file random readers' windows took 5 ms when
+        // the device stalled, and a back-off held the others out of their turns for 100 ms at a time.
+        let mut random = InjectLimit::default();
+        let rsnap = |own, total, time| ServiceSnapshot { sequential: false, ..snap(own, total, time) };
+        random.on_completion(600 * us, true, Instant::ZERO, 115, 32, rsnap(256, 256, 600 * us));
+        random.on_completion(17_000 * us, false, at, 115, 32, rsnap(512, 768, 17_600 * us));
+        assert_eq!((random.limit, random.retry_after), (2, 0), "a random queue's share excuses it");
         assert_eq!(fast.retry_after, 0);
     }
 
