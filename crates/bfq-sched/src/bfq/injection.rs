@@ -22,6 +22,12 @@
 //! could fill the device by itself, a queue more than one maximum budget ahead of it is not injected
 //! (`inject_within_share`, `Bfq::beyond_share`): the charge alone does not stop a queue that gets
 //! all its service by injection.
+//!
+//! Where locality matters (a rotational disk, even one that queues internally), an injected request
+//! makes the in-service sequential queue's next one seek: the share of its turns then excuses
+//! nothing, a limit that fell to 0 for that is retried after a growing wait, and a request served
+//! right after another queue's is not its latency alone (`ServiceSnapshot::device_kept_up`,
+//! docs/fast-devices.md "Injection on a disk that seeks").
 
 use super::hierarchy::SHARE_ONE;
 use super::*;
@@ -167,10 +173,10 @@ pub struct ServiceSnapshot {
 }
 
 impl ServiceSnapshot {
-    /// For a sequential queue, whether the device delivered, in the queue's turns since `start` (sectors all queues
-    /// dispatched, over the time in service), at least half of the queue's throughput alone
-    /// (`in_device` over `base`): if not, injection cost the device throughput rather than trading
-    /// some of the queue's latency for more of it. On a rotational disk a sequential reader's turns
+    /// For a sequential queue, whether the device delivered, in the queue's turns since `start`
+    /// (sectors all queues dispatched, over the time in service), at least half of the queue's
+    /// throughput alone (`in_device` over `base`): if not, injection cost the device throughput
+    /// rather than trading some of the queue's latency for more of it. On a rotational disk a sequential reader's turns
     /// with one other reader's request injected delivered a tenth of what the reader did alone
     /// (each request paid a seek). Half, not the latency ratio: the latency alone is filtered low on
     /// purpose, and on the RAM file random readers with eight reads outstanding looked several
@@ -180,8 +186,7 @@ impl ServiceSnapshot {
     /// for a random (seeky) queue: its throughput alone does not come from locality, injection cannot
     /// make its requests seek, and its requests outstanding over its latency alone overstate what it
     /// does alone (one 4 KiB read over 33 us is 121 MB/s; on the disk file its windows with the device
-    /// stalled, 5 ms for a few reads, backed injection off for 100 ms at a time, and four sequential
-    /// readers beside it lost 15-21 % of their throughput).
+    /// stalled, 5 ms for a few reads, backed injection off for 100 ms at a time).
     fn device_kept_up(&self, start: (u64, u64, Nanos), base: Nanos) -> Option<bool> {
         let total = u128::from(self.total.saturating_sub(start.1));
         let time = u128::from(self.time.saturating_sub(start.2));
