@@ -512,7 +512,7 @@ impl Bfq {
         if base == 0 || rate == 0 {
             return false;
         }
-        let in_device = q.outstanding_demand() as u128 * u128::from(q.mean_request_sectors);
+        let in_device = u128::from(q.demand_sectors());
         2 * in_device * u128::from(SEC) >= u128::from(rate) * u128::from(base)
     }
 
@@ -616,7 +616,7 @@ impl Bfq {
                     .as_ref()
                     .filter(|svc| svc.slot == s)
                     .map_or(0, |svc| now.saturating_since(svc.started)),
-            in_device: q.outstanding_demand() as u64 * q.mean_request_sectors,
+            in_device: q.demand_sectors(),
             sequential: !q.seek.seeky(self.cfg.seeky_threshold),
         }
     }
@@ -829,6 +829,7 @@ mod tests {
             );
         }
         assert_eq!(fast.limit, 2, "good window: the device delivered more than the queue alone");
+        assert_eq!(fast.retry_after, 0);
         // A random queue's throughput alone does not come from locality, and injection cannot make
         // its requests seek: a slow window is the device's (a stall, its own think time), and its
         // share still excuses its latency. On the disk file random readers' windows took 5 ms when
@@ -838,7 +839,6 @@ mod tests {
         random.on_completion(600 * us, true, Instant::ZERO, 115, 32, rsnap(256, 256, 600 * us));
         random.on_completion(17_000 * us, false, at, 115, 32, rsnap(512, 768, 17_600 * us));
         assert_eq!((random.limit, random.retry_after), (2, 0), "a random queue's share excuses it");
-        assert_eq!(fast.retry_after, 0);
     }
 
     #[test]

@@ -182,6 +182,12 @@ impl Queue {
         self.demand.max(self.demand_peak)
     }
 
+    /// Sectors it keeps in the device by itself: its requests outstanding lately times their mean
+    /// size (over its latency alone, its throughput alone; `injection`).
+    pub(super) fn demand_sectors(&self) -> u64 {
+        (self.outstanding_demand() as u64).saturating_mul(self.mean_request_sectors)
+    }
+
     /// A deep queue (more than [`super::injection::WAKEE_MAX_DEMAND`] outstanding lately) with fewer
     /// outstanding now, some in the device: its next requests come with its completions.
     pub(super) fn refilling(&self) -> bool {
