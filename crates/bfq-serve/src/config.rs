@@ -62,7 +62,7 @@ pub struct Export {
     pub read_only: bool,
     /// Shown by `NBD_OPT_LIST` and `NBD_OPT_INFO`.
     pub description: Option<String>,
-    /// Whether the export's file is read and written through the page cache.
+    /// Whether the export's reads and writes go through the page cache.
     pub cache: Cache,
 }
 
@@ -76,6 +76,12 @@ pub enum Cache {
     /// written back by the kernel on its own schedule, which the scheduler does not order. FLUSH and
     /// FUA keep their guarantees.
     Writeback,
+    /// Reads through the page cache, writes with O_DIRECT: a read whose bytes are all cached is
+    /// answered from memory without the scheduler (it costs the device nothing), one that is not is
+    /// read through the scheduler and leaves its pages cached; every write, trim and write-zeroes
+    /// goes to the device through the scheduler as with `None`, and the kernel drops the cached
+    /// pages a write replaces before the write completes.
+    Read,
 }
 
 /// The whole configuration.
@@ -296,11 +302,15 @@ impl Config {
             let cache = match e.cache.as_deref() {
                 None | Some("none") => Cache::None,
                 Some("writeback") => Cache::Writeback,
+                Some("read") => Cache::Read,
                 Some(other) => {
                     return Err(err(
                         "cache",
                         Some(i),
-                        format!("expected \"none\" (O_DIRECT, the default) or \"writeback\", got {other:?}"),
+                        format!(
+                            "expected \"none\" (O_DIRECT, the default), \"read\" (reads through the page \
+                             cache) or \"writeback\", got {other:?}"
+                        ),
                     ))
                 }
             };
@@ -482,15 +492,23 @@ mod tests {
     }
 
     #[test]
-    fn an_exports_cache_is_none_by_default_or_writeback_and_nothing_else() {
+    fn an_exports_cache_is_none_by_default_or_read_or_writeback_and_nothing_else() {
         let c = Config::from_toml(DEFAULT_CONFIG, "default").unwrap();
         assert_eq!(c.exports[0].cache, Cache::None);
-        let wb = DEFAULT_CONFIG.replace("size = \"1GiB\"", "size = \"1GiB\"\ncache = \"writeback\"");
-        assert_eq!(Config::from_toml(&wb, "f").unwrap().exports[0].cache, Cache::Writeback);
+        for (name, cache) in [("writeback", Cache::Writeback), ("read", Cache::Read), ("none", Cache::None)] {
+            let t =
+                DEFAULT_CONFIG.replace("size = \"1GiB\"", &format!("size = \"1GiB\"\ncache = \"{name}\""));
+            assert_eq!(Config::from_toml(&t, "f").unwrap().exports[0].cache, cache);
+        }
         let bad = DEFAULT_CONFIG.replace("size = \"1GiB\"", "size = \"1GiB\"\ncache = \"direct\"");
         let e = Config::from_toml(&bad, "f").unwrap_err();
         assert_eq!((e.field.as_deref(), e.line), (Some("cache"), Some(4)), "{e}");
-        assert!(e.message.contains("\"none\"") && e.message.contains("\"writeback\""), "{e}");
+        assert!(
+            e.message.contains("\"none\"")
+                && e.message.contains("\"read\"")
+                && e.message.contains("\"writeback\""),
+            "{e}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod metrics;
+pub mod page_cache;
 pub mod protocol;
 pub mod readahead;
 pub mod server;

@@ -59,6 +59,9 @@ pub struct ExportCounters {
     pub connections: AtomicU64,
     /// Reads answered from a read-ahead window (counted in `reads` too).
     pub read_ahead_hits: AtomicU64,
+    /// Reads answered from the page cache without the scheduler (`cache = "read"`; counted in
+    /// `reads` too).
+    pub page_cache_hits: AtomicU64,
     buckets: [AtomicU64; 21],
     latency_sum_us: AtomicU64,
 }
@@ -112,6 +115,7 @@ impl ExportCounters {
             bytes_written: load(&self.bytes_written),
             connections: load(&self.connections),
             read_ahead_hits: load(&self.read_ahead_hits),
+            page_cache_hits: load(&self.page_cache_hits),
             buckets: std::array::from_fn(|i| load(&self.buckets[i])),
             latency_sum_us: load(&self.latency_sum_us),
         }
@@ -137,6 +141,8 @@ pub struct Snapshot {
     pub connections: u64,
     /// See [`ExportCounters`].
     pub read_ahead_hits: u64,
+    /// See [`ExportCounters`].
+    pub page_cache_hits: u64,
     /// Requests per latency bucket ([`BUCKET_UPPER_US`], then the overflow bucket).
     pub buckets: [u64; 21],
     /// Sum of the latencies, microseconds.
@@ -160,6 +166,7 @@ impl Snapshot {
             bytes_written: self.bytes_written - earlier.bytes_written,
             connections: self.connections - earlier.connections,
             read_ahead_hits: self.read_ahead_hits - earlier.read_ahead_hits,
+            page_cache_hits: self.page_cache_hits - earlier.page_cache_hits,
             buckets: std::array::from_fn(|i| self.buckets[i] - earlier.buckets[i]),
             latency_sum_us: self.latency_sum_us - earlier.latency_sum_us,
         }
@@ -212,6 +219,16 @@ pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[Connection
     for (e, _, s) in exports {
         let _ =
             writeln!(o, "bfq_serve_read_ahead_hits_total{{export=\"{}\"}} {}", label(e), s.read_ahead_hits);
+    }
+    family(
+        &mut o,
+        "bfq_serve_page_cache_hits_total",
+        "counter",
+        "Reads answered from the page cache without the scheduler (cache = \"read\").",
+    );
+    for (e, _, s) in exports {
+        let _ =
+            writeln!(o, "bfq_serve_page_cache_hits_total{{export=\"{}\"}} {}", label(e), s.page_cache_hits);
     }
     family(&mut o, "bfq_serve_connections_total", "counter", "Connections accepted, by export.");
     for (e, _, s) in exports {

@@ -91,6 +91,9 @@ struct ExportState {
     /// Read and written through the page cache (`cache = "writeback"`): the kernel's read-ahead
     /// serves its sequential readers, so the server's windows are not used.
     cached: bool,
+    /// `cache = "read"`: a buffered descriptor of its own, to answer a read whose bytes are all in
+    /// the page cache without the scheduler (`RWF_NOWAIT` fails rather than wait for the device).
+    page_cache: Option<std::fs::File>,
     size: u64,
     read_only: bool,
     rotational: bool,
@@ -98,7 +101,11 @@ struct ExportState {
     spec: Mutex<QueueSpec>,
     description: Option<String>,
     engine: usize,
+    /// The engine's target for writes, trims, flushes and reads that must see the device.
     target: u32,
+    /// The engine's target for the clients' reads: `target`, or with `cache = "read"` a buffered
+    /// descriptor of the same file (reads that miss the cache leave their pages there).
+    read_target: u32,
     locks: RangeLocks,
     /// Moved by every write, trim and write-zeroes when submitted and when done: read-ahead windows
     /// read under another value are not used (`readahead`).
@@ -722,7 +729,8 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
         by_device.entry(device).or_default().push(i);
         opened.push((Some(file), size, rotational, allocation));
     }
-    let mut slots: Vec<Option<(usize, u32)>> = vec![None; config.exports.len()];
+    let mut slots: Vec<Option<(usize, u32, u32)>> = vec![None; config.exports.len()];
+    let mut page_caches: Vec<Option<std::fs::File>> = config.exports.iter().map(|_| None).collect();
     let mut engines = Vec::new();
     let mut devices: Vec<_> = by_device.into_iter().collect();
     // In the order of their first export, so that `FILE.N` of the event logs can be told apart.
@@ -741,13 +749,43 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
                 .map_err(|source| ServeError::Events { path: path.display().to_string(), source })?;
             builder = builder.event_log(file);
         }
-        for (t, &i) in members.iter().enumerate() {
+        let mut targets = 0u32;
+        for &i in &members {
             let file = opened[i].0.take().expect("each export opened once");
-            builder = match config.exports[i].cache {
-                Cache::None => builder.target_file(file),
-                Cache::Writeback => builder.target_file_cached(file),
+            let target = targets;
+            let read_target = match config.exports[i].cache {
+                Cache::None => {
+                    builder = builder.target_file(file);
+                    target
+                }
+                Cache::Writeback => {
+                    builder = builder.target_file_cached(file);
+                    target
+                }
+                Cache::Read => {
+                    // Two descriptors of one file: O_DIRECT for what changes the data, buffered for
+                    // the reads (without the kernel's read-ahead: the server's windows read ahead,
+                    // through the scheduler). The kernel keeps them coherent: a direct write writes
+                    // back and then drops the cached pages it replaces, and waits for a buffered read
+                    // in progress on them (their pages are locked) before dropping those.
+                    let buffered = reopen(&config.exports[i], &file)?;
+                    crate::page_cache::prepare(&buffered).map_err(|err| ServeError::Export {
+                        export: config.exports[i].name.clone(),
+                        path: config.exports[i].path.display().to_string(),
+                        message: format!("cache = \"read\": {err}"),
+                    })?;
+                    page_caches[i] = Some(buffered.try_clone().map_err(|err| ServeError::Export {
+                        export: config.exports[i].name.clone(),
+                        path: config.exports[i].path.display().to_string(),
+                        message: format!("cannot open it a second time: {err}"),
+                    })?);
+                    builder = builder.target_file(file).target_file_cached(buffered);
+                    targets += 1;
+                    target + 1
+                }
             };
-            slots[i] = Some((engines.len(), t as u32));
+            targets += 1;
+            slots[i] = Some((engines.len(), target, read_target));
         }
         if driven {
             let (engine, driver) = builder.build_driven()?;
@@ -761,7 +799,7 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
     // connections are queues inside it (issue 16: a tenant's share does not grow with its number of
     // connections).
     for (i, e) in config.exports.iter().enumerate() {
-        let (engine, _) = slots[i].expect("every export has an engine");
+        let (engine, _, _) = slots[i].expect("every export has an engine");
         engines[engine].configure_group(group_of(i), ROOT_GROUP, e.spec)?;
     }
     let exports = config
@@ -769,12 +807,14 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
         .iter()
         .zip(opened)
         .zip(slots)
-        .map(|((e, (_, size, rotational, allocation)), slot)| {
-            let (engine, target) = slot.expect("every export has an engine");
+        .zip(page_caches)
+        .map(|(((e, (_, size, rotational, allocation)), slot), page_cache)| {
+            let (engine, target, read_target) = slot.expect("every export has an engine");
             ExportState {
                 name: e.name.clone(),
                 path: e.path.clone(),
                 cached: e.cache == Cache::Writeback,
+                page_cache,
                 size,
                 read_only: e.read_only,
                 rotational,
@@ -782,6 +822,7 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
                 description: e.description.clone(),
                 engine,
                 target,
+                read_target,
                 locks: RangeLocks::default(),
                 write_epoch: AtomicU64::new(0),
                 counters: ExportCounters::default(),
@@ -799,6 +840,29 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
         read_ahead: config.read_ahead,
     };
     Ok((state, drivers))
+}
+
+/// A second, independent open of an export's file (its own file status flags: the engine sets
+/// O_DIRECT on the first and not on this one), checked to be the same file.
+fn reopen(e: &Export, first: &std::fs::File) -> Result<std::fs::File, ServeError> {
+    let fail = |message: String| ServeError::Export {
+        export: e.name.clone(),
+        path: e.path.display().to_string(),
+        message,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(!e.read_only)
+        .open(&e.path)
+        .map_err(|err| fail(format!("cannot open it a second time: {err}")))?;
+    let (a, b) = (
+        first.metadata().map_err(|err| fail(err.to_string()))?,
+        file.metadata().map_err(|err| fail(err.to_string()))?,
+    );
+    if (a.dev(), a.ino()) != (b.dev(), b.ino()) {
+        return Err(fail("was replaced by another file while it was being opened".into()));
+    }
+    Ok(file)
 }
 
 /// Opens one export: (file, size, device id, rotational, a second descriptor of a regular file for
@@ -1318,6 +1382,13 @@ async fn transmission<R, W>(
     let engine = &state.engines[e.engine];
     let spec = *e.spec.lock().unwrap_or_else(|p| p.into_inner());
     let Ok(client) = engine.client_on(e.target, queue, connection_spec(spec)) else { return };
+    // The same queue on the target its reads go to (`cache = "read"`: another descriptor).
+    let reader = if e.read_target == e.target {
+        client.clone()
+    } else {
+        let Ok(reader) = engine.client_on(e.read_target, queue, connection_spec(spec)) else { return };
+        reader
+    };
     if engine.set_queue_group(queue, group_of(export)).is_err() {
         return;
     }
@@ -1422,6 +1493,30 @@ async fn transmission<R, W>(
                     continue;
                 }
                 let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
+                if let (Some(file), true) = (&e.page_cache, h.length > 0) {
+                    // All of it in the page cache: answered from memory, the device untouched (and
+                    // the tenant not charged for device time it did not use). Not seen by the
+                    // read-ahead either: its windows are for what the device must deliver.
+                    let start = h.offset - h.offset % BLOCK;
+                    let end = (h.offset + u64::from(h.length)).next_multiple_of(BLOCK);
+                    let mut buf = pool.get((end - start) as usize);
+                    if read_cached(file, buf.as_mut_slice(), start) {
+                        e.counters.record(Kind::Read(u64::from(h.length)), true, arrived.elapsed());
+                        e.counters.page_cache_hits.fetch_add(1, Ordering::Relaxed);
+                        drop(slot);
+                        let at = (h.offset - start) as usize;
+                        let data = Body::Data {
+                            buf: DataBuf::Owned(buf),
+                            at,
+                            len: h.length as usize,
+                            offset: h.offset,
+                        };
+                        let _ =
+                            tx.send(Reply { handle: h.handle, _budget: Some(permit), body: Ok(data) }).await;
+                        continue;
+                    }
+                    pool.put(buf);
+                }
                 let (slot, permit) = match readahead.as_mut() {
                     Some(ra) if h.length > 0 => {
                         let epoch = e.write_epoch.load(Ordering::SeqCst);
@@ -1448,9 +1543,9 @@ async fn transmission<R, W>(
                             if matches!(route, Route::Direct) && f.covers(h.offset, u64::from(h.length)) {
                                 route = Route::Window(win.clone());
                             }
-                            let (client, pool, state, tx) =
-                                (client.clone(), pool.clone(), state.clone(), tx.clone());
-                            tasks.spawn(read_window(client, win, wb, pool, state, export, tx));
+                            let (reader, pool, state, tx) =
+                                (reader.clone(), pool.clone(), state.clone(), tx.clone());
+                            tasks.spawn(read_window(reader, win, wb, pool, state, export, tx));
                         }
                         match route {
                             Route::Window(win) => {
@@ -1494,13 +1589,13 @@ async fn transmission<R, W>(
                     let end = (h.offset + u64::from(h.length)).next_multiple_of(BLOCK);
                     let what = IssuedKind::Read { offset: h.offset, at: (h.offset - start) as usize };
                     let tag = issue(&issued, h, arrived, what, slot, permit);
-                    client.read_to(&done, tag, start, pool.get((end - start) as usize), true);
+                    reader.read_to(&done, tag, start, pool.get((end - start) as usize), true);
                     continue;
                 }
-                let (client, tx, state, pool) = (client.clone(), tx.clone(), state.clone(), pool.clone());
+                let (reader, tx, state, pool) = (reader.clone(), tx.clone(), state.clone(), pool.clone());
                 tasks.spawn(async move {
                     let _slot = slot;
-                    let r = read_range(&client, &pool, h.offset, h.length).await;
+                    let r = read_range(&reader, &pool, h.offset, h.length).await;
                     state.exports[export].counters.record(
                         Kind::Read(u64::from(h.length)),
                         r.is_ok(),
@@ -1752,6 +1847,27 @@ async fn read_range(
     let done =
         client.read(start, pool.get((end - start) as usize), true).await.map_err(|e| Failure::io(&e))?;
     Ok((done.buf, (offset - start) as usize))
+}
+
+/// Fills `buf` from `offset` of `file` if every page of it is in the page cache; `false` (and
+/// `buf` of no meaning) if any is not. A read that misses must not start the device (the scheduler
+/// would not see it), and `RWF_NOWAIT` alone does not ensure that (a read that misses with it still
+/// starts the kernel's read-ahead): the pages are counted first (`cachestat`), and a page evicted
+/// between the two calls is at worst read by the kernel outside the scheduler.
+fn read_cached(file: &std::fs::File, buf: &mut [u8], offset: u64) -> bool {
+    if !matches!(crate::page_cache::all_cached(file, offset, buf.len() as u64), Ok(true)) {
+        return false;
+    }
+    let mut done = 0;
+    while done < buf.len() {
+        let mut slice = [std::io::IoSliceMut::new(&mut buf[done..])];
+        match rustix::io::preadv2(file, &mut slice, offset + done as u64, rustix::io::ReadWriteFlags::NOWAIT)
+        {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => done += n,
+        }
+    }
+    true
 }
 
 /// Writes a payload at `offset`; unaligned ones by read-modify-write of the enclosing blocks.

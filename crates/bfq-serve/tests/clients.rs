@@ -147,6 +147,12 @@ fn qemu_io_patterns_read_back_through_the_page_cache_and_after_a_restart_without
     patterns("io-writeback", "writeback");
 }
 
+/// The same with reads through the page cache and writes direct (`cache = "read"`).
+#[test]
+fn qemu_io_patterns_read_back_through_the_read_cache_and_after_a_restart_without_it() {
+    patterns("io-read", "read");
+}
+
 fn patterns(tag: &str, cache: &str) {
     if !have("qemu-io") {
         eprintln!("SKIPPED: qemu-io missing (apt-get install qemu-utils)");
@@ -647,6 +653,114 @@ fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
     assert_eq!(read(&mut reader, 2688 * k, 128 * 1024), vec![0u8; 128 * 1024], "write-zeroes is seen");
     let after = metric(&metrics_page(&server), "bfq_serve_read_ahead_hits_total{export=\"s\"}");
     assert!(after > hits + 4, "later sequential reads came from windows too: {after} hits");
+    drop((reader, writer));
+    server.stop().unwrap();
+}
+
+/// Issue 16's speed for hot data (`cache = "read"`, docs/serve.md): a read whose bytes are all in
+/// the page cache is answered from memory, and a read after an acknowledged write sees the write —
+/// aligned (O_DIRECT, beside the cached pages), unaligned (read-modify-write), trim and write-zeroes —
+/// also after many writes and reads of the same blocks in flight at once on two connections.
+#[test]
+fn cached_reads_come_from_memory_and_a_read_after_a_write_sees_the_write() {
+    let path = PathBuf::from(format!("/var/tmp/bfq-serve-readcache-{}.img", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let _files = Files(vec![path.clone()]);
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\n[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\ncache = \"read\"\n",
+        path.display()
+    );
+    let server = start(Config::from_toml(&text, "readcache.toml").unwrap()).unwrap();
+    let tcp = server.addresses()[0].clone();
+    let (mut reader, mut writer) = (Raw::connect(&tcp), Raw::connect(&tcp));
+    for c in [&mut reader, &mut writer] {
+        c.hello();
+        assert_eq!(c.go("s"), 1);
+    }
+    let hits = || metric(&metrics_page(&server), "bfq_serve_page_cache_hits_total{export=\"s\"}");
+    let k = 1024u64;
+    let mut handle = 0u64;
+    let mut write = |c: &mut Raw, command: u16, offset: u64, data: &[u8], len: u32| {
+        handle += 1;
+        c.request(command, handle, offset, len, data);
+        assert_eq!(c.simple(), (0, handle), "command {command} at {offset}");
+    };
+    write(&mut writer, 1, 0, &[0x11; 256 * 1024], 256 * 1024);
+    // A direct write leaves nothing cached: the first read goes to the device and leaves its pages
+    // cached, the second is answered from them.
+    assert_eq!(read_at(&mut reader, 1, 0, 256 * 1024), vec![0x11; 256 * 1024]);
+    let after_first = hits();
+    assert_eq!(read_at(&mut reader, 2, 0, 256 * 1024), vec![0x11; 256 * 1024]);
+    assert_eq!(read_at(&mut reader, 3, 5, 1000), vec![0x11; 1000], "a sub-block read from the cache");
+    assert!(
+        hits() >= after_first + 2,
+        "the re-reads came from the page cache: {} then {}",
+        after_first,
+        hits()
+    );
+    // Each change, then a read of the cached range sees it.
+    let mut expect = vec![0x11u8; 256 * 1024];
+    write(&mut writer, 1, 64 * k, &[0x22; 4096], 4096);
+    expect[64 * 1024..68 * 1024].fill(0x22);
+    assert!(read_at(&mut reader, 4, 0, 256 * 1024) == expect, "the aligned write is seen");
+    write(&mut writer, 1, 100 * k + 7, b"hello", 5);
+    expect[100 * 1024 + 7..100 * 1024 + 12].copy_from_slice(b"hello");
+    assert!(read_at(&mut reader, 5, 0, 256 * 1024) == expect, "the unaligned write is seen");
+    write(&mut writer, 4, 128 * k, &[], 4096); // trim
+    expect[128 * 1024..132 * 1024].fill(0);
+    assert!(read_at(&mut reader, 6, 0, 256 * 1024) == expect, "the trim is seen");
+    write(&mut writer, 1, 192 * k, &[0x33; 4096], 4096);
+    assert!(read_at(&mut reader, 7, 0, 256 * 1024)[192 * 1024..196 * 1024] == [0x33; 4096]);
+    write(&mut writer, 6, 192 * k, &[], 4096); // write-zeroes
+    expect[192 * 1024..196 * 1024].fill(0);
+    assert!(read_at(&mut reader, 8, 0, 256 * 1024) == expect, "write-zeroes is seen");
+    // Writes and reads of the same blocks in flight together: once the last write of a block is
+    // acknowledged, every later read of it (from the device or the cache) has that write's data.
+    let block = 4096usize;
+    for round in 0..50u64 {
+        let base = 1024 * k + round * 16 * block as u64;
+        let writes: Vec<(u64, u8)> =
+            (0..64).map(|i| (base + (i % 16) * block as u64, (round * 64 + i) as u8)).collect();
+        let mut w = writer.0.try_clone().unwrap();
+        let sent = writes.clone();
+        let writing = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            for (i, (offset, value)) in sent.iter().enumerate() {
+                b.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+                b.extend_from_slice(&0u16.to_be_bytes());
+                b.extend_from_slice(&1u16.to_be_bytes());
+                b.extend_from_slice(&(10_000 + i as u64).to_be_bytes());
+                b.extend_from_slice(&offset.to_be_bytes());
+                b.extend_from_slice(&(block as u32).to_be_bytes());
+                b.extend_from_slice(&vec![*value; block]);
+            }
+            w.write_all(&b).unwrap();
+        });
+        for i in 0..64u64 {
+            reader.request(0, 20_000 + i, base + (i % 16) * block as u64, block as u32, &[]);
+        }
+        for _ in 0..64 {
+            let (error, _) = reader.simple();
+            assert_eq!(error, 0);
+            reader.read_n(block);
+        }
+        writing.join().unwrap();
+        for _ in 0..64 {
+            assert_eq!(writer.simple().0, 0);
+        }
+        // The writes of one block may complete in any order: the last one written decides.
+        for i in 48..64u64 {
+            let (offset, value) = writes[i as usize];
+            write(&mut writer, 1, offset, &vec![value; block], block as u32);
+            for again in 0..2 {
+                let got = read_at(&mut reader, 30_000 + i * 2 + again, offset, block as u32);
+                assert!(
+                    got.iter().all(|&b| b == value),
+                    "round {round}: block at {offset} is stale (read {again})"
+                );
+            }
+        }
+    }
     drop((reader, writer));
     server.stop().unwrap();
 }
