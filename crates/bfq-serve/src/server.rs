@@ -91,6 +91,8 @@ struct ExportState {
     /// Read and written through the page cache (`cache = "writeback"`): the kernel's read-ahead
     /// serves its sequential readers, so the server's windows are not used.
     cached: bool,
+    /// The export's `cache` setting (a reload that changes it is told it needs a restart).
+    cache: Cache,
     /// `cache = "read"`: a buffered descriptor of its own, to answer a read whose bytes are all in
     /// the page cache without the scheduler (`RWF_NOWAIT` fails rather than wait for the device).
     page_cache: Option<Arc<std::fs::File>>,
@@ -140,8 +142,11 @@ impl State {
                 notes.push(format!("export `{}` is new: restart to serve it", n.name));
                 continue;
             };
-            if n.path != e.path || n.read_only != e.read_only {
-                notes.push(format!("export `{}`: path and read_only change only with a restart", n.name));
+            if n.path != e.path || n.read_only != e.read_only || n.cache != e.cache {
+                notes.push(format!(
+                    "export `{}`: path, read_only and cache change only with a restart",
+                    n.name
+                ));
             }
             *e.spec.lock().unwrap_or_else(|p| p.into_inner()) = n.spec;
             if let Err(err) = self.engines[e.engine].configure_group(group_of(i), ROOT_GROUP, n.spec) {
@@ -815,6 +820,7 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
                 name: e.name.clone(),
                 path: e.path.clone(),
                 cached: e.cache == Cache::Writeback,
+                cache: e.cache,
                 page_cache,
                 size,
                 read_only: e.read_only,

@@ -499,13 +499,19 @@ fn a_reload_changes_the_weight_of_open_connections_without_dropping_them() {
     assert_eq!(before[0].weight, 100);
     let (a, b, ro) = (&files.0[0], &files.0[1], &files.0[2]);
     let text = format!(
-        "listen = [\"127.0.0.1:0\"]\n[[export]]\nname = \"a\"\npath = \"{}\"\nweight = 700\n[[export]]\nname = \"b\"\npath = \"{}\"\n[[export]]\nname = \"ro\"\npath = \"{}\"\nread_only = true\n[[export]]\nname = \"new\"\npath = \"/var/tmp/never-created\"\nsize = \"1MiB\"\n",
+        "listen = [\"127.0.0.1:0\"]\n[[export]]\nname = \"a\"\npath = \"{}\"\nweight = 700\n[[export]]\nname = \"b\"\npath = \"{}\"\ncache = \"read\"\n[[export]]\nname = \"ro\"\npath = \"{}\"\nread_only = true\n[[export]]\nname = \"new\"\npath = \"/var/tmp/never-created\"\nsize = \"1MiB\"\n",
         a.display(),
         b.display(),
         ro.display()
     );
     let notes = server.reload(Config::from_toml(&text, "reload.toml").unwrap());
-    assert_eq!(notes, vec!["export `new` is new: restart to serve it".to_string()]);
+    assert_eq!(
+        notes,
+        vec![
+            "export `b`: path, read_only and cache change only with a restart".to_string(),
+            "export `new` is new: restart to serve it".to_string()
+        ]
+    );
     let after = server.connections();
     assert_eq!((after[0].queue, after[0].export_weight), (before[0].queue, 700));
     c.request(0, 2, 4096, 4096, &[]);
