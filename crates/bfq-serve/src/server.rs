@@ -88,13 +88,11 @@ pub enum ServeError {
 struct ExportState {
     name: String,
     path: PathBuf,
-    /// Read and written through the page cache (`cache = "writeback"`): the kernel's read-ahead
-    /// serves its sequential readers, so the server's windows are not used.
-    cached: bool,
-    /// The export's `cache` setting (a reload that changes it is told it needs a restart).
+    /// How its data reaches the device. With `Writeback` the kernel's read-ahead serves its
+    /// sequential readers, so the server's windows are not used.
     cache: Cache,
-    /// `cache = "read"`: a buffered descriptor of its own, to answer a read whose bytes are all in
-    /// the page cache without the scheduler (`RWF_NOWAIT` fails rather than wait for the device).
+    /// `cache = "read"`: a buffered descriptor of its own, to answer a read whose pages are all in
+    /// the page cache (`page_cache::all_cached`) from there, without the scheduler.
     page_cache: Option<Arc<std::fs::File>>,
     size: u64,
     read_only: bool,
@@ -768,23 +766,23 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
                     target
                 }
                 Cache::Read => {
+                    let fail = |message: String| ServeError::Export {
+                        export: config.exports[i].name.clone(),
+                        path: config.exports[i].path.display().to_string(),
+                        message,
+                    };
                     // Two descriptors of one file: O_DIRECT for what changes the data, buffered for
                     // the reads (without the kernel's read-ahead: the server's windows read ahead,
                     // through the scheduler). The kernel keeps them coherent: a direct write writes
                     // back and then drops the cached pages it replaces, and waits for a buffered read
                     // in progress on them (their pages are locked) before dropping those.
                     let buffered = reopen(&config.exports[i], &file)?;
-                    crate::page_cache::prepare(&buffered).map_err(|err| ServeError::Export {
-                        export: config.exports[i].name.clone(),
-                        path: config.exports[i].path.display().to_string(),
-                        message: format!("cache = \"read\": {err}"),
-                    })?;
-                    page_caches[i] =
-                        Some(Arc::new(buffered.try_clone().map_err(|err| ServeError::Export {
-                            export: config.exports[i].name.clone(),
-                            path: config.exports[i].path.display().to_string(),
-                            message: format!("cannot open it a second time: {err}"),
-                        })?));
+                    crate::page_cache::prepare(&buffered)
+                        .map_err(|err| fail(format!("cache = \"read\": {err}")))?;
+                    let probe = buffered
+                        .try_clone()
+                        .map_err(|err| fail(format!("cannot open it a second time: {err}")))?;
+                    page_caches[i] = Some(Arc::new(probe));
                     builder = builder.target_file(file).target_file_cached(buffered);
                     targets += 1;
                     target + 1
@@ -819,7 +817,6 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
             ExportState {
                 name: e.name.clone(),
                 path: e.path.clone(),
-                cached: e.cache == Cache::Writeback,
                 cache: e.cache,
                 page_cache,
                 size,
@@ -1429,8 +1426,9 @@ async fn transmission<R, W>(
     let units = |len: u32| ((len as usize).div_ceil(BUDGET_UNIT).max(1)) as u32;
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut draining = false;
-    let mut readahead: Option<ReadAhead<Mutex<WindowState>>> =
-        (state.read_ahead > 0 && !e.cached).then(|| ReadAhead::new(state.read_ahead, e.size));
+    let mut readahead: Option<ReadAhead<Mutex<WindowState>>> = (state.read_ahead > 0
+        && e.cache != Cache::Writeback)
+        .then(|| ReadAhead::new(state.read_ahead, e.size));
     'requests: loop {
         while tasks.try_join_next().is_some() {}
         let Ok(slot) = slots.clone().acquire_owned().await else { break };
