@@ -323,13 +323,22 @@ pub fn summary(exports: &[(String, Snapshot, usize)], interval: Duration) -> Str
         .map(|(name, d, conns)| {
             let ms = |q| d.quantile_us(q).map_or("-".into(), |us| format!("{:.1}", us as f64 / 1000.0));
             format!(
-                "{name}: {:.0} IOPS {:.1} MiB/s p50<={} p99<={} ms {} conn{}",
+                "{name}: {:.0} IOPS {:.1} MiB/s p50<={} p99<={} ms {} conn{}{}",
                 d.requests() as f64 / secs,
                 (d.bytes_read + d.bytes_written) as f64 / 1048576.0 / secs,
                 ms(0.5),
                 ms(0.99),
                 conns,
-                if d.errors > 0 { format!(" {} errors", d.errors) } else { String::new() }
+                if d.errors > 0 { format!(" {} errors", d.errors) } else { String::new() },
+                // `cache = "read"`: how much of the reads the device never saw.
+                if d.page_cache_hits > 0 {
+                    format!(
+                        " {:.0}% of reads from the page cache",
+                        d.page_cache_hits as f64 * 100.0 / d.reads.max(1) as f64
+                    )
+                } else {
+                    String::new()
+                }
             )
         })
         .collect();
@@ -358,6 +367,9 @@ mod tests {
         assert!(page.contains("bfq_serve_request_latency_seconds_bucket{export=\"vm\\\"1\",le=\"+Inf\"} 100"));
         assert!(page.contains("le=\"0.000128\"} 98"), "{page}");
         let line = summary(&[("a".into(), s, 2)], Duration::from_secs(10));
-        assert!(line.starts_with("bfq serve: a: 10 IOPS") && line.contains("2 conn 1 errors"), "{line}");
+        assert!(line.starts_with("bfq serve: a: 10 IOPS") && line.ends_with("2 conn 1 errors"), "{line}");
+        c.page_cache_hits.fetch_add(49, Ordering::Relaxed);
+        let line = summary(&[("a".into(), c.snapshot(), 2)], Duration::from_secs(10));
+        assert!(line.ends_with("2 conn 1 errors 50% of reads from the page cache"), "{line}");
     }
 }
