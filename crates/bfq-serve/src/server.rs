@@ -2232,15 +2232,7 @@ async fn send_cached<W: AsyncWrite + Unpin>(
     }
     if left > 0 {
         let mut rest = vec![0u8; left];
-        let mut got = 0;
-        while got < left {
-            match rustix::io::pread(file, &mut rest[got..], at + got as u64) {
-                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => got += n,
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        std::os::unix::fs::FileExt::read_exact_at(file, &mut rest, at)?;
         wr.write_all(&rest).await?;
     }
     Ok(())
