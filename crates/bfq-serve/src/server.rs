@@ -1650,6 +1650,10 @@ async fn transmission<R, W>(
                 let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
                 let aligned = h.offset % BLOCK == 0 && u64::from(h.length) % BLOCK == 0 && h.length > 0;
                 let fua = h.flags & CMD_FLAG_FUA != 0;
+                if let Some(file) = &e.page_cache {
+                    // So that the direct write need not wait on the kernel's dropping them.
+                    crate::page_cache::forget(file, h.offset, u64::from(h.length));
+                }
                 let payload = if aligned {
                     let mut buf = pool.get(h.length as usize);
                     if rd.read_exact(buf.as_mut_slice()).await.is_err() {
