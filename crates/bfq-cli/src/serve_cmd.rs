@@ -45,12 +45,22 @@ pub fn execute(args: ServeArgs) -> Result<()> {
         .iter()
         .map(|e| {
             format!(
-                "{} ({}, weight {}{}{})",
+                "{} ({}, weight {}{}{}, {})",
                 e.name,
                 e.path.display(),
                 e.spec.weight,
                 if e.read_only { ", read-only" } else { "" },
-                if e.cache == bfq_serve::Cache::Writeback { ", through the page cache" } else { "" }
+                match e.cache {
+                    bfq_serve::Cache::None => "",
+                    bfq_serve::Cache::Read => ", reads from the page cache when cached",
+                    bfq_serve::Cache::Writeback => ", through the page cache",
+                },
+                match config.read_ahead {
+                    _ if e.cache == bfq_serve::Cache::Writeback => "the kernel's read-ahead".to_string(),
+                    0 => "no read-ahead".to_string(),
+                    n if n % (1 << 20) == 0 => format!("read-ahead {} MiB", n >> 20),
+                    n => format!("read-ahead {} KiB", n >> 10),
+                }
             )
         })
         .collect();
