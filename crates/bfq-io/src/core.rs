@@ -57,6 +57,9 @@ struct Slot<T> {
     fua: bool,
     /// Write-zeroes retried as a hole punch after the file system refused a zero-range.
     punch: bool,
+    /// The result of a write done at dispatch ([`Core::inline_writes`]); its ring entry is a no-op
+    /// that only brings the completion back through [`Core::reap`].
+    inline_result: Option<i32>,
     data: Data<T>,
     arrived: Nanos,
 }
@@ -101,6 +104,8 @@ pub(crate) struct Core<T> {
     needs_enable: bool,
     sched: Box<dyn Scheduler>,
     files: Vec<std::fs::File>,
+    /// Per target: its writes are done at dispatch, on the ring's thread ([`inline_writes`]).
+    inline_writes: Vec<bool>,
     depth: usize,
     /// Live statistics per queue (allocated once per queue, updated in place).
     live: HashMap<QueueId, LiveQueueStats>,
@@ -179,6 +184,7 @@ impl<T> Core<T> {
             ring,
             needs_enable: enable,
             sched,
+            inline_writes: files.iter().map(inline_writes).collect(),
             files,
             depth: depth as usize,
             live: HashMap::new(),
@@ -314,7 +320,16 @@ impl<T> Core<T> {
                 .filter(|&p| len > p),
             _ => None,
         };
-        let slot = |req, offset, data| Slot { req, target, offset, fua, punch: false, data, arrived: now };
+        let slot = |req, offset, data| Slot {
+            req,
+            target,
+            offset,
+            fua,
+            punch: false,
+            inline_result: None,
+            data,
+            arrived: now,
+        };
         let request = |id: usize, at: u64, len| Request {
             id: RequestId(id as u64),
             queue,
@@ -443,19 +458,43 @@ impl<T> Core<T> {
             live.queued = live.queued.saturating_sub(1);
             live.in_flight += 1;
         }
-        let sqe = Self::sqe(&self.files, slot, idx);
+        let sqe = if slot.req.op == Op::Write && self.inline_writes[slot.target as usize] {
+            slot.inline_result = Some(Self::write_now(&self.files, slot));
+            io_uring::opcode::Nop::new().build().user_data(idx as u64)
+        } else {
+            Self::sqe(&self.files, slot, idx)
+        };
         self.push_sqe(&sqe)?;
         self.in_flight += 1;
         Ok(())
     }
 
+    /// Writes a slot's data at once ([`inline_writes`]): the bytes written, or minus the errno.
+    fn write_now(files: &[std::fs::File], slot: &mut Slot<T>) -> i32 {
+        let file = &files[slot.target as usize];
+        let ptr = Self::data_ptr(slot);
+        // SAFETY: the slot's buffer (or its parent's, for a piece) holds `len` bytes at `ptr` and
+        // stays alive and unmoved while the slot is in the slab; nothing else writes to it meanwhile.
+        let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, slot.req.len as usize) };
+        let flags = if slot.fua { ReadWriteFlags::DSYNC } else { ReadWriteFlags::empty() };
+        match rustix::io::pwritev2(file, &[std::io::IoSlice::new(data)], slot.offset, flags) {
+            Ok(n) => n as i32,
+            Err(e) => -e.raw_os_error(),
+        }
+    }
+
+    /// Where a slot's data starts.
+    fn data_ptr(slot: &mut Slot<T>) -> *mut u8 {
+        match &mut slot.data {
+            Data::Whole { buf, .. } | Data::Parent { buf, .. } => buf.as_mut_ptr(),
+            Data::Piece { addr, .. } => *addr as *mut u8,
+        }
+    }
+
     /// The io_uring entry of one request (each kind of operation is its own opcode).
     fn sqe(files: &[std::fs::File], slot: &mut Slot<T>, idx: usize) -> io_uring::squeue::Entry {
         let fd = types::Fd(files[slot.target as usize].as_raw_fd());
-        let ptr = match &mut slot.data {
-            Data::Whole { buf, .. } | Data::Parent { buf, .. } => buf.as_mut_ptr(),
-            Data::Piece { addr, .. } => *addr as *mut u8,
-        };
+        let ptr = Self::data_ptr(slot);
         let (offset, len) = (slot.offset, slot.req.len);
         match slot.req.op {
             Op::Read => opcode::Read::new(fd, ptr, len).offset(offset).build(),
@@ -497,7 +536,10 @@ impl<T> Core<T> {
                 continue;
             }
             let idx = token as usize;
-            let res = cqe.result();
+            let res = match self.slab.get(idx).and_then(|s| s.inline_result) {
+                Some(written) => written,
+                None => cqe.result(),
+            };
             // A file system without zero-range (tmpfs, some others): punch a hole instead, which
             // reads back as zeroes too. Still the same request for the scheduler.
             if res == -Errno::OPNOTSUPP.raw_os_error() {
@@ -679,6 +721,19 @@ pub(crate) fn open_direct(path: &Path, read_only: bool) -> Result<std::fs::File,
     }
 }
 
+/// Whether a target's writes are better done at dispatch, on the ring's thread, than through the ring:
+/// a file on tmpfs, which takes no write without possibly waiting, so that io_uring hands every write
+/// to one of its worker threads. There a write is a copy into memory, and the hand-over to the worker
+/// and back cost more than the copy: 34 % of `bfq serve`'s CPU was in the workers during random 4 KiB
+/// writes to a file in /dev/shm (docs/serve.md, "Writes to a file in RAM"). The request still goes
+/// through the scheduler, and its completion through the ring (as a no-op), in order with the rest.
+pub(crate) fn inline_writes(file: &std::fs::File) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    // `f_type` is 64 bits here and 32 on some architectures.
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::fstatfs(file).is_ok_and(|s| s.f_type as i64 == TMPFS_MAGIC)
+}
+
 /// Whether the device under `file` is rotational, from sysfs: the block device itself, or for a regular
 /// file the device of its file system (a partition's answer is its disk's). A file system without a
 /// block device (tmpfs) counts as non-rotational.
@@ -724,6 +779,23 @@ pub(crate) fn check_range(offset: u64, len: u64) -> Result<(), IoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes are done at dispatch on tmpfs (/dev/shm, where io_uring would hand each to a worker)
+    /// and through the ring on a disk file system (/var/tmp here, when it is not tmpfs itself).
+    #[test]
+    fn writes_are_done_at_dispatch_only_on_tmpfs() {
+        let is_tmpfs = |p: &str| {
+            std::process::Command::new("stat")
+                .args(["-f", "-c", "%T", p])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "tmpfs")
+                .unwrap_or(false)
+        };
+        for dir in ["/dev/shm", "/var/tmp"] {
+            let Ok(f) = std::fs::File::open(dir) else { continue };
+            assert_eq!(inline_writes(&f), is_tmpfs(dir), "{dir}");
+        }
+    }
 
     /// A file on tmpfs has no block device under it: non-rotational. A file on the root file system
     /// takes the answer of the block device mounted there (opened directly when it can be).

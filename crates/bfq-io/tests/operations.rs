@@ -59,16 +59,22 @@ fn a_flush_completes_after_every_write_acknowledged_before_it() {
     assert_eq!((live.flushes, live.completed, live.failed), (1, 1, 0));
 }
 
+/// On disk through the ring, and in memory (tmpfs) written at dispatch (`core::inline_writes`).
 #[test]
 fn a_fua_write_is_acknowledged_and_reads_back() {
-    let file = Temp::new("fua", 1 << 20, false);
-    let engine = engine(&file);
-    let c = engine.client(QueueId(1), QueueSpec::default()).unwrap();
-    c.write_fua(8192, filled(8192, 0x42)).wait().unwrap();
-    let back = c.read(8192, AlignedBuf::zeroed(8192), true).wait().unwrap();
-    assert!(back.buf.as_slice().iter().all(|&b| b == 0x42));
-    engine.shutdown().unwrap();
-    assert!(std::fs::read(&file.0).unwrap()[8192..16384].iter().all(|&b| b == 0x42));
+    for in_memory in [false, true] {
+        let file = Temp::new(&format!("fua-{in_memory}"), 1 << 20, in_memory);
+        let engine = engine(&file);
+        let c = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+        let done = c.write_fua(8192, filled(8192, 0x42)).wait().unwrap();
+        assert_eq!(done.bytes, 8192, "in memory: {in_memory}");
+        let back = c.read(8192, AlignedBuf::zeroed(8192), true).wait().unwrap();
+        assert!(back.buf.as_slice().iter().all(|&b| b == 0x42), "in memory: {in_memory}");
+        engine.shutdown().unwrap();
+        let data = std::fs::read(&file.0).unwrap();
+        assert!(data[8192..16384].iter().all(|&b| b == 0x42), "in memory: {in_memory}");
+        assert!(data[..8192].iter().chain(&data[16384..]).all(|&b| b == 0xee), "in memory: {in_memory}");
+    }
 }
 
 /// Discard and write-zeroes leave the range reading as zeroes, on a disk file system and on tmpfs
