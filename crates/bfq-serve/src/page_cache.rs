@@ -62,7 +62,7 @@ pub fn all_cached(file: &std::fs::File, offset: u64, len: u64) -> std::io::Resul
 /// Drops the clean cached pages under `offset..offset + len` (whole pages, rounded outwards) before
 /// a direct write over them. The kernel would drop them itself, but a direct write over cached pages
 /// cannot be started without waiting, so io_uring hands each one to a worker thread: random 4 KiB
-/// writes over a file that hot reads had cached ran at 33,000-43,000 IOPS against 60,000 over the
+/// writes over a file that hot reads had cached ran at 33,000-47,000 IOPS against 60,000 over the
 /// same file uncached, with 45 % of the server's CPU in the worker (docs/serve.md, "Writes over
 /// cached pages"). Only an optimization: a page that a read brings back in between, or that this
 /// leaves (locked, under read), is still dropped by the kernel's own direct-write path.
