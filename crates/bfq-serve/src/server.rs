@@ -1845,8 +1845,9 @@ impl BufPool {
 
     fn put(&self, buf: AlignedBuf) {
         let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let kept: usize = pool.iter().map(AlignedBuf::len).sum();
-        if pool.len() < Self::KEEP && !buf.is_empty() && kept + buf.len() <= Self::KEEP_BYTES {
+        // What the buffers hold in memory (a 3 MiB buffer holds two huge pages).
+        let kept: usize = pool.iter().map(AlignedBuf::footprint).sum();
+        if pool.len() < Self::KEEP && !buf.is_empty() && kept + buf.footprint() <= Self::KEEP_BYTES {
             pool.push(buf);
         }
     }
