@@ -104,15 +104,10 @@ pub(crate) struct Core<T> {
     needs_enable: bool,
     sched: Box<dyn Scheduler>,
     files: Vec<std::fs::File>,
-    /// Per target: its writes are done at dispatch, on the ring's thread ([`inline_writes`]). The
-    /// other targets (files and devices on a block device) have each request submitted to the kernel
-    /// as it is dispatched, in an enter of its own: several SQEs in one enter go to the block layer
-    /// under one plug and reach the device as a batch, and on this machine's virtio disk a batch of
-    /// random 4 KiB writes took longer per write than the same writes one by one (device time 269-424
-    /// against 222-282 us a write; `bfq serve`'s random writes 23,550-33,329 against 33,569-39,167
-    /// IOPS at the same depth, docs/serve.md "One request per enter"). A RAM file's requests complete
-    /// in the enter itself, where batching only saves system calls.
+    /// Per target: its writes are done at dispatch, on the ring's thread ([`inline_writes`]).
     inline_writes: Vec<bool>,
+    /// Per target: each of its requests is submitted as it is dispatched ([`submit_each`]).
+    submit_each: Vec<bool>,
     depth: usize,
     /// Live statistics per queue (allocated once per queue, updated in place).
     live: HashMap<QueueId, LiveQueueStats>,
@@ -192,6 +187,7 @@ impl<T> Core<T> {
             needs_enable: enable,
             sched,
             inline_writes: files.iter().map(inline_writes).collect(),
+            submit_each: files.iter().map(submit_each).collect(),
             files,
             depth: depth as usize,
             live: HashMap::new(),
@@ -473,8 +469,7 @@ impl<T> Core<T> {
         };
         let target = slot.target as usize;
         self.push_sqe(&sqe)?;
-        if !self.inline_writes[target] {
-            // One request per enter, not a batch (why: the `inline_writes` field's note).
+        if self.submit_each[target] {
             self.ring.submit().map_err(EngineError::Ring)?;
         }
         self.in_flight += 1;
@@ -746,6 +741,21 @@ pub(crate) fn inline_writes(file: &std::fs::File) -> bool {
     rustix::fs::fstatfs(file).is_ok_and(|s| s.f_type as i64 == TMPFS_MAGIC)
 }
 
+/// Whether a target's requests are better submitted one per enter, as each is dispatched, than
+/// gathered and submitted together: a target read and written with O_DIRECT on a block device. Several
+/// SQEs in one enter go to the block layer under one plug and reach the device as a batch; on this
+/// machine's virtio disk, random 4 KiB writes took longer per write in batches than one by one (device
+/// time 269-424 against 222-282 us a write) and `bfq serve`'s random writes went from 23,550-33,329 to
+/// 33,569-39,167 IOPS at the same depth (docs/serve.md "One request per enter"). Not for a file on
+/// tmpfs, whose requests complete in the enter itself (batching only saves system calls), nor for a
+/// buffered descriptor (`bfq serve`'s `cache = "read"`), whose random 4 KiB reads that miss the page
+/// cache cost the server 14.1-18.0 us of CPU each one by one against 12.6-14.3 batched, at the same
+/// IOPS within the spread (3 alternating rounds).
+pub(crate) fn submit_each(file: &std::fs::File) -> bool {
+    let direct = rustix::fs::fcntl_getfl(file).is_ok_and(|f| f.contains(rustix::fs::OFlags::DIRECT));
+    direct && !inline_writes(file)
+}
+
 /// Whether the device under `file` is rotational, from sysfs: the block device itself, or for a regular
 /// file the device of its file system (a partition's answer is its disk's). A file system without a
 /// block device (tmpfs) counts as non-rotational.
@@ -806,6 +816,24 @@ mod tests {
         for dir in ["/dev/shm", "/var/tmp"] {
             let Ok(f) = std::fs::File::open(dir) else { continue };
             assert_eq!(inline_writes(&f), is_tmpfs(dir), "{dir}");
+        }
+    }
+
+    /// One request per enter only for an O_DIRECT descriptor of a file off tmpfs: not for the same
+    /// file opened buffered, nor for a file in /dev/shm.
+    #[test]
+    fn requests_are_submitted_one_per_enter_only_for_direct_descriptors_off_tmpfs() {
+        use std::os::unix::fs::OpenOptionsExt;
+        for (dir, off_tmpfs) in [("/var/tmp", true), ("/dev/shm", false)] {
+            let path = format!("{dir}/bfq-io-submit-each-{}", std::process::id());
+            let Ok(buffered) = std::fs::File::create(&path) else { continue };
+            let tmpfs = inline_writes(&buffered);
+            let direct = std::fs::OpenOptions::new().read(true).custom_flags(O_DIRECT).open(&path);
+            let _ = std::fs::remove_file(&path);
+            assert!(!submit_each(&buffered), "{dir}: a buffered descriptor is batched");
+            if let Ok(direct) = direct {
+                assert_eq!(submit_each(&direct), off_tmpfs && !tmpfs, "{dir}");
+            }
         }
     }
 
