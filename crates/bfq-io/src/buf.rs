@@ -5,9 +5,9 @@
 //! (more than a virtio disk's limit of 254 splits the request in two), each one the device, or the
 //! host behind a virtual disk, maps and moves on its own. In a huge page the buffer is one piece. On
 //! this machine's virtio disk, a cold pass of 128 KiB sequential reads through `bfq serve`'s 1 MiB
-//! read-ahead windows took 928-2,195 us of device time per request (mostly windows) with ordinary pages
-//! and 709-855 us with huge pages, and went from 14,100-22,081 to 24,381-27,216 IOPS (docs/serve.md "Huge pages for large
-//! buffers").
+//! read-ahead windows took 928-2,195 us of device time per request (mostly windows) with ordinary
+//! pages and 709-855 us with huge pages, and went from 14,100-22,081 to 24,527-27,216 IOPS
+//! (docs/serve.md "Huge pages and one request per enter").
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
