@@ -176,6 +176,10 @@ fn patterns(tag: &str, cache: &str) {
         "write -P 0x77 -f 65536 131072", // FUA
         "write -z 20000 30000",          // write-zeroes, unaligned
         "discard 262144 65536",          // trim
+        // Buffers of 1 MiB and more live in huge pages (bfq-io's `buf`): whole ones, and halves.
+        "write -P 0x44 1048576 2097152", // 2 MiB: one huge page
+        "write -P 0x45 4194304 1048576", // 1 MiB: half of one
+        "write -P 0x46 6291456 3145728", // 3 MiB: two
         "flush",
     ]);
     assert!(!out.contains("Pattern verification failed"), "{out}");
@@ -189,6 +193,10 @@ fn patterns(tag: &str, cache: &str) {
         "read -P 0 20000 30000",
         "read -P 0x77 65536 131072",
         "read -P 0 262144 65536",
+        "read -P 0x44 1048576 2097152",
+        "read -P 0x45 4194304 1048576",
+        "read -P 0x46 6291456 3145728",
+        "read -P 0 9437184 1048576",
     ];
     let out = io(&checks);
     assert!(!out.contains("Pattern verification failed"), "{out}");
