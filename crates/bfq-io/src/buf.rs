@@ -168,6 +168,7 @@ fn map_huge(len: usize) -> Option<AlignedBuf> {
 
 /// Huge pages cut in two halves, each given to one buffer at a time. A page is unmapped when both of
 /// its halves are free again (no memory is kept for later: the callers' own pools do that).
+#[derive(Default)]
 struct Halves {
     /// Each page with a half in use: which halves (bit 0: the first, bit 1: the second).
     used: HashMap<usize, u8>,
@@ -181,23 +182,31 @@ static HALVES: HalfPages = HalfPages(Mutex::new(None));
 struct HalfPages(Mutex<Option<Halves>>);
 
 impl HalfPages {
-    /// A zeroed buffer of `len` (<= [`HALF`]) bytes in half a huge page.
+    /// A zeroed buffer of `len` (<= [`HALF`]) bytes in half a huge page. The lock is held only to
+    /// claim a half or record a new page: zeroing and mapping happen outside it.
     fn take(&self, len: usize) -> Option<AlignedBuf> {
-        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let halves = guard.get_or_insert_with(|| Halves { used: HashMap::new(), partial: Vec::new() });
-        let at = match halves.partial.pop() {
-            Some(page) => {
+        let claimed = {
+            let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            let halves = guard.get_or_insert_with(Halves::default);
+            halves.partial.pop().map(|page| {
                 let mask = halves.used.get_mut(&page).expect("a partial page is in use");
                 let half = if *mask & 1 == 0 { 0 } else { 1 };
                 *mask |= 1 << half;
-                let at = page + half * HALF;
+                page + half * HALF
+            })
+        };
+        let at = match claimed {
+            Some(at) => {
                 // The half held another buffer's bytes before: zeroed as promised.
-                // SAFETY: this half is free (its bit was clear) and lies inside the page's mapping.
+                // SAFETY: this half was free (its bit was clear), is now this buffer's alone, and lies
+                // inside the page's mapping, which stays while the half is in use.
                 unsafe { std::ptr::write_bytes(at as *mut u8, 0, HALF) };
                 at
             }
             None => {
                 let page = map_region(HUGE_PAGE)?;
+                let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                let halves = guard.get_or_insert_with(Halves::default);
                 halves.used.insert(page, 1);
                 halves.partial.push(page);
                 page

@@ -748,9 +748,9 @@ pub(crate) fn inline_writes(file: &std::fs::File) -> bool {
 /// time 269-424 against 222-282 us a write) and `bfq serve`'s random writes went from 23,550-33,329 to
 /// 33,569-39,167 IOPS at the same depth (docs/serve.md "Huge pages and one request per enter"). Not
 /// for a file on tmpfs, whose requests complete in the enter itself (batching only saves system
-/// calls), nor for a buffered descriptor (`bfq serve`'s `cache = "read"`), whose random 4 KiB reads that miss the page
-/// cache cost the server 14.1-18.0 us of CPU each one by one against 12.6-14.3 batched, at the same
-/// IOPS within the spread (3 alternating rounds).
+/// calls), nor for a buffered descriptor (`bfq serve`'s `cache = "read"`), whose random 4 KiB reads
+/// that miss the page cache cost the server 14.1-18.0 us of CPU each one by one against 12.6-14.3
+/// batched, at the same IOPS within the spread (3 alternating rounds).
 pub(crate) fn submit_each(file: &std::fs::File) -> bool {
     let direct = rustix::fs::fcntl_getfl(file).is_ok_and(|f| f.contains(rustix::fs::OFlags::DIRECT));
     direct && !inline_writes(file)
