@@ -162,8 +162,10 @@ pub struct BfqConfig {
     /// turns) and it could fill the device by itself, injection does not serve a queue more than one
     /// maximum budget ahead of it in B-WF2Q+'s virtual time: the in-service queue pays for what is
     /// injected, and a queue that has had more service for its weight may take only what it cannot
-    /// use. 0 = any waiting queue, which lets queues ahead of their share take a greedy queue's turns
-    /// (docs/fast-devices.md, "Injection within share").
+    /// use. The same while, its latency within the ratio, it got less than its weight's share of its
+    /// turns, against queues that are not latency-bound. Queues of different groups compare where
+    /// their paths meet. 0 = any waiting queue, which lets queues ahead of their share take a greedy
+    /// queue's turns (docs/fast-devices.md, "Injection within share", and its 2026-11-29 section).
     pub inject_within_share: bool,
     /// `waker_detection` (1): a queue that keeps becoming backlogged just after another queue's
     /// completions (3 times within 4 ms) is that queue's wakee; wakers and wakees are injected first

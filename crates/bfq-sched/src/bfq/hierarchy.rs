@@ -138,6 +138,38 @@ impl Hierarchy {
         self.place[a as usize].0 == self.place[b as usize].0
     }
 
+    /// Where the paths of queues `c` and `s` meet: the entities that lead to each among the children of
+    /// their lowest common group (the queues themselves when they are siblings, else the groups above
+    /// them, or one queue and the other's group), with the service charged through `s`'s entity in its
+    /// current turn when that entity is a group (`None` when it is `s` itself: the caller knows the
+    /// queue's own). Their weights and timestamps compare directly there. `None` for `c == s`.
+    pub fn meeting(&self, c: u32, s: u32) -> Option<(&Entity, &Entity, Option<u64>)> {
+        let mut s_path = Vec::with_capacity(4);
+        let (mut g, mut l) = self.place[s as usize];
+        loop {
+            s_path.push((g, l));
+            match self.groups[g as usize].parent {
+                Some((p, local)) => (g, l) = (p, local),
+                None => break,
+            }
+        }
+        let (mut g, mut l) = self.place[c as usize];
+        loop {
+            if let Some(&(_, ls)) = s_path.iter().find(|(gs, _)| *gs == g) {
+                if ls == l {
+                    return None;
+                }
+                let w = &self.groups[g as usize].wf2q;
+                let turn = match self.groups[g as usize].children[ls as usize] {
+                    Child::Group(h) => Some(self.groups[h as usize].turn_service),
+                    _ => None,
+                };
+                return Some((&w.entities[l as usize], &w.entities[ls as usize], turn));
+            }
+            (g, l) = self.groups[g as usize].parent?;
+        }
+    }
+
     /// The service tree a queue competes in (its group's, of its class).
     pub fn tree_of(&self, slot: u32) -> &ServiceTree {
         let (g, l) = self.place[slot as usize];
@@ -170,8 +202,8 @@ impl Hierarchy {
 
     /// Creates group `index` (the next index) under `parent`, or changes an existing one's parent,
     /// weight and class. A new parent applies at once if the group has no backlogged child, and is
-    /// refused otherwise; a new weight or class applies when the group is next queued (at the latest at
-    /// its next expiry, a few milliseconds away while it is served).
+    /// refused otherwise; a new weight or class applies at once to a group waiting in its parent, and
+    /// at its expiry to a group in service (a few milliseconds away).
     pub fn configure_group(
         &mut self,
         index: u32,
@@ -213,6 +245,23 @@ impl Hierarchy {
         let g = &mut self.groups[index as usize];
         g.weight = weight;
         g.class = class;
+        // A group waiting in its parent takes them now. Otherwise they applied only at its next
+        // requeue, and a group served only out of turn (a tenant injected into another's slots) is
+        // never requeued: after `bfq serve` reloaded export weights 1:1 to 1:3, the shares stayed 1:1
+        // until that group happened to be selected, 0.4 s and more later (`crates/bfq-cli/tests/serve.rs`).
+        let (parent, local) = g.parent.expect("a non-root group has a parent");
+        let e = &self.groups[parent as usize].wf2q.entities[local as usize];
+        if e.state == EntityState::Active {
+            if e.class == class {
+                self.groups[parent as usize].wf2q.reweight_waiting(local, weight);
+            } else {
+                // A class change moves it to the new class's tree, from its V.
+                let left = (u128::from(e.finish - e.start) * u128::from(e.weight)) >> VTIME_SHIFT;
+                let fallback = u64::try_from(left).unwrap_or(u64::MAX);
+                let budget = self.next_budget(index, fallback);
+                self.groups[parent as usize].wf2q.activate(local, class, weight, budget, None);
+            }
+        }
         Ok(())
     }
 
@@ -701,5 +750,49 @@ mod tests {
         h.served(s, BUDGET);
         h.expire(s, BUDGET, Some((100, BUDGET)));
         assert!(h.select(Instant::ZERO, GUARD).is_some());
+    }
+
+    fn root(h: &Hierarchy) -> &Wf2q {
+        &h.groups[ROOT as usize].wf2q
+    }
+
+    #[test]
+    fn a_waiting_groups_new_weight_and_class_apply_at_once() {
+        // Issue 16 (a reload of `bfq serve`'s export weights): a group that waits in its parent while
+        // another is in service takes a new weight at once, not at a requeue that a group served only
+        // out of turn never has; a new class moves it to that class's tree. In service, a group keeps
+        // its weight until its expiry.
+        let mut h = Hierarchy::default();
+        h.ensure_slot(1);
+        h.configure_group(1, ROOT, 100, 1).unwrap();
+        h.configure_group(2, ROOT, 100, 1).unwrap();
+        h.set_queue_group(0, 1).unwrap();
+        h.set_queue_group(1, 2).unwrap();
+        h.activate(0, 1, 100, BUDGET, None);
+        h.activate(1, 1, 100, BUDGET, None);
+        let s = h.select(Instant::ZERO, GUARD).unwrap();
+        let (serving, waiting) = (h.group_of(s), 3 - h.group_of(s));
+        let local = |h: &Hierarchy, g: u32| h.groups[g as usize].parent.unwrap().1;
+        h.configure_group(waiting, ROOT, 300, 1).unwrap();
+        assert_eq!(root(&h).entities[local(&h, waiting) as usize].weight, 300, "the waiting group at once");
+        assert_eq!(root(&h).trees[1].wsum, 400);
+        h.configure_group(serving, ROOT, 500, 1).unwrap();
+        assert_eq!(root(&h).entities[local(&h, serving) as usize].weight, 100, "the one in service: not yet");
+        h.served(s, BUDGET);
+        h.expire(s, BUDGET, Some((100, BUDGET)));
+        assert_eq!(root(&h).entities[local(&h, serving) as usize].weight, 500, "at its expiry");
+        assert_eq!(root(&h).trees[1].wsum, 800);
+        // A class change of a waiting group: it leaves the best-effort tree for the real-time one.
+        let next = h.select(Instant::ZERO, GUARD).unwrap();
+        let other = 3 - h.group_of(next);
+        h.configure_group(other, ROOT, 300, 0).unwrap();
+        let e = &root(&h).entities[local(&h, other) as usize];
+        assert_eq!((e.class, e.state), (0, EntityState::Active));
+        assert_eq!(root(&h).trees[0].wsum, 300);
+        h.served(next, BUDGET);
+        let w = root(&h).entities[local(&h, h.group_of(next)) as usize].weight;
+        h.expire(next, BUDGET, Some((w, BUDGET)));
+        let first = h.select(Instant::ZERO, GUARD).unwrap();
+        assert_eq!(h.group_of(first), other, "the real-time group first");
     }
 }
