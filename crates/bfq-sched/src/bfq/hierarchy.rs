@@ -144,18 +144,21 @@ impl Hierarchy {
     /// current turn when that entity is a group (`None` when it is `s` itself: the caller knows the
     /// queue's own). Their weights and timestamps compare directly there. `None` for `c == s`.
     pub fn meeting(&self, c: u32, s: u32) -> Option<(&Entity, &Entity, Option<u64>)> {
-        let mut s_path = Vec::with_capacity(4);
-        let (mut g, mut l) = self.place[s as usize];
-        loop {
-            s_path.push((g, l));
-            match self.groups[g as usize].parent {
-                Some((p, local)) => (g, l) = (p, local),
-                None => break,
-            }
-        }
+        // Without allocating (it runs per injection decision, and the engine's steady state makes no
+        // heap allocation): for each group above `c`, from the lowest, look for it above `s`.
         let (mut g, mut l) = self.place[c as usize];
         loop {
-            if let Some(&(_, ls)) = s_path.iter().find(|(gs, _)| *gs == g) {
+            let (mut gs, mut ls) = self.place[s as usize];
+            let below = loop {
+                if gs == g {
+                    break Some(ls);
+                }
+                match self.groups[gs as usize].parent {
+                    Some((p, local)) => (gs, ls) = (p, local),
+                    None => break None,
+                }
+            };
+            if let Some(ls) = below {
                 if ls == l {
                     return None;
                 }
