@@ -241,7 +241,8 @@ fn bytes_between(log: &[(Instant, u64)], from: Instant, to: Instant) -> u64 {
 /// Issue 16: "SIGHUP changes a weight and the shares follow within a second". Two greedy clients on
 /// exports `a` and `b` of one pool (one device) at weights 100:100 get 1:1; the configuration file
 /// is rewritten to 100:300 and the server sent SIGHUP; in the second after the reload, from 0.2 s on,
-/// `b` gets 3x `a`'s bytes (within 15 %: 0.8 s is about 40 of BFQ's 20-ms slots), and neither
+/// `b` gets 3x `a`'s bytes (within 15 %: 0.8 s is about 40 of BFQ's 20-ms slots), and within 5 %
+/// (the issue's bar for shares) over the 1.8 s from then to the end, as 1:1 within 5 % before; neither
 /// connection is dropped (each keeps reading to the end).
 #[test]
 fn sighup_changes_a_weight_and_the_shares_follow_within_a_second() {
@@ -273,13 +274,22 @@ fn sighup_changes_a_weight_and_the_shares_follow_within_a_second() {
     };
     let before = ratio(start + Duration::from_millis(1000), sent);
     let after = ratio(sent + Duration::from_millis(200), sent + Duration::from_millis(1000));
+    let settled = ratio(sent + Duration::from_millis(200), stop);
     let total_after = bytes_between(&a, sent, stop) + bytes_between(&b, sent, stop);
     eprintln!(
-        "b:a before the reload {before:.2}, in [0.2 s, 1 s] after it {after:.2} ({} MiB/s together after it)",
+        "b:a before the reload {before:.2}, in [0.2 s, 1 s] after it {after:.2}, in [0.2 s, 2 s] {settled:.2} \
+         ({} MiB/s together after it)",
         total_after as f64 / 2.0 / f64::from(1 << 20)
     );
-    assert!((0.85..=1.15).contains(&before), "b:a before the reload is {before:.2}, expected 1");
+    // The issue's bar for two tenants' shares is 5 %; over 1.5 s (before) and 1.8 s (after) they came
+    // out at 1.00 and 3.00-3.01 in the runs that printed them on this machine's disk file, and each
+    // 100-ms window after the signal at 2.68-3.18 (docs/serve.md).
+    assert!((0.95..=1.05).contains(&before), "b:a before the reload is {before:.2}, expected 1 within 5 %");
     assert!((2.55..=3.45).contains(&after), "b:a in the second after the reload is {after:.2}, expected 3");
+    assert!(
+        (2.85..=3.15).contains(&settled),
+        "b:a from 0.2 s after the reload is {settled:.2}, expected 3 within 5 %"
+    );
     served.signal("TERM");
     assert!(served.wait_exit(Duration::from_secs(10)).success(), "bfq serve exits 0 on SIGTERM");
 }
