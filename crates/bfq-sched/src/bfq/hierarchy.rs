@@ -680,8 +680,9 @@ mod tests {
         assert_eq!(flat.path_share(0, 100), SHARE_ONE / 4);
     }
 
-    #[test]
-    fn a_group_that_empties_stops_competing_and_its_sibling_gets_everything() {
+    /// Groups 1 and 2 (weight 100 each) under the root, queue 0 in group 1 and queue 1 in group 2,
+    /// both backlogged.
+    fn two_groups_of_one_backlogged_queue() -> Hierarchy {
         let mut h = Hierarchy::default();
         h.ensure_slot(1);
         h.configure_group(1, ROOT, 100, 1).unwrap();
@@ -690,6 +691,12 @@ mod tests {
         h.set_queue_group(1, 2).unwrap();
         h.activate(0, 1, 100, BUDGET, None);
         h.activate(1, 1, 100, BUDGET, None);
+        h
+    }
+
+    #[test]
+    fn a_group_that_empties_stops_competing_and_its_sibling_gets_everything() {
+        let mut h = two_groups_of_one_backlogged_queue();
         // Queue 0 leaves (not backlogged) after its first slot; only queue 1 is selected afterwards.
         let first = h.select(Instant::ZERO, GUARD).unwrap();
         h.served(first, BUDGET);
@@ -765,14 +772,7 @@ mod tests {
         // another is in service takes a new weight at once, not at a requeue that a group served only
         // out of turn never has; a new class moves it to that class's tree. In service, a group keeps
         // its weight until its expiry.
-        let mut h = Hierarchy::default();
-        h.ensure_slot(1);
-        h.configure_group(1, ROOT, 100, 1).unwrap();
-        h.configure_group(2, ROOT, 100, 1).unwrap();
-        h.set_queue_group(0, 1).unwrap();
-        h.set_queue_group(1, 2).unwrap();
-        h.activate(0, 1, 100, BUDGET, None);
-        h.activate(1, 1, 100, BUDGET, None);
+        let mut h = two_groups_of_one_backlogged_queue();
         let s = h.select(Instant::ZERO, GUARD).unwrap();
         let (serving, waiting) = (h.group_of(s), 3 - h.group_of(s));
         let local = |h: &Hierarchy, g: u32| h.groups[g as usize].parent.unwrap().1;
