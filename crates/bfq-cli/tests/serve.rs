@@ -92,6 +92,36 @@ impl Client {
     }
 }
 
+const DIR_PREFIX: &str = "/var/tmp/bfq-serve-cli-";
+
+/// Undoes what runs of these tests left when their process was killed (no `Drop` runs): for each
+/// directory whose test process is gone (or a zombie), the `bfq serve` it started, found by the id in
+/// its pid file and checked by its command line, and the directory.
+fn sweep_killed_runs() {
+    let Ok(entries) = std::fs::read_dir("/var/tmp") else { return };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let Some(rest) = dir.to_str().and_then(|d| d.strip_prefix(DIR_PREFIX)) else { continue };
+        let Some(pid) = rest.rsplit('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next());
+        if state.is_some_and(|s| s != "Z") {
+            continue;
+        }
+        let server =
+            std::fs::read_to_string(dir.join("server.pid")).ok().and_then(|p| p.trim().parse::<u32>().ok());
+        if let Some(p) = server {
+            let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            let config = dir.join("serve.toml");
+            if String::from_utf8_lossy(&cmdline).contains(&*config.to_string_lossy()) {
+                let _ = Command::new("kill").args(["-KILL", &p.to_string()]).status();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        eprintln!("removed what a killed run (pid {pid}) left: {}", dir.display());
+    }
+}
+
 /// The server process, its standard error's lines as they come (with when), and its files; killed
 /// and removed at the end also when the test fails.
 struct Served {
@@ -110,9 +140,10 @@ impl Served {
     /// As [`Self::start`], with `extra` configuration lines (a scheduler, say).
     fn start_with(tag: &str, exports: &[(&str, u32)], extra: &str) -> Served {
         let pid = std::process::id();
-        let dir = PathBuf::from(format!("/var/tmp/bfq-serve-cli-{tag}-{pid}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        sweep_killed_runs();
+        let dir = PathBuf::from(format!("{DIR_PREFIX}{tag}-{pid}"));
+        // Not ours if it exists (this process has not made it yet): left alone, and the test stops.
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e} (not touched)", dir.display()));
         let socket = dir.join("s.sock");
         let config = dir.join("serve.toml");
         std::fs::write(&config, format!("{extra}\n{}", Self::config_text(&dir, &socket, exports))).unwrap();
@@ -140,6 +171,8 @@ impl Served {
                 let _ = tx.send((Instant::now(), line));
             }
         });
+        // For `sweep_killed_runs`, should this test process be killed before `Drop` can end the server.
+        std::fs::write(dir.join("server.pid"), child.id().to_string()).unwrap();
         let mut served = Served { child: Some(child), lines, dir, config, socket };
         served.wait_for("bfq serve: listening on", Duration::from_secs(30));
         served

@@ -9,7 +9,8 @@
 //! must read back what was written, and the backing file must check clean on its own.
 //!
 //! Needs root, `/dev/fuse`, loop devices, nbdfuse and e2fsprogs; `scripts/test` installs the
-//! packages. Without them a test says why and passes without running.
+//! packages. Without them a test says why and passes without running. What a failing test made is
+//! undone on the way out; what a killed test process left is undone by the next run.
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -177,6 +178,58 @@ impl Drop for Scratch {
     }
 }
 
+const SCRATCH_PREFIX: &str = "/tmp/bfq-serve-fs-";
+const IMAGE_PREFIX: &str = "/var/tmp/bfq-serve-fs-";
+
+/// Undoes what runs of these tests left behind when their process was killed (SIGTERM, SIGKILL: no
+/// `Drop` runs): for each scratch directory whose process is gone, the loop devices over files below
+/// it, its mounts, the directory and its image. A run whose process is alive is left alone.
+fn sweep_killed_runs() {
+    let Ok(entries) = std::fs::read_dir("/tmp") else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = format!("/tmp/{name}").strip_prefix(SCRATCH_PREFIX).map(str::to_string) else {
+            continue;
+        };
+        let Some(pid) = rest.rsplit('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        // Alive unless gone or a zombie (a killed test whose thread still waits on the dead mount).
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next());
+        if state.is_some_and(|s| s != "Z") {
+            continue;
+        }
+        let dir = entry.path();
+        // Its nbdfuse outlives it, waiting for a server that is gone, and every request through the
+        // mount (the loop device's, ext4's journal, `losetup -a`'s stat) waits with it. Killing it
+        // (the process that run started, by the id in its pid file) ends the FUSE connection, and
+        // those requests fail instead.
+        let nbdfuse =
+            std::fs::read_to_string(dir.join("nbdfuse.pid")).ok().and_then(|p| p.trim().parse::<u32>().ok());
+        if let Some(p) = nbdfuse {
+            let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+            if comm.trim() == "nbdfuse" {
+                let _ = Command::new("kill").args(["-KILL", &p.to_string()]).status();
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while Path::new(&format!("/proc/{p}")).exists() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        let _ = Command::new("umount").arg("-l").arg(dir.join("mnt")).stderr(Stdio::null()).status();
+        for device in std::fs::read_dir("/sys/block").into_iter().flatten().flatten() {
+            let backing = device.path().join("loop/backing_file");
+            if std::fs::read_to_string(&backing).is_ok_and(|b| b.starts_with(&*dir.to_string_lossy())) {
+                let dev = format!("/dev/{}", device.file_name().to_string_lossy());
+                let _ = Command::new("losetup").arg("-d").arg(&dev).status();
+            }
+        }
+        let _ = Command::new("umount").arg("-l").arg(dir.join("fuse")).stderr(Stdio::null()).status();
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(format!("{IMAGE_PREFIX}{rest}.img"));
+        eprintln!("removed what a killed run (pid {pid}) left: {}", dir.display());
+    }
+}
+
 fn serve(scratch: &Scratch, threads: usize, cache: &str) -> ServerHandle {
     let text = format!(
         "listen = [\"unix:{}\"]\nthreads = {threads}\nsummary_interval = \"off\"\n\
@@ -303,13 +356,16 @@ fn file_system(tag: &str, threads: usize, connections: u32, cache: &str, cache_a
         eprintln!("SKIPPED: {why}");
         return;
     }
+    sweep_killed_runs();
     let pid = std::process::id();
-    let scratch = Scratch {
-        dir: PathBuf::from(format!("/tmp/bfq-serve-fs-{tag}-{pid}")),
-        image: PathBuf::from(format!("/var/tmp/bfq-serve-fs-{tag}-{pid}.img")),
-    };
-    let _ = std::fs::remove_file(&scratch.image);
-    std::fs::create_dir_all(&scratch.dir).unwrap();
+    let (dir, image) = (
+        PathBuf::from(format!("{SCRATCH_PREFIX}{tag}-{pid}")),
+        PathBuf::from(format!("{IMAGE_PREFIX}{tag}-{pid}.img")),
+    );
+    // Not ours if they exist (this process has not made them yet): left alone, and the test stops.
+    assert!(!image.exists() && !dir.exists(), "{} or {} exists: not touched", image.display(), dir.display());
+    std::fs::create_dir(&dir).unwrap();
+    let scratch = Scratch { dir, image };
     let socket = scratch.dir.join("s.sock");
     let mnt = scratch.dir.join("mnt");
 
