@@ -499,14 +499,16 @@ impl Bfq {
     /// and 300 of this machine's disk file came out 1:1.6 and then, while the light one's group paid
     /// back the lead it had taken, 1:5.7, for seconds (`crates/bfq-cli/tests/serve.rs`).
     fn beyond_share(&self, c: u32, s: u32) -> bool {
+        if !self.cfg.inject_within_share {
+            return false;
+        }
         // Short of its share with its latency within the ratio, it is owed protection from deep
         // queues only: a latency-bound one (`bypass_depth` requests outstanding at most) takes little
         // beside it, and held to its own turns it loses much of what it can use (on the disk file the
         // random readers of fast-seq-rand-1-4 and -10-1 got 37-61 % less than their throughput alone
         // when the rule held them back too, 37-47 % less without the rule).
         let inject = &self.queues[s as usize].inject;
-        let paying = inject.over_latency || (inject.short_of_share && !self.latency_bound(c));
-        if !self.cfg.inject_within_share || !paying {
+        if !(inject.over_latency || (inject.short_of_share && !self.latency_bound(c))) {
             return false;
         }
         let Some(svc) = self.service.as_ref() else { return false };
