@@ -451,13 +451,14 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
         ratio(bfq_loaded, bfq_alone),
         ratio(fifo_loaded, fifo_alone)
     );
-    // The issue asks for 2x. Here BFQ gave 0.94-1.88x in 18 runs of 21 and 2.71x, 3.05x and 4.08x in
-    // the other three (a p99 over 2.5 s of ~150-us reads, on a shared machine; docs/serve.md), so a
-    // 2x bound would fail one run in seven. What the test holds: BFQ within 8x of alone, FIFO at
-    // least 10x (it gave 1,000x and more: 160-181 ms where printed), and BFQ's p99 beside the copy
-    // under a twentieth of FIFO's (BFQ's largest, 629 us, against FIFO's smallest printed, 160 ms).
+    // The issue asks for 2x. BFQ gave 0.91-1.84x in 42 runs of 42 since the inject limit's first
+    // baseline is no longer one sample (`injection::BASE_SAMPLES`; before, about one run in four
+    // learned its limit against an overstated first sample and gave 2.2-4.3x; docs/serve.md). The
+    // bound leaves room for a shared machine's noise in a p99 over 2.5 s of ~150-us reads, and still
+    // fails most runs of that mode. FIFO gave 1,000x and more (160-181 ms where printed), so BFQ's
+    // p99 beside the copy must also be under a twentieth of FIFO's.
     assert!(
-        ratio(bfq_loaded, bfq_alone) <= 8.0,
+        ratio(bfq_loaded, bfq_alone) <= 2.5,
         "BFQ: the light client's p99 beside the copy is {bfq_loaded:?}, alone {bfq_alone:?}"
     );
     assert!(
