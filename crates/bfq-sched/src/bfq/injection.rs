@@ -737,16 +737,7 @@ mod tests {
     /// The limit learned from one baseline and then `samples` shared latencies.
     fn learned_limit(cfg: &BfqConfig, base: Nanos, samples: &[Nanos], max: u32) -> u32 {
         let mut l = InjectLimit::default();
-        for _ in 0..BASE_SAMPLES {
-            l.on_completion(
-                base,
-                true,
-                Instant::ZERO,
-                cfg.inject_latency_ratio,
-                max,
-                ServiceSnapshot::default(),
-            );
-        }
+        l.on_completion(base, true, Instant::ZERO, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
         for &x in samples {
             l.on_completion(
                 x,
@@ -774,9 +765,7 @@ mod tests {
             }
         };
         let mut l = InjectLimit::default();
-        for _ in 0..BASE_SAMPLES {
-            l.on_completion(100 * us, true, Instant::ZERO, 115, 32, ServiceSnapshot::default());
-        }
+        l.on_completion(100 * us, true, Instant::ZERO, 115, 32, ServiceSnapshot::default());
         feed(&mut l, 105 * us, 10 * w);
         assert_eq!(l.limit, 11);
         feed(&mut l, 130 * us, w);
@@ -820,9 +809,7 @@ mod tests {
         assert!(l.base > low * 3 / 2, "a device that got slower is followed within seconds: {}", l.base);
         // With the baseline down, the same shared latency is over the ratio: the limit shrinks.
         let mut overstated = InjectLimit::default();
-        for _ in 0..BASE_SAMPLES {
-            alone(&mut overstated, 233 * us);
-        }
+        alone(&mut overstated, 233 * us);
         let mut corrected = overstated;
         alone(&mut corrected, 154 * us);
         alone(&mut corrected, 154 * us);
@@ -876,9 +863,7 @@ mod tests {
             sequential: true,
         };
         let mut l = InjectLimit::default();
-        for _ in 0..BASE_SAMPLES {
-            l.on_completion(100 * us, true, Instant::ZERO, 115, 32, snap(1, 1));
-        }
+        l.on_completion(100 * us, true, Instant::ZERO, 115, 32, snap(1, 1));
         // Slowed to 1.3x, but with half of all sectors for a quarter of the weight: good windows.
         for i in 1..=(2 * WINDOW as u64) {
             l.on_completion(130 * us, false, Instant::ZERO, 115, 32, snap(1 + i * 50, 1 + i * 100));
@@ -908,10 +893,8 @@ mod tests {
             sequential: true,
         };
         let mut l = InjectLimit::default();
-        for _ in 0..BASE_SAMPLES {
-            l.on_completion(600 * us, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
-        }
-        assert_eq!(l.limit, 1, "the first samples alone arm the limit");
+        l.on_completion(600 * us, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
+        assert_eq!(l.limit, 1, "the first sample alone arms the limit");
         // One request slowed to 17 ms by one injected read: 512 sectors in 17 ms, 30,000 sectors/s.
         let at = Instant::ZERO.saturating_add(20 * MSEC);
         l.on_completion(17_000 * us, false, at, 115, 32, snap(512, 768, 17_600 * us));
@@ -936,9 +919,7 @@ mod tests {
         // The same share with the device keeping up (a parallel device: 1,536 sectors in 2 ms) is
         // excused.
         let mut fast = InjectLimit::default();
-        for _ in 0..BASE_SAMPLES {
-            fast.on_completion(600 * us, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
-        }
+        fast.on_completion(600 * us, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
         for i in 1..=u64::from(WINDOW) {
             fast.on_completion(
                 2_000 * us,
@@ -957,9 +938,7 @@ mod tests {
         // the device stalled, and a back-off held the others out of their turns for 100 ms at a time.
         let mut random = InjectLimit::default();
         let rsnap = |own, total, time| ServiceSnapshot { sequential: false, ..snap(own, total, time) };
-        for _ in 0..BASE_SAMPLES {
-            random.on_completion(600 * us, true, Instant::ZERO, 115, 32, rsnap(256, 256, 600 * us));
-        }
+        random.on_completion(600 * us, true, Instant::ZERO, 115, 32, rsnap(256, 256, 600 * us));
         random.on_completion(17_000 * us, false, at, 115, 32, rsnap(512, 768, 17_600 * us));
         assert_eq!((random.limit, random.retry_after), (2, 0), "a random queue's share excuses it");
     }
