@@ -1001,6 +1001,23 @@ fn nbdcopy_and_fio_nbd_verify_their_data() {
     server.stop().unwrap();
 }
 
+/// Removes the files `/var/tmp/{prefix}{pid}-*` of test processes that are gone (killed before their
+/// `Files` could remove them: 256 MiB each).
+fn sweep_files_of_killed_runs(prefix: &str) {
+    let Ok(entries) = std::fs::read_dir("/var/tmp") else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(prefix) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next());
+        if state.map_or(true, |s| s == "Z") {
+            let _ = std::fs::remove_file(entry.path());
+            eprintln!("removed what a killed run (pid {pid}) left: {name}");
+        }
+    }
+}
+
 /// Issue 16, "Done when": two fio nbd clients on two exports of one pool with weights 1:3 get 1:3 of
 /// the bytes within 5 % (each export a group of the device's scheduler, B-WF2Q+ over the groups: seed
 /// 003 sec. V). 4 KiB random reads at iodepth 32 each, on files with data (a file's holes are
@@ -1017,13 +1034,18 @@ fn two_fio_clients_on_exports_weighted_3_to_1_get_3_to_1_of_the_bytes() {
         return;
     }
     let _memory = big_memory();
+    const PREFIX: &str = "bfq-serve-fio-shares-";
+    sweep_files_of_killed_runs(PREFIX);
     let pid = std::process::id();
-    let path = |name: &str| PathBuf::from(format!("/var/tmp/bfq-serve-fio-shares-{pid}-{name}.img"));
+    let path = |name: &str| PathBuf::from(format!("/var/tmp/{PREFIX}{pid}-{name}.img"));
     let (a, b) = (path("a"), path("b"));
-    let _cleanup = Files(vec![a.clone(), b.clone()]);
+    let mut cleanup = Files(Vec::new());
     let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     for p in [&a, &b] {
-        let mut f = std::fs::File::create(p).unwrap();
+        // Not ours if it exists: left alone, and the test stops.
+        let mut f =
+            std::fs::File::create_new(p).unwrap_or_else(|e| panic!("{}: {e} (not touched)", p.display()));
+        cleanup.0.push(p.clone());
         for _ in 0..256 {
             f.write_all(&chunk).unwrap();
         }
