@@ -60,6 +60,10 @@ pub fn execute(args: ServeArgs) -> Result<()> {
                     0 => "no read-ahead".to_string(),
                     n if n % (1 << 20) == 0 => format!("read-ahead {} MiB", n >> 20),
                     n => format!("read-ahead {} KiB", n >> 10),
+                } + if config.read_cache > 0 && e.cache == bfq_serve::Cache::None {
+                    ", its windows kept in the read cache when read again"
+                } else {
+                    ""
                 }
             )
         })
@@ -76,9 +80,16 @@ pub fn execute(args: ServeArgs) -> Result<()> {
             }
         }
     }
+    let read_cache = config.read_cache;
     bfq_serve::run_until_signal(config, args.config.clone(), |addresses| {
         eprintln!("bfq serve: listening on {}", addresses.join(", "));
         eprintln!("bfq serve: exports: {}", exports.join("; "));
+        if read_cache > 0 {
+            eprintln!(
+                "bfq serve: read cache of {} MiB for exports with cache = \"none\" off tmpfs",
+                read_cache >> 20
+            );
+        }
     })?;
     eprintln!("bfq serve: stopped; every request was answered");
     Ok(())

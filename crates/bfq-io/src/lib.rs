@@ -28,6 +28,11 @@ pub fn is_rotational(file: &std::fs::File) -> bool {
     core::rotational(file)
 }
 
+/// Whether `file` lives in memory (tmpfs): reading it is a copy, not device work.
+pub fn in_memory(file: &std::fs::File) -> bool {
+    core::inline_writes(file)
+}
+
 /// The kernel's I/O scheduler on the block device that holds `path` (the device itself for a block
 /// device, else the file system's device, or its parent directory's when `path` does not exist yet),
 /// with the device's name: `Some(("vda", "mq-deadline"))`. `None` when it cannot be told (no sysfs, a

@@ -9,6 +9,7 @@
 //! metrics = "127.0.0.1:9109"         # Prometheus text format at /metrics (default: none)
 //! summary_interval = "10s"           # one line per export on standard error ("off": none)
 //! read_ahead = "4MiB"                # how far ahead of a shallow sequential reader (default 4MiB; "off")
+//! read_cache = "2GiB"                # windows kept in memory for re-reads (default "off")
 //!
 //! [[export]]
 //! name = "vm1"
@@ -101,6 +102,9 @@ pub struct Config {
     pub summary_interval: Option<std::time::Duration>,
     /// How far ahead of a connection that reads sequentially its windows reach, in bytes (0: none).
     pub read_ahead: u64,
+    /// How many bytes of read-ahead windows the server keeps in its memory for re-reads (0: none;
+    /// `read_cache`, docs/serve.md "A cache of windows").
+    pub read_cache: u64,
     /// Threads serving the connections: 1 runs the connections, the schedulers and the rings on one
     /// thread (no request crosses a thread); more run the connections on that many threads and each
     /// device's engine on a thread of its own. `None`: [`DEFAULT_THREADS`].
@@ -143,6 +147,8 @@ struct RawConfig {
     summary_interval: Option<String>,
     #[serde(default)]
     read_ahead: Option<toml::Value>,
+    #[serde(default)]
+    read_cache: Option<toml::Value>,
     #[serde(default)]
     threads: Option<i64>,
     #[serde(default, rename = "export")]
@@ -352,6 +358,22 @@ impl Config {
                 ))
             }
         };
+        let read_cache = match raw.read_cache {
+            None => Ok(0),
+            Some(toml::Value::String(s)) if s == "off" || s == "0" => Ok(0),
+            Some(toml::Value::Integer(0)) => Ok(0),
+            Some(toml::Value::Integer(n)) if n > 0 => checked_read_cache(n as u64),
+            Some(toml::Value::String(s)) => parse_size(&s).and_then(checked_read_cache),
+            Some(other) => Err(format!("expected a size such as \"2GiB\" or \"off\", got {other}")),
+        }
+        .map_err(|m| err("read_cache", None, m))?;
+        if read_cache > 0 && read_ahead == 0 {
+            return Err(err(
+                "read_cache",
+                None,
+                "keeps read-ahead windows, and `read_ahead` is off: turn it on, or the cache off".into(),
+            ));
+        }
         let threads = match raw.threads {
             None => None,
             Some(n) if (1..=MAX_THREADS as i64).contains(&n) => Some(n as usize),
@@ -360,6 +382,7 @@ impl Config {
         Ok(Config {
             listen,
             read_ahead,
+            read_cache,
             threads,
             event_log: None,
             scheduler: raw.scheduler,
@@ -408,6 +431,21 @@ pub const DEFAULT_READ_AHEAD: u64 = 4 << 20;
 fn checked_read_ahead(n: u64) -> Result<u64, String> {
     if n % 4096 != 0 || n > 32 << 20 {
         return Err(format!("must be a multiple of 4 KiB up to 32 MiB (or \"off\"), got {n} bytes"));
+    }
+    Ok(n)
+}
+
+/// A read cache: at least one window (1 MiB), at most the machine's memory.
+fn checked_read_cache(n: u64) -> Result<u64, String> {
+    let window = crate::read_cache::MAX_ENTRY;
+    if n < window {
+        return Err(format!("must be at least 1MiB (one read-ahead window) or \"off\", got {n} bytes"));
+    }
+    // SAFETY: sysconf has no preconditions.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let memory = u64::try_from(pages).unwrap_or(0).saturating_mul(u64::try_from(page).unwrap_or(0));
+    if memory > 0 && n > memory {
+        return Err(format!("{} MiB is more than this machine's memory ({} MiB)", n >> 20, memory >> 20));
     }
     Ok(n)
 }
@@ -523,5 +561,21 @@ mod tests {
         assert!(e.to_string().contains("multiple of 4 KiB"), "{e}");
         assert!(with("\"64MiB\"").is_err(), "more than half a connection's budget");
         assert!(with("true").is_err());
+    }
+
+    #[test]
+    fn read_cache_is_off_by_default_and_takes_a_size_of_at_least_a_window_within_memory() {
+        let base = "[[export]]\nname = \"a\"\npath = \"/tmp/a\"\n";
+        assert_eq!(Config::from_toml(base, "s.toml").unwrap().read_cache, 0);
+        let with = |v: &str| Config::from_toml(&format!("read_cache = {v}\n{base}"), "s.toml");
+        assert_eq!(with("\"64MiB\"").unwrap().read_cache, 64 << 20);
+        assert_eq!(with("\"off\"").unwrap().read_cache, 0);
+        for bad in ["\"4KiB\"", "\"1000TiB\"", "true", "\"lots\""] {
+            let e = with(bad).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("read_cache"), "{bad}: {e}");
+        }
+        let e = Config::from_toml(&format!("read_ahead = \"off\"\nread_cache = \"1GiB\"\n{base}"), "s.toml")
+            .unwrap_err();
+        assert!(e.message.contains("read_ahead"), "{e}");
     }
 }

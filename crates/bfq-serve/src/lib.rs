@@ -12,6 +12,7 @@ pub mod config;
 pub mod metrics;
 pub mod page_cache;
 pub mod protocol;
+pub mod read_cache;
 pub mod readahead;
 pub mod server;
 

@@ -62,6 +62,9 @@ pub struct ExportCounters {
     /// Reads answered from the page cache without the scheduler (`cache = "read"`; counted in
     /// `reads` too).
     pub page_cache_hits: AtomicU64,
+    /// Reads answered from the server's read cache without the scheduler (`read_cache`; counted in
+    /// `reads` too).
+    pub read_cache_hits: AtomicU64,
     buckets: [AtomicU64; 21],
     latency_sum_us: AtomicU64,
 }
@@ -116,6 +119,7 @@ impl ExportCounters {
             connections: load(&self.connections),
             read_ahead_hits: load(&self.read_ahead_hits),
             page_cache_hits: load(&self.page_cache_hits),
+            read_cache_hits: load(&self.read_cache_hits),
             buckets: std::array::from_fn(|i| load(&self.buckets[i])),
             latency_sum_us: load(&self.latency_sum_us),
         }
@@ -143,6 +147,8 @@ pub struct Snapshot {
     pub read_ahead_hits: u64,
     /// See [`ExportCounters`].
     pub page_cache_hits: u64,
+    /// See [`ExportCounters`].
+    pub read_cache_hits: u64,
     /// Requests per latency bucket ([`BUCKET_UPPER_US`], then the overflow bucket).
     pub buckets: [u64; 21],
     /// Sum of the latencies, microseconds.
@@ -167,6 +173,7 @@ impl Snapshot {
             connections: self.connections - earlier.connections,
             read_ahead_hits: self.read_ahead_hits - earlier.read_ahead_hits,
             page_cache_hits: self.page_cache_hits - earlier.page_cache_hits,
+            read_cache_hits: self.read_cache_hits - earlier.read_cache_hits,
             buckets: std::array::from_fn(|i| self.buckets[i] - earlier.buckets[i]),
             latency_sum_us: self.latency_sum_us - earlier.latency_sum_us,
         }
@@ -229,6 +236,16 @@ pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[Connection
     for (e, _, s) in exports {
         let _ =
             writeln!(o, "bfq_serve_page_cache_hits_total{{export=\"{}\"}} {}", label(e), s.page_cache_hits);
+    }
+    family(
+        &mut o,
+        "bfq_serve_read_cache_hits_total",
+        "counter",
+        "Reads answered from the server's read cache without the scheduler (read_cache).",
+    );
+    for (e, _, s) in exports {
+        let _ =
+            writeln!(o, "bfq_serve_read_cache_hits_total{{export=\"{}\"}} {}", label(e), s.read_cache_hits);
     }
     family(&mut o, "bfq_serve_connections_total", "counter", "Connections accepted, by export.");
     for (e, _, s) in exports {
@@ -323,7 +340,7 @@ pub fn summary(exports: &[(String, Snapshot, usize)], interval: Duration) -> Str
         .map(|(name, d, conns)| {
             let ms = |q| d.quantile_us(q).map_or("-".into(), |us| format!("{:.1}", us as f64 / 1000.0));
             format!(
-                "{name}: {:.0} IOPS {:.1} MiB/s p50<={} p99<={} ms {} conn{}{}",
+                "{name}: {:.0} IOPS {:.1} MiB/s p50<={} p99<={} ms {} conn{}{}{}",
                 d.requests() as f64 / secs,
                 (d.bytes_read + d.bytes_written) as f64 / 1048576.0 / secs,
                 ms(0.5),
@@ -335,6 +352,14 @@ pub fn summary(exports: &[(String, Snapshot, usize)], interval: Duration) -> Str
                     format!(
                         " {:.0}% of reads from the page cache",
                         d.page_cache_hits as f64 * 100.0 / d.reads.max(1) as f64
+                    )
+                } else {
+                    String::new()
+                },
+                if d.read_cache_hits > 0 {
+                    format!(
+                        " {:.0}% of reads from the read cache",
+                        d.read_cache_hits as f64 * 100.0 / d.reads.max(1) as f64
                     )
                 } else {
                     String::new()

@@ -29,6 +29,7 @@ use crate::config::{Cache, Config, Export, Listen};
 pub use crate::metrics::ConnectionStats;
 use crate::metrics::{ExportCounters, Kind};
 use crate::protocol::*;
+use crate::read_cache::ReadCache;
 use crate::readahead::{PoolActivity, ReadAhead, Route, Window};
 
 pub(crate) const BLOCK: u64 = 4096;
@@ -110,6 +111,9 @@ struct ExportState {
     /// Moved by every write, trim and write-zeroes when submitted and when done: read-ahead windows
     /// read under another value are not used (`readahead`).
     write_epoch: AtomicU64,
+    /// Whether its windows go into the server's read cache: its data reaches the device with
+    /// O_DIRECT (`cache = "none"`) and is not in memory already (tmpfs).
+    read_cached: bool,
     counters: ExportCounters,
     /// A descriptor of its own on the file (not the engine's), to find holes and data with
     /// `SEEK_HOLE`/`SEEK_DATA` for `base:allocation`; `None` for a block device (all data).
@@ -128,9 +132,29 @@ struct State {
     /// Per engine (device): which connections sent requests lately (read-ahead is for a reader
     /// alone on its device).
     activity: Vec<Mutex<PoolActivity<QueueId>>>,
+    /// Read-ahead windows kept for re-reads (`read_cache`), for the exports that are `read_cached`.
+    read_cache: Option<ReadCache<Arc<Vec<u8>>>>,
 }
 
 impl State {
+    /// `[start, end)` of `export` is being written (called when a write, trim or write-zeroes is
+    /// submitted, and again when it completes, before its reply): read-ahead windows read before
+    /// are not used (`readahead`), and the read cache lets go of what it held of the range.
+    fn changing(&self, export: usize, start: u64, end: u64) {
+        let e = &self.exports[export];
+        // The epoch first: a window checked against it after this is not kept, one kept before is
+        // dropped below (`read_cache`'s coherence).
+        e.write_epoch.fetch_add(1, Ordering::SeqCst);
+        if let Some(cache) = self.read_cache.as_ref().filter(|_| e.read_cached) {
+            cache.invalidate(export, start, end);
+        }
+    }
+
+    /// The read cache, if `export`'s windows go into it.
+    fn read_cache_of(&self, export: usize) -> Option<&ReadCache<Arc<Vec<u8>>>> {
+        self.read_cache.as_ref().filter(|_| self.exports[export].read_cached)
+    }
+
     /// Applies a new configuration's weights and classes to the exports of the same name and to each
     /// of their open connections, at once; returns what could not be applied without a restart.
     fn reload(&self, new: &Config) -> Vec<String> {
@@ -173,6 +197,9 @@ impl State {
         }
         if new.scheduler != self.scheduler {
             notes.push("the scheduler changes only with a restart".into());
+        }
+        if new.read_cache != self.read_cache.as_ref().map_or(0, ReadCache::capacity) {
+            notes.push("read_cache changes only with a restart".into());
         }
         notes
     }
@@ -730,7 +757,8 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
     for (i, e) in config.exports.iter().enumerate() {
         let (file, size, device, rotational, allocation) = open_export(e)?;
         by_device.entry(device).or_default().push(i);
-        opened.push((Some(file), size, rotational, allocation));
+        let read_cached = config.read_cache > 0 && e.cache == Cache::None && !bfq_io::in_memory(&file);
+        opened.push((Some(file), size, rotational, allocation, read_cached));
     }
     let mut slots: Vec<Option<(usize, u32, u32)>> = vec![None; config.exports.len()];
     let mut page_caches: Vec<Option<Arc<std::fs::File>>> = config.exports.iter().map(|_| None).collect();
@@ -812,7 +840,7 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
         .zip(opened)
         .zip(slots)
         .zip(page_caches)
-        .map(|(((e, (_, size, rotational, allocation)), slot), page_cache)| {
+        .map(|(((e, (_, size, rotational, allocation, read_cached)), slot), page_cache)| {
             let (engine, target, read_target) = slot.expect("every export has an engine");
             ExportState {
                 name: e.name.clone(),
@@ -829,6 +857,7 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
                 read_target,
                 locks: RangeLocks::default(),
                 write_epoch: AtomicU64::new(0),
+                read_cached,
                 counters: ExportCounters::default(),
                 allocation,
             }
@@ -842,6 +871,7 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
         live: Mutex::new(HashMap::new()),
         scheduler: config.scheduler.clone(),
         read_ahead: config.read_ahead,
+        read_cache: (config.read_cache > 0).then(|| ReadCache::new(config.read_cache)),
     };
     Ok((state, drivers))
 }
@@ -1216,6 +1246,8 @@ enum DataBuf {
     Shared(Arc<SharedBuf>),
     /// In the page cache of this file (`cache = "read"`), at the reply's offset: sent from there.
     Cached(Arc<std::fs::File>),
+    /// A window kept in the server's read cache.
+    Kept(Arc<Vec<u8>>),
 }
 
 impl DataBuf {
@@ -1225,6 +1257,7 @@ impl DataBuf {
             DataBuf::Owned(b) => Some(b.as_slice()),
             DataBuf::Shared(s) => Some(s.buf.as_ref().map_or(&[], AlignedBuf::as_slice)),
             DataBuf::Cached(_) => None,
+            DataBuf::Kept(v) => Some(v.as_slice()),
         }
     }
 }
@@ -1295,9 +1328,19 @@ async fn read_window(
     let e = &state.exports[export];
     let r = client.read(win.start, pool.get((win.end - win.start) as usize), true).await;
     // A write submitted or completed since the window's read was submitted may not be in it.
-    let fresh = e.write_epoch.load(Ordering::SeqCst) == win.epoch;
+    let fresh = || e.write_epoch.load(Ordering::SeqCst) == win.epoch;
     let data = match r {
-        Ok(done) if fresh => {
+        Ok(done) if fresh() => {
+            if let Some(cache) = state.read_cache_of(export) {
+                if cache.read_again(export, win.start, win.end) {
+                    // A copy in memory the cache keeps (the window's own buffer goes back to the
+                    // connection's pool for the next window): fresh memory is cheap to fill in
+                    // ordinary pages, where a huge page for DMA is not on this machine (docs/serve.md
+                    // "A cache of windows").
+                    let kept = Arc::new(done.buf.as_slice().to_vec());
+                    cache.keep(export, win.start, win.end, fresh, kept);
+                }
+            }
             Some(Arc::new(SharedBuf { buf: Some(done.buf), pool: pool.clone(), _budget: budget }))
         }
         Ok(done) => {
@@ -1539,6 +1582,25 @@ async fn transmission<R, W>(
                         }
                     }
                 }
+                if let (Some(cache), true) = (state.read_cache_of(export), h.length > 0) {
+                    // Held in the server's read cache: answered from memory, the device untouched and
+                    // the tenant not charged (as a page-cache hit above), and not seen by the
+                    // read-ahead.
+                    if let Some((first, data)) = cache.get(export, h.offset, u64::from(h.length)) {
+                        e.counters.record(Kind::Read(u64::from(h.length)), true, arrived.elapsed());
+                        e.counters.read_cache_hits.fetch_add(1, Ordering::Relaxed);
+                        drop(slot);
+                        let body = Body::Data {
+                            buf: DataBuf::Kept(data),
+                            at: (h.offset - first) as usize,
+                            len: h.length as usize,
+                            offset: h.offset,
+                        };
+                        let _ =
+                            tx.send(Reply { handle: h.handle, _budget: Some(permit), body: Ok(body) }).await;
+                        continue;
+                    }
+                }
                 let (slot, permit) = match readahead.as_mut() {
                     Some(ra) if h.length > 0 => {
                         let epoch = e.write_epoch.load(Ordering::SeqCst);
@@ -1660,7 +1722,7 @@ async fn transmission<R, W>(
                         break;
                     }
                     let range = (h.offset, h.offset + u64::from(h.length));
-                    e.write_epoch.fetch_add(1, Ordering::SeqCst);
+                    state.changing(export, range.0, range.1);
                     if e.locks.try_hold(range.0, range.1) {
                         // Nothing overlapping is being written: straight to the engine, the range
                         // held until the writer takes the result.
@@ -1674,7 +1736,7 @@ async fn transmission<R, W>(
                     if rd.read_exact(&mut v).await.is_err() {
                         break;
                     }
-                    e.write_epoch.fetch_add(1, Ordering::SeqCst);
+                    state.changing(export, h.offset, h.offset + u64::from(h.length));
                     Payload::Bytes(v)
                 };
                 let (client, tx, state, pool) = (client.clone(), tx.clone(), state.clone(), pool.clone());
@@ -1682,7 +1744,7 @@ async fn transmission<R, W>(
                     let _slot = slot;
                     let e = &state.exports[export];
                     let r = write_range(&client, &pool, e, h.offset, payload, fua).await;
-                    e.write_epoch.fetch_add(1, Ordering::SeqCst);
+                    state.changing(export, h.offset, h.offset + u64::from(h.length));
                     e.counters.record(Kind::Write(u64::from(h.length)), r.is_ok(), arrived.elapsed());
                     drop(permit);
                     let _ = tx.send(Reply::of(h.handle, r)).await;
@@ -1715,7 +1777,7 @@ async fn transmission<R, W>(
                 }
                 let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
                 let fua = h.flags & CMD_FLAG_FUA != 0;
-                e.write_epoch.fetch_add(1, Ordering::SeqCst);
+                state.changing(export, h.offset, h.offset + u64::from(h.length));
                 tasks.spawn(async move {
                     let _slot = slot;
                     let e = &state.exports[export];
@@ -1736,7 +1798,7 @@ async fn transmission<R, W>(
                         Ok::<(), Failure>(())
                     }
                     .await;
-                    e.write_epoch.fetch_add(1, Ordering::SeqCst);
+                    state.changing(export, h.offset, h.offset + u64::from(h.length));
                     let _ = tx.send(Reply::of(h.handle, r)).await;
                 });
             }
@@ -1997,7 +2059,7 @@ impl Direct {
             }
             IssuedKind::Write { range } => {
                 e.locks.release(range);
-                e.write_epoch.fetch_add(1, Ordering::SeqCst);
+                self.state.changing(self.export, range.0, range.1);
                 e.counters.record(Kind::Write(len), result.is_ok(), issued.arrived.elapsed());
                 let r = match result {
                     Ok(done) => {

@@ -676,6 +676,91 @@ fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
     server.stop().unwrap();
 }
 
+/// Issue 16's speed for hot data with O_DIRECT (`read_cache`, docs/serve.md "A cache of windows"): a
+/// window is kept the second time its place is read, reads inside kept windows are answered from
+/// memory (also sub-block ones), and a read after an acknowledged write sees the write, whichever
+/// kind it was and whichever connection sent it.
+#[test]
+fn windows_read_twice_are_kept_and_a_read_after_a_write_sees_the_write() {
+    let path = PathBuf::from(format!("/var/tmp/bfq-serve-windowcache-{}.img", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let _files = Files(vec![path.clone()]);
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\nread_ahead = \"1MiB\"\nread_cache = \"4MiB\"\n[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\n",
+        path.display()
+    );
+    let server = start(Config::from_toml(&text, "windowcache.toml").unwrap()).unwrap();
+    let tcp = server.addresses()[0].clone();
+    let (mut reader, mut writer) = (Raw::connect(&tcp), Raw::connect(&tcp));
+    for c in [&mut reader, &mut writer] {
+        c.hello();
+        assert_eq!(c.go("s"), 1);
+    }
+    let hits = || metric(&metrics_page(&server), "bfq_serve_read_cache_hits_total{export=\"s\"}");
+    let k = 1024u64;
+    let mut handle = 0u64;
+    let mut write = |c: &mut Raw, command: u16, offset: u64, data: &[u8], len: u32| {
+        handle += 1;
+        c.request(command, handle, offset, len, data);
+        assert_eq!(c.simple(), (0, handle), "command {command} at {offset}");
+    };
+    let mut expect: Vec<u8> = (0..2u32 << 20).map(|i| (i / 4096 * 13 + i % 241) as u8).collect();
+    write(&mut writer, 1, 0, &expect, 2 << 20);
+    // Windows are for a reader alone on its device.
+    let quiet =
+        || std::thread::sleep(bfq_serve::readahead::ALONE_AFTER + std::time::Duration::from_millis(50));
+    let mut next = 1_000u64;
+    let mut pass = |reader: &mut Raw, expect: &[u8]| {
+        for i in 0..16u64 {
+            next += 1;
+            let got = read_at(reader, next, i * 128 * k, 128 * 1024);
+            assert!(got[..] == expect[(i * 128 * k) as usize..((i + 1) * 128 * k) as usize], "piece {i}");
+        }
+    };
+    quiet();
+    pass(&mut reader, &expect);
+    assert_eq!(hits(), 0, "a first pass is read from the device, and nothing is kept");
+    pass(&mut reader, &expect);
+    let kept = hits();
+    pass(&mut reader, &expect);
+    assert!(hits() >= kept + 8, "the third pass comes from the cache: {kept} then {} hits", hits());
+    let before = hits();
+    assert!(
+        read_at(&mut reader, 90, 300 * k + 5, 1000)[..]
+            == expect[(300 * k + 5) as usize..(301 * k + 5) as usize - 24]
+    );
+    assert_eq!(hits(), before + 1, "a sub-block read from the cache");
+    // Each change inside kept windows, from the other connection, then a read of them sees it.
+    let whole = |reader: &mut Raw, h: u64| read_at(reader, h, 0, 2 << 20);
+    write(&mut writer, 1, 64 * k, &[0x22; 4096], 4096);
+    expect[64 * 1024..68 * 1024].fill(0x22);
+    assert!(whole(&mut reader, 91) == expect, "the aligned write is seen");
+    write(&mut writer, 1, 700 * k + 7, b"hello", 5);
+    expect[700 * 1024 + 7..700 * 1024 + 12].copy_from_slice(b"hello");
+    assert!(whole(&mut reader, 92) == expect, "the unaligned write is seen");
+    write(&mut writer, 4, 1024 * k, &[], 4096); // trim
+    expect[1024 * 1024..1028 * 1024].fill(0);
+    assert!(whole(&mut reader, 93) == expect, "the trim is seen");
+    write(&mut writer, 1, 1500 * k, &[0x33; 8192], 8192);
+    expect[1500 * 1024..1508 * 1024].fill(0x33);
+    write(&mut writer, 6, 1504 * k, &[], 4096); // write-zeroes
+    expect[1504 * 1024..1508 * 1024].fill(0);
+    assert!(whole(&mut reader, 94) == expect, "write-zeroes is seen");
+    // Kept again after the writes, and still right: two passes alone, then one from the cache.
+    quiet();
+    pass(&mut reader, &expect);
+    pass(&mut reader, &expect);
+    let kept = hits();
+    pass(&mut reader, &expect);
+    assert!(hits() >= kept + 8, "kept again: {kept} then {} hits", hits());
+    // The reader's own write while its windows are in the cache.
+    write(&mut reader, 1, 200 * k, &[0x44; 4096], 4096);
+    expect[200 * 1024..204 * 1024].fill(0x44);
+    pass(&mut reader, &expect);
+    drop((reader, writer));
+    server.stop().unwrap();
+}
+
 /// Issue 16's speed for hot data (`cache = "read"`, docs/serve.md): a read whose bytes are all in
 /// the page cache is answered from memory, and a read after an acknowledged write sees the write —
 /// aligned (O_DIRECT, beside the cached pages), unaligned (read-modify-write), trim and write-zeroes —
