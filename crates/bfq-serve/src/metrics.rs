@@ -202,6 +202,17 @@ fn label(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
+/// The read cache's gauges (`read_cache`): bytes of windows kept, and bytes of memory made for it so
+/// far (it is made in the background after the start, up to `read_cache`).
+pub fn read_cache_gauges(kept: u64, memory: u64) -> String {
+    format!(
+        "# HELP bfq_serve_read_cache_kept_bytes Bytes of read-ahead windows kept in the read cache.\n\
+         # TYPE bfq_serve_read_cache_kept_bytes gauge\nbfq_serve_read_cache_kept_bytes {kept}\n\
+         # HELP bfq_serve_read_cache_memory_bytes Memory made for the read cache so far.\n\
+         # TYPE bfq_serve_read_cache_memory_bytes gauge\nbfq_serve_read_cache_memory_bytes {memory}\n"
+    )
+}
+
 /// The Prometheus text exposition of every export and connection.
 pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[ConnectionStats]) -> String {
     let mut o = String::new();

@@ -106,6 +106,13 @@ impl Fetch {
     }
 }
 
+/// The size of the windows of read-ahead `ahead` (a multiple of the block size, > 0): the
+/// distance in [`CHUNKS_AHEAD`] windows, at most [`MAX_CHUNK`].
+pub fn chunk_for(ahead: u64) -> u64 {
+    let block = crate::server::BLOCK;
+    (ahead / CHUNKS_AHEAD).next_multiple_of(block).clamp(block, MAX_CHUNK).min(ahead)
+}
+
 /// A connection's read-ahead state.
 #[derive(Debug)]
 pub struct ReadAhead<T> {
@@ -126,8 +133,7 @@ pub struct ReadAhead<T> {
 impl<T> ReadAhead<T> {
     /// Read-ahead of `ahead` bytes (a multiple of the block size, > 0) on an export of `limit` bytes.
     pub fn new(ahead: u64, limit: u64) -> ReadAhead<T> {
-        let block = crate::server::BLOCK;
-        let chunk = (ahead / CHUNKS_AHEAD).next_multiple_of(block).clamp(block, MAX_CHUNK).min(ahead);
+        let chunk = chunk_for(ahead);
         ReadAhead { ahead, chunk, limit, next: u64::MAX, run: 0, windows: VecDeque::new() }
     }
 

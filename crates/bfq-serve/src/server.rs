@@ -29,7 +29,7 @@ use crate::config::{Cache, Config, Export, Listen};
 pub use crate::metrics::ConnectionStats;
 use crate::metrics::{ExportCounters, Kind};
 use crate::protocol::*;
-use crate::read_cache::ReadCache;
+use crate::read_cache::{ReadCache, Slab, Slabs};
 use crate::readahead::{PoolActivity, ReadAhead, Route, Window};
 
 pub(crate) const BLOCK: u64 = 4096;
@@ -133,7 +133,11 @@ struct State {
     /// alone on its device).
     activity: Vec<Mutex<PoolActivity<QueueId>>>,
     /// Read-ahead windows kept for re-reads (`read_cache`), for the exports that are `read_cached`.
-    read_cache: Option<ReadCache<Arc<Vec<u8>>>>,
+    read_cache: Option<ReadCache<Arc<Slab>>>,
+    /// The read cache's memory.
+    read_slabs: Option<Arc<Slabs>>,
+    /// `read_cache` as configured (a reload compares it).
+    read_cache_configured: u64,
 }
 
 impl State {
@@ -151,7 +155,7 @@ impl State {
     }
 
     /// The read cache, if `export`'s windows go into it.
-    fn read_cache_of(&self, export: usize) -> Option<&ReadCache<Arc<Vec<u8>>>> {
+    fn read_cache_of(&self, export: usize) -> Option<&ReadCache<Arc<Slab>>> {
         self.read_cache.as_ref().filter(|_| self.exports[export].read_cached)
     }
 
@@ -198,7 +202,7 @@ impl State {
         if new.scheduler != self.scheduler {
             notes.push("the scheduler changes only with a restart".into());
         }
-        if new.read_cache != self.read_cache.as_ref().map_or(0, ReadCache::capacity) {
+        if new.read_cache != self.read_cache_configured {
             notes.push("read_cache changes only with a restart".into());
         }
         notes
@@ -708,7 +712,11 @@ async fn serve_metrics(mut stream: tokio::net::TcpStream, state: Arc<State>) {
                 })
                 .collect();
             let conns = state2.connections();
-            crate::metrics::prometheus(&exports, &conns)
+            let mut page = crate::metrics::prometheus(&exports, &conns);
+            if let (Some(cache), Some(slabs)) = (&state2.read_cache, &state2.read_slabs) {
+                page.push_str(&crate::metrics::read_cache_gauges(cache.usage().0, slabs.made_bytes()));
+            }
+            page
         })
         .await
         .unwrap_or_default();
@@ -834,7 +842,7 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
         let (engine, _, _) = slots[i].expect("every export has an engine");
         engines[engine].configure_group(group_of(i), ROOT_GROUP, e.spec)?;
     }
-    let exports = config
+    let exports: Vec<ExportState> = config
         .exports
         .iter()
         .zip(opened)
@@ -863,6 +871,8 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
             }
         })
         .collect();
+    // No memory for a cache that no export uses (all on tmpfs, or through the page cache).
+    let cached = exports.iter().any(|e| e.read_cached);
     let state = State {
         activity: engines.iter().map(|_| Mutex::new(PoolActivity::default())).collect(),
         exports,
@@ -871,8 +881,14 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
         live: Mutex::new(HashMap::new()),
         scheduler: config.scheduler.clone(),
         read_ahead: config.read_ahead,
-        read_cache: (config.read_cache > 0).then(|| ReadCache::new(config.read_cache)),
+        read_cache: cached.then(|| ReadCache::new(config.read_cache)),
+        read_cache_configured: config.read_cache,
+        read_slabs: cached
+            .then(|| Slabs::new(config.read_cache, crate::readahead::chunk_for(config.read_ahead))),
     };
+    if let Some(slabs) = &state.read_slabs {
+        slabs.make_in_background().map_err(ServeError::Runtime)?;
+    }
     Ok((state, drivers))
 }
 
@@ -1247,7 +1263,7 @@ enum DataBuf {
     /// In the page cache of this file (`cache = "read"`), at the reply's offset: sent from there.
     Cached(Arc<std::fs::File>),
     /// A window kept in the server's read cache.
-    Kept(Arc<Vec<u8>>),
+    Kept(Arc<Slab>),
 }
 
 impl DataBuf {
@@ -1331,14 +1347,21 @@ async fn read_window(
     let fresh = || e.write_epoch.load(Ordering::SeqCst) == win.epoch;
     let data = match r {
         Ok(done) if fresh() => {
-            if let Some(cache) = state.read_cache_of(export) {
+            if let (Some(cache), Some(slabs)) = (state.read_cache_of(export), &state.read_slabs) {
                 if cache.read_again(export, win.start, win.end) {
-                    // A copy in memory the cache keeps (the window's own buffer goes back to the
-                    // connection's pool for the next window): fresh memory is cheap to fill in
-                    // ordinary pages, where a huge page for DMA is not on this machine (docs/serve.md
-                    // "A cache of windows").
-                    let kept = Arc::new(done.buf.as_slice().to_vec());
-                    cache.keep(export, win.start, win.end, fresh, kept);
+                    // A copy in the cache's own memory (the window's buffer goes back to the
+                    // connection's pool for the next window); when none is free, the least recently
+                    // used entry gives its own, unless a reply still holds it.
+                    let slab = slabs.take().or_else(|| {
+                        drop(cache.evict_oldest());
+                        slabs.take()
+                    });
+                    if let Some(mut slab) = slab {
+                        // A window longer than the others (a stream's first, for a long read) is not kept.
+                        if slab.fill(done.buf.as_slice()) {
+                            cache.keep(export, win.start, win.end, fresh, Arc::new(slab));
+                        }
+                    }
                 }
             }
             Some(Arc::new(SharedBuf { buf: Some(done.buf), pool: pool.clone(), _budget: budget }))
@@ -1582,25 +1605,11 @@ async fn transmission<R, W>(
                         }
                     }
                 }
-                if let (Some(cache), true) = (state.read_cache_of(export), h.length > 0) {
-                    // Held in the server's read cache: answered from memory, the device untouched and
-                    // the tenant not charged (as a page-cache hit above), and not seen by the
-                    // read-ahead.
-                    if let Some((first, data)) = cache.get(export, h.offset, u64::from(h.length)) {
-                        e.counters.record(Kind::Read(u64::from(h.length)), true, arrived.elapsed());
-                        e.counters.read_cache_hits.fetch_add(1, Ordering::Relaxed);
-                        drop(slot);
-                        let body = Body::Data {
-                            buf: DataBuf::Kept(data),
-                            at: (h.offset - first) as usize,
-                            len: h.length as usize,
-                            offset: h.offset,
-                        };
-                        let _ =
-                            tx.send(Reply { handle: h.handle, _budget: Some(permit), body: Ok(body) }).await;
-                        continue;
-                    }
-                }
+                // Held in the server's read cache: answered from memory below, the device untouched
+                // and the tenant not charged (as a page-cache hit above). The read-ahead still sees
+                // it, so that a stream reading kept windows goes on reading ahead of them.
+                let read_cache = state.read_cache_of(export).filter(|_| h.length > 0);
+                let hit = read_cache.and_then(|c| c.get(export, h.offset, u64::from(h.length)));
                 let (slot, permit) = match readahead.as_mut() {
                     Some(ra) if h.length > 0 => {
                         let epoch = e.write_epoch.load(Ordering::SeqCst);
@@ -1613,6 +1622,10 @@ async fn transmission<R, W>(
                         let shallow = outstanding <= SHALLOW_STREAM && alone;
                         let (mut route, fetches) = ra.route(h.offset, u64::from(h.length), epoch, shallow);
                         for f in fetches {
+                            // Not what the cache holds already: the stream reads on from there.
+                            if read_cache.is_some_and(|c| c.covers(export, f.start, f.end)) {
+                                break;
+                            }
                             // A window's bytes count in the connection's budget; without room, no
                             // more read-ahead this time (the windows stay contiguous).
                             let need = ((f.end - f.start) as usize).div_ceil(BUDGET_UNIT) as u32;
@@ -1631,41 +1644,58 @@ async fn transmission<R, W>(
                                 (reader.clone(), pool.clone(), state.clone(), tx.clone());
                             tasks.spawn(read_window(reader, win, wb, pool, state, export, tx));
                         }
-                        match route {
-                            Route::Window(win) => {
-                                let w = Waiter {
-                                    handle: h.handle,
-                                    offset: h.offset,
-                                    len: h.length,
-                                    arrived,
-                                    slot,
-                                    budget: permit,
-                                };
-                                let ready = {
-                                    let mut st = win.body.lock().unwrap_or_else(|p| p.into_inner());
-                                    match &mut *st {
-                                        WindowState::Reading(list) => {
-                                            list.push(w);
-                                            None
+                        if hit.is_some() {
+                            (slot, permit)
+                        } else {
+                            match route {
+                                Route::Window(win) => {
+                                    let w = Waiter {
+                                        handle: h.handle,
+                                        offset: h.offset,
+                                        len: h.length,
+                                        arrived,
+                                        slot,
+                                        budget: permit,
+                                    };
+                                    let ready = {
+                                        let mut st = win.body.lock().unwrap_or_else(|p| p.into_inner());
+                                        match &mut *st {
+                                            WindowState::Reading(list) => {
+                                                list.push(w);
+                                                None
+                                            }
+                                            WindowState::Read(data) => Some((data.clone(), w)),
                                         }
-                                        WindowState::Read(data) => Some((data.clone(), w)),
+                                    };
+                                    match ready {
+                                        None => continue,
+                                        Some((Some(data), w)) => {
+                                            let _ = tx.send(window_reply(e, &win, &data, w)).await;
+                                            continue;
+                                        }
+                                        // The window failed: read on its own.
+                                        Some((None, w)) => (w.slot, w.budget),
                                     }
-                                };
-                                match ready {
-                                    None => continue,
-                                    Some((Some(data), w)) => {
-                                        let _ = tx.send(window_reply(e, &win, &data, w)).await;
-                                        continue;
-                                    }
-                                    // The window failed: read on its own.
-                                    Some((None, w)) => (w.slot, w.budget),
                                 }
+                                Route::Direct => (slot, permit),
                             }
-                            Route::Direct => (slot, permit),
                         }
                     }
                     _ => (slot, permit),
                 };
+                if let Some((first, data)) = hit {
+                    e.counters.record(Kind::Read(u64::from(h.length)), true, arrived.elapsed());
+                    e.counters.read_cache_hits.fetch_add(1, Ordering::Relaxed);
+                    drop(slot);
+                    let body = Body::Data {
+                        buf: DataBuf::Kept(data),
+                        at: (h.offset - first) as usize,
+                        len: h.length as usize,
+                        offset: h.offset,
+                    };
+                    let _ = tx.send(Reply { handle: h.handle, _budget: Some(permit), body: Ok(body) }).await;
+                    continue;
+                }
                 if h.length > 0 {
                     // Straight to the engine: the writer takes the result from the connection's
                     // completion queue (no task, no hand-off through a channel).

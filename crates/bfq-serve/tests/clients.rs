@@ -706,6 +706,18 @@ fn windows_read_twice_are_kept_and_a_read_after_a_write_sees_the_write() {
     };
     let mut expect: Vec<u8> = (0..2u32 << 20).map(|i| (i / 4096 * 13 + i % 241) as u8).collect();
     write(&mut writer, 1, 0, &expect, 2 << 20);
+    // The cache's memory is made in the background, only when a CPU is idle: wait for all of it (a
+    // busy machine, such as a parallel test run, can take a while).
+    let memory = || metric(&metrics_page(&server), "bfq_serve_read_cache_memory_bytes");
+    let t0 = std::time::Instant::now();
+    while memory() < 4 << 20 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the cache's memory is made: {}",
+            memory()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     // Windows are for a reader alone on its device.
     let quiet =
         || std::thread::sleep(bfq_serve::readahead::ALONE_AFTER + std::time::Duration::from_millis(50));
