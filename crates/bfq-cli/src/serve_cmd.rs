@@ -86,7 +86,7 @@ pub fn execute(args: ServeArgs) -> Result<()> {
         eprintln!("bfq serve: exports: {}", exports.join("; "));
         if read_cache > 0 {
             eprintln!(
-                "bfq serve: read cache of {} MiB for exports with cache = \"none\" off tmpfs",
+                "bfq serve: read cache of up to {} MiB (no more than its exports hold) for exports with cache = \"none\" off tmpfs",
                 read_cache >> 20
             );
         }

@@ -871,8 +871,13 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
             }
         })
         .collect();
-    // No memory for a cache that no export uses (all on tmpfs, or through the page cache).
-    let cached = exports.iter().any(|e| e.read_cached);
+    // No more memory than the exports it serves could fill (none if all are on tmpfs or go through
+    // the page cache). `read_cache` needs `read_ahead` (the configuration checks it).
+    let chunk = crate::readahead::chunk_for(config.read_ahead.max(BLOCK));
+    let cacheable: u64 =
+        exports.iter().filter(|e| e.read_cached).map(|e| e.size.next_multiple_of(chunk)).sum();
+    let read_cache = config.read_cache.min(cacheable);
+    let cached = read_cache > 0;
     let state = State {
         activity: engines.iter().map(|_| Mutex::new(PoolActivity::default())).collect(),
         exports,
@@ -881,10 +886,9 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
         live: Mutex::new(HashMap::new()),
         scheduler: config.scheduler.clone(),
         read_ahead: config.read_ahead,
-        read_cache: cached.then(|| ReadCache::new(config.read_cache)),
+        read_cache: cached.then(|| ReadCache::new(read_cache)),
         read_cache_configured: config.read_cache,
-        read_slabs: cached
-            .then(|| Slabs::new(config.read_cache, crate::readahead::chunk_for(config.read_ahead))),
+        read_slabs: cached.then(|| Slabs::new(read_cache, chunk)),
     };
     if let Some(slabs) = &state.read_slabs {
         slabs.make_in_background().map_err(ServeError::Runtime)?;
