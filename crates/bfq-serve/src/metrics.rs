@@ -202,6 +202,14 @@ fn label(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
+/// `" 73% of reads from WHERE"`, or nothing when none came from there.
+fn share_of_reads(hits: u64, reads: u64, from: &str) -> String {
+    if hits == 0 {
+        return String::new();
+    }
+    format!(" {:.0}% of reads from {from}", hits as f64 * 100.0 / reads.max(1) as f64)
+}
+
 /// The read cache's gauges (`read_cache`): bytes of windows kept, and bytes of memory made for it so
 /// far (it is made in the background after the start, up to `read_cache`).
 pub fn read_cache_gauges(kept: u64, memory: u64) -> String {
@@ -233,30 +241,27 @@ pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[Connection
         let _ =
             writeln!(o, "bfq_serve_bytes_total{{export=\"{e}\",direction=\"write\"}} {}", s.bytes_written);
     }
-    family(&mut o, "bfq_serve_read_ahead_hits_total", "counter", "Reads answered from a read-ahead window.");
-    for (e, _, s) in exports {
-        let _ =
-            writeln!(o, "bfq_serve_read_ahead_hits_total{{export=\"{}\"}} {}", label(e), s.read_ahead_hits);
-    }
-    family(
-        &mut o,
-        "bfq_serve_page_cache_hits_total",
-        "counter",
-        "Reads answered from the page cache without the scheduler (cache = \"read\").",
-    );
-    for (e, _, s) in exports {
-        let _ =
-            writeln!(o, "bfq_serve_page_cache_hits_total{{export=\"{}\"}} {}", label(e), s.page_cache_hits);
-    }
-    family(
-        &mut o,
-        "bfq_serve_read_cache_hits_total",
-        "counter",
-        "Reads answered from the server's read cache without the scheduler (read_cache).",
-    );
-    for (e, _, s) in exports {
-        let _ =
-            writeln!(o, "bfq_serve_read_cache_hits_total{{export=\"{}\"}} {}", label(e), s.read_cache_hits);
+    type Counter = (&'static str, &'static str, fn(&Snapshot) -> u64);
+    let hits: [Counter; 3] = [
+        ("bfq_serve_read_ahead_hits_total", "Reads answered from a read-ahead window.", |s| {
+            s.read_ahead_hits
+        }),
+        (
+            "bfq_serve_page_cache_hits_total",
+            "Reads answered from the page cache without the scheduler (cache = \"read\").",
+            |s| s.page_cache_hits,
+        ),
+        (
+            "bfq_serve_read_cache_hits_total",
+            "Reads answered from the server's read cache without the scheduler (read_cache).",
+            |s| s.read_cache_hits,
+        ),
+    ];
+    for (name, help, value) in hits {
+        family(&mut o, name, "counter", help);
+        for (e, _, s) in exports {
+            let _ = writeln!(o, "{name}{{export=\"{}\"}} {}", label(e), value(s));
+        }
     }
     family(&mut o, "bfq_serve_connections_total", "counter", "Connections accepted, by export.");
     for (e, _, s) in exports {
@@ -358,23 +363,9 @@ pub fn summary(exports: &[(String, Snapshot, usize)], interval: Duration) -> Str
                 ms(0.99),
                 conns,
                 if d.errors > 0 { format!(" {} errors", d.errors) } else { String::new() },
-                // `cache = "read"`: how much of the reads the device never saw.
-                if d.page_cache_hits > 0 {
-                    format!(
-                        " {:.0}% of reads from the page cache",
-                        d.page_cache_hits as f64 * 100.0 / d.reads.max(1) as f64
-                    )
-                } else {
-                    String::new()
-                },
-                if d.read_cache_hits > 0 {
-                    format!(
-                        " {:.0}% of reads from the read cache",
-                        d.read_cache_hits as f64 * 100.0 / d.reads.max(1) as f64
-                    )
-                } else {
-                    String::new()
-                }
+                // `cache = "read"` and `read_cache`: how much of the reads the device never saw.
+                share_of_reads(d.page_cache_hits, d.reads, "the page cache"),
+                share_of_reads(d.read_cache_hits, d.reads, "the read cache"),
             )
         })
         .collect();

@@ -596,11 +596,18 @@ fn metric(page: &str, prefix: &str) -> u64 {
 /// A server with 1 MiB of read-ahead on a 16 MiB export `s` of a file of its own (removed with the
 /// returned guard), and two connections to it that have done the handshake.
 fn read_ahead_server(tag: &str) -> (ServerHandle, Files, Raw, Raw) {
+    two_clients(tag, "read_ahead = \"1MiB\"\n", "")
+}
+
+/// A server with the configuration lines `server` and, for its 16 MiB export `s` of a file of its
+/// own (removed with the returned guard), `export`; and two connections to it that have done the
+/// handshake.
+fn two_clients(tag: &str, server: &str, export: &str) -> (ServerHandle, Files, Raw, Raw) {
     let path = PathBuf::from(format!("/var/tmp/bfq-serve-{tag}-{}.img", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let files = Files(vec![path.clone()]);
     let text = format!(
-        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\nread_ahead = \"1MiB\"\n[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\n",
+        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\n{server}[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\n{export}",
         path.display()
     );
     let server = start(Config::from_toml(&text, &format!("{tag}.toml")).unwrap()).unwrap();
@@ -611,6 +618,13 @@ fn read_ahead_server(tag: &str) -> (ServerHandle, Files, Raw, Raw) {
         assert_eq!(c.go("s"), 1);
     }
     (server, files, a, b)
+}
+
+/// Sends `command` (a write, trim or write-zeroes) with the next handle, and checks that it succeeds.
+fn succeeds(c: &mut Raw, handle: &mut u64, command: u16, offset: u64, data: &[u8], len: u32) {
+    *handle += 1;
+    c.request(command, *handle, offset, len, data);
+    assert_eq!(c.simple(), (0, *handle), "command {command} at {offset}");
 }
 
 /// A read of `len` bytes at `offset` with `handle`, answered with a simple reply: its data.
@@ -682,27 +696,13 @@ fn sequential_reads_are_read_ahead_and_a_read_after_a_write_sees_the_write() {
 /// kind it was and whichever connection sent it.
 #[test]
 fn windows_read_twice_are_kept_and_a_read_after_a_write_sees_the_write() {
-    let path = PathBuf::from(format!("/var/tmp/bfq-serve-windowcache-{}.img", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let _files = Files(vec![path.clone()]);
-    let text = format!(
-        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\nread_ahead = \"1MiB\"\nread_cache = \"4MiB\"\n[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\n",
-        path.display()
-    );
-    let server = start(Config::from_toml(&text, "windowcache.toml").unwrap()).unwrap();
-    let tcp = server.addresses()[0].clone();
-    let (mut reader, mut writer) = (Raw::connect(&tcp), Raw::connect(&tcp));
-    for c in [&mut reader, &mut writer] {
-        c.hello();
-        assert_eq!(c.go("s"), 1);
-    }
+    let (server, _files, mut reader, mut writer) =
+        two_clients("windowcache", "read_ahead = \"1MiB\"\nread_cache = \"4MiB\"\n", "");
     let hits = || metric(&metrics_page(&server), "bfq_serve_read_cache_hits_total{export=\"s\"}");
     let k = 1024u64;
     let mut handle = 0u64;
     let mut write = |c: &mut Raw, command: u16, offset: u64, data: &[u8], len: u32| {
-        handle += 1;
-        c.request(command, handle, offset, len, data);
-        assert_eq!(c.simple(), (0, handle), "command {command} at {offset}");
+        succeeds(c, &mut handle, command, offset, data, len)
     };
     let mut expect: Vec<u8> = (0..2u32 << 20).map(|i| (i / 4096 * 13 + i % 241) as u8).collect();
     write(&mut writer, 1, 0, &expect, 2 << 20);
@@ -779,27 +779,12 @@ fn windows_read_twice_are_kept_and_a_read_after_a_write_sees_the_write() {
 /// also after many writes and reads of the same blocks in flight at once on two connections.
 #[test]
 fn cached_reads_come_from_memory_and_a_read_after_a_write_sees_the_write() {
-    let path = PathBuf::from(format!("/var/tmp/bfq-serve-readcache-{}.img", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let _files = Files(vec![path.clone()]);
-    let text = format!(
-        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\n[[export]]\nname = \"s\"\npath = \"{}\"\nsize = \"16MiB\"\ncache = \"read\"\n",
-        path.display()
-    );
-    let server = start(Config::from_toml(&text, "readcache.toml").unwrap()).unwrap();
-    let tcp = server.addresses()[0].clone();
-    let (mut reader, mut writer) = (Raw::connect(&tcp), Raw::connect(&tcp));
-    for c in [&mut reader, &mut writer] {
-        c.hello();
-        assert_eq!(c.go("s"), 1);
-    }
+    let (server, _files, mut reader, mut writer) = two_clients("readcache", "", "cache = \"read\"\n");
     let hits = || metric(&metrics_page(&server), "bfq_serve_page_cache_hits_total{export=\"s\"}");
     let k = 1024u64;
     let mut handle = 0u64;
     let mut write = |c: &mut Raw, command: u16, offset: u64, data: &[u8], len: u32| {
-        handle += 1;
-        c.request(command, handle, offset, len, data);
-        assert_eq!(c.simple(), (0, handle), "command {command} at {offset}");
+        succeeds(c, &mut handle, command, offset, data, len)
     };
     write(&mut writer, 1, 0, &[0x11; 256 * 1024], 256 * 1024);
     // A direct write leaves nothing cached: the first read goes to the device and leaves its pages
