@@ -773,6 +773,80 @@ fn windows_read_twice_are_kept_and_a_read_after_a_write_sees_the_write() {
     server.stop().unwrap();
 }
 
+/// `read_cache` under races (docs/serve.md "A cache of windows"): a client reads a region over and
+/// over (its windows kept, and read again) and now and then sends a write into it followed at once
+/// by more reads of the region, so that windows are read while the write is in flight; every read
+/// sent after the write was acknowledged sees it, whether answered from the cache, a window or the
+/// device. (Without the cache's drop on writes it fails at once; without only the drop at a write's
+/// completion it passed 4 runs of 4: that case needs the device to serve a read sent after a write
+/// before the write, which this disk did not do here.)
+#[test]
+fn reads_racing_writes_never_see_data_older_than_an_acknowledged_write() {
+    let (server, _files, mut c, _other) =
+        two_clients("cacherace", "read_ahead = \"1MiB\"\nread_cache = \"1MiB\"\n", "");
+    const BLOCKS: u64 = 8;
+    const PIECE: u64 = 128 << 10;
+    let block = 4096usize;
+    // Block i lives at i * 256 KiB + 12 KiB and holds its version in every byte.
+    let at = |i: u64| i * (256 << 10) + (12 << 10);
+    let mut version = [1u8; BLOCKS as usize];
+    let mut handle = 0u64;
+    for i in 0..BLOCKS {
+        succeeds(&mut c, &mut handle, 1, at(i), &vec![1u8; block], block as u32);
+    }
+    // Every block of a piece read after its version was acknowledged must have at least it.
+    let check = |got: &[u8], piece: u64, version: &[u8; BLOCKS as usize], when: &str| {
+        for i in 0..BLOCKS {
+            if at(i) / PIECE == piece {
+                let seen = got[(at(i) % PIECE) as usize];
+                assert!(
+                    seen >= version[i as usize],
+                    "{when}: block {i} read {seen}, acknowledged {}",
+                    version[i as usize]
+                );
+            }
+        }
+    };
+    let mut piece = 0u64;
+    for round in 0..120u64 {
+        // A few reads in order (the stream, its windows, the cache).
+        for _ in 0..6 {
+            handle += 1;
+            let got = read_at(&mut c, handle, piece * PIECE, PIECE as u32);
+            check(&got, piece, &version, "in order");
+            piece = (piece + 1) % 16;
+        }
+        // A write, and at once the next reads of the stream behind it, all in flight together.
+        let i = round * 5 % BLOCKS;
+        let new = (round + 2) as u8;
+        let write = 1_000_000 + round;
+        c.request(1, write, at(i), block as u32, &vec![new; block]);
+        let first = handle + 1;
+        for k in 0..4 {
+            handle += 1;
+            c.request(0, handle, ((piece + k) % 16) * PIECE, PIECE as u32, &[]);
+        }
+        for _ in 0..5 {
+            let (error, h) = c.simple();
+            assert_eq!(error, 0);
+            if h != write {
+                // Sent with the write in flight: either data is right; the stream goes on.
+                assert!((first..=handle).contains(&h));
+                c.read_n(PIECE as usize);
+            }
+        }
+        version[i as usize] = new;
+        piece = (piece + 4) % 16;
+        // After the acknowledgement: the block's piece, and the rest of the region.
+        handle += 1;
+        let got = read_at(&mut c, handle, at(i) / PIECE * PIECE, PIECE as u32);
+        check(&got, at(i) / PIECE, &version, "after the write");
+    }
+    let hits = metric(&metrics_page(&server), "bfq_serve_read_cache_hits_total{export=\"s\"}");
+    assert!(hits > 0, "the cache answered some of the reads: {hits} hits");
+    server.stop().unwrap();
+}
+
 /// Issue 16's speed for hot data (`cache = "read"`, docs/serve.md): a read whose bytes are all in
 /// the page cache is answered from memory, and a read after an acknowledged write sees the write —
 /// aligned (O_DIRECT, beside the cached pages), unaligned (read-modify-write), trim and write-zeroes —
