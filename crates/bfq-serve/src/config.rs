@@ -339,34 +339,15 @@ impl Config {
             "0" | "0s" | "off" => None,
             text => Some(parse_interval(text).map_err(|m| err("summary_interval", None, m))?),
         };
-        let read_ahead = match raw.read_ahead {
+        let read_ahead = match size_or_off(raw.read_ahead, "4MiB").map_err(|m| err("read_ahead", None, m))? {
             None => DEFAULT_READ_AHEAD,
-            Some(toml::Value::String(s)) if s == "off" || s == "0" => 0,
-            Some(toml::Value::Integer(0)) => 0,
-            Some(toml::Value::Integer(n)) if n > 0 => {
-                checked_read_ahead(n as u64).map_err(|m| err("read_ahead", None, m))?
-            }
-            Some(toml::Value::String(s)) => {
-                checked_read_ahead(parse_size(&s).map_err(|m| err("read_ahead", None, m))?)
-                    .map_err(|m| err("read_ahead", None, m))?
-            }
-            Some(other) => {
-                return Err(err(
-                    "read_ahead",
-                    None,
-                    format!("expected a size such as \"4MiB\" or \"off\", got {other}"),
-                ))
-            }
+            Some(0) => 0,
+            Some(n) => checked_read_ahead(n).map_err(|m| err("read_ahead", None, m))?,
         };
-        let read_cache = match raw.read_cache {
-            None => Ok(0),
-            Some(toml::Value::String(s)) if s == "off" || s == "0" => Ok(0),
-            Some(toml::Value::Integer(0)) => Ok(0),
-            Some(toml::Value::Integer(n)) if n > 0 => checked_read_cache(n as u64),
-            Some(toml::Value::String(s)) => parse_size(&s).and_then(checked_read_cache),
-            Some(other) => Err(format!("expected a size such as \"2GiB\" or \"off\", got {other}")),
-        }
-        .map_err(|m| err("read_cache", None, m))?;
+        let read_cache = match size_or_off(raw.read_cache, "2GiB").map_err(|m| err("read_cache", None, m))? {
+            None | Some(0) => 0,
+            Some(n) => checked_read_cache(n).map_err(|m| err("read_cache", None, m))?,
+        };
         if read_cache > 0 && read_ahead == 0 {
             return Err(err(
                 "read_cache",
@@ -433,6 +414,18 @@ fn checked_read_ahead(n: u64) -> Result<u64, String> {
         return Err(format!("must be a multiple of 4 KiB up to 32 MiB (or \"off\"), got {n} bytes"));
     }
     Ok(n)
+}
+
+/// A size field that may be `"off"`: `None` when absent, `Some(0)` for `"off"`, `"0"` or 0, else its
+/// bytes (`"4MiB"` or a number); `example` shows the syntax in the error.
+fn size_or_off(value: Option<toml::Value>, example: &str) -> Result<Option<u64>, String> {
+    match value {
+        None => Ok(None),
+        Some(toml::Value::String(s)) if s == "off" || s == "0" => Ok(Some(0)),
+        Some(toml::Value::Integer(n)) if n >= 0 => Ok(Some(n as u64)),
+        Some(toml::Value::String(s)) => parse_size(&s).map(Some),
+        Some(other) => Err(format!("expected a size such as \"{example}\" or \"off\", got {other}")),
+    }
 }
 
 /// A read cache: at least one window (1 MiB), at most the machine's memory.

@@ -145,13 +145,7 @@ impl<T: Clone> ReadCache<T> {
         }
         // What it overlaps holds the same bytes (both read under no write): it takes their place.
         inner.drop_range(export, start, end);
-        while inner.bytes + len > self.capacity {
-            let Some((_, key)) = inner.by_use.pop_first() else { break };
-            if let Some(old) = inner.entries.remove(&key) {
-                inner.bytes -= old.end - key.1;
-                inner.remember(place(key.0, key.1, old.end));
-            }
-        }
+        while inner.bytes + len > self.capacity && inner.evict_oldest().is_some() {}
         inner.ghosts.remove(&place(export, start, end));
         inner.tick += 1;
         let used = inner.tick;
@@ -184,12 +178,7 @@ impl<T: Clone> ReadCache<T> {
 
     /// Lets the least recently used entry go (its place remembered), and returns it.
     pub fn evict_oldest(&self) -> Option<T> {
-        let mut inner = self.lock();
-        let (_, key) = inner.by_use.pop_first()?;
-        let old = inner.entries.remove(&key)?;
-        inner.bytes -= old.end - key.1;
-        inner.remember(place(key.0, key.1, old.end));
-        Some(old.value)
+        self.lock().evict_oldest()
     }
 
     /// `[start, end)` of `export` is being (or was just) written: no entry holding any of it is used
@@ -311,6 +300,14 @@ impl Drop for Slab {
 }
 
 impl<T> Inner<T> {
+    fn evict_oldest(&mut self) -> Option<T> {
+        let (_, key) = self.by_use.pop_first()?;
+        let old = self.entries.remove(&key)?;
+        self.bytes -= old.end - key.1;
+        self.remember(place(key.0, key.1, old.end));
+        Some(old.value)
+    }
+
     fn drop_range(&mut self, export: usize, start: u64, end: u64) {
         if end <= start {
             return;
