@@ -30,7 +30,7 @@ pub fn is_rotational(file: &std::fs::File) -> bool {
 
 /// Whether `file` lives in memory (tmpfs): reading it is a copy, not device work.
 pub fn in_memory(file: &std::fs::File) -> bool {
-    core::inline_writes(file)
+    core::in_memory(file)
 }
 
 /// The kernel's I/O scheduler on the block device that holds `path` (the device itself for a block

@@ -59,7 +59,7 @@ fn a_flush_completes_after_every_write_acknowledged_before_it() {
     assert_eq!((live.flushes, live.completed, live.failed), (1, 1, 0));
 }
 
-/// On disk through the ring, and in memory (tmpfs) written at dispatch (`core::inline_writes`).
+/// On disk through the ring, and in memory (tmpfs) written at dispatch (`core::in_memory`).
 #[test]
 fn a_fua_write_is_acknowledged_and_reads_back() {
     for in_memory in [false, true] {
@@ -74,6 +74,50 @@ fn a_fua_write_is_acknowledged_and_reads_back() {
         let data = std::fs::read(&file.0).unwrap();
         assert!(data[8192..16384].iter().all(|&b| b == 0x42), "in memory: {in_memory}");
         assert!(data[..8192].iter().chain(&data[16384..]).all(|&b| b == 0xee), "in memory: {in_memory}");
+    }
+}
+
+/// A file in memory (tmpfs) is read and written at dispatch up to `core::IN_MEMORY_READ_MAX` and
+/// through the ring beyond, with results as the ring gives them: many requests in flight at once each
+/// get their own bytes, a read running past the end of the file comes back short, and a thread
+/// waiting on one request is not left waiting in the ring for a result the core already holds.
+#[test]
+fn reads_and_writes_done_at_dispatch_in_memory_are_answered_like_the_rings() {
+    for in_memory in [true, false] {
+        let len = 16 << 20;
+        let file = Temp::new(&format!("at-dispatch-{in_memory}"), len, in_memory);
+        let engine = engine(&file);
+        let c = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+        // 4 KiB to 1 MiB: on both sides of the limit.
+        let sizes = [4096usize, 65536, 256 << 10, 1 << 20];
+        let writes: Vec<_> = (0..32usize)
+            .map(|i| {
+                c.write((i * (1 << 20) / 4) as u64, filled(sizes[i % 4].min(1 << 18), i as u8 + 1), false)
+            })
+            .collect();
+        for t in writes {
+            assert!(t.wait().is_ok(), "in memory: {in_memory}");
+        }
+        let reads: Vec<_> = (0..32usize)
+            .map(|i| (i, c.read((i * (1 << 20) / 4) as u64, AlignedBuf::zeroed(sizes[i % 4]), true)))
+            .collect();
+        for (i, t) in reads {
+            let done = t.wait().unwrap();
+            let written = sizes[i % 4].min(1 << 18);
+            assert_eq!(done.bytes, sizes[i % 4], "in memory: {in_memory}, read {i}");
+            let data = done.buf.as_slice();
+            assert!(data[..written].iter().all(|&b| b == i as u8 + 1), "in memory: {in_memory}, read {i}");
+        }
+        // The last 4 KiB and 4 KiB beyond: short, with what was there.
+        match c.read((len - 4096) as u64, AlignedBuf::zeroed(8192), true).wait() {
+            Err(bfq_io::IoError::Short { transferred, .. }) => {
+                assert_eq!(transferred, 4096, "in memory: {in_memory}")
+            }
+            other => panic!("in memory: {in_memory}: a read past the end gave {other:?}"),
+        }
+        let stats = engine.shutdown().unwrap();
+        let live = stats.live.iter().find(|s| s.queue == QueueId(1)).unwrap();
+        assert_eq!((live.completed, live.failed), (64, 1), "in memory: {in_memory}");
     }
 }
 
