@@ -103,6 +103,9 @@ pub(crate) struct Core<T> {
     files: Vec<std::fs::File>,
     /// Per target: its reads and writes are done at dispatch, on the ring's thread ([`in_memory`]).
     in_memory: Vec<bool>,
+    /// Reads of an in-memory target up to this long are done at dispatch too (0: none; see
+    /// [`crate::EngineBuilder::in_memory_reads_at_dispatch`]).
+    read_at_dispatch_max: u32,
     /// Requests done at dispatch (slab key, result as the ring would give it), delivered by the next
     /// [`Core::reap`] before the ring's completions.
     done_at_dispatch: Vec<(usize, i32)>,
@@ -189,6 +192,7 @@ impl<T> Core<T> {
             needs_enable: enable,
             sched,
             in_memory: files.iter().map(in_memory).collect(),
+            read_at_dispatch_max: 0,
             done_at_dispatch: Vec::with_capacity(depth as usize),
             reaped: Vec::with_capacity(depth as usize),
             submit_each: files.iter().map(submit_each).collect(),
@@ -209,6 +213,11 @@ impl<T> Core<T> {
     /// microseconds, the queue and the event (`1288005 q3 IdlingStarted { until: 1296005912 }`), so that
     /// a run's scheduling can be read back: which queue was served, why each slot ended, what it was
     /// charged. The scheduler keeps its events only while this is on.
+    /// Reads of in-memory targets up to `max` bytes are done at dispatch from now on.
+    pub(crate) fn set_read_at_dispatch_max(&mut self, max: u32) {
+        self.read_at_dispatch_max = max;
+    }
+
     pub(crate) fn set_event_log(&mut self, file: std::fs::File) {
         self.sched.set_events(true);
         self.event_log = Some(std::io::BufWriter::new(file));
@@ -460,7 +469,8 @@ impl<T> Core<T> {
         }
         let target = slot.target as usize;
         let at_dispatch = self.in_memory[target]
-            && (slot.req.op == Op::Write || (slot.req.op == Op::Read && slot.req.len <= IN_MEMORY_READ_MAX));
+            && (slot.req.op == Op::Write
+                || (slot.req.op == Op::Read && slot.req.len <= self.read_at_dispatch_max));
         if at_dispatch {
             // Done now; the ring never sees it (no entry, no completion, no wake-up of its eventfd).
             let res = Self::io_now(&self.files, slot);
@@ -738,20 +748,12 @@ pub(crate) fn open_direct(path: &Path, read_only: bool) -> Result<std::fs::File,
     }
 }
 
-/// Reads up to this long of a file in memory are done at dispatch ([`in_memory`]); longer ones go to
-/// io_uring's workers, where their copies run beside the ring's thread. `bfq serve` on a file in
-/// /dev/shm (docs/serve.md "Reads from a file in RAM"): random 64 KiB reads ran at 49,712-61,825 IOPS
-/// done at dispatch against 36,684-38,741 through the ring (at half the server's CPU per read), random
-/// 4 KiB ones at 8.0-10.1 us of CPU each against 8.5-14.8; its read-ahead windows of 1 MiB, read ahead
-/// of a sequential reader, were slower done at dispatch (128 KiB reads at depth 4: 25,807-27,561 IOPS
-/// against 29,695-33,609), their copies then holding up the thread that answers the clients.
-const IN_MEMORY_READ_MAX: u32 = 256 << 10;
-
-/// Whether a target's reads and writes are better done at dispatch, on the ring's thread, than through
-/// the ring: a file on tmpfs, which takes no read or write without possibly waiting, so that io_uring
-/// hands every one to one of its worker threads. There it is a copy to or from memory, and the
-/// hand-over to the worker and back cost more than the copy: 34 % of `bfq serve`'s CPU was in the
-/// workers during random 4 KiB writes to a file in /dev/shm (docs/serve.md, "Writes to a file in
+/// Whether a target's writes (and, if the engine was asked, its shorter reads) are better done at
+/// dispatch, on the ring's thread, than through the ring: a file on tmpfs, which takes no write
+/// without possibly waiting, so that io_uring hands every one to one of its worker threads (and many
+/// reads: of 64 KiB and more, or of pages not in memory yet). There it is a copy to or from memory,
+/// and the hand-over to the worker and back cost more than the copy: 34 % of `bfq serve`'s CPU was in
+/// the workers during random 4 KiB writes to a file in /dev/shm (docs/serve.md, "Writes to a file in
 /// RAM"). The request still goes through the scheduler; its result waits in the core for the next
 /// [`Core::reap`], which delivers it before the ring's completions (the ring never sees it: a no-op
 /// entry in its place cost an `io_uring_enter` and a wake-up of the ring's eventfd per batch).

@@ -19,6 +19,7 @@ pub use buf::{AlignedBuf, ALIGN};
 pub use engine::{
     Busy, Client, Completion, Completions, Driver, Engine, EngineBuilder, EngineConfig, EngineError,
     EngineStats, IoError, LiveQueueStats, Ready, Step, Ticket, DEFAULT_OUTSTANDING_LIMIT,
+    IN_MEMORY_READS_AT_DISPATCH,
 };
 pub use local::{LocalCompletion, LocalEngine};
 

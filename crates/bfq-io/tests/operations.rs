@@ -77,16 +77,26 @@ fn a_fua_write_is_acknowledged_and_reads_back() {
     }
 }
 
-/// A file in memory (tmpfs) is read and written at dispatch up to `core::IN_MEMORY_READ_MAX` and
-/// through the ring beyond, with results as the ring gives them: many requests in flight at once each
-/// get their own bytes, a read running past the end of the file comes back short, and a thread
-/// waiting on one request is not left waiting in the ring for a result the core already holds.
+/// A file in memory (tmpfs) is written at dispatch, and read at dispatch up to the length the engine
+/// was given (`EngineBuilder::in_memory_reads_at_dispatch`) and through the ring beyond, with results
+/// as the ring gives them: many requests in flight at once each get their own bytes, a read running
+/// past the end of the file comes back short, and a thread waiting on one request is not left
+/// waiting in the ring for a result the core already holds. The same on a disk file, all through the
+/// ring.
 #[test]
 fn reads_and_writes_done_at_dispatch_in_memory_are_answered_like_the_rings() {
-    for in_memory in [true, false] {
+    for (in_memory, at_dispatch) in
+        [(true, bfq_io::IN_MEMORY_READS_AT_DISPATCH), (true, 0), (false, u32::MAX)]
+    {
         let len = 16 << 20;
-        let file = Temp::new(&format!("at-dispatch-{in_memory}"), len, in_memory);
-        let engine = engine(&file);
+        let file = Temp::new(&format!("at-dispatch-{in_memory}-{at_dispatch}"), len, in_memory);
+        let engine = Engine::builder()
+            .scheduler_name("bfq", &[])
+            .target_path(&file.0)
+            .depth(8)
+            .in_memory_reads_at_dispatch(at_dispatch)
+            .build()
+            .unwrap();
         let c = engine.client(QueueId(1), QueueSpec::default()).unwrap();
         // 4 KiB to 1 MiB: on both sides of the limit.
         let sizes = [4096usize, 65536, 256 << 10, 1 << 20];

@@ -778,6 +778,9 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
     for (n, (_, members)) in devices.into_iter().enumerate() {
         let mut builder =
             Engine::builder().scheduler_name(&config.scheduler, &config.params).depth(config.depth);
+        // Its thread answers the clients too: a short read from memory is cheaper done than handed
+        // to a worker and back.
+        builder = builder.in_memory_reads_at_dispatch(bfq_io::IN_MEMORY_READS_AT_DISPATCH);
         if let Some(path) = &config.event_log {
             let path = if several { PathBuf::from(format!("{}.{n}", path.display())) } else { path.clone() };
             // Never over an existing file: the log is ours only if we create it.
