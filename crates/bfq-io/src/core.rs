@@ -101,7 +101,8 @@ pub(crate) struct Core<T> {
     needs_enable: bool,
     sched: Box<dyn Scheduler>,
     files: Vec<std::fs::File>,
-    /// Per target: its reads and writes are done at dispatch, on the ring's thread ([`in_memory`]).
+    /// Per target: in memory, so its writes (and the reads `read_at_dispatch_max` allows) are done at
+    /// dispatch, on the ring's thread ([`in_memory`]).
     in_memory: Vec<bool>,
     /// Reads of an in-memory target up to this long are done at dispatch too (0: none; see
     /// [`crate::EngineBuilder::in_memory_reads_at_dispatch`]).
@@ -209,15 +210,15 @@ impl<T> Core<T> {
         })
     }
 
-    /// Writes every scheduler event to `file` from now on, one line each: the engine time in
-    /// microseconds, the queue and the event (`1288005 q3 IdlingStarted { until: 1296005912 }`), so that
-    /// a run's scheduling can be read back: which queue was served, why each slot ended, what it was
-    /// charged. The scheduler keeps its events only while this is on.
     /// Reads of in-memory targets up to `max` bytes are done at dispatch from now on.
     pub(crate) fn set_read_at_dispatch_max(&mut self, max: u32) {
         self.read_at_dispatch_max = max;
     }
 
+    /// Writes every scheduler event to `file` from now on, one line each: the engine time in
+    /// microseconds, the queue and the event (`1288005 q3 IdlingStarted { until: 1296005912 }`), so that
+    /// a run's scheduling can be read back: which queue was served, why each slot ended, what it was
+    /// charged. The scheduler keeps its events only while this is on.
     pub(crate) fn set_event_log(&mut self, file: std::fs::File) {
         self.sched.set_events(true);
         self.event_log = Some(std::io::BufWriter::new(file));
