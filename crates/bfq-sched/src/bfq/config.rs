@@ -167,6 +167,16 @@ pub struct BfqConfig {
     /// their paths meet. 0 = any waiting queue, which lets queues ahead of their share take a greedy
     /// queue's turns (docs/fast-devices.md, "Injection within share", and its 2026-11-29 section).
     pub inject_within_share: bool,
+    /// `inject_think_time` (1): the in-service queue's request latency that the inject limit is
+    /// learned from includes the time the queue thought before the request (from its drain to the
+    /// request, up to `slice_idle`), and its latency alone includes its think time alone: a queue
+    /// with one request outstanding gets one request per think time plus latency, so that is what
+    /// `inject_latency_ratio` keeps within the ratio of alone (its throughput), and the time a
+    /// single-threaded server spends on injected requests while its client thinks counts too. Its
+    /// throughput alone (whether it could fill the device, `inject_within_share`) counts the think
+    /// time as well. 0 = the latency from dispatch to completion alone, as the kernel measures it
+    /// (docs/fast-devices.md, "Think time in the inject limit").
+    pub inject_think_time: bool,
     /// `waker_detection` (1): a queue that keeps becoming backlogged just after another queue's
     /// completions (3 times within 4 ms) is that queue's wakee; wakers and wakees are injected first
     /// and without the latency limit while the other waits with nothing in the device (kernel-bfq-
@@ -250,6 +260,7 @@ impl Default for BfqConfig {
             inject_latency_ratio: 115,
             inject_reserve: true,
             inject_within_share: true,
+            inject_think_time: true,
             waker_detection: true,
             fair_charge: true,
             drain_grace: true,
@@ -298,6 +309,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "inject_latency_ratio",
     "inject_reserve",
     "inject_within_share",
+    "inject_think_time",
     "waker_detection",
     "fair_charge",
     "drain_grace",
@@ -381,6 +393,7 @@ impl BfqConfig {
             "injection" => self.injection = parse_bool(NAME, key, value)?,
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
             "inject_within_share" => self.inject_within_share = parse_bool(NAME, key, value)?,
+            "inject_think_time" => self.inject_think_time = parse_bool(NAME, key, value)?,
             "inject_latency_ratio" => {
                 self.inject_latency_ratio = parse_u64(NAME, key, value, 100, 1000)? as u32
             }
@@ -456,6 +469,7 @@ impl BfqConfig {
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),
             ("inject_reserve", b(self.inject_reserve)),
             ("inject_within_share", b(self.inject_within_share)),
+            ("inject_think_time", b(self.inject_think_time)),
             ("waker_detection", b(self.waker_detection)),
             ("fair_charge", b(self.fair_charge)),
             ("drain_grace", b(self.drain_grace)),

@@ -7,7 +7,7 @@
 //! rehashing in place), at most half full. It grows only when more requests are in flight than ever
 //! before, so steady state allocates nothing (issue 7), and a lookup is usually one probe.
 
-use crate::types::{Instant, RequestId};
+use crate::types::{Instant, Nanos, RequestId};
 
 /// One request the scheduler holds: queued, or in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +29,14 @@ pub struct InFlight {
     pub alone_mark: u64,
     /// Dispatched by the in-service queue in its turn (not injected).
     pub in_turn: bool,
+    /// For a request that arrived while its queue had nothing queued nor in flight: how long after
+    /// that drain it arrived (its queue's think time; not counted beyond `slice_idle`), which
+    /// injection counts with its latency in the queue's turn (`inject_think_time`,
+    /// `super::injection::Think`). 0 otherwise.
+    pub think: Nanos,
+    /// Nothing of other queues was dispatched during that think time: a sample of the queue's think
+    /// time alone.
+    pub think_alone: bool,
     /// Dispatched by a latency-bound queue while the latency guard was enabled: its latency teaches
     /// the guard's limit (`super::guard`).
     pub guarded: bool,
@@ -49,6 +57,8 @@ impl InFlight {
             dispatched_at: Instant::ZERO,
             alone_mark: NOT_ALONE,
             in_turn: false,
+            think: 0,
+            think_alone: false,
             guarded: false,
             guard_others: 0,
         }
@@ -74,6 +84,8 @@ const EMPTY: Entry = Entry {
         dispatched_at: Instant::ZERO,
         alone_mark: NOT_ALONE,
         in_turn: false,
+        think: 0,
+        think_alone: false,
         guarded: false,
         guard_others: 0,
     },
@@ -210,6 +222,8 @@ mod tests {
             dispatched_at: Instant::ZERO,
             alone_mark: NOT_ALONE,
             in_turn: true,
+            think: u64::from(n),
+            think_alone: n % 5 == 0,
             guarded: n % 3 == 0,
             guard_others: n as u16,
         }

@@ -138,6 +138,15 @@ pub struct InjectLimit {
     pub limit: u32,
     /// Filtered latency of its requests served alone (0 = not measured yet).
     pub base: Nanos,
+    /// Filtered think time of the queue alone in its turns (from a drain to its next request, with
+    /// nothing of other queues dispatched meanwhile; 0 = none seen): with `inject_think_time`, its
+    /// latency alone is `base` plus this, and its requests' latency counts the think time before
+    /// them ([`Think`]).
+    pub think_base: Nanos,
+    /// The part of its requests that come after a think time (ended a drain), filtered, in 1/1024:
+    /// about all of them for a queue with one request outstanding, one in sixteen for a client that
+    /// sends sixteen at a time. Its think time per request alone is `think_base` times this.
+    think_part: u32,
     /// When `base` was last sampled.
     pub base_at: Instant,
     /// Samples alone so far, counted up to [`BASE_SAMPLES`]: until then the baseline is their
@@ -228,23 +237,63 @@ impl ServiceSnapshot {
     }
 }
 
+/// The think time before a request of the in-service queue: from the queue's drain in its turn to
+/// the request's arrival (0 for a request that did not end a drain), and whether nothing of other
+/// queues was dispatched meanwhile (`inject_think_time`).
+///
+/// A queue that keeps one request outstanding gets one request per think time plus latency: on the
+/// RAM file through `bfq serve`, a client's random 4 KiB reads took a few microseconds in the
+/// scheduler's view and its think time (the network and the client) was about 60 us, so that any
+/// injected 128 KiB read (15 us) looked like several times its latency alone, and the sequential
+/// clients beside two such clients weighted 4:1 got 65-130 MiB/s against FIFO's 3,863
+/// (docs/fast-devices.md, "Think time in the inject limit"). The time a single-threaded server
+/// spends on injected requests while the client thinks delays the client's next request, not its
+/// latency: counted in the think time, it is seen too.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Think {
+    /// The think time.
+    pub time: Nanos,
+    /// Nothing of other queues was dispatched in it: a sample of the think time alone.
+    pub alone: bool,
+}
+
+impl Think {
+    /// No think time counted (`inject_think_time = 0`, or a request that did not end a drain).
+    pub const NONE: Think = Think { time: 0, alone: false };
+}
+
 impl InjectLimit {
-    /// One of the queue's requests completed after `latency`; `alone` says that nothing of other queues
-    /// was in the device meanwhile. `max` caps the limit (the device's depth).
+    /// One of the queue's requests completed after `latency`, `think` after the queue's drain before
+    /// it; `alone` says that nothing of other queues was in the device meanwhile. `max` caps the
+    /// limit (the device's depth).
     ///
     /// A window in which the queue's latency exceeds the ratio still counts as good when the queue got
     /// at least its weight's share of all the sectors dispatched meanwhile (`service`): weighted
     /// max-min fairness owes a queue its share or what it can use alone, whichever is less, and a queue
     /// that gets its share is owed no protection beyond it (docs/fast-devices.md).
+    #[allow(clippy::too_many_arguments)]
     pub fn on_completion(
         &mut self,
         latency: Nanos,
+        think: Think,
         alone: bool,
         now: Instant,
         ratio_pct: u32,
         max: u32,
         service: ServiceSnapshot,
     ) {
+        self.think_part = (7 * self.think_part + if think.time > 0 { 1024 } else { 0 }) / 8;
+        if think.alone && think.time > 0 {
+            // Filtered as the latency alone is, down fast and up slowly: a think time stretched by
+            // the server's own work must not raise what counts as the queue's time alone.
+            self.think_base = if self.think_base == 0 {
+                think.time
+            } else if think.time < self.think_base {
+                (self.think_base + think.time) / 2
+            } else {
+                (7 * self.think_base + think.time.min(2 * self.think_base)) / 8
+            };
+        }
         if alone {
             // Down fast, up slowly and by at most an eighth per sample. Samples alone are rare (one
             // per BASE_REFRESH while injection goes on), and an overstated baseline lets injection
@@ -306,7 +355,15 @@ impl InjectLimit {
             self.holdoff -= 1;
             return;
         }
-        let allowed = u128::from(self.base) * u128::from(ratio_pct) / 100;
+        // With a think time alone known, a request's time is its think time plus its latency, and
+        // its time alone the same sum of baselines.
+        let (time, base) = if self.think_base > 0 && self.think_part > 0 {
+            (latency.saturating_add(think.time), self.time_alone())
+        } else {
+            (latency, self.base)
+        };
+        let latency = time;
+        let allowed = u128::from(base) * u128::from(ratio_pct) / 100;
         self.window_sum += u128::from(latency);
         self.window_len += 1;
         // One request that took several times the allowed latency waited for the device: decide now
@@ -324,7 +381,7 @@ impl InjectLimit {
         let total = u128::from(service.total.saturating_sub(start.1));
         // The queue's share of its turns excuses its latency only while injection did not make the
         // device deliver less than the queue would alone: a share of less is no trade.
-        let kept_up = service.device_kept_up(start, self.base);
+        let kept_up = service.device_kept_up(start, self.time_alone());
         let share_of_turns = own * u128::from(SHARE_ONE) >= total * u128::from(service.share);
         let has_share = total > own && share_of_turns && kept_up != Some(false);
         self.over_latency = mean > allowed;
@@ -360,6 +417,17 @@ impl InjectLimit {
         }
         self.probing = false;
         self.holdoff = HOLDOFF_SAMPLES;
+    }
+
+    /// A request's time alone: its latency alone, plus the queue's think time alone before it when
+    /// that is known (`inject_think_time`). Its requests outstanding over this are its throughput
+    /// alone: a client that thinks 35 us between reads of a few microseconds cannot fill anything.
+    pub fn time_alone(&self) -> Nanos {
+        if self.base == 0 {
+            0
+        } else {
+            self.base.saturating_add(self.think_base * u64::from(self.think_part) / 1024)
+        }
     }
 
     /// How long a baseline serves before it is measured again: [`SETTLE_REFRESH`] after the first
@@ -581,7 +649,7 @@ impl Bfq {
     /// out of its turns and got 21 % less than its share, against 1.5 % without the rule).
     fn fills_device(&self, s: u32) -> bool {
         let q = &self.queues[s as usize];
-        let (rate, base) = (self.device_rate.sectors_per_sec(), q.inject.base);
+        let (rate, base) = (self.device_rate.sectors_per_sec(), q.inject.time_alone());
         if base == 0 || rate == 0 {
             return false;
         }
@@ -665,11 +733,20 @@ impl Bfq {
         let alone = settled
             && f.alone_mark != inflight::NOT_ALONE
             && f.alone_mark == self.dispatched_total - self.queues[s as usize].serving_dispatched;
+        // With `inject_think_time`, the think time before the request counts with its latency: a
+        // queue with one request outstanding gets one per think time plus latency, and that is what
+        // injection may stretch by the ratio (a client of `bfq serve` thinks tens of microseconds
+        // over the network where its read of a file in memory takes a few).
+        let think = if self.cfg.inject_think_time {
+            Think { time: f.think, alone: f.think_alone }
+        } else {
+            Think::NONE
+        };
         let latency = now.saturating_since(f.dispatched_at);
         let (ratio, max) = (self.cfg.inject_latency_ratio, self.inject_max());
         let service = self.service_snapshot(s, now);
         let before = self.queues[s as usize].inject.limit;
-        self.queues[s as usize].inject.on_completion(latency, alone, now, ratio, max, service);
+        self.queues[s as usize].inject.on_completion(latency, think, alone, now, ratio, max, service);
         let limit = self.queues[s as usize].inject.limit;
         if limit != before {
             self.event(now, s, EventKind::InjectLimit { limit });
@@ -737,10 +814,19 @@ mod tests {
     /// The limit learned from one baseline and then `samples` shared latencies.
     fn learned_limit(cfg: &BfqConfig, base: Nanos, samples: &[Nanos], max: u32) -> u32 {
         let mut l = InjectLimit::default();
-        l.on_completion(base, true, Instant::ZERO, cfg.inject_latency_ratio, max, ServiceSnapshot::default());
+        l.on_completion(
+            base,
+            Think::NONE,
+            true,
+            Instant::ZERO,
+            cfg.inject_latency_ratio,
+            max,
+            ServiceSnapshot::default(),
+        );
         for &x in samples {
             l.on_completion(
                 x,
+                Think::NONE,
                 false,
                 Instant::ZERO,
                 cfg.inject_latency_ratio,
@@ -761,11 +847,19 @@ mod tests {
         assert_eq!(learned_limit(&cfg, 100 * us, &vec![105 * us; 100 * w], 32), 32, "capped at the depth");
         let feed = |l: &mut InjectLimit, latency: Nanos, n: usize| {
             for _ in 0..n {
-                l.on_completion(latency, false, Instant::ZERO, 115, 32, ServiceSnapshot::default());
+                l.on_completion(
+                    latency,
+                    Think::NONE,
+                    false,
+                    Instant::ZERO,
+                    115,
+                    32,
+                    ServiceSnapshot::default(),
+                );
             }
         };
         let mut l = InjectLimit::default();
-        l.on_completion(100 * us, true, Instant::ZERO, 115, 32, ServiceSnapshot::default());
+        l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default());
         feed(&mut l, 105 * us, 10 * w);
         assert_eq!(l.limit, 11);
         feed(&mut l, 130 * us, w);
@@ -782,13 +876,67 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_that_thinks_between_requests_is_judged_by_its_think_time_plus_latency() {
+        // `inject_think_time` (beyond the seeds; docs/fast-devices.md "Think time in the inject
+        // limit"): a client of `bfq serve` reads a file in memory in 2 us and thinks 40 us (the
+        // network) before each next read. Its throughput is one read per 42 us, so an injected
+        // request that makes a read take 6 us costs it 9 % (within 115 %), not 200 %.
+        let us = 1000;
+        let w = WINDOW as usize;
+        let snapshot = ServiceSnapshot::default();
+        let alone = Think { time: 40 * us, alone: true };
+        let start = |think_alone: Think| {
+            // The part of its requests that follow a think time is filtered (by eighths): 32 reads.
+            let mut l = InjectLimit::default();
+            for _ in 0..32 {
+                l.on_completion(2 * us, think_alone, true, Instant::ZERO, 115, 32, snapshot);
+            }
+            l
+        };
+        let feed = |l: &mut InjectLimit, latency: Nanos, think: Think, n: usize| {
+            for _ in 0..n {
+                l.on_completion(latency, think, false, Instant::ZERO, 115, 32, snapshot);
+            }
+        };
+        let shared = Think { time: 40 * us, alone: false };
+        let mut l = start(alone);
+        assert!(
+            (41 * us..=42 * us).contains(&l.time_alone()),
+            "its time alone, latency and think time: {}",
+            l.time_alone()
+        );
+        feed(&mut l, 6 * us, shared, 4 * w);
+        assert_eq!(l.limit, 5, "6 us reads after 40 us of thought are within the ratio: it grows");
+        // Without its think time (the kernel's measure) the same reads are three times its latency.
+        let mut k = start(Think::NONE);
+        assert_eq!(k.time_alone(), 2 * us);
+        feed(&mut k, 6 * us, Think::NONE, 4 * w);
+        assert_eq!(k.limit, 0, "over the ratio of 2 us: injection stops");
+        // A server busy with injected requests while its client thinks delays the client's next
+        // request: a think time stretched to 60 us is seen, though the reads stay at 2 us.
+        feed(&mut l, 2 * us, Think { time: 60 * us, alone: false }, w);
+        assert_eq!(l.limit, 4, "one step back");
+        // And what injection stretches does not widen its time alone.
+        feed(&mut l, 2 * us, Think { time: 60 * us, alone: true }, 8 * w);
+        assert!(l.think_base < 60 * us, "think time alone {} ns", l.think_base);
+        // A client that thinks once per batch of sixteen requests is owed its think time once per
+        // sixteen: its time alone per request stays near its latency.
+        let mut batch = InjectLimit::default();
+        for i in 0..(16 * BASE_SAMPLES as usize) {
+            let think = if i % 16 == 0 { alone } else { Think::NONE };
+            batch.on_completion(2 * us, think, true, Instant::ZERO, 115, 32, snapshot);
+        }
+        assert!(batch.time_alone() < 2 * us + 40 * us / 8, "time alone {} ns", batch.time_alone());
+    }
+
+    #[test]
     fn the_latency_alone_comes_down_fast_and_goes_up_slowly() {
         // kernel-bfq-reference.md "Injection": the limit is measured against the latency alone. An
         // overstated baseline lets injection slow the in-service queue beyond the ratio; an
         // understated one only holds injection back.
         let us = 1000;
         let alone = |l: &mut InjectLimit, latency: Nanos| {
-            l.on_completion(latency, true, Instant::ZERO, 115, 32, ServiceSnapshot::default());
+            l.on_completion(latency, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default());
         };
         let mut l = InjectLimit::default();
         alone(&mut l, 233 * us);
@@ -816,7 +964,15 @@ mod tests {
         for l in [&mut overstated, &mut corrected] {
             l.limit = 8;
             for _ in 0..WINDOW {
-                l.on_completion(240 * us, false, Instant::ZERO, 115, 32, ServiceSnapshot::default());
+                l.on_completion(
+                    240 * us,
+                    Think::NONE,
+                    false,
+                    Instant::ZERO,
+                    115,
+                    32,
+                    ServiceSnapshot::default(),
+                );
             }
         }
         assert!(overstated.limit >= 8, "240 us is within 115% of 233 us");
@@ -832,19 +988,19 @@ mod tests {
         let us = 1000;
         let ms = |n: u64| Instant::ZERO.saturating_add(n * MSEC);
         let mut l = InjectLimit::default();
-        l.on_completion(138 * us, true, ms(0), 115, 32, ServiceSnapshot::default());
+        l.on_completion(138 * us, Think::NONE, true, ms(0), 115, 32, ServiceSnapshot::default());
         for _ in 0..4 * WINDOW {
-            l.on_completion(100 * us, false, ms(1), 115, 32, ServiceSnapshot::default());
+            l.on_completion(100 * us, Think::NONE, false, ms(1), 115, 32, ServiceSnapshot::default());
         }
         assert_eq!(l.limit, 5, "100 us is within 115 % of 138 us: the limit grew");
         assert!(l.allows(4, ms(SETTLE_REFRESH / MSEC)));
         assert!(!l.allows(0, ms(SETTLE_REFRESH / MSEC + 1)), "a first baseline is measured again soon");
-        l.on_completion(41 * us, true, ms(11), 115, 32, ServiceSnapshot::default());
+        l.on_completion(41 * us, Think::NONE, true, ms(11), 115, 32, ServiceSnapshot::default());
         assert_eq!(l.base, 41 * us, "the least of the first two samples");
         assert_eq!(l.limit, 1, "learned against a baseline beyond the ratio: learned again");
         // A later sample within the ratio of the baseline changes nothing of the limit.
         l.limit = 3;
-        l.on_completion(45 * us, true, ms(40), 115, 32, ServiceSnapshot::default());
+        l.on_completion(45 * us, Think::NONE, true, ms(40), 115, 32, ServiceSnapshot::default());
         assert_eq!((l.base, l.limit), (45 * us, 3), "the middle one of three");
     }
 
@@ -863,15 +1019,31 @@ mod tests {
             sequential: true,
         };
         let mut l = InjectLimit::default();
-        l.on_completion(100 * us, true, Instant::ZERO, 115, 32, snap(1, 1));
+        l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, snap(1, 1));
         // Slowed to 1.3x, but with half of all sectors for a quarter of the weight: good windows.
         for i in 1..=(2 * WINDOW as u64) {
-            l.on_completion(130 * us, false, Instant::ZERO, 115, 32, snap(1 + i * 50, 1 + i * 100));
+            l.on_completion(
+                130 * us,
+                Think::NONE,
+                false,
+                Instant::ZERO,
+                115,
+                32,
+                snap(1 + i * 50, 1 + i * 100),
+            );
         }
         assert_eq!(l.limit, 3);
         // Slowed to 1.3x with a tenth of the sectors: protected.
         for i in 1..=(WINDOW as u64) {
-            l.on_completion(130 * us, false, Instant::ZERO, 115, 32, snap(1601 + i * 10, 3201 + i * 100));
+            l.on_completion(
+                130 * us,
+                Think::NONE,
+                false,
+                Instant::ZERO,
+                115,
+                32,
+                snap(1601 + i * 10, 3201 + i * 100),
+            );
         }
         assert_eq!(l.limit, 2);
     }
@@ -893,22 +1065,31 @@ mod tests {
             sequential: true,
         };
         let mut l = InjectLimit::default();
-        l.on_completion(600 * us, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
+        l.on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
         assert_eq!(l.limit, 1, "the first sample alone arms the limit");
         // One request slowed to 17 ms by one injected read: 512 sectors in 17 ms, 30,000 sectors/s.
         let at = Instant::ZERO.saturating_add(20 * MSEC);
-        l.on_completion(17_000 * us, false, at, 115, 32, snap(512, 768, 17_600 * us));
+        l.on_completion(17_000 * us, Think::NONE, false, at, 115, 32, snap(512, 768, 17_600 * us));
         assert_eq!(l.limit, 0, "half its turns' sectors, but the device fell to a tenth: not excused");
         assert_eq!(l.retry_after, RETRY_MIN);
         // Served alone again at once: the limit stays at 0 until the wait is over.
-        l.on_completion(600 * us, true, at.saturating_add(MSEC), 115, 32, snap(768, 1024, 18_200 * us));
+        l.on_completion(
+            600 * us,
+            Think::NONE,
+            true,
+            at.saturating_add(MSEC),
+            115,
+            32,
+            snap(768, 1024, 18_200 * us),
+        );
         assert_eq!(l.limit, 0, "retried only after retry_after");
         let later = at.saturating_add(RETRY_MIN + MSEC);
-        l.on_completion(600 * us, true, later, 115, 32, snap(1024, 1280, 18_800 * us));
+        l.on_completion(600 * us, Think::NONE, true, later, 115, 32, snap(1024, 1280, 18_800 * us));
         assert_eq!(l.limit, 1, "tried again once the wait is over");
         // The retry costs the device throughput again: the wait doubles.
         l.on_completion(
             17_000 * us,
+            Think::NONE,
             false,
             later.saturating_add(17 * MSEC),
             115,
@@ -919,10 +1100,11 @@ mod tests {
         // The same share with the device keeping up (a parallel device: 1,536 sectors in 2 ms) is
         // excused.
         let mut fast = InjectLimit::default();
-        fast.on_completion(600 * us, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
+        fast.on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
         for i in 1..=u64::from(WINDOW) {
             fast.on_completion(
                 2_000 * us,
+                Think::NONE,
                 false,
                 at,
                 115,
@@ -938,8 +1120,8 @@ mod tests {
         // the device stalled, and a back-off held the others out of their turns for 100 ms at a time.
         let mut random = InjectLimit::default();
         let rsnap = |own, total, time| ServiceSnapshot { sequential: false, ..snap(own, total, time) };
-        random.on_completion(600 * us, true, Instant::ZERO, 115, 32, rsnap(256, 256, 600 * us));
-        random.on_completion(17_000 * us, false, at, 115, 32, rsnap(512, 768, 17_600 * us));
+        random.on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, rsnap(256, 256, 600 * us));
+        random.on_completion(17_000 * us, Think::NONE, false, at, 115, 32, rsnap(512, 768, 17_600 * us));
         assert_eq!((random.limit, random.retry_after), (2, 0), "a random queue's share excuses it");
     }
 
@@ -1248,14 +1430,14 @@ mod tests {
         let mut l = InjectLimit::default();
         assert!(!l.allows(0, Instant::ZERO));
         let mut at = Instant::from_nanos(10);
-        l.on_completion(50_000, true, at, 115, 32, ServiceSnapshot::default());
+        l.on_completion(50_000, Think::NONE, true, at, 115, 32, ServiceSnapshot::default());
         assert!(l.allows(0, at) && !l.allows(1, at), "limit 1 after the first measure");
         // A new baseline is measured again after 10, 20 and 40 ms, then every second.
         for refresh in [SETTLE_REFRESH, 2 * SETTLE_REFRESH, 4 * SETTLE_REFRESH] {
             assert!(l.allows(0, at.saturating_add(refresh)));
             assert!(!l.allows(0, at.saturating_add(refresh + 1)), "measured again after {refresh} ns");
             at = at.saturating_add(refresh + 1);
-            l.on_completion(50_000, true, at, 115, 32, ServiceSnapshot::default());
+            l.on_completion(50_000, Think::NONE, true, at, 115, 32, ServiceSnapshot::default());
         }
         assert!(l.allows(0, at.saturating_add(BASE_REFRESH)));
         assert!(!l.allows(0, at.saturating_add(BASE_REFRESH + 1)), "measured again every second");

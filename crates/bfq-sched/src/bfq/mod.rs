@@ -552,6 +552,9 @@ impl Bfq {
             q.serving_in_flight += 1;
             q.serving_dispatched += 1;
         }
+        // The think time before it, if it ended a drain in the queue's turn.
+        let (think, think_alone) =
+            self.queues[slot.owner as usize].pending_think.take().unwrap_or((0, false));
         let alone_mark = if in_turn && others == 0 {
             self.dispatched_total - self.queues[s as usize].serving_dispatched
         } else {
@@ -580,6 +583,8 @@ impl Bfq {
                 dispatched_at: now,
                 alone_mark,
                 in_turn,
+                think,
+                think_alone,
                 guarded,
                 guard_others,
             },
@@ -758,6 +763,16 @@ impl Scheduler for Bfq {
         if let Some(svc) = self.service.as_mut() {
             if svc.slot == target {
                 svc.idle_until = None;
+            }
+        }
+        // The request that ends a drain of its queue: the queue's think time (`inject_think_time`).
+        // A request later than an idle window after the drain ends a pause, not a think time.
+        let dispatched_total = self.dispatched_total;
+        let q = &mut self.queues[s as usize];
+        if let Some((at, mark)) = q.drained.take() {
+            let think = now.saturating_since(at);
+            if think <= self.cfg.slice_idle {
+                q.pending_think = Some((think, mark == dispatched_total));
             }
         }
         if request.sync {
@@ -948,6 +963,11 @@ impl Scheduler for Bfq {
             let o = &mut self.queues[owner as usize];
             o.own_in_flight = o.own_in_flight.saturating_sub(1);
             o.completed += 1;
+            if o.own_in_flight == 0 && o.own_queued == 0 {
+                // Its next request's think time starts here, with the count of dispatches then: the
+                // same count at its arrival says nothing of others was dispatched meanwhile.
+                o.drained = Some((now, self.dispatched_total));
+            }
         }
         self.sample_hw_tag();
         let q = &self.queues[s as usize];

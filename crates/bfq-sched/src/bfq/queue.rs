@@ -174,6 +174,11 @@ pub(super) struct Queue {
     pub(super) inject: InjectLimit,
     /// Which queue wakes it ([`super::injection`]).
     pub(super) waker: WakerState,
+    /// When its last request completed with nothing of it queued nor in flight, and the count of all
+    /// dispatches then: its next request's think time starts there ([`super::injection::Think`]).
+    pub(super) drained: Option<(crate::types::Instant, u64)>,
+    /// The think time before its next request to dispatch, and whether nothing was dispatched in it.
+    pub(super) pending_think: Option<(crate::types::Nanos, bool)>,
 }
 
 impl Queue {
@@ -235,6 +240,8 @@ impl Queue {
             turn_time: 0,
             inject: InjectLimit::default(),
             waker: WakerState::default(),
+            drained: None,
+            pending_think: None,
         }
     }
 }
