@@ -552,7 +552,7 @@ impl Bfq {
             q.serving_in_flight += 1;
             q.serving_dispatched += 1;
         }
-        // The think time before it, if it ended a drain in the queue's turn.
+        // The think time before it, if it ended a drain of its queue (`inject_think_time`).
         let (think, think_alone) =
             self.queues[slot.owner as usize].pending_think.take().unwrap_or((0, false));
         let alone_mark = if in_turn && others == 0 {
