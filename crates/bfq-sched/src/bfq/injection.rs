@@ -138,8 +138,8 @@ pub struct InjectLimit {
     pub limit: u32,
     /// Filtered latency of its requests served alone (0 = not measured yet).
     pub base: Nanos,
-    /// Filtered think time of the queue alone in its turns (from a drain to its next request, with
-    /// nothing of other queues dispatched meanwhile; 0 = none seen): with `inject_think_time`, its
+    /// Filtered think time of the queue alone (from a drain to its next request, with nothing of
+    /// other queues dispatched meanwhile; 0 = none seen): with `inject_think_time`, its
     /// latency alone is `base` plus this, and its requests' latency counts the think time before
     /// them ([`Think`]).
     pub think_base: Nanos,
@@ -237,9 +237,10 @@ impl ServiceSnapshot {
     }
 }
 
-/// The think time before a request of the in-service queue: from the queue's drain in its turn to
-/// the request's arrival (0 for a request that did not end a drain), and whether nothing of other
-/// queues was dispatched meanwhile (`inject_think_time`).
+/// The think time before a request of the in-service queue: from the queue's drain (its last
+/// request completed with nothing of it queued) to the request's arrival, up to `slice_idle` (0 for a
+/// request that did not end a drain), and whether nothing of other queues was dispatched meanwhile
+/// (`inject_think_time`).
 ///
 /// A queue that keeps one request outstanding gets one request per think time plus latency: on the
 /// RAM file through `bfq serve`, a client's random 4 KiB reads took a few microseconds in the
@@ -357,12 +358,11 @@ impl InjectLimit {
         }
         // With a think time alone known, a request's time is its think time plus its latency, and
         // its time alone the same sum of baselines.
-        let (time, base) = if self.think_base > 0 && self.think_part > 0 {
+        let (latency, base) = if self.think_base > 0 {
             (latency.saturating_add(think.time), self.time_alone())
         } else {
             (latency, self.base)
         };
-        let latency = time;
         let allowed = u128::from(base) * u128::from(ratio_pct) / 100;
         self.window_sum += u128::from(latency);
         self.window_len += 1;
@@ -1020,30 +1020,18 @@ mod tests {
         };
         let mut l = InjectLimit::default();
         l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, snap(1, 1));
-        // Slowed to 1.3x, but with half of all sectors for a quarter of the weight: good windows.
+        // Slowed to 1.3x in every window below.
+        let slowed = |l: &mut InjectLimit, service| {
+            l.on_completion(130 * us, Think::NONE, false, Instant::ZERO, 115, 32, service)
+        };
+        // With half of all sectors for a quarter of the weight: good windows.
         for i in 1..=(2 * WINDOW as u64) {
-            l.on_completion(
-                130 * us,
-                Think::NONE,
-                false,
-                Instant::ZERO,
-                115,
-                32,
-                snap(1 + i * 50, 1 + i * 100),
-            );
+            slowed(&mut l, snap(1 + i * 50, 1 + i * 100));
         }
         assert_eq!(l.limit, 3);
-        // Slowed to 1.3x with a tenth of the sectors: protected.
+        // With a tenth of the sectors: protected.
         for i in 1..=(WINDOW as u64) {
-            l.on_completion(
-                130 * us,
-                Think::NONE,
-                false,
-                Instant::ZERO,
-                115,
-                32,
-                snap(1601 + i * 10, 3201 + i * 100),
-            );
+            slowed(&mut l, snap(1601 + i * 10, 3201 + i * 100));
         }
         assert_eq!(l.limit, 2);
     }
