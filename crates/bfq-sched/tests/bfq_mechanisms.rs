@@ -600,6 +600,51 @@ fn a_lone_queue_is_never_split_or_held_back_by_a_latency_guard_it_turned_on_itse
 }
 
 #[test]
+fn a_guarded_request_that_others_joined_in_the_device_is_judged_not_taken_for_a_baseline() {
+    // `bfq::guard` (beyond the seeds): a guarded request's latency is a baseline sample only if it
+    // met at most one request of the others in the device, counting those that entered during its
+    // service as well as those there when it entered: a device that serves requests side by side
+    // shares itself among all of them. Through `bfq serve` on a virtio disk, light reads that entered
+    // an empty device and then met a copy's reads were taken for baselines; the baseline crept up
+    // with them and the limit grew to the device's depth (docs/serve.md).
+    let mut cfg = BfqConfig::default();
+    for (k, v) in [("low_latency", "0"), ("latency_guard", "150")] {
+        cfg.set(k, v).unwrap();
+    }
+    let nvme = DeviceInfo { rotational: false, queue_depth: 32 };
+    let mut t = Rig::new(nvme, cfg);
+    // Baselines: the light queue's reads alone, 100 us each.
+    let mut sector = 0;
+    for _ in 0..4 {
+        let r = t.read(1, sector);
+        sector += 1 << 20;
+        assert_eq!(t.dispatched(), r);
+        t.advance(MSEC / 10);
+        t.b.complete(&r, Instant::from_nanos(t.now));
+        let _ = t.dispatch();
+    }
+    assert_eq!(t.b.latency_guard_state(Instant::from_nanos(t.now)), (32, true));
+    // Its next read enters an empty device; four reads of a greedy queue follow it in.
+    let light = t.read(1, sector);
+    assert_eq!(t.dispatched(), light);
+    for i in 0..8 {
+        t.request(2, Op::Read, (1 << 30) + i * 256, 128, true);
+    }
+    let mut joined = 0;
+    while let Decision::Dispatch(r) = t.dispatch() {
+        assert_eq!(r.queue, QueueId(2));
+        joined += 1;
+    }
+    assert!(joined >= 2, "the greedy queue's reads entered beside the light one ({joined})");
+    // It takes four times its baseline: a slow guarded request, which halves the limit.
+    t.advance(4 * MSEC / 10);
+    t.b.complete(&light, Instant::from_nanos(t.now));
+    let (limit, on) = t.b.latency_guard_state(Instant::from_nanos(t.now));
+    assert!(on);
+    assert_eq!(limit, 16, "judged against the baseline, not taken for one");
+}
+
+#[test]
 fn stats_and_events_report_service_weights_budgets_and_expiry_reasons() {
     // Issue 2, "Observability".
     let mut t = Rig::new(DISK, no_raising());

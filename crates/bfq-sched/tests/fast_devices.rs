@@ -755,9 +755,9 @@ fn the_guard_by_share_gives_light_readers_their_weighted_share_and_the_greedy_on
     // virtio disk, docs/serve.md "Pieces"). The random readers read far more alone than their
     // weight's share, so their max-min share is the weighted one, 100/2200 of what the device
     // delivers. In this model the bypass alone already gives it to them; a guard that follows their
-    // latency still holds the sequential readers to a latency target, costing throughput and, here,
-    // the light readers' share itself. The guard by share holds the others back only as far as the
-    // share needs: the light readers at their share, at (nearly) what no guard costs.
+    // latency still holds the sequential readers to a latency target, costing throughput. The guard
+    // by share holds the others back only as far as the share needs: the light readers at their
+    // share, at (nearly) what no guard costs.
     let serial = Device { units: 1, depth: 32, overhead: 10_000, unit_rate: 1_600_000_000 };
     let light = App { weight: 100, request_bytes: 4 << 10, window: 2, random: true };
     let heavy = App { weight: 1000, request_bytes: 128 << 10, window: 4, random: false };
@@ -795,15 +795,14 @@ fn the_guard_by_share_gives_light_readers_their_weighted_share_and_the_greedy_on
         by_share.0 >= 0.9 * none.0,
         "by share: at most a tenth less than no guard: {by_share:?} {none:?}"
     );
-    // 0.75 of FIFO against 0.70 here, with an error of 0.4 % against 11.8 %.
+    // 0.75 of FIFO against 0.66 here. Both give the light readers their share (errors of 0.3 % and
+    // 0.0 %); the guard by latency missed it by 12.6 % while it took a light read that others'
+    // reads joined in the device for a baseline (`bfq::guard`).
     assert!(
         by_share.0 > by_latency.0,
         "by share: more of the device than by latency: {by_share:?} {by_latency:?}"
     );
-    assert!(
-        by_share.1 < by_latency.1,
-        "by share: closer to the share than by latency: {by_share:?} {by_latency:?}"
-    );
+    assert!(by_latency.1 <= 0.1, "by latency: the light readers within 10 % of their share: {by_latency:?}");
 }
 
 #[test]
@@ -853,4 +852,32 @@ fn clients_that_think_between_reads_leave_the_device_to_the_others_while_they_th
         seq_mib(&with),
         seq_mib(&without)
     );
+}
+
+#[test]
+fn a_greedy_queue_the_guard_holds_back_in_its_own_turns_does_not_read_as_a_shallow_device() {
+    // `bfq::guard` and internal-queueing detection (`HwTag`, kernel-bfq-reference.md "hw_tag"; the
+    // guard is beyond the seeds). In the greedy queue's own turns (the light one's slot timed out),
+    // the guard holds it to one request in the device: samples of the load then show one or two in
+    // flight with plenty queued, which read as a device that does not queue internally, turned the
+    // guard off (it works only on devices that do), let the greedy queue fill the device and turned
+    // it on again. Those samples say nothing about the device and are not taken: the light queue
+    // keeps its p99 within 2x of alone (it was 52x) and its p99.9 within 4x (627x). Slots of 20 ms,
+    // as `bfq serve` sets them, so that the greedy queue has many turns.
+    let serial = Device { units: 1, depth: 32, overhead: 10_000, unit_rate: 1_600_000_000 };
+    let clients = Clients { turnaround: 50_000, stall_every: 0, stall: 0, batch: false };
+    let params = [("low_latency", "0"), ("latency_guard", "150"), ("timeout_sync", "20")];
+    let (_, alone) = run_clients(&mut bfq(NVME, &params), serial, &[light()], 2 * SEC, clients);
+    let (bytes, loaded) =
+        run_clients(&mut bfq(NVME, &params), serial, &[light(), greedy(100)], 2 * SEC, clients);
+    let tail = |v: &[Nanos], per_mille: usize| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v[(v.len() - 1) * per_mille / 1000]
+    };
+    let (p99, p999, alone99) = (tail(&loaded[0], 990), tail(&loaded[0], 999), tail(&alone[0], 990));
+    eprintln!("light p99 {p99} p99.9 {p999} ns, alone p99 {alone99} ns; greedy {:.0} MiB", mib(bytes[1]));
+    assert!(p99 <= 2 * alone99, "p99 {p99} ns against {alone99} alone");
+    assert!(p999 <= 4 * alone99, "p99.9 {p999} ns against a p99 of {alone99} alone");
+    assert!(bytes[1] > 0, "the greedy queue is slowed, not stopped");
 }

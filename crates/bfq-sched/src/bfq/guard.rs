@@ -16,9 +16,11 @@
 //! The rule. While a latency-bound queue that B-WF2Q+ lets be served (eligible, or in service) has
 //! had a request within [`HOLD`], requests of queues that are not latency-bound enter the device only
 //! while fewer than `limit` of them are in it. The limit is learned from the guarded requests'
-//! latency against their baseline: the mean latency of guarded requests that entered a device holding
-//! at most one request of the others (filtered, refreshed at least every [`BASELINE_PERIOD`]: while
-//! it is stale the limit is one request until such a sample comes). A guarded request slower than
+//! latency against their baseline: the mean latency of guarded requests that met at most one request
+//! of the others in the device, counting those there when they entered and those that entered during
+//! their service (a device that serves requests side by side shares itself among all of them;
+//! filtered, refreshed at least every [`BASELINE_PERIOD`]: while it is stale the limit is one request
+//! until such a sample comes). The others' count is what a slow request is judged with too. A guarded request slower than
 //! `latency_guard` percent of the baseline halves the limit, and after [`GOOD_SAMPLES`] requests in a
 //! row within half that margin it grows by one, up to the limit last found too high, which is probed
 //! again only after a wait that doubles with each failed probe (a queue's tail, its p99, is what is
@@ -26,10 +28,10 @@
 //! one request: the greedy queues are slowed, never stopped. Where the others' requests do not slow
 //! the guarded queue (its latency beside one of them is what it is beside many), the latency stays
 //! within the margin and the limit grows back to the device's depth: nothing is held back for nothing.
-//! Except from a limit of one: there every guarded request enters with at most one of the others and
-//! is a baseline sample, so none counts towards growth and the limit stays at one while guarded
-//! requests keep coming (until the guard lapses). Counting them as good ones was tried and measured
-//! worse through `bfq serve` (docs/serve.md, "The guard's limit of one").
+//! From a limit of one, a guarded request counts towards growth only if a second request of the
+//! others entered during its service (one that met only the one there is a baseline sample):
+//! counting every request at that limit as a good one was tried and measured worse through `bfq
+//! serve` (docs/serve.md, "The guard's limit of one").
 //!
 //! The limit by share (`guard_by_share`). A latency target says how slow a guarded request may be,
 //! not how much the guarded queue is owed: a queue whose weight gives it less than it reads alone
@@ -176,8 +178,8 @@ impl LatencyGuard {
         self.base
     }
 
-    /// A guarded request completed after `latency`; `others` requests of queues that are not
-    /// latency-bound were in the device when it entered. `ratio`: `latency_guard` in percent; `max`:
+    /// A guarded request completed after `latency`; it met `others` requests of queues that are not
+    /// latency-bound in the device (there when it entered, or entering during its service). `ratio`: `latency_guard` in percent; `max`:
     /// the most the limit may grow to.
     pub fn on_completion(&mut self, latency: Nanos, others: usize, now: Instant, ratio: u32, max: u32) {
         let latency = latency.max(1);

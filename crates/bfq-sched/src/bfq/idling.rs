@@ -66,13 +66,13 @@ impl HwTag {
         HwTag { detected: queue_depth_hint > 3, samples: 0, max_in_flight: 0 }
     }
 
-    /// One sample of the load. `in_service_short` says that the in-service queue has at most 3
-    /// requests queued or in flight: BFQ, serving one queue at a time, is then what keeps the device
-    /// shallow, and a sample with few requests in flight says nothing about the device (kernel-bfq-
-    /// reference.md "hw_tag"; without this rule idling itself hid NCQ and random readers were idled on
-    /// an NCQ disk against seed 003 sec. V-C).
-    pub fn sample(&mut self, queued: usize, in_flight: usize, in_service_short: bool) {
-        if queued + in_flight <= 3 || (in_service_short && in_flight <= 3) {
+    /// One sample of the load. `kept_shallow` says that BFQ is what keeps the device shallow (the
+    /// in-service queue has at most 3 requests queued or in flight, as BFQ serves one queue at a
+    /// time; or the latency guard holds the others back): a sample with few requests in flight then
+    /// says nothing about the device (kernel-bfq-reference.md "hw_tag"; without this rule idling
+    /// itself hid NCQ and random readers were idled on an NCQ disk against seed 003 sec. V-C).
+    pub fn sample(&mut self, queued: usize, in_flight: usize, kept_shallow: bool) {
+        if queued + in_flight <= 3 || (kept_shallow && in_flight <= 3) {
             return;
         }
         self.max_in_flight = self.max_in_flight.max(in_flight);

@@ -42,6 +42,10 @@ pub struct InFlight {
     pub guarded: bool,
     /// Requests of queues that are not latency-bound in the device when a guarded request entered it.
     pub guard_others: u16,
+    /// For a guarded request: the count of requests of queues that are not latency-bound dispatched
+    /// before it; the same count at its completion says how many entered the device during its
+    /// service (`super::guard`).
+    pub guard_mark: u64,
 }
 
 /// [`InFlight::alone_mark`] of a request that shared the device (or was injected).
@@ -61,6 +65,7 @@ impl InFlight {
             think_alone: false,
             guarded: false,
             guard_others: 0,
+            guard_mark: 0,
         }
     }
 }
@@ -88,6 +93,7 @@ const EMPTY: Entry = Entry {
         think_alone: false,
         guarded: false,
         guard_others: 0,
+        guard_mark: 0,
     },
     used: false,
 };
@@ -226,6 +232,7 @@ mod tests {
             think_alone: n % 5 == 0,
             guarded: n % 3 == 0,
             guard_others: n as u16,
+            guard_mark: u64::from(n) * 7,
         }
     }
 

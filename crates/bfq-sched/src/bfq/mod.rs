@@ -151,6 +151,9 @@ pub struct Bfq {
     /// ([`guard`]), and the guarded requests in the device.
     guard: guard::LatencyGuard,
     guarded_in_flight: usize,
+    /// Requests dispatched that were not guarded ([`guard`]: how many entered the device during a
+    /// guarded request's service).
+    unguarded_dispatched: u64,
     events_on: bool,
     events: VecDeque<Event>,
 }
@@ -202,6 +205,7 @@ impl Bfq {
             bypass: Vec::with_capacity(bypass::CANDIDATES),
             guard: guard::LatencyGuard::new(device.queue_depth.max(1)),
             guarded_in_flight: 0,
+            unguarded_dispatched: 0,
             events_on: false,
             events: VecDeque::new(),
             cfg,
@@ -587,13 +591,15 @@ impl Bfq {
                 think_alone,
                 guarded,
                 guard_others,
+                guard_mark: self.unguarded_dispatched,
             },
         );
+        self.unguarded_dispatched += u64::from(!guarded);
         self.last_position = r.end_sector();
         if self.peak.on_dispatch(&self.cfg, now, r.sector(), r.sectors()) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
         }
-        self.sample_hw_tag();
+        self.sample_hw_tag(now);
         r
     }
 }
@@ -779,7 +785,7 @@ impl Scheduler for Bfq {
             self.note_bypass_candidate(target);
             self.note_guarded_arrival(target, now);
         }
-        self.sample_hw_tag();
+        self.sample_hw_tag(now);
     }
 
     fn dispatch(&mut self, now: Instant) -> Decision {
@@ -939,7 +945,12 @@ impl Scheduler for Bfq {
             if !self.cfg.guard_by_share {
                 let latency = now.saturating_since(f.dispatched_at);
                 let max = self.device.queue_depth.max(1);
-                self.guard.on_completion(latency, f.guard_others as usize, now, self.cfg.latency_guard, max);
+                // The others it met: those in the device when it entered, and those that entered
+                // during its service (a device that serves requests in parallel shares itself among
+                // them too).
+                let joined = self.unguarded_dispatched - f.guard_mark;
+                let others = (f.guard_others as usize).saturating_add(joined as usize);
+                self.guard.on_completion(latency, others, now, self.cfg.latency_guard, max);
             }
         }
         if self.cfg.guard_by_share
@@ -969,7 +980,7 @@ impl Scheduler for Bfq {
                 o.drained = Some((now, self.dispatched_total));
             }
         }
-        self.sample_hw_tag();
+        self.sample_hw_tag(now);
         let q = &self.queues[s as usize];
         let drained = q.reqs.is_empty() && q.serving_in_flight == 0;
         match self.service.as_ref().map(|x| (x.slot, x.idle_until, x.served)) {

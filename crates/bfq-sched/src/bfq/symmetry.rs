@@ -59,13 +59,20 @@ impl Bfq {
         self.weight_counts.len() > 1 || classes > 1 || self.wf2q.busy_groups() > 0
     }
 
-    /// One internal-queueing sample (see [`HwTag::sample`]).
-    pub(super) fn sample_hw_tag(&mut self) {
-        let short = self.service.as_ref().is_some_and(|svc| {
+    /// One internal-queueing sample (see [`HwTag::sample`]). BFQ itself keeps the device shallow
+    /// when the in-service queue has at most 3 requests, and when the latency guard holds the other
+    /// queues to at most 3 in the device: a greedy queue held to one request beside a light one (the
+    /// guard's purpose) otherwise read as a device without internal queueing, which turned the
+    /// guard off, let the greedy queue fill the device, and turned it on again: through `bfq serve`,
+    /// a light client's 4 KiB reads met up to 31 of a copy's reads ahead of them (docs/serve.md,
+    /// "The guard and the internal-queueing detector").
+    pub(super) fn sample_hw_tag(&mut self, now: Instant) {
+        let shallow_by_bfq = self.service.as_ref().is_some_and(|svc| {
             let q = &self.queues[svc.slot as usize];
             q.reqs.len() + q.serving_in_flight <= 3
+                || (self.guard_enabled() && self.guard.limit <= 3 && self.guard.active_against(svc.slot, now))
         });
-        self.hw_tag.sample(self.queued, self.in_flight, short);
+        self.hw_tag.sample(self.queued, self.in_flight, shallow_by_bfq);
     }
 
     pub(super) fn idle_inputs(&self, s: u32, served: u64) -> IdleInputs {
