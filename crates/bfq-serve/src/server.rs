@@ -45,6 +45,13 @@ const BUDGET_UNIT: usize = 4096;
 /// A connection with at most this many requests outstanding (the new one included) gets read-ahead
 /// windows when it reads sequentially (`readahead`).
 const SHALLOW_STREAM: usize = 8;
+/// The most a connection's reply writer moves in one system call, and between two turns it gives the
+/// other tasks of its thread. A Unix or loopback socket whose reader keeps up takes megabytes in one
+/// write: a greedy client's batch of 32 replies of 128 KiB held the server's only thread for up to
+/// 24 ms in one poll, and a light client's completion waited behind it (docs/serve.md, "One write at
+/// a time").
+const WRITE_TURN: usize = 256 << 10;
+
 /// After a stop, how long a connection waits for the client's next request (answered with
 /// ESHUTDOWN) or its disconnect before closing.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
@@ -2259,11 +2266,18 @@ impl Batch {
             })
             .collect();
         let mut next = 0;
+        // Bytes written since this task last let the others of its thread run.
+        let mut turn = 0;
         while next < parts.len() {
+            if turn >= WRITE_TURN {
+                turn = 0;
+                tokio::task::yield_now().await;
+            }
             match parts[next] {
                 Part::Bytes([]) => next += 1,
                 Part::Cached(file, offset, len) => {
                     send_cached(wr, socket, file, offset, len).await?;
+                    turn += len;
                     next += 1;
                 }
                 Part::Bytes(_) => {
@@ -2273,17 +2287,25 @@ impl Batch {
                         .take(1024)
                         .position(|p| matches!(p, Part::Cached(..)))
                         .map_or((next + 1024).min(parts.len()), |k| next + k);
+                    // At most `WRITE_TURN` bytes: the last part taken may be cut short.
+                    let mut room = WRITE_TURN;
                     let window: Vec<IoSlice<'_>> = parts[next..end]
                         .iter()
-                        .map(|p| match p {
-                            Part::Bytes(b) => IoSlice::new(b),
-                            Part::Cached(..) => IoSlice::new(&[]),
+                        .map_while(|p| {
+                            let Part::Bytes(b) = p else { return None };
+                            if room == 0 {
+                                return None;
+                            }
+                            let take = b.len().min(room);
+                            room -= take;
+                            Some(IoSlice::new(&b[..take]))
                         })
                         .collect();
                     let mut n = wr.write_vectored(&window).await?;
                     if n == 0 {
                         return Err(std::io::ErrorKind::WriteZero.into());
                     }
+                    turn += n;
                     // Past what was written: whole parts, then the start of a part.
                     while n > 0 {
                         let Part::Bytes(b) = parts[next] else { unreachable!("only bytes in the window") };
@@ -2324,10 +2346,18 @@ async fn send_cached<W: AsyncWrite + Unpin>(
     let mut at = offset;
     let mut left = len;
     if let Some(socket) = socket {
+        let mut turn = 0;
         while left > 0 {
-            match rustix::fs::sendfile(socket, file, Some(&mut at), left) {
+            if turn >= WRITE_TURN {
+                turn = 0;
+                tokio::task::yield_now().await;
+            }
+            match rustix::fs::sendfile(socket, file, Some(&mut at), left.min(WRITE_TURN)) {
                 Ok(0) => break,
-                Ok(n) => left -= n,
+                Ok(n) => {
+                    left -= n;
+                    turn += n;
+                }
                 Err(Errno::AGAIN) => break,
                 Err(Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
