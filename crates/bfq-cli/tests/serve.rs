@@ -481,10 +481,11 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
     // loaded p99 is mostly CPU: the server's thread waits for a CPU behind the copy's client (alone,
     // two threads have two CPUs). There, after three fixes (the guard's internal-queueing samples,
     // its baseline, the reply writer's turns; docs/serve.md "The light client on a slower machine"),
-    // BFQ gave 1.0-3.4x, median 2.0x, in 20 runs, and 2.7-6.2x before them. The median, which that
-    // noise hardly moves, shows the scheduler at work: within 1.5x of alone under BFQ (0.98-1.18x),
-    // at 2.4-2.8x without the guard (whose p99s, 2.5-3.4x, the noise hides). FIFO gave 500x and more
-    // (170-470 ms), so BFQ's p99 beside the copy must also be under a twentieth of FIFO's.
+    // BFQ gave 1.0-3.4x, median 2.0x, in 20 runs (loaded p99s of 0.23-0.67 ms), and 1.9-6.2x in 11
+    // before them (0.8-1.6 ms). The median, which that noise hardly moves, shows the scheduler at
+    // work: within 1.5x of alone under BFQ (0.98-1.18x), at 2.4-2.8x without the guard (whose p99s,
+    // 2.5-3.4x, the noise hides). FIFO gave 700x and more (170-470 ms), so BFQ's p99 beside the copy
+    // must also be under a twentieth of FIFO's.
     assert!(
         ratio(bfq_loaded, bfq_alone) <= 4.0,
         "BFQ: the light client's p99 beside the copy is {bfq_loaded:?}, alone {bfq_alone:?}"
