@@ -20,7 +20,7 @@
 //! of the others in the device, counting those there when they entered and those that entered during
 //! their service (a device that serves requests side by side shares itself among all of them;
 //! filtered, refreshed at least every [`BASELINE_PERIOD`]: while it is stale the limit is one request
-//! until such a sample comes). The others' count is what a slow request is judged with too. A guarded request slower than
+//! until such a sample comes). A guarded request that met more is judged: one slower than
 //! `latency_guard` percent of the baseline halves the limit, and after [`GOOD_SAMPLES`] requests in a
 //! row within half that margin it grows by one, up to the limit last found too high, which is probed
 //! again only after a wait that doubles with each failed probe (a queue's tail, its p99, is what is
@@ -179,8 +179,8 @@ impl LatencyGuard {
     }
 
     /// A guarded request completed after `latency`; it met `others` requests of queues that are not
-    /// latency-bound in the device (there when it entered, or entering during its service). `ratio`: `latency_guard` in percent; `max`:
-    /// the most the limit may grow to.
+    /// latency-bound in the device (there when it entered, or entering during its service).
+    /// `ratio`: `latency_guard` in percent; `max`: the most the limit may grow to.
     pub fn on_completion(&mut self, latency: Nanos, others: usize, now: Instant, ratio: u32, max: u32) {
         let latency = latency.max(1);
         if others <= BASELINE_OTHERS {
