@@ -564,18 +564,23 @@ fn the_maximum_budget_follows_timeout_sync_as_the_kernels_max_budget_does() {
     assert_eq!(b.max_budget(), 8192, "a set max_budget wins");
 }
 
+/// A rig on a device with internal queueing (depth 32), BFQ with the latency guard on (150 %) and
+/// without weight raising, as `bfq serve` runs it.
+fn guarded_nvme() -> Rig {
+    let mut cfg = BfqConfig::default();
+    for (k, v) in [("low_latency", "0"), ("latency_guard", "150")] {
+        cfg.set(k, v).unwrap();
+    }
+    Rig::new(DeviceInfo { rotational: false, queue_depth: 32 }, cfg)
+}
+
 #[test]
 fn a_lone_queue_is_never_split_or_held_back_by_a_latency_guard_it_turned_on_itself() {
     // `bfq::guard` (beyond the seeds): the guard protects a latency-bound queue from the *other*
     // queues' requests in the device. A lone sequential reader whose demand is one request for a
     // moment (between read-ahead windows) turns it on; its own next, deeper requests must not then
     // be cut into pieces or held back, which cost one `bfq serve` client a third of its 128 KiB reads.
-    let mut cfg = BfqConfig::default();
-    for (k, v) in [("low_latency", "0"), ("latency_guard", "150")] {
-        cfg.set(k, v).unwrap();
-    }
-    let nvme = DeviceInfo { rotational: false, queue_depth: 32 };
-    let mut t = Rig::new(nvme, cfg);
+    let mut t = guarded_nvme();
     let q = QueueId(1);
     let first = t.request(1, Op::Read, 0, 128, true);
     assert_eq!(t.dispatched(), first, "one request outstanding: latency-bound, the guard turns on");
@@ -607,12 +612,7 @@ fn a_guarded_request_that_others_joined_in_the_device_is_judged_not_taken_for_a_
     // shares itself among all of them. Through `bfq serve` on a virtio disk, light reads that entered
     // an empty device and then met a copy's reads were taken for baselines; the baseline crept up
     // with them and the limit grew to the device's depth (docs/serve.md).
-    let mut cfg = BfqConfig::default();
-    for (k, v) in [("low_latency", "0"), ("latency_guard", "150")] {
-        cfg.set(k, v).unwrap();
-    }
-    let nvme = DeviceInfo { rotational: false, queue_depth: 32 };
-    let mut t = Rig::new(nvme, cfg);
+    let mut t = guarded_nvme();
     // Baselines: the light queue's reads alone, 100 us each.
     let mut sector = 0;
     for _ in 0..4 {
