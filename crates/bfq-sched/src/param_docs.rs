@@ -39,6 +39,7 @@ pub const PARAM_DOCS: &[(&str, &str, &str)] = &[
     ("bfq", "inject_reserve", "1 = a slot injection would give to a queue ahead of its share is kept for the first-ranked waiting queue when that one is owed service, deep, and its next request comes with its own completion (beyond the seeds)"),
     ("bfq", "inject_within_share", "1 = while the in-service queue's requests are slower than inject_latency_ratio allows and it could fill the device by itself, do not inject a queue more than one maximum budget ahead of it (beyond the seeds)"),
     ("bfq", "inject_think_time", "1 = the in-service queue's latency measured for injection includes its think time in its turn (completion to its next request): inject_latency_ratio then keeps its throughput, not only its device latency, within the ratio of alone (beyond the seeds)"),
+    ("bfq", "raised_idle_shallow_only", "1 = while every busy queue is weight-raised, the others' load makes BFQ idle for a raised queue only if it keeps at most 4 requests outstanding; 0 = the kernel's rule, whatever its depth (beyond the seeds)"),
     ("bfq", "waker_detection", "1 = detect queues that wake each other and inject them first (kernel)"),
     ("bfq", "drain_grace", "1 = a deep random sync queue drained for a moment while cut off or injected keeps its place in B-WF2Q+ for slice_idle (beyond the seeds)"),
     ("bfq", "fair_charge", "1 = a timed-out or slow slot's charge is split among the queues served in it by their sectors (beyond the seeds)"),

@@ -495,6 +495,33 @@ fn a_raised_queue_takes_the_device_from_one_that_is_not_only_where_the_device_qu
 }
 
 #[test]
+fn new_tenants_all_raised_at_once_keep_the_device_as_full_as_fifo_does() {
+    // `raised_idle_shallow_only` (beyond the kernel; docs/fast-devices.md "New tenants that are all
+    // raised"): four tenants of equal weight start together, eight random reads outstanding each,
+    // and all are raised as new queues (`low_latency`). Idling for each raised queue against the
+    // others' load, as the kernel does, keeps their requests out of the device until the in-service
+    // queue's have completed: on a device that serves 32 requests at once it holds 8-16. Within the
+    // raising period (the first 40 ms here), BFQ must deliver what FIFO does and keep the weights.
+    let wide = Device { units: 32, depth: 32, overhead: 20_000, unit_rate: 400_000_000 };
+    let tenant = App { weight: 100, request_bytes: 4 << 10, window: 8, random: true };
+    let apps = [tenant; 4];
+    let duration = 40 * MSEC;
+    let fifo_total: u64 = run(fifo().as_mut(), wide, &apps, duration).iter().sum();
+    let bytes = run(&mut bfq(NVME, &[]), wide, &apps, duration);
+    let total: u64 = bytes.iter().sum();
+    let kernel_total: u64 =
+        run(&mut bfq(NVME, &[("raised_idle_shallow_only", "0")]), wide, &apps, duration).iter().sum();
+    let (ratio, kernel_ratio) = (total as f64 / fifo_total as f64, kernel_total as f64 / fifo_total as f64);
+    assert!(ratio >= 0.97, "BFQ {:.1} MiB against FIFO's {:.1} ({ratio:.3})", mib(total), mib(fifo_total));
+    assert!(
+        kernel_ratio < 0.9,
+        "the kernel's rule should hold the device to fewer requests: {kernel_ratio:.3}"
+    );
+    let (lo, hi) = (bytes.iter().min().unwrap(), bytes.iter().max().unwrap());
+    assert!(*hi as f64 <= 1.05 * *lo as f64, "equal weights, equal service: {bytes:?}");
+}
+
+#[test]
 fn a_queue_of_a_higher_configured_weight_does_not_take_the_device_from_the_in_service_queue() {
     // `bfq::activation`: only raising preempts. The kernel also preempts for a higher configured
     // weight; with random readers of weight 400 beside sequential ones of weight 100, each random read

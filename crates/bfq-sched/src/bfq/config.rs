@@ -177,6 +177,16 @@ pub struct BfqConfig {
     /// time as well. 0 = the latency from dispatch to completion alone, as the kernel measures it
     /// (docs/fast-devices.md, "Think time in the inject limit").
     pub inject_think_time: bool,
+    /// `raised_idle_shallow_only` (1): while every busy queue is weight-raised, a raised queue is
+    /// idled for against a loaded device (others' requests in flight, kernel: at least 4) only if it
+    /// is shallow (at most 4 requests outstanding lately): idling protects a queue's next request
+    /// from the others' requests in the device, and a deep queue's next request waits behind its own
+    /// anyway. Four new tenants of equal weight, eight reads outstanding each, all raised as new
+    /// queues, otherwise waited for each other's requests to complete for the whole raising period
+    /// (the simulated NVMe drive delivered 0.92 of FIFO's throughput over their first 0.8 s). 0 = the
+    /// kernel's rule, whatever the queue's depth (docs/fast-devices.md, "New tenants that are all
+    /// raised").
+    pub raised_idle_shallow_only: bool,
     /// `waker_detection` (1): a queue that keeps becoming backlogged just after another queue's
     /// completions (3 times within 4 ms) is that queue's wakee; wakers and wakees are injected first
     /// and without the latency limit while the other waits with nothing in the device (kernel-bfq-
@@ -261,6 +271,7 @@ impl Default for BfqConfig {
             inject_reserve: true,
             inject_within_share: true,
             inject_think_time: true,
+            raised_idle_shallow_only: true,
             waker_detection: true,
             fair_charge: true,
             drain_grace: true,
@@ -310,6 +321,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "inject_reserve",
     "inject_within_share",
     "inject_think_time",
+    "raised_idle_shallow_only",
     "waker_detection",
     "fair_charge",
     "drain_grace",
@@ -394,6 +406,7 @@ impl BfqConfig {
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
             "inject_within_share" => self.inject_within_share = parse_bool(NAME, key, value)?,
             "inject_think_time" => self.inject_think_time = parse_bool(NAME, key, value)?,
+            "raised_idle_shallow_only" => self.raised_idle_shallow_only = parse_bool(NAME, key, value)?,
             "inject_latency_ratio" => {
                 self.inject_latency_ratio = parse_u64(NAME, key, value, 100, 1000)? as u32
             }
@@ -470,6 +483,7 @@ impl BfqConfig {
             ("inject_reserve", b(self.inject_reserve)),
             ("inject_within_share", b(self.inject_within_share)),
             ("inject_think_time", b(self.inject_think_time)),
+            ("raised_idle_shallow_only", b(self.raised_idle_shallow_only)),
             ("waker_detection", b(self.waker_detection)),
             ("fair_charge", b(self.fair_charge)),
             ("drain_grace", b(self.drain_grace)),

@@ -16,6 +16,11 @@ pub const RAISED_IDLE: Nanos = 20 * MSEC;
 /// are in flight even if every busy queue is raised (kernel: in-driver requests >= the queue's + 4).
 pub const RAISED_LOAD_LIMIT: usize = 4;
 
+/// A queue with more requests than this outstanding lately is deep: driven by its own issue depth
+/// (the bound of `injection::WAKEE_MAX_DEMAND`), its next request waits behind its own in the
+/// device whether the others' are there or not (`raised_idle_shallow_only`).
+pub const DEEP_DEMAND: usize = super::injection::WAKEE_MAX_DEMAND;
+
 /// Low-pass filtered seek distance of a queue (seed 000 sec. 4).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SeekTracker {
@@ -106,6 +111,8 @@ pub struct IdleInputs {
     pub non_raised_busy: bool,
     /// Some busy queue is weight-raised.
     pub raised_busy: bool,
+    /// It kept more than [`DEEP_DEMAND`] requests outstanding lately (queued and in the device).
+    pub deep: bool,
     /// Requests of other queues in flight in the device.
     pub others_in_flight: usize,
     /// No other queue has requests queued.
@@ -147,8 +154,12 @@ pub fn idle_window(cfg: &BfqConfig, i: &IdleInputs) -> Option<Nanos> {
                 // behind another one's idle windows. The idling a raised queue needs for its own
                 // protection is `raised_needs_idling` below.
                 let sequential_on_disk = i.rotational && !i.seeky && !(kernel && i.raised_busy);
-                let raised_needs_idling =
-                    raised && (!kernel || i.non_raised_busy || i.others_in_flight >= RAISED_LOAD_LIMIT);
+                // A deep raised queue among raised ones only: idling for it against the load would
+                // only keep the others' requests out while its own fill the device
+                // (`raised_idle_shallow_only`, beyond the kernel).
+                let loaded =
+                    i.others_in_flight >= RAISED_LOAD_LIMIT && !(cfg.raised_idle_shallow_only && i.deep);
+                let raised_needs_idling = raised && (!kernel || i.non_raised_busy || loaded);
                 // Kernel: idling for the only busy queue costs nothing (there is nothing else to
                 // serve) and keeps its slot, with its budget and raising, for its next request.
                 let alone = kernel && i.only_busy;
@@ -280,6 +291,31 @@ mod tests {
         assert_eq!(idle_window(&cfg, &beside), Some(20 * MSEC));
         // Without internal queueing raised queues stay idled whatever else is busy (seed 003 sec. V-A).
         assert_eq!(idle_window(&cfg, &IdleInputs { hw_tag: false, ..raised }), Some(20 * MSEC));
+    }
+
+    #[test]
+    fn among_raised_queues_only_a_shallow_raised_queue_is_idled_against_the_load() {
+        // `raised_idle_shallow_only` (beyond the kernel): with every busy queue raised, the load of
+        // the others' requests makes BFQ idle for a raised queue only if it keeps at most 4 requests
+        // outstanding; a deep one's next request waits behind its own anyway.
+        let cfg = BfqConfig::default();
+        let loaded = IdleInputs {
+            hw_tag: true,
+            rotational: false,
+            raised: true,
+            seeky: true,
+            others_in_flight: 24,
+            ..seq()
+        };
+        assert_eq!(idle_window(&cfg, &loaded), Some(20 * MSEC), "a shallow raised queue: protected");
+        let deep = IdleInputs { deep: true, ..loaded };
+        assert_eq!(idle_window(&cfg, &deep), None, "a deep one among raised ones: not idled for");
+        // Beside a queue that is not raised, or alone, a deep raised queue is still idled for.
+        assert_eq!(idle_window(&cfg, &IdleInputs { non_raised_busy: true, ..deep }), Some(20 * MSEC));
+        assert_eq!(idle_window(&cfg, &IdleInputs { only_busy: true, ..deep }), Some(20 * MSEC));
+        // The kernel's rule (and the papers' BFQ): the load alone decides.
+        let kernel = BfqConfig { raised_idle_shallow_only: false, ..BfqConfig::default() };
+        assert_eq!(idle_window(&kernel, &deep), Some(20 * MSEC));
     }
 
     #[test]
