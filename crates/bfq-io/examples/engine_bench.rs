@@ -2,7 +2,7 @@
 //! engine. Usage:
 //! `cargo run -p bfq-io --release --example engine_bench -- [--mode local|threaded] [--scheduler bfq]
 //!  [--queues 4] [--depth 32] [--params key=value,..] [--seconds 5] [--file /dev/shm/bfq-engine-bench]
-//!  [--size-mib 1024]`
+//!  [--size-mib 1024]` (`--help` prints it; a mistake in the arguments exits 2 with what was wrong)
 //! `--queues` application queues (tenants) share the depth equally; each keeps its share in flight,
 //! issuing a new read as each of its reads completes. `local` (the default) drives a `LocalEngine` from
 //! this one thread, as fio's single job does; `threaded` runs one client thread per queue on an
@@ -22,6 +22,21 @@ fn cpu_seconds() -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
+const USAGE: &str =
+    "usage: engine_bench [--mode local|threaded] [--scheduler bfq] [--queues 4] [--depth 32] \
+[--params key=value,..] [--seconds 5] [--file /dev/shm/bfq-engine-bench] [--size-mib 1024]";
+
+/// A command-line mistake: what was wrong and the usage, then exit status 2.
+fn fail(msg: &str) -> ! {
+    eprintln!("engine_bench: {msg}\n{USAGE}");
+    std::process::exit(2)
+}
+
+/// `value` parsed as a number for `flag`, or [`fail`].
+fn number<T: std::str::FromStr>(flag: &str, value: &str) -> T {
+    value.parse().unwrap_or_else(|_| fail(&format!("{flag} {value}: expected a number")))
+}
+
 fn main() {
     let mut scheduler = "bfq".to_string();
     let mut mode = "local".to_string();
@@ -30,23 +45,36 @@ fn main() {
     let mut file = std::path::PathBuf::from("/dev/shm/bfq-engine-bench");
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let mut val = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
+        if a == "-h" || a == "--help" {
+            println!("{USAGE}");
+            return;
+        }
+        let mut val = || args.next().unwrap_or_else(|| fail(&format!("{a} needs a value")));
         match a.as_str() {
             "--scheduler" => scheduler = val(),
             "--mode" => mode = val(),
             "--params" => {
                 for kv in val().split(',') {
-                    let (k, v) = kv.split_once('=').expect("--params key=value,...");
+                    let (k, v) = kv
+                        .split_once('=')
+                        .unwrap_or_else(|| fail(&format!("--params {kv}: expected key=value,...")));
                     params.push((k.to_string(), v.to_string()));
                 }
             }
-            "--queues" | "--threads" => threads = val().parse().expect("--queues N"),
-            "--depth" => depth = val().parse().expect("--depth N"),
-            "--seconds" => seconds = val().parse().expect("--seconds S"),
+            "--queues" | "--threads" => threads = number(&a, &val()),
+            "--depth" => depth = number(&a, &val()),
+            "--seconds" => seconds = number(&a, &val()),
             "--file" => file = val().into(),
-            "--size-mib" => size_mib = val().parse().expect("--size-mib N"),
-            _ => panic!("unknown argument {a}"),
+            "--size-mib" => size_mib = number(&a, &val()),
+            _ => fail(&format!("unknown argument {a}")),
         }
+    }
+    if mode != "local" && mode != "threaded" {
+        fail(&format!("--mode {mode}: expected local or threaded"));
+    }
+    // The scheduler and its tunables are checked before the file is created and filled.
+    if let Err(e) = bfq_sched::build(&scheduler, bfq_sched::DeviceInfo::default(), &params) {
+        fail(&format!("--scheduler {scheduler} --params: {e}"));
     }
     let created = !file.exists();
     if created {
