@@ -18,6 +18,7 @@ const JOBS: &[(&str, &str)] = &[
     ("fast-seq-weights-1-10", include_str!("../../../../examples/fast-seq-weights-1-10.toml")),
     ("fast-rand-weights-1-3", include_str!("../../../../examples/fast-rand-weights-1-3.toml")),
     ("fast-startup-mixed", include_str!("../../../../examples/fast-startup-mixed.toml")),
+    ("fast-new-tenants", include_str!("../../../../examples/fast-new-tenants.toml")),
 ];
 
 /// A scheduler compared: label, registry name, tunables.
