@@ -16,11 +16,6 @@ pub const RAISED_IDLE: Nanos = 20 * MSEC;
 /// are in flight even if every busy queue is raised (kernel: in-driver requests >= the queue's + 4).
 pub const RAISED_LOAD_LIMIT: usize = 4;
 
-/// A queue with more requests than this outstanding lately is deep: driven by its own issue depth
-/// (the bound of `injection::WAKEE_MAX_DEMAND`), its next request waits behind its own in the
-/// device whether the others' are there or not (`raised_idle_shallow_only`).
-pub const DEEP_DEMAND: usize = super::injection::WAKEE_MAX_DEMAND;
-
 /// Low-pass filtered seek distance of a queue (seed 000 sec. 4).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SeekTracker {
@@ -111,7 +106,8 @@ pub struct IdleInputs {
     pub non_raised_busy: bool,
     /// Some busy queue is weight-raised.
     pub raised_busy: bool,
-    /// It kept more than [`DEEP_DEMAND`] requests outstanding lately (queued and in the device).
+    /// It kept more than `injection::WAKEE_MAX_DEMAND` requests outstanding lately (queued and in the
+    /// device): its next request waits behind its own (`raised_idle_shallow_only`).
     pub deep: bool,
     /// Requests of other queues in flight in the device.
     pub others_in_flight: usize,

@@ -534,13 +534,12 @@ impl Bfq {
         // queue (below).
         // A deep in-service queue (more than WAKEE_MAX_DEMAND outstanding) waits for no one's I/O,
         // whatever waker was noted for it before its depth showed.
-        let shallow = q.outstanding_demand() <= WAKEE_MAX_DEMAND;
+        let shallow = !q.deep();
         if self.cfg.waker_detection && own_in_flight == 0 && shallow {
             let related = [q.waker.waker.and_then(|w| self.index.get(w)), self.wakee_ready.take()];
             for c in related.into_iter().flatten() {
                 // A waker noted before its depth showed is not injected without the limit once deep.
-                let deep =
-                    self.queues.get(c as usize).is_some_and(|w| w.outstanding_demand() > WAKEE_MAX_DEMAND);
+                let deep = self.queues.get(c as usize).is_some_and(|w| w.deep());
                 if c != s && !deep && self.injectable(c) && self.within_share(c) {
                     return self.inject_from(c, now);
                 }
@@ -783,15 +782,12 @@ impl Bfq {
         // iodepth 32), it was injected without limit whenever the light queue was in service between
         // two of its requests, and each light read then waited behind 32 greedy ones (p99 33-36 ms,
         // against 9-12 ms under FIFO).
-        let last = self.last_completion.filter(|(by, _)| {
-            self.index.get(*by).map_or(true, |w| {
-                let w = &self.queues[w as usize];
-                w.outstanding_demand() <= WAKEE_MAX_DEMAND
-            })
-        });
+        let last = self
+            .last_completion
+            .filter(|(by, _)| self.index.get(*by).map_or(true, |w| !self.queues[w as usize].deep()));
         let window = self.cfg.slice_idle.saturating_mul(WAKER_WINDOW_SLICES).max(WAKE_WINDOW);
         let q = &mut self.queues[t as usize];
-        if q.outstanding_demand() > WAKEE_MAX_DEMAND {
+        if q.deep() {
             // Deep now: whatever was taken for its waker earlier (before its depth showed) is not.
             q.waker.waker = None;
             q.waker.candidate = None;

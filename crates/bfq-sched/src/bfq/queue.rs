@@ -193,12 +193,18 @@ impl Queue {
         (self.outstanding_demand() as u64).saturating_mul(self.mean_request_sectors)
     }
 
-    /// A deep queue (more than [`super::injection::WAKEE_MAX_DEMAND`] outstanding lately) with fewer
-    /// outstanding now, some in the device: its next requests come with its completions.
+    /// It kept more than [`super::injection::WAKEE_MAX_DEMAND`] requests outstanding lately: it is
+    /// driven by its own issue depth, not by hand-overs from other queues (no waker; idling among
+    /// raised queues, `raised_idle_shallow_only`: its next request waits behind its own anyway).
+    pub(super) fn deep(&self) -> bool {
+        self.outstanding_demand() > super::injection::WAKEE_MAX_DEMAND
+    }
+
+    /// A deep queue with fewer outstanding now, some in the device: its next requests come with its
+    /// completions.
     pub(super) fn refilling(&self) -> bool {
-        let demand = self.outstanding_demand();
         let now = self.own_queued + self.own_in_flight;
-        demand > super::injection::WAKEE_MAX_DEMAND && now < demand && self.own_in_flight > 0
+        self.deep() && now < self.outstanding_demand() && self.own_in_flight > 0
     }
 
     pub(super) fn new(id: QueueId, spec: QueueSpec) -> Self {

@@ -87,7 +87,7 @@ impl Bfq {
             asymmetric: self.asymmetric(),
             non_raised_busy: self.busy_non_raised > 0,
             raised_busy: self.busy_raised > 0,
-            deep: q.outstanding_demand() > idling::DEEP_DEMAND,
+            deep: q.deep(),
             others_in_flight: self.in_flight - q.serving_in_flight,
             only_busy: self.queued == q.reqs.len(),
             served,
