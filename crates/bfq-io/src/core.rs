@@ -8,13 +8,12 @@
 //! live in a slab indexed by their id, which is also the io_uring user data.
 
 use bfq_sched::Instant as SchedInstant;
-use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bfq_sched::{
-    Decision, DeviceInfo, GroupId, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler,
+    Decision, DeviceInfo, GroupId, IdMap, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler,
 };
 use io_uring::{opcode, types, IoUring};
 use rustix::fs::{FallocateFlags, OFlags};
@@ -116,7 +115,7 @@ pub(crate) struct Core<T> {
     submit_each: Vec<bool>,
     depth: usize,
     /// Live statistics per queue (allocated once per queue, updated in place).
-    live: HashMap<QueueId, LiveQueueStats>,
+    live: IdMap<QueueId, LiveQueueStats>,
     /// Queues to remove once their last request has completed.
     removing: Vec<QueueId>,
     /// The requests held (queued or on the device), by id: the id is the slab key.
@@ -199,7 +198,7 @@ impl<T> Core<T> {
             submit_each: files.iter().map(submit_each).collect(),
             files,
             depth: depth as usize,
-            live: HashMap::new(),
+            live: IdMap::default(),
             removing: Vec::new(),
             slab: Slab::with_capacity(depth as usize),
             in_flight: 0,

@@ -19,7 +19,7 @@
 //!   1) such writes in flight; the application waits for room (`on_writeback_space`) beyond that.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -172,7 +172,7 @@ impl Driver {
         let mut order: Vec<std::collections::VecDeque<usize>> =
             vec![std::collections::VecDeque::new(); self.clients.len()];
         let mut outstanding = vec![0u64; self.clients.len()];
-        let mut buffers: HashMap<usize, Vec<AlignedBuf>> = HashMap::new();
+        let mut buffers: bfq_sched::IdMap<usize, Vec<AlignedBuf>> = bfq_sched::IdMap::default();
         let mut timers: BinaryHeap<Reverse<(Nanos, u64, u64)>> = BinaryHeap::new();
         let mut timer_seq = 0u64;
         let mut requests: Vec<NewRequest> = Vec::new();

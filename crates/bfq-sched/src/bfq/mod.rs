@@ -59,6 +59,7 @@ use crate::scheduler::{Decision, Event, EventKind, ExpiryReason, QueueStats, Rai
 use crate::types::{DeviceInfo, GroupId, Instant, IoClass, Nanos, QueueId, QueueSpec, Request, ROOT_GROUP};
 use crate::SchedError;
 
+pub use crate::types::IdHasher;
 use burst::{BurstDetector, BurstOutcome};
 pub use config::BfqConfig;
 use config::WeightRaising;
@@ -67,7 +68,6 @@ use idling::{HwTag, IdleInputs};
 use inflight::{InFlight, InFlightTable, QUEUED};
 use ordering::{OrderParams, Slab};
 use peak_rate::PeakRate;
-pub use queue::IdHasher;
 use queue::{level_weight, two_mut, IdMap, Queue, QueueIndex};
 use timers::{Timer, Timers};
 use wf2q::EntityState;

@@ -3,9 +3,6 @@
 //! small ids callers use, a hash map for the rest), and the weight B-WF2Q+ gives a queue of a given
 //! class level ([`level_weight`]).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use super::idling::SeekTracker;
 use super::injection::{InjectLimit, WakerState};
 use super::ordering::QueueRequests;
@@ -13,29 +10,7 @@ use super::weight_raising::Raising;
 use crate::scheduler::ExpiryReason;
 use crate::types::{Instant, IoClass, QueueId, QueueSpec};
 
-/// A multiplicative hasher for the small integer ids used as keys (cheaper than SipHash; the keys
-/// are chosen by the caller, not by an adversary across a trust boundary).
-#[derive(Default, Clone, Copy)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-pub(super) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+pub(super) use crate::types::IdMap;
 
 /// Queue ids below this are mapped to slots through a vector, the rest through a hash map.
 const DENSE_IDS: u32 = 1 << 20;
