@@ -68,7 +68,7 @@ struct CompareOutput<'a> {
 /// leftovers of killed runs, target), then the runs; what was measured is printed even when a later
 /// run fails or the comparison is interrupted.
 pub fn execute(args: CompareArgs) -> Result<()> {
-    let mut job = Job::from_file(&args.job)?;
+    let mut job = Job::from_file_for_real_run(&args.job)?;
     crate::checks::apply_duration(&mut job, args.duration.as_deref())?;
     let engine: Vec<String> = args.engine.iter().filter(|s| !s.is_empty()).cloned().collect();
     let kernel: Vec<String> = args.kernel.iter().filter(|s| !s.is_empty()).cloned().collect();

@@ -320,8 +320,10 @@ pub struct Greedy {
     pub window: Option<u32>,
     /// Size of its file.
     pub file_size: Option<Size>,
-    /// Readers, simulator only: an ON/OFF reader reads for `on`, then issues nothing for `off`, and
-    /// again (seed 002's streaming benchmark runs "5 ON/OFF file readers"). Both or neither.
+    /// Readers: an ON/OFF reader reads for `on`, then issues nothing for `off`, and again (seed
+    /// 002's streaming benchmark runs "5 ON/OFF file readers"). Both or neither. The simulator and the
+    /// engine (`bfq run`) honour it; `bfq compare` refuses it before any run, fio having no
+    /// equivalent for its kernel runs.
     pub on: Option<Duration>,
     /// See `on`.
     pub off: Option<Duration>,
@@ -1020,6 +1022,31 @@ impl Job {
         Job::from_toml(&text, &path.display().to_string())
     }
 
+    /// A job file for a real run (`bfq run`, `bfq compare`): [`Job::from_file`], and then a field that
+    /// applies to simulated runs only is refused on its line (the layout refuses it too, but without the
+    /// file and line).
+    pub fn from_file_for_real_run(path: &std::path::Path) -> Result<Job, JobError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| JobError {
+            file: file.clone(),
+            line: None,
+            field: None,
+            message: format!("cannot read the job file: {e}"),
+        })?;
+        let job = Job::from_toml(&text, &file)?;
+        if let Some(i) = job.apps.iter().position(|a| a.think_time.is_some()) {
+            return Err(JobError {
+                file,
+                line: app_key_line(&text, i, "think_time").or_else(|| app_table_line(&text, i)),
+                field: Some("think_time".into()),
+                message: "applies to simulated runs only (`bfq sim`, `bfq suite`): a real run's processes \
+                          react with their own think time; remove the field for real runs"
+                    .into(),
+            });
+        }
+        Ok(job)
+    }
+
     /// Checks what the types alone cannot: (application index, field, message) on error.
     pub fn validate(&self) -> Result<(), (Option<usize>, String, String)> {
         let top = |field: &str, msg: String| Err((None, field.to_string(), msg));
@@ -1249,6 +1276,18 @@ trace = "xterm"
         assert_eq!(apps[0].0, "seq-reader-0");
         assert_eq!(apps[10].1.kind(), AppKind::Startup);
         assert_eq!(job.device.params["service_time_us"].0, "100");
+    }
+
+    #[test]
+    fn a_think_time_in_a_real_run_is_refused_on_its_line() {
+        let path = std::env::temp_dir().join(format!("bfq-think-{}.toml", std::process::id()));
+        let text = "duration = \"1s\"\n[[app]]\nkind = \"seq-reader\"\n[[app]]\nkind = \"rand-reader\"\nthink_time = \"5ms\"\n";
+        std::fs::write(&path, text).unwrap();
+        let err = Job::from_file_for_real_run(&path).unwrap_err();
+        let simulated = Job::from_file(&path);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!((err.line, err.field.as_deref()), (Some(6), Some("think_time")), "{err}");
+        assert!(simulated.is_ok(), "the simulator takes it");
     }
 
     #[test]
