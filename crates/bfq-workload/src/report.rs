@@ -43,9 +43,14 @@ pub struct RunReport {
 /// Whole-run figures over the measured interval.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Totals {
-    /// Requests completed.
+    /// Requests completed in the measured interval. In the simulator, the device's requests as the
+    /// scheduler saw them: one for requests merged in one plug, one per piece of a split one (the sum
+    /// of the queues' `completed`); in real runs (`bfq run`, `bfq compare`), the applications' own
+    /// requests (the sum of their `requests`).
     pub requests: u64,
-    /// Bytes read.
+    /// Bytes read: the applications' (a request counts when its last piece completes; the queues'
+    /// `bytes` count each piece as it completes, and differ by requests in flight at the edges of
+    /// the measured interval).
     pub bytes_read: u64,
     /// Bytes written.
     pub bytes_written: u64,
