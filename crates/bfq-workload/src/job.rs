@@ -1013,35 +1013,22 @@ impl Job {
 
     /// Reads a job from a file.
     pub fn from_file(path: &std::path::Path) -> Result<Job, JobError> {
-        let text = std::fs::read_to_string(path).map_err(|e| JobError {
-            file: path.display().to_string(),
-            line: None,
-            field: None,
-            message: format!("cannot read the job file: {e}"),
-        })?;
-        Job::from_toml(&text, &path.display().to_string())
+        let (file, text) = read_job_text(path)?;
+        Job::from_toml(&text, &file)
     }
 
     /// A job file for a real run (`bfq run`, `bfq compare`): [`Job::from_file`], and then a field that
     /// applies to simulated runs only is refused on its line (the layout refuses it too, but without the
     /// file and line).
     pub fn from_file_for_real_run(path: &std::path::Path) -> Result<Job, JobError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| JobError {
-            file: file.clone(),
-            line: None,
-            field: None,
-            message: format!("cannot read the job file: {e}"),
-        })?;
+        let (file, text) = read_job_text(path)?;
         let job = Job::from_toml(&text, &file)?;
         if let Some(i) = job.apps.iter().position(|a| a.think_time.is_some()) {
             return Err(JobError {
                 file,
                 line: app_key_line(&text, i, "think_time").or_else(|| app_table_line(&text, i)),
                 field: Some("think_time".into()),
-                message: "applies to simulated runs only (`bfq sim`, `bfq suite`): a real run's processes \
-                          react with their own think time; remove the field for real runs"
-                    .into(),
+                message: THINK_TIME_SIMULATED_ONLY.into(),
             });
         }
         Ok(job)
@@ -1194,6 +1181,22 @@ impl Job {
             }
         }
         out
+    }
+}
+
+/// Why a real run refuses `think_time` (its processes have their own).
+pub(crate) const THINK_TIME_SIMULATED_ONLY: &str =
+    "applies to simulated runs only (`bfq sim`, `bfq suite`): \
+     a real run's processes react with their own think time; remove the field for real runs";
+
+/// A job file's name as errors show it, and its text.
+fn read_job_text(path: &std::path::Path) -> Result<(String, String), JobError> {
+    let file = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok((file, text)),
+        Err(e) => {
+            Err(JobError { file, line: None, field: None, message: format!("cannot read the job file: {e}") })
+        }
     }
 }
 

@@ -59,9 +59,7 @@ pub fn real_layout(job: &Job) -> Result<(Vec<Placement>, u64), LayoutError> {
     if let Some((i, app)) = job.apps.iter().enumerate().find(|(_, a)| a.think_time.is_some()) {
         return Err(LayoutError {
             app: app.name.clone().unwrap_or_else(|| format!("[[app]] number {}", i + 1)),
-            message: "`think_time` applies to simulated runs only (`bfq sim`, `bfq suite`): a real run's \
-                      processes react with their own think time; remove the field for real runs"
-                .into(),
+            message: format!("`think_time` {}", crate::job::THINK_TIME_SIMULATED_ONLY),
         });
     }
     layout(job, REAL_FILE_BYTES)
