@@ -11,18 +11,6 @@
 use bfq_sim::{run_job, Job, RunReport};
 use proptest::prelude::*;
 
-const PRESETS: &[&str] = &[
-    "hdd-stm332061",
-    "hdd-6l080l0",
-    "hdd-7l250s0",
-    "hdd-dtla307030",
-    "hdd-st1000dm003",
-    "ssd-px256m5s",
-    "nvme-960evo",
-    "constant",
-    "default",
-];
-
 /// BFQ's tunables per case: the defaults, then the switches that select the seeds' behaviour.
 const BFQ_PARAMS: &[&[(&str, &str)]] = &[
     &[],
@@ -124,7 +112,7 @@ fn job() -> impl Strategy<Value = (String, usize)> {
         1u64..100,
         prop::sample::select(vec![300u32, 1000]),
         prop::sample::select(vec![0u32, 100]),
-        prop::sample::select(PRESETS.to_vec()),
+        prop::sample::select(bfq_sim::device::DEVICE_PRESETS.to_vec()),
         prop::collection::vec(app(), 1..=4),
         0..BFQ_PARAMS.len(),
     )
