@@ -3,12 +3,13 @@
 //! format", with their fields, weights, classes and counts chosen at random, on every device preset,
 //! runs to its end under every scheduler (BFQ also with the seeds' switches: v1 raising and no idling
 //! on queueing devices, the kernel's budget feedback without injection, no idle window), and its report
-//! adds up: every completed request and byte is some queue's, percentiles are ordered, Jain's index is
-//! an index, and the same job gives the same report twice.
+//! adds up: the queues' completed requests are the total, the applications' bytes are the total and
+//! the queues' differ from them only by requests in flight at the interval's edges, percentiles are
+//! ordered, Jain's index is an index, and the same job gives the same report twice.
 //!
 //! Cases: `BFQ_JOB_FUZZ_CASES` (default 48; each case runs about ten schedulers).
 
-use bfq_sim::{run_job, Job, RunReport};
+use bfq_sim::{run_job, AppKind, Job, RunReport};
 use proptest::prelude::*;
 
 /// BFQ's tunables per case: the defaults, then the switches that select the seeds' behaviour.
@@ -126,6 +127,7 @@ fn job() -> impl Strategy<Value = (String, usize)> {
 }
 
 /// What every report must satisfy, whatever the job and the scheduler.
+///
 /// `endless`: the job has a reader, which never finishes, so the run lasts the job's duration (a job of
 /// start-ups, videos and other finite work may end when they are done).
 fn check(report: &RunReport, duration_s: f64, warmup_s: f64, endless: bool) -> Result<(), TestCaseError> {
@@ -174,7 +176,7 @@ proptest! {
         let job = Job::from_toml(&text, "fuzz.toml").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         let duration_s = job.duration.0 as f64 / 1e9;
         let warmup_s = job.warmup.0 as f64 / 1e9;
-        let endless = text.contains("kind = \"seq-reader\"") || text.contains("kind = \"rand-reader\"");
+        let endless = job.apps.iter().any(|a| matches!(a.kind(), AppKind::SeqReader | AppKind::RandReader));
         let bfq_params: Vec<(String, String)> =
             BFQ_PARAMS[params].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         for &name in bfq_sched::SCHEDULER_NAMES {
