@@ -1,10 +1,10 @@
 //! Per-queue bookkeeping shared by the simpler schedulers: configured specs and the counters behind
 //! [`QueueStats`]. Not a concept of the papers; it keeps the peers' observability uniform.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::scheduler::QueueStats;
-use crate::types::{QueueId, QueueSpec, Request, RequestId};
+use crate::types::{IdMap, QueueId, QueueSpec, Request, RequestId};
 use crate::SchedError;
 
 /// Specs and counters of every queue a scheduler has seen.
@@ -103,7 +103,7 @@ impl QueueTable {
 /// peers keep the `Scheduler::insert` contract that an id already held is not accepted again.
 #[derive(Debug, Default, Clone)]
 pub struct LiveIds {
-    ids: HashMap<RequestId, QueueId>,
+    ids: IdMap<RequestId, QueueId>,
 }
 
 impl LiveIds {
