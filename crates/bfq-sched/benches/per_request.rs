@@ -13,6 +13,10 @@
 //!
 //! The FIFO baseline runs the same request mix (the BFQ tunables do not apply to it).
 //!
+//! Group `deep` is the engine's pattern instead (`SteadyLoad::deep`, `rand` requests): 4 queues of 8
+//! requests outstanding and 100 queues of 2, in a device that holds 32, so that several queues'
+//! requests are in flight at once (injection, the internal-queueing detector, the in-flight table).
+//!
 //! Run: `cargo bench -p bfq-sched --bench per_request -- --warm-up-time 1 --measurement-time 2`
 //! (schedulers: env `BFQ_BENCH_SCHEDULERS`, default `fifo,bfq`); `scripts/perf-table < output` turns
 //! criterion's output into the ratio table of docs/performance.md.
@@ -76,6 +80,29 @@ fn per_request(c: &mut Criterion) {
         }
         group.finish();
     }
+    let mut group = c.benchmark_group("per_request/deep");
+    group.throughput(Throughput::Elements(1));
+    group.sample_size(20);
+    for name in schedulers() {
+        for (queues, per_queue) in [(4u32, 8u32), (100, 2)] {
+            let mut load: Option<SteadyLoad> = None;
+            let id = BenchmarkId::new(name, format!("{queues}x{per_queue}"));
+            group.bench_with_input(id, &queues, |b, _| {
+                let load = load.get_or_insert_with(|| {
+                    SteadyLoad::deep(name, &[], queues, per_queue, 32, Mix::Random)
+                        .unwrap_or_else(|e| panic!("{name}: {e}"))
+                });
+                b.iter_custom(|iters| {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        load.step();
+                    }
+                    start.elapsed()
+                })
+            });
+        }
+    }
+    group.finish();
 }
 
 fn config() -> Criterion {

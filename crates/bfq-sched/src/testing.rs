@@ -275,9 +275,19 @@ pub enum Mix {
 /// Every queue always holds at least one queued request (two are inserted per queue at the start and
 /// each completion is followed by an insert into the completed request's queue), so schedulers never
 /// idle; what is measured is their bookkeeping.
+///
+/// [`SteadyLoad::deep`] is the engine's pattern instead (`examples/engine_bench` of bfq-io): a device
+/// with internal queueing kept full, each queue with a fixed number of requests outstanding.
 pub struct SteadyLoad {
     scheduler: Box<dyn Scheduler>,
     mix: Mix,
+    /// Requests the device holds at most (1: [`SteadyLoad::new`]'s one at a time).
+    device_depth: usize,
+    /// Dispatched and not completed, oldest first (the deep device completes in arrival order).
+    in_device: std::collections::VecDeque<Request>,
+    /// Sum over completions of the requests in the device just before each (for the mean depth).
+    depth_sum: u64,
+    completions: u64,
     now: Instant,
     step_time: Nanos,
     next_id: u64,
@@ -305,6 +315,10 @@ impl SteadyLoad {
             next_offset: (0..u64::from(queues)).map(|q| q << 30).collect(),
             rng: 0x9E37_79B9_7F4A_7C15,
             dispatched: 0,
+            device_depth: 1,
+            in_device: std::collections::VecDeque::new(),
+            depth_sum: 0,
+            completions: 0,
         };
         for q in 0..queues {
             if mix == Mix::Mixed {
@@ -321,6 +335,85 @@ impl SteadyLoad {
             load.step();
         }
         Ok(load)
+    }
+
+    /// The engine's pattern: `queues` queues of `per_queue` requests outstanding each (queued or in
+    /// the device; a completion is followed by an insert into its queue), on a flash device that
+    /// holds up to `device_depth` requests and completes one, the oldest, every 10 us. Unlike
+    /// [`SteadyLoad::new`], the scheduler sees several queues' requests in flight at once, so its
+    /// internal-queueing detection, injection and idling rules run as they do in the engine.
+    pub fn deep(
+        name: &str,
+        params: &[(String, String)],
+        queues: u32,
+        per_queue: u32,
+        device_depth: u32,
+        mix: Mix,
+    ) -> Result<Self, crate::SchedError> {
+        let device = crate::DeviceInfo { rotational: false, queue_depth: device_depth.max(1) };
+        let mut load = SteadyLoad {
+            scheduler: crate::build(name, device, params)?,
+            mix,
+            now: Instant::ZERO,
+            step_time: 10 * crate::USEC,
+            next_id: 1,
+            next_offset: (0..u64::from(queues)).map(|q| q << 30).collect(),
+            rng: 0x9E37_79B9_7F4A_7C15,
+            dispatched: 0,
+            device_depth: device_depth.max(1) as usize,
+            in_device: std::collections::VecDeque::new(),
+            depth_sum: 0,
+            completions: 0,
+        };
+        for q in 0..queues {
+            if mix == Mix::Mixed {
+                let spec = crate::QueueSpec::with_weight(100 * (1 + q % 8));
+                load.scheduler.configure_queue(QueueId(q), spec, Instant::ZERO)?;
+            }
+            for _ in 0..per_queue.max(1) {
+                load.insert(QueueId(q));
+            }
+        }
+        // Longer than `new`'s warm-up: with mixed weights and writes, a structure may reach its
+        // steady size only after a few tens of thousands of requests (one growth seen at about 25,000).
+        for _ in 0..(u64::from(queues) * u64::from(per_queue) * 4).clamp(50_000, 400_000) {
+            load.step();
+        }
+        Ok(load)
+    }
+
+    /// One completion of the deep device, after filling it with what the scheduler dispatches.
+    fn step_deep(&mut self) {
+        loop {
+            while self.in_device.len() < self.device_depth {
+                match self.scheduler.dispatch(self.now) {
+                    Decision::Dispatch(r) => {
+                        self.dispatched += 1;
+                        self.in_device.push_back(r);
+                    }
+                    Decision::Idle { until } if self.in_device.is_empty() => {
+                        self.now = until.max(self.now + 1);
+                        self.scheduler.timer(self.now);
+                    }
+                    Decision::Idle { .. } | Decision::Wait | Decision::Empty => break,
+                }
+            }
+            self.depth_sum += self.in_device.len() as u64;
+            self.completions += 1;
+            if let Some(r) = self.in_device.pop_front() {
+                self.now += self.step_time;
+                self.scheduler.complete(&r, self.now);
+                self.insert(r.queue);
+                if self.scheduler.next_timer().is_some_and(|t| t <= self.now) {
+                    self.scheduler.timer(self.now);
+                }
+                return;
+            }
+            // Nothing in the device and nothing dispatched: only a timer can change things.
+            let t = self.scheduler.next_timer().unwrap_or(self.now + self.step_time);
+            self.now = t.max(self.now + 1);
+            self.scheduler.timer(self.now);
+        }
     }
 
     fn random(&mut self) -> u64 {
@@ -360,6 +453,9 @@ impl SteadyLoad {
 
     /// One request's life: dispatch, complete, and a new insert into the same queue.
     pub fn step(&mut self) {
+        if self.device_depth > 1 {
+            return self.step_deep();
+        }
         loop {
             match self.scheduler.dispatch(self.now) {
                 Decision::Dispatch(r) => {
@@ -380,6 +476,17 @@ impl SteadyLoad {
                     self.scheduler.timer(self.now);
                 }
             }
+        }
+    }
+
+    /// The mean number of requests in the device at a completion, since the start (warm-up
+    /// included): the device's depth, [`SteadyLoad::deep`]'s is at most the one asked for, less when
+    /// the scheduler holds requests back. 1 for [`SteadyLoad::new`].
+    pub fn mean_device_depth(&self) -> f64 {
+        if self.completions == 0 {
+            1.0
+        } else {
+            self.depth_sum as f64 / self.completions as f64
         }
     }
 

@@ -908,3 +908,23 @@ fn a_greedy_queue_the_guard_holds_back_in_its_own_turns_does_not_read_as_a_shall
     assert!(p999 <= 4 * alone99, "p99.9 {p999} ns against a p99 of {alone99} alone");
     assert!(bytes[1] > 0, "the greedy queue is slowed, not stopped");
 }
+
+#[test]
+fn equal_deep_random_queues_keep_a_queueing_device_full_as_under_fifo() {
+    // Seed 003 sec. V-C and the kernel's rule (kernel-bfq-reference.md, "idling only when the
+    // guarantees need it"): queues of equal weight that each keep several requests outstanding need
+    // no idling on a device that queues internally, so BFQ fills it as FIFO does. The engine's
+    // pattern (`SteadyLoad::deep`: four tenants of eight requests each, a device of 32), with the
+    // defaults (new queues raised) and without raising.
+    use bfq_sched::testing::{Mix, SteadyLoad};
+    for (name, params) in
+        [("fifo", vec![]), ("bfq", vec![]), ("bfq", vec![("low_latency".to_string(), "0".to_string())])]
+    {
+        let mut load = SteadyLoad::deep(name, &params, 4, 8, 32, Mix::Random).expect("scheduler builds");
+        for _ in 0..50_000 {
+            load.step();
+        }
+        let depth = load.mean_device_depth();
+        assert!(depth > 31.5, "{name} {params:?}: {depth:.2} requests in a device of 32 on average");
+    }
+}

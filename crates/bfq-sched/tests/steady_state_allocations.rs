@@ -36,6 +36,33 @@ fn steady_state_makes_no_heap_allocation_per_request() {
             }
         }
     }
+    // The engine's pattern (`SteadyLoad::deep`): several queues' requests in a device that queues
+    // internally, so that injection, the internal-queueing detector and the in-flight table work
+    // on every request.
+    for name in bfq_sched::SCHEDULER_NAMES {
+        for mix in [Mix::Random, Mix::Mixed] {
+            for (queues, per_queue) in [(4, 8), (100, 2)] {
+                let mut load =
+                    SteadyLoad::deep(name, &[], queues, per_queue, 32, mix).expect("scheduler builds");
+                let before = testing::allocations();
+                let steps = 20_000;
+                for _ in 0..steps {
+                    load.step();
+                }
+                let allocations = testing::allocations() - before;
+                let per_request = allocations as f64 / f64::from(steps);
+                report.push(format!(
+                    "{name:>14} {mix:?} {queues:>6} queues x {per_queue} in a device of 32: {per_request:.4} allocations/request"
+                ));
+                if HELD_TO_ZERO.contains(name) {
+                    assert_eq!(
+                        allocations, 0,
+                        "{name} {mix:?} with {queues} queues of {per_queue} outstanding allocates {per_request} times per request"
+                    );
+                }
+            }
+        }
+    }
     // BFQ switching queue after every request (one-request budgets): B-WF2Q+ selection, requeueing and
     // budget feedback on every request (seed 001 sec. 3), still without allocating. Also with v1
     // weight raising, whose raised weight changes with every request served (seed 001 sec. 4.1).
