@@ -71,8 +71,10 @@ impl HwTag {
     /// time; or the latency guard holds the others back): a sample with few requests in flight then
     /// says nothing about the device (kernel-bfq-reference.md "hw_tag"; without this rule idling
     /// itself hid NCQ and random readers were idled on an NCQ disk against seed 003 sec. V-C).
-    pub fn sample(&mut self, queued: usize, in_flight: usize, kept_shallow: bool) {
-        if queued + in_flight <= 3 || (kept_shallow && in_flight <= 3) {
+    /// `kept_shallow` is asked only when the sample has at most 3 requests in flight (it costs a look
+    /// at the in-service queue and the guard, at every insert, dispatch and completion).
+    pub fn sample(&mut self, queued: usize, in_flight: usize, kept_shallow: impl FnOnce() -> bool) {
+        if queued + in_flight <= 3 || (in_flight <= 3 && kept_shallow()) {
             return;
         }
         self.max_in_flight = self.max_in_flight.max(in_flight);
@@ -368,11 +370,11 @@ mod tests {
         let mut h = HwTag::new(1);
         assert!(!h.detected);
         for _ in 0..32 {
-            h.sample(10, 8, false);
+            h.sample(10, 8, || false);
         }
         assert!(h.detected);
         for _ in 0..32 {
-            h.sample(10, 1, false);
+            h.sample(10, 1, || false);
         }
         assert!(!h.detected);
     }
@@ -383,11 +385,11 @@ mod tests {
         // the times when BFQ itself, serving one short queue, has a single request in flight.
         let mut h = HwTag::new(32);
         for _ in 0..64 {
-            h.sample(9, 1, true);
+            h.sample(9, 1, || true);
         }
         assert!(h.detected, "in-service queue short: samples skipped");
         for _ in 0..32 {
-            h.sample(9, 1, false);
+            h.sample(9, 1, || false);
         }
         assert!(!h.detected, "a deep in-service queue with one request in flight: no internal queueing");
     }

@@ -153,8 +153,8 @@ impl InFlightTable {
         }
     }
 
-    /// The entry of a request, or `None` if the table does not hold it.
-    pub fn get(&self, id: RequestId) -> Option<InFlight> {
+    /// Where the table holds a request, if it does.
+    fn find(&self, id: RequestId) -> Option<usize> {
         let mask = self.mask();
         let mut i = self.home(id.0);
         loop {
@@ -163,26 +163,39 @@ impl InFlightTable {
                 return None;
             }
             if e.id == id.0 {
-                return Some(e.value);
+                return Some(i);
             }
             i = (i + 1) & mask;
         }
     }
 
+    /// The entry of a request, or `None` if the table does not hold it.
+    pub fn get(&self, id: RequestId) -> Option<InFlight> {
+        self.find(id).map(|i| self.entries[i].value)
+    }
+
+    /// The entry of a request to update in place, or `None` if the table does not hold it.
+    pub fn get_mut(&mut self, id: RequestId) -> Option<&mut InFlight> {
+        self.find(id).map(|i| &mut self.entries[i].value)
+    }
+
     /// Removes and returns a request, or `None` if it is not in flight.
     pub fn remove(&mut self, id: RequestId) -> Option<InFlight> {
-        let mask = self.mask();
-        let mut i = self.home(id.0);
-        loop {
-            let e = self.entries[i];
-            if !e.used {
-                return None;
-            }
-            if e.id == id.0 {
-                break;
-            }
-            i = (i + 1) & mask;
+        self.find(id).map(|i| self.remove_at(i))
+    }
+
+    /// Removes and returns a request if the table holds it and `keep` is false for its entry; leaves
+    /// it otherwise. One probe where [`InFlightTable::get`] then [`InFlightTable::remove`] take two.
+    pub fn remove_unless(&mut self, id: RequestId, keep: impl FnOnce(&InFlight) -> bool) -> Option<InFlight> {
+        let i = self.find(id)?;
+        if keep(&self.entries[i].value) {
+            return None;
         }
+        Some(self.remove_at(i))
+    }
+
+    fn remove_at(&mut self, i: usize) -> InFlight {
+        let mask = self.mask();
         let value = self.entries[i].value;
         // Backward-shift deletion: move later entries of the probe run into the hole when their home
         // position allows it, so that every run stays contiguous.
@@ -201,7 +214,7 @@ impl InFlightTable {
         }
         self.entries[hole] = EMPTY;
         self.len -= 1;
-        Some(value)
+        value
     }
 
     fn grow(&mut self) {
@@ -250,6 +263,22 @@ mod tests {
             let id = if step % 2 == 0 { x % 512 } else { (x % 64) << 32 };
             if x % 3 == 0 {
                 assert_eq!(t.remove(RequestId(id)), m.remove(&id));
+            } else if x % 7 == 1 {
+                // Removed only when its `serving` is odd: the completion path's one-probe check.
+                let keep = |f: &InFlight| f.serving % 2 == 0;
+                let expected = m.get(&id).copied().filter(|f| !keep(f));
+                if expected.is_some() {
+                    m.remove(&id);
+                }
+                assert_eq!(t.remove_unless(RequestId(id), keep), expected);
+            } else if x % 7 == 2 {
+                if let Some(f) = t.get_mut(RequestId(id)) {
+                    f.think += 1;
+                }
+                if let Some(f) = m.get_mut(&id) {
+                    f.think += 1;
+                }
+                assert_eq!(t.get(RequestId(id)), m.get(&id).copied());
             } else {
                 t.insert(RequestId(id), v(step));
                 m.insert(id, v(step));

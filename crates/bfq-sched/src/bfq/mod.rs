@@ -497,12 +497,18 @@ impl Bfq {
     /// (`in_turn`), or another one injected ([`injection`]), whose service B-WF2Q+ charges to it out of
     /// its turn.
     fn dispatch_from(&mut self, s: u32, index: u32, now: Instant, in_turn: bool) -> Request {
+        let cost = self.request_cost(s, &self.slab.get(index).request);
+        self.dispatch_costed(s, index, now, in_turn, cost)
+    }
+
+    /// [`Bfq::dispatch_from`] with the request's charge already worked out (`request_cost`, which
+    /// the in-service queue's path needs first for its budget check).
+    fn dispatch_costed(&mut self, s: u32, index: u32, now: Instant, in_turn: bool, cost: u64) -> Request {
         let slot = self.queues[s as usize].reqs.remove(&mut self.slab, index);
         if self.queues[s as usize].reqs.is_empty() && self.queues[s as usize].pos_bucket.is_some() {
             self.index_position(s);
         }
         let r = slot.request;
-        let cost = self.request_cost(s, &r);
         // Whether the request enters a device holding nothing of other queues (a baseline sample).
         let others = self.in_flight - self.queues[s as usize].serving_in_flight;
         if in_turn {
@@ -866,7 +872,7 @@ impl Scheduler for Bfq {
                 if let Some(x) = self.service.as_mut() {
                     x.fifo_checked = true;
                 }
-                let r = self.dispatch_from(s, index, now, true);
+                let r = self.dispatch_costed(s, index, now, true, cost);
                 // Kernel: an IDLE-class queue yields after each request when other classes have work.
                 if self.queues[s as usize].spec.class == IoClass::Idle
                     && (self.wf2q.class_busy(0) || self.wf2q.class_busy(1))
@@ -930,12 +936,10 @@ impl Scheduler for Bfq {
     fn complete(&mut self, request: &Request, now: Instant) {
         // Only a dispatched request, named with the queue that issued it, completes; its own sync flag
         // counts, not the caller's copy (the `Scheduler::complete` contract).
-        let Some(f) = self.live.get(request.id) else { return };
+        let queues = &self.queues;
+        let stray = |f: &InFlight| f.serving == QUEUED || queues[f.owner as usize].id != request.queue;
+        let Some(f) = self.live.remove_unless(request.id, stray) else { return };
         let InFlight { serving: s, owner, sync, .. } = f;
-        if s == QUEUED || self.queues[owner as usize].id != request.queue {
-            return;
-        }
-        self.live.remove(request.id);
         if f.in_turn {
             let settled = self.last_completion.is_some_and(|(q, _)| q == request.queue);
             self.learn_inject_limit(s, &f, settled, now);

@@ -67,11 +67,15 @@ impl Bfq {
     /// a light client's 4 KiB reads met up to 31 of a copy's reads ahead of them (docs/serve.md,
     /// "The guard and the internal-queueing detector").
     pub(super) fn sample_hw_tag(&mut self, now: Instant) {
-        let shallow_by_bfq = self.service.as_ref().is_some_and(|svc| {
-            let q = &self.queues[svc.slot as usize];
-            q.reqs.len() + q.serving_in_flight <= 3
-                || (self.guard_enabled() && self.guard.limit <= 3 && self.guard.active_against(svc.slot, now))
-        });
+        let (service, queues, guard_on, guard) =
+            (self.service.as_ref(), &self.queues, self.guard_enabled(), &self.guard);
+        let shallow_by_bfq = || {
+            service.is_some_and(|svc| {
+                let q = &queues[svc.slot as usize];
+                q.reqs.len() + q.serving_in_flight <= 3
+                    || (guard_on && guard.limit <= 3 && guard.active_against(svc.slot, now))
+            })
+        };
         self.hw_tag.sample(self.queued, self.in_flight, shallow_by_bfq);
     }
 
