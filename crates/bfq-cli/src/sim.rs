@@ -65,6 +65,7 @@ pub fn execute(args: SimArgs) -> Result<()> {
     };
     crate::checks::schedulers("--scheduler", &schedulers, &params)?;
     crate::checks::output_path("--events", args.events.as_deref())?;
+    fits_on_device(&job, &args.job)?;
     let mode = crate::output::progress_mode(args.quiet);
     let mut reports = Vec::new();
     // The columns run one after the other, each with its own progress (issue 17).
@@ -171,4 +172,17 @@ pub(crate) fn table(reports: &[RunReport]) -> String {
 
 fn ms(us: u64) -> String {
     format!("{:.3}", us as f64 / 1000.0)
+}
+
+/// Checks that the job's files fit on its simulated device before the first run; if not, the error
+/// names the line of the job file where the application's `file_size` is (or its `[[app]]` table).
+fn fits_on_device(job: &Job, path: &std::path::Path) -> Result<()> {
+    let Err(e) = bfq_sim::check_fits(job) else { return Ok(()) };
+    let bfq_sim::SimError::DoesNotFit { app, .. } = &e else {
+        return Err(anyhow::Error::new(e).context(format!("setting up {}", path.display())));
+    };
+    let line = std::fs::read_to_string(path).ok().and_then(|text| job.app_line(&text, app, "file_size"));
+    let file = path.display().to_string();
+    Err(bfq_workload::job::JobError { file, line, field: Some("file_size".into()), message: e.to_string() }
+        .into())
 }

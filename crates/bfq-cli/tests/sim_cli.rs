@@ -65,6 +65,25 @@ fn a_bad_job_is_reported_with_file_line_and_field() {
     assert!(stderr.contains("bad.toml:4: field `weight`"), "{stderr}");
 }
 
+#[test]
+fn files_too_large_for_the_simulated_device_are_reported_on_their_line_before_any_run() {
+    // The layout puts the four copies' files one after the other; the third ends past the 500 GB
+    // drive. Refused before the first scheduler runs, on the line of the table's file_size.
+    let dir = std::env::temp_dir().join(format!("bfq-sim-cli-fit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("big.toml");
+    let job = "duration = \"1s\"\n[device]\npreset = \"nvme-960evo\"\n\n[[app]]\nkind = \"rand-reader\"\n\n\
+               [[app]]\nname = \"seq\"\nkind = \"seq-reader\"\ncount = 4\nfile_size = \"200GiB\"\n";
+    std::fs::write(&file, job).unwrap();
+    let out = bfq().args(["sim", file.to_str().unwrap(), "-s", "bfq,fifo", "-q"]).output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("big.toml:12: field `file_size`: application `seq-2`"), "{stderr}");
+    assert!(stderr.contains("does not fit on the device (nvme-960evo, 465.7 GiB)"), "{stderr}");
+    assert!(!stderr.contains("requests simulated"), "a run started before the check: {stderr}");
+}
+
 /// A tunable the scheduler does not have is named once, with what the scheduler does accept (the
 /// error chain must not repeat the cause).
 #[test]

@@ -57,6 +57,34 @@ pub enum SimError {
         /// What is wrong.
         message: String,
     },
+    /// An application's file, laid out after the ones before it, ends past the simulated device.
+    #[error(
+        "application `{app}`: its file ({} at {}) does not fit on the device ({preset}, {}); use a smaller file_size, or fewer applications",
+        bfq_workload::units::format_size(*len),
+        bfq_workload::units::format_size(*start),
+        bfq_workload::units::format_size(*capacity)
+    )]
+    DoesNotFit {
+        /// The application (its name in reports).
+        app: String,
+        /// Its file's size in bytes.
+        len: u64,
+        /// Where its file starts on the device, in bytes.
+        start: u64,
+        /// The device's capacity in bytes.
+        capacity: u64,
+        /// The device preset.
+        preset: String,
+    },
+}
+
+/// Checks, without running anything, that the job's applications can be laid out on its simulated
+/// device ([`SimError::DoesNotFit`] otherwise): what `bfq sim` checks before its first run.
+pub fn check_fits(job: &Job) -> Result<(), SimError> {
+    let device_params: Vec<(String, String)> =
+        job.device.params.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
+    let device = device::build_device(&job.device.preset, &device_params)?;
+    laid_out(job, device.capacity_bytes()).map(|_| ())
 }
 
 /// Runs `job` under the scheduler `scheduler` with tunables `params` (applied after the job's own
@@ -140,12 +168,12 @@ fn laid_out(job: &Job, capacity: u64) -> Result<Vec<Placement>, SimError> {
     let (places, _) = bfq_workload::layout::layout(job, DEFAULT_FILE_BYTES)
         .map_err(|e| SimError::Workload { app: e.app, message: e.message })?;
     if let Some(p) = places.iter().find(|p| p.end() > capacity) {
-        return Err(SimError::Workload {
+        return Err(SimError::DoesNotFit {
             app: p.name.clone(),
-            message: format!(
-                "its file ({} bytes at {}) does not fit on the device ({capacity} bytes); use smaller file_size",
-                p.len, p.start
-            ),
+            len: p.len,
+            start: p.start,
+            capacity,
+            preset: job.device.preset.clone(),
         });
     }
     Ok(places)

@@ -1164,11 +1164,30 @@ impl Job {
 
     /// Every application, the named workload's first, with `count` expanded, each with its name.
     pub fn expanded_apps(&self) -> Vec<(String, AppSpec)> {
-        let mut specs: Vec<AppSpec> = self.workload.as_deref().and_then(named_workload).unwrap_or_default();
-        specs.extend(self.apps.iter().cloned());
+        self.expanded_apps_with_source().into_iter().map(|(name, spec, _)| (name, spec)).collect()
+    }
+
+    /// The line of the job's text where the `[[app]]` table that gave the application named `app` in
+    /// reports (an instance name such as `seq-2` for a table with `count`) sets `field`, or else where
+    /// that table starts; `None` for an application of a named `workload` or an unknown name. For
+    /// errors found after loading (the simulator's device is too small for the files, for instance).
+    pub fn app_line(&self, text: &str, app: &str, field: &str) -> Option<usize> {
+        let (_, _, index) = self.expanded_apps_with_source().into_iter().find(|(name, _, _)| name == app)?;
+        let index = index?;
+        app_key_line(text, index, field).or_else(|| app_table_line(text, index))
+    }
+
+    /// [`Job::expanded_apps`], each with the index of its `[[app]]` table (`None` for those of a
+    /// named `workload`).
+    fn expanded_apps_with_source(&self) -> Vec<(String, AppSpec, Option<usize>)> {
+        let named: Vec<AppSpec> = self.workload.as_deref().and_then(named_workload).unwrap_or_default();
+        let specs = named
+            .into_iter()
+            .map(|s| (s, None))
+            .chain(self.apps.iter().cloned().enumerate().map(|(i, s)| (s, Some(i))));
         let mut out = Vec::new();
         let mut seen: BTreeMap<String, u32> = BTreeMap::new();
-        for spec in specs {
+        for (spec, source) in specs {
             let base = spec.name.clone().unwrap_or_else(|| spec.kind().as_str().to_string());
             for copy in 0..spec.count {
                 let n = seen.entry(base.clone()).or_insert(0);
@@ -1177,7 +1196,7 @@ impl Job {
                 *n += 1;
                 // The copies follow one another from the first one's place.
                 let at = if copy == 0 { spec.at } else { None };
-                out.push((name, AppSpec { count: 1, at, ..spec.clone() }));
+                out.push((name, AppSpec { count: 1, at, ..spec.clone() }, source));
             }
         }
         out
@@ -1291,6 +1310,21 @@ trace = "xterm"
         std::fs::remove_file(&path).unwrap();
         assert_eq!((err.line, err.field.as_deref()), (Some(6), Some("think_time")), "{err}");
         assert!(simulated.is_ok(), "the simulator takes it");
+    }
+
+    #[test]
+    fn an_application_is_found_on_its_line_by_its_name_in_reports() {
+        // Errors found after loading (a file too large for the simulated device) name the line.
+        let text = "duration = \"1s\"\nworkload = \"10r-seq\"\n[[app]]\nname = \"seq\"\nkind = \"seq-reader\"\n\
+                    count = 3\nfile_size = \"1GiB\"\n[[app]]\nkind = \"rand-reader\"\n";
+        let job = Job::from_toml(text, "j.toml").unwrap();
+        assert_eq!(job.app_line(text, "seq-2", "file_size"), Some(7));
+        assert_eq!(job.app_line(text, "seq-0", "count"), Some(6));
+        // No such field in its table: the table's line.
+        assert_eq!(job.app_line(text, "rand-reader-0", "file_size"), Some(8));
+        // An application of the named workload has no table of its own; an unknown name, no line.
+        assert_eq!(job.app_line(text, "seq-reader-0", "file_size"), None);
+        assert_eq!(job.app_line(text, "nobody", "file_size"), None);
     }
 
     #[test]

@@ -36,6 +36,22 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes.round() as u64)
 }
 
+/// A size as a person reads it, in the binary unit that keeps it at or above 1 (`"4 KiB"`,
+/// `"465.7 GiB"`); a whole number of the unit is written without decimals.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 0;
+    while unit + 1 < UNITS.len() && bytes >= 1u64 << (10 * (unit + 1)) {
+        unit += 1;
+    }
+    let scale = 1u64 << (10 * unit);
+    if bytes % scale == 0 {
+        format!("{} {}", bytes / scale, UNITS[unit])
+    } else {
+        format!("{:.1} {}", bytes as f64 / scale as f64, UNITS[unit])
+    }
+}
+
 /// Parses a duration: a number with a unit `ns`, `us`, `ms`, `s`, `min`, `h`.
 pub fn parse_duration(text: &str) -> Result<Nanos, String> {
     let t = text.trim();
@@ -65,6 +81,17 @@ pub fn parse_duration(text: &str) -> Result<Nanos, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_are_formatted_in_the_largest_binary_unit_that_keeps_them_whole_or_above_one() {
+        assert_eq!(format_size(0), "0 B");
+        assert_eq!(format_size(1023), "1023 B");
+        assert_eq!(format_size(4096), "4 KiB");
+        assert_eq!(format_size(200 << 30), "200 GiB");
+        assert_eq!(format_size(500_000_000_000), "465.7 GiB");
+        assert_eq!(format_size(3 << 40), "3 TiB");
+        assert_eq!(parse_size(&format_size(128 << 20)).unwrap(), 128 << 20);
+    }
 
     #[test]
     fn sizes_and_durations_parse_with_their_units() {
