@@ -52,6 +52,26 @@ fn mixes() -> Vec<(Mix, &'static str, Params)> {
     ]
 }
 
+/// Times `load` steps, building it on first use, so that a filtered run (`-- switch/bfq`) does not
+/// build the loads it skips (100,000 queues take a while to warm up).
+fn bench_load(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: BenchmarkId,
+    build: impl Fn() -> SteadyLoad,
+) {
+    let mut load: Option<SteadyLoad> = None;
+    group.bench_function(id, |b| {
+        let load = load.get_or_insert_with(&build);
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                load.step();
+            }
+            start.elapsed()
+        })
+    });
+}
+
 fn per_request(c: &mut Criterion) {
     for (mix, mix_name, bfq_params) in mixes() {
         let mut group = c.benchmark_group(format!("per_request/{mix_name}"));
@@ -60,21 +80,9 @@ fn per_request(c: &mut Criterion) {
         for name in schedulers() {
             let params: &[(String, String)] = if name == "bfq" { &bfq_params } else { &[] };
             for &queues in QUEUE_COUNTS {
-                // Built on first use, so that a filtered run (`-- switch/bfq`) does not build the
-                // loads it skips (100,000 queues take a while to warm up).
-                let mut load: Option<SteadyLoad> = None;
-                group.bench_with_input(BenchmarkId::new(name, queues), &queues, |b, _| {
-                    let load = load.get_or_insert_with(|| {
-                        SteadyLoad::new(name, params, queues, mix)
-                            .unwrap_or_else(|e| panic!("{name} with {params:?}: {e}"))
-                    });
-                    b.iter_custom(|iters| {
-                        let start = Instant::now();
-                        for _ in 0..iters {
-                            load.step();
-                        }
-                        start.elapsed()
-                    })
+                bench_load(&mut group, BenchmarkId::new(name, queues), || {
+                    SteadyLoad::new(name, params, queues, mix)
+                        .unwrap_or_else(|e| panic!("{name} with {params:?}: {e}"))
                 });
             }
         }
@@ -85,20 +93,9 @@ fn per_request(c: &mut Criterion) {
     group.sample_size(20);
     for name in schedulers() {
         for (queues, per_queue) in [(4u32, 8u32), (100, 2)] {
-            let mut load: Option<SteadyLoad> = None;
-            let id = BenchmarkId::new(name, format!("{queues}x{per_queue}"));
-            group.bench_with_input(id, &queues, |b, _| {
-                let load = load.get_or_insert_with(|| {
-                    SteadyLoad::deep(name, &[], queues, per_queue, 32, Mix::Random)
-                        .unwrap_or_else(|e| panic!("{name}: {e}"))
-                });
-                b.iter_custom(|iters| {
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        load.step();
-                    }
-                    start.elapsed()
-                })
+            bench_load(&mut group, BenchmarkId::new(name, format!("{queues}x{per_queue}")), || {
+                SteadyLoad::deep(name, &[], queues, per_queue, 32, Mix::Random)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"))
             });
         }
     }

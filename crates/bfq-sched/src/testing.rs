@@ -305,36 +305,12 @@ impl SteadyLoad {
         queues: u32,
         mix: Mix,
     ) -> Result<Self, crate::SchedError> {
-        let scheduler = crate::build(name, crate::DeviceInfo { rotational: true, queue_depth: 1 }, params)?;
-        let mut load = SteadyLoad {
-            scheduler,
-            mix,
-            now: Instant::ZERO,
-            step_time: 10 * crate::USEC,
-            next_id: 1,
-            next_offset: (0..u64::from(queues)).map(|q| q << 30).collect(),
-            rng: 0x9E37_79B9_7F4A_7C15,
-            dispatched: 0,
-            device_depth: 1,
-            in_device: std::collections::VecDeque::new(),
-            depth_sum: 0,
-            completions: 0,
-        };
-        for q in 0..queues {
-            if mix == Mix::Mixed {
-                let spec = crate::QueueSpec::with_weight(100 * (1 + q % 8));
-                load.scheduler.configure_queue(QueueId(q), spec, Instant::ZERO)?;
-            }
-            load.insert(QueueId(q));
-            load.insert(QueueId(q));
-        }
+        let device = crate::DeviceInfo { rotational: true, queue_depth: 1 };
         // Warm up: 4 requests per queue (at least 10,000), so that buffers reach their steady size.
         // (With BFQ's budgets a queue serves many requests per turn, so not every queue gets a turn
         // here; BFQ sizes its per-queue structures when a queue is created instead.)
-        for _ in 0..(u64::from(queues) * 4).clamp(10_000, 400_000) {
-            load.step();
-        }
-        Ok(load)
+        let warm_up = (u64::from(queues) * 4).clamp(10_000, 400_000);
+        Self::start(name, params, device, (queues, 2), mix, warm_up)
     }
 
     /// The engine's pattern: `queues` queues of `per_queue` requests outstanding each (queued or in
@@ -351,6 +327,22 @@ impl SteadyLoad {
         mix: Mix,
     ) -> Result<Self, crate::SchedError> {
         let device = crate::DeviceInfo { rotational: false, queue_depth: device_depth.max(1) };
+        // Longer than `new`'s warm-up: with mixed weights and writes, a structure may reach its
+        // steady size only after a few tens of thousands of requests (one growth seen at about 25,000).
+        let warm_up = (u64::from(queues) * u64::from(per_queue) * 4).clamp(50_000, 400_000);
+        Self::start(name, params, device, (queues, per_queue.max(1)), mix, warm_up)
+    }
+
+    /// Builds the scheduler for `device` (whose `queue_depth` the load keeps filled when it is more
+    /// than 1), inserts `per_queue` requests into each of `queues` queues and runs `warm_up` steps.
+    fn start(
+        name: &str,
+        params: &[(String, String)],
+        device: crate::DeviceInfo,
+        (queues, per_queue): (u32, u32),
+        mix: Mix,
+        warm_up: u64,
+    ) -> Result<Self, crate::SchedError> {
         let mut load = SteadyLoad {
             scheduler: crate::build(name, device, params)?,
             mix,
@@ -360,7 +352,7 @@ impl SteadyLoad {
             next_offset: (0..u64::from(queues)).map(|q| q << 30).collect(),
             rng: 0x9E37_79B9_7F4A_7C15,
             dispatched: 0,
-            device_depth: device_depth.max(1) as usize,
+            device_depth: device.queue_depth.max(1) as usize,
             in_device: std::collections::VecDeque::new(),
             depth_sum: 0,
             completions: 0,
@@ -370,13 +362,11 @@ impl SteadyLoad {
                 let spec = crate::QueueSpec::with_weight(100 * (1 + q % 8));
                 load.scheduler.configure_queue(QueueId(q), spec, Instant::ZERO)?;
             }
-            for _ in 0..per_queue.max(1) {
+            for _ in 0..per_queue {
                 load.insert(QueueId(q));
             }
         }
-        // Longer than `new`'s warm-up: with mixed weights and writes, a structure may reach its
-        // steady size only after a few tens of thousands of requests (one growth seen at about 25,000).
-        for _ in 0..(u64::from(queues) * u64::from(per_queue) * 4).clamp(50_000, 400_000) {
+        for _ in 0..warm_up {
             load.step();
         }
         Ok(load)

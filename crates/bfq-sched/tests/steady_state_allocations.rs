@@ -9,6 +9,17 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 /// Schedulers held to the no-allocation target; the peers are measured but not held to it.
 const HELD_TO_ZERO: &[&str] = &["fifo", "bfq"];
 
+/// Steps `load` 20,000 times: the allocations made meanwhile, and per request.
+fn allocations_over_steps(load: &mut SteadyLoad) -> (u64, f64) {
+    let steps = 20_000;
+    let before = testing::allocations();
+    for _ in 0..steps {
+        load.step();
+    }
+    let allocations = testing::allocations() - before;
+    (allocations, allocations as f64 / f64::from(steps))
+}
+
 #[test]
 fn steady_state_makes_no_heap_allocation_per_request() {
     // One test function: the counter is global, and tests of one binary run in parallel threads.
@@ -17,13 +28,7 @@ fn steady_state_makes_no_heap_allocation_per_request() {
         for mix in [Mix::Sequential, Mix::Random, Mix::Mixed] {
             for queues in [1, 100, 5_000] {
                 let mut load = SteadyLoad::new(name, &[], queues, mix).expect("scheduler builds");
-                let before = testing::allocations();
-                let steps = 20_000;
-                for _ in 0..steps {
-                    load.step();
-                }
-                let allocations = testing::allocations() - before;
-                let per_request = allocations as f64 / f64::from(steps);
+                let (allocations, per_request) = allocations_over_steps(&mut load);
                 report.push(format!(
                     "{name:>14} {mix:?} {queues:>6} queues: {per_request:.4} allocations/request"
                 ));
@@ -44,13 +49,7 @@ fn steady_state_makes_no_heap_allocation_per_request() {
             for (queues, per_queue) in [(4, 8), (100, 2)] {
                 let mut load =
                     SteadyLoad::deep(name, &[], queues, per_queue, 32, mix).expect("scheduler builds");
-                let before = testing::allocations();
-                let steps = 20_000;
-                for _ in 0..steps {
-                    load.step();
-                }
-                let allocations = testing::allocations() - before;
-                let per_request = allocations as f64 / f64::from(steps);
+                let (allocations, per_request) = allocations_over_steps(&mut load);
                 report.push(format!(
                     "{name:>14} {mix:?} {queues:>6} queues x {per_queue} in a device of 32: {per_request:.4} allocations/request"
                 ));
@@ -78,13 +77,7 @@ fn steady_state_makes_no_heap_allocation_per_request() {
         for mix in [Mix::Random, Mix::Mixed] {
             for queues in [1, 100, 5_000] {
                 let mut load = SteadyLoad::new("bfq", &p, queues, mix).expect("bfq builds");
-                let before = testing::allocations();
-                let steps = 20_000;
-                for _ in 0..steps {
-                    load.step();
-                }
-                let allocations = testing::allocations() - before;
-                let per_request = allocations as f64 / f64::from(steps);
+                let (allocations, per_request) = allocations_over_steps(&mut load);
                 report.push(format!(
                     "bfq ({label}) {mix:?} {queues:>6} queues: {per_request:.4} allocations/request"
                 ));

@@ -1315,7 +1315,8 @@ trace = "xterm"
     #[test]
     fn an_application_is_found_on_its_line_by_its_name_in_reports() {
         // Errors found after loading (a file too large for the simulated device) name the line.
-        let text = "duration = \"1s\"\nworkload = \"10r-seq\"\n[[app]]\nname = \"seq\"\nkind = \"seq-reader\"\n\
+        let text =
+            "duration = \"1s\"\nworkload = \"10r-seq\"\n[[app]]\nname = \"seq\"\nkind = \"seq-reader\"\n\
                     count = 3\nfile_size = \"1GiB\"\n[[app]]\nkind = \"rand-reader\"\n";
         let job = Job::from_toml(text, "j.toml").unwrap();
         assert_eq!(job.app_line(text, "seq-2", "file_size"), Some(7));
