@@ -174,11 +174,6 @@ impl InFlightTable {
         self.find(id).map(|i| self.entries[i].value)
     }
 
-    /// The entry of a request to update in place, or `None` if the table does not hold it.
-    pub fn get_mut(&mut self, id: RequestId) -> Option<&mut InFlight> {
-        self.find(id).map(|i| &mut self.entries[i].value)
-    }
-
     /// Removes and returns a request, or `None` if it is not in flight.
     pub fn remove(&mut self, id: RequestId) -> Option<InFlight> {
         self.find(id).map(|i| self.remove_at(i))
@@ -272,12 +267,6 @@ mod tests {
                 }
                 assert_eq!(t.remove_unless(RequestId(id), keep), expected);
             } else if x % 7 == 2 {
-                if let Some(f) = t.get_mut(RequestId(id)) {
-                    f.think += 1;
-                }
-                if let Some(f) = m.get_mut(&id) {
-                    f.think += 1;
-                }
                 assert_eq!(t.get(RequestId(id)), m.get(&id).copied());
             } else {
                 t.insert(RequestId(id), v(step));
