@@ -78,12 +78,17 @@ pub enum SimError {
     },
 }
 
+/// The job's simulated device: its preset with its `[device]` parameters.
+fn job_device(job: &Job) -> Result<Box<dyn device::Device>, device::DeviceError> {
+    let params: Vec<(String, String)> =
+        job.device.params.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
+    device::build_device(&job.device.preset, &params)
+}
+
 /// Checks, without running anything, that the job's applications can be laid out on its simulated
 /// device ([`SimError::DoesNotFit`] otherwise): what `bfq sim` checks before its first run.
 pub fn check_fits(job: &Job) -> Result<(), SimError> {
-    let device_params: Vec<(String, String)> =
-        job.device.params.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
-    let device = device::build_device(&job.device.preset, &device_params)?;
+    let device = job_device(job)?;
     laid_out(job, device.capacity_bytes()).map(|_| ())
 }
 
@@ -114,9 +119,7 @@ pub fn run_job_traced(
     progress: Option<&mut dyn FnMut(SimProgress)>,
     trace: Option<Box<dyn std::io::Write>>,
 ) -> Result<RunReport, SimError> {
-    let device_params: Vec<(String, String)> =
-        job.device.params.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
-    let device = device::build_device(&job.device.preset, &device_params)?;
+    let device = job_device(job)?;
     let mut all_params: Vec<(String, String)> = Vec::new();
     if let Some(spec) = &job.scheduler {
         if bfq_sched::canonical_name(&spec.name) == bfq_sched::canonical_name(scheduler) {
