@@ -540,7 +540,12 @@ impl Bfq {
             for c in related.into_iter().flatten() {
                 // A waker noted before its depth showed is not injected without the limit once deep.
                 let deep = self.queues.get(c as usize).is_some_and(|w| w.deep());
-                if c != s && !deep && self.injectable(c) && self.within_share(c) {
+                // Nor one of a lower class than the in-service queue, as no queue of a lower class is
+                // injected below: an IDLE-class wakee of a best-effort random reader took every
+                // injection slot of that reader's turns, and best-effort queues waiting beside it
+                // got nothing for the whole run.
+                let lower_class = self.queues.get(c as usize).is_some_and(|w| w.spec.class.index() > class);
+                if c != s && !deep && !lower_class && self.injectable(c) && self.within_share(c) {
                     return self.inject_from(c, now);
                 }
             }

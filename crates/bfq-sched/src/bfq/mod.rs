@@ -356,6 +356,33 @@ impl Bfq {
     }
 
     /// Ends the in-service queue's service (seed 000 sec. 3 step 3).
+    /// Whether a queue whose budget timeout has passed is left in service, waiting with the device
+    /// idled for its next request, rather than expired empty (the kernel's
+    /// `bfq_may_expire_for_budg_timeout`): expired with nothing queued, it would leave B-WF2Q+, and on
+    /// its next request come back with the system's virtual time as its start, which the other
+    /// queues' turns have moved past its finish time: the service it is owed would be lost at every
+    /// turn, and two sequential readers weighted 1:3 get 1:1 on a disk where each turn ends by
+    /// timeout (seed 001 sec. 3.1: shares hold "regardless of the budgets"). Expired with its next
+    /// request queued, it stays in B-WF2Q+ with its timestamps. A queue that used less than two
+    /// thirds of its budget in the slot is slow, and is expired at once as before.
+    fn timeout_waits(
+        &self,
+        s: u32,
+        served: u64,
+        budget: u64,
+        idle_until: Option<Instant>,
+        now: Instant,
+    ) -> bool {
+        let q = &self.queues[s as usize];
+        if !q.reqs.is_empty() || q.serving_in_flight > 0 || budget.saturating_sub(served) >= budget / 3 {
+            return false;
+        }
+        match idle_until {
+            Some(until) => now < until,
+            None => idling::idle_window(&self.cfg, &self.idle_inputs(s, served)).is_some_and(|w| w > 0),
+        }
+    }
+
     fn expire(&mut self, reason: ExpiryReason, now: Instant) {
         let Some(svc) = self.service.take() else { return };
         self.preempt = false;
@@ -826,7 +853,10 @@ impl Scheduler for Bfq {
             }
             // A deadline that saturated at the end of the clock never passes: at `now == Instant::MAX`
             // every slot would otherwise time out at once and nothing would be dispatched.
-            if now >= deadline && deadline != Instant::MAX {
+            if now >= deadline
+                && deadline != Instant::MAX
+                && !self.timeout_waits(s, served, budget, idle_until, now)
+            {
                 self.expire(ExpiryReason::BudgetTimeout, now);
                 continue;
             }
