@@ -150,6 +150,8 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     {
         let (done, output) = (done.clone(), output.clone());
         bfq_kernel::cleanup::set_interrupt_hook(move || {
+            // An engine run's writes in flight land before the ownership record is taken.
+            bfq_runner::quiesce_runs();
             let reports = done.lock().unwrap_or_else(|e| e.into_inner());
             eprintln!("bfq compare: interrupted; the {} run(s) measured so far:", reports.len());
             output.finish(&reports, false);

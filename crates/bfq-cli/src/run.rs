@@ -59,6 +59,8 @@ struct RunOutput<'a> {
     schema: &'static str,
     job_file: String,
     target: String,
+    /// False when the command was interrupted: `runs` holds the runs measured before the signal.
+    complete: bool,
     runs: &'a [RunReport],
 }
 
@@ -88,15 +90,21 @@ pub fn execute(args: RunArgs) -> Result<()> {
         event_log: None,
         request_log: None,
     };
-    // Interrupted (SIGINT, SIGTERM, SIGHUP): the runs measured so far are printed, and a target bfq
-    // created keeps its ownership record current (otherwise the next run would not recognise it).
+    // Interrupted (SIGINT, SIGTERM, SIGHUP): the runs measured so far are printed and written as JSON
+    // (`"complete": false`), and a target bfq created keeps its ownership record current (otherwise
+    // the next run would not recognise it).
     let done: Arc<Mutex<Vec<RunReport>>> = Arc::default();
     let ours = bfq_runner::is_ours(&args.target) || !args.target.exists();
+    let job_file = args.job.display().to_string();
+    let target_name = args.target.display().to_string();
     {
         let (done, target, quiet) = (done.clone(), args.target.clone(), args.quiet);
         let json = args.json.clone();
+        let (job_file, target_name) = (job_file.clone(), target_name.clone());
         bfq_kernel::cleanup::install_interrupt_handler();
         bfq_kernel::cleanup::set_interrupt_hook(move || {
+            // The run's writes in flight land first: the record holds the file's modification time.
+            bfq_runner::quiesce_runs();
             if ours && target.exists() {
                 let _ = bfq_runner::record_ours(&target);
             }
@@ -104,6 +112,18 @@ pub fn execute(args: RunArgs) -> Result<()> {
             if !reports.is_empty() {
                 eprintln!("bfq run: interrupted; the {} run(s) measured so far:", reports.len());
                 crate::output::print_table(&crate::compare::table(&reports), quiet, json.as_deref());
+                if let Some(path) = &json {
+                    let out = RunOutput {
+                        schema: "bfq-run-output/1",
+                        job_file: job_file.clone(),
+                        target: target_name.clone(),
+                        complete: false,
+                        runs: &reports,
+                    };
+                    if let Err(e) = crate::output::write_json(path, &out) {
+                        eprintln!("bfq run: {e:#}");
+                    }
+                }
             }
         });
     }
@@ -152,8 +172,9 @@ pub fn execute(args: RunArgs) -> Result<()> {
     if let Some(path) = &args.json {
         let out = RunOutput {
             schema: "bfq-run-output/1",
-            job_file: args.job.display().to_string(),
-            target: args.target.display().to_string(),
+            job_file,
+            target: target_name,
+            complete: true,
             runs: &reports,
         };
         crate::output::write_json(path, &out)?;

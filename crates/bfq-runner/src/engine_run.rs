@@ -7,7 +7,8 @@
 //! runs runs here; the differences (O_DIRECT alignment, no page cache) are the driver's.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use bfq_sched::MSEC;
@@ -20,6 +21,50 @@ use bfq_workload::rng::SimRng;
 use crate::driver::{queue_id, AppStats, Clock, Driver};
 use crate::target::{prepare_target, record_ours, TargetError, TargetNeeds, WriteRegion};
 use bfq_io::{Client, Engine, EngineError};
+
+/// The engine of each run in progress, for [`quiesce_runs`]: a run takes its engine back out of its
+/// slot to shut it down, and holds the slot's lock until the engine has drained.
+type EngineSlot = Arc<Mutex<Option<Engine>>>;
+static RUNNING: Mutex<Vec<EngineSlot>> = Mutex::new(Vec::new());
+static QUIESCED: AtomicBool = AtomicBool::new(false);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves a valid value: keep using it.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A run's engine, in [`RUNNING`] while the run holds it.
+struct Running(EngineSlot);
+
+impl Running {
+    fn register(engine: Engine) -> Running {
+        let slot: EngineSlot = Arc::new(Mutex::new(Some(engine)));
+        lock(&RUNNING).push(slot.clone());
+        Running(slot)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        lock(&RUNNING).retain(|s| !Arc::ptr_eq(s, &self.0));
+    }
+}
+
+/// For a signal handler about to record a target as bfq's own and end the process: stops every run
+/// in progress from issuing and waits until each one's requests in flight have completed, so that no
+/// write of a run lands after the ownership record was taken (the record holds the file's
+/// modification time: a write landing a few milliseconds later made the next run refuse its own
+/// file). The runs never return afterwards: the caller is expected to end the process.
+pub fn quiesce_runs() {
+    QUIESCED.store(true, Ordering::SeqCst);
+    let slots: Vec<EngineSlot> = lock(&RUNNING).clone();
+    for slot in slots {
+        // Waits for a run that is shutting its engine down itself.
+        if let Some(engine) = lock(&slot).take() {
+            let _ = engine.shutdown();
+        }
+    }
+}
 
 /// Options of a real run.
 #[derive(Clone, Debug)]
@@ -121,18 +166,22 @@ pub fn run_job(
     let windows: Vec<u32> = places.iter().map(|p| p.spec.window()).collect();
     let apps = bfq_workload::apps::build(job, places)
         .map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
-    let engine = builder.build()?;
+    let running = Running::register(builder.build()?);
+
     let clock = Arc::new(Clock { start: Instant::now(), warmup: job.warmup.0, end: job.duration.0 });
     // Queue 0 is no one's; each application's queues follow the previous one's, as in the simulator.
     let mut next_queue = 1u32;
     let mut threads = Vec::new();
     let mut named = Vec::new();
     for (index, ((name, app), window)) in apps.into_iter().zip(windows).enumerate() {
-        let clients: Vec<Client> = app
-            .queues()
-            .into_iter()
-            .map(|spec| engine.client(queue_id(&mut next_queue), spec))
-            .collect::<Result<_, _>>()?;
+        let clients: Vec<Client> = {
+            let held = lock(&running.0);
+            let engine = held.as_ref().ok_or_else(|| EngineError::Config("interrupted".into()))?;
+            app.queues()
+                .into_iter()
+                .map(|spec| engine.client(queue_id(&mut next_queue), spec))
+                .collect::<Result<_, _>>()?
+        };
         let ids: Vec<u32> = clients.iter().map(|c| c.queue().0).collect();
         let weight = app.queues().first().map_or(bfq_sched::DEFAULT_WEIGHT, |s| s.weight);
         let class = app.queues().first().map(|s| s.class.to_string()).unwrap_or_default();
@@ -161,7 +210,18 @@ pub fn run_job(
     } else {
         job.duration.0
     };
-    let stats = engine.shutdown()?;
+    let stats = {
+        // Held until the engine has drained: a signal handler's `quiesce_runs` waits for it.
+        let mut held = lock(&running.0);
+        match held.take() {
+            Some(engine) => engine.shutdown()?,
+            // `quiesce_runs` stopped it: the process is ending.
+            None => loop {
+                std::thread::park();
+            },
+        }
+    };
+    drop(running);
     if let Some(path) = &options.request_log {
         write_request_log(path, &named, &finished)?;
     }
