@@ -280,19 +280,28 @@ impl<T> Core<T> {
         self.sched.queued()
     }
 
+    /// Whether entries are queued in the ring that the kernel has not been given yet: a front end
+    /// must submit them before it waits for completions.
+    pub(crate) fn has_unsubmitted(&mut self) -> bool {
+        !self.ring.submission().is_empty()
+    }
+
     /// Requests on the device.
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight
     }
 
-    /// Sets a queue's weight and class.
+    /// Sets a queue's weight and class. A removal of the queue still waiting for its requests is
+    /// cancelled: the caller wants the queue, and its removal would drop this spec with it.
     pub(crate) fn configure(
         &mut self,
         queue: QueueId,
         spec: QueueSpec,
         now: Nanos,
     ) -> Result<(), EngineError> {
-        self.sched.configure_queue(queue, spec, SchedInstant::from_nanos(now)).map_err(EngineError::from)
+        self.sched.configure_queue(queue, spec, SchedInstant::from_nanos(now)).map_err(EngineError::from)?;
+        self.removing.retain(|&q| q != queue);
+        Ok(())
     }
 
     /// Creates or changes a scheduling group (see `Scheduler::configure_group`).
@@ -551,7 +560,7 @@ impl<T> Core<T> {
     pub(crate) fn reap(&mut self, mut deliver: impl FnMut(QueueId, T, Result<Completion, IoError>)) -> bool {
         let now = self.now();
         let mut control = false;
-        let mut retry: Vec<usize> = Vec::new();
+        let mut retried = false;
         let mut reaped = std::mem::take(&mut self.reaped);
         {
             let mut cq = self.ring.completion();
@@ -567,13 +576,17 @@ impl<T> Core<T> {
             }
             let idx = token as usize;
             // A file system without zero-range (tmpfs, some others): punch a hole instead, which
-            // reads back as zeroes too. Still the same request for the scheduler.
+            // reads back as zeroes too. Still the same request for the scheduler. If the ring takes
+            // no more entries, the request fails with the file system's refusal instead.
             if res == -Errno::OPNOTSUPP.raw_os_error() {
                 if let Some(slot) = self.slab.get_mut(idx) {
                     if slot.req.op == Op::WriteZeroes && !slot.punch {
                         slot.punch = true;
-                        retry.push(idx);
-                        continue;
+                        let sqe = Self::sqe(&self.files, slot, idx);
+                        if self.push_sqe(&sqe).is_ok() {
+                            retried = true;
+                            continue;
+                        }
                     }
                 }
             }
@@ -634,13 +647,12 @@ impl<T> Core<T> {
         }
         self.reaped = reaped;
         self.done_at_dispatch = done;
-        for idx in retry {
-            if let Some(slot) = self.slab.get_mut(idx) {
-                let sqe = Self::sqe(&self.files, slot, idx);
-                // A full submission queue is submitted first; an error then is reported on the
-                // next pump (the request stays in flight until the ring answers it).
-                let _ = self.push_sqe(&sqe);
-            }
+        if retried {
+            // Submitted here, not left for the caller's next enter: a driver that sees nothing
+            // more to do would wait for a completion of an entry the kernel never got. Should this
+            // enter fail, the entries stay queued and the caller's next submission reports it
+            // ([`Core::has_unsubmitted`] keeps the front ends from waiting meanwhile).
+            let _ = self.ring.submit();
         }
         if !self.removing.is_empty() {
             let removing = std::mem::take(&mut self.removing);
@@ -734,7 +746,7 @@ pub(crate) fn set_cached(file: &std::fs::File) -> std::io::Result<()> {
 
 pub(crate) fn open_direct(path: &Path, read_only: bool) -> Result<std::fs::File, EngineError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let err = |source| EngineError::Open { path: path.display().to_string(), source };
+    let err = |error| EngineError::Open { path: path.display().to_string(), error };
     if read_only {
         return std::fs::OpenOptions::new().read(true).custom_flags(O_DIRECT).open(path).map_err(err);
     }
@@ -813,6 +825,25 @@ pub(crate) fn check_alignment(offset: u64, len: usize) -> Result<(), IoError> {
     }
 }
 
+/// Checks a request before it is queued, alike for every front end: a read or write as O_DIRECT
+/// needs it ([`check_alignment`]); a discard or write-zeroes (`len` bytes) within the addressable
+/// range and not empty, at any alignment (a file takes any range, zeroing part of a block where it
+/// must); a flush always passes. An empty range would reach the kernel only to be refused (EINVAL).
+pub(crate) fn check_request(op: Op, offset: u64, len: u32, buf_len: usize) -> Result<(), IoError> {
+    match op {
+        Op::Read | Op::Write => check_alignment(offset, buf_len),
+        Op::Flush => Ok(()),
+        Op::Discard | Op::WriteZeroes => {
+            check_range(offset, u64::from(len))?;
+            if len == 0 {
+                Err(IoError::Unaligned { what: "length", value: 0, align: 1 })
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
 /// Checks that a range lies within what a target can address (1 PiB, see [`TARGET_SHIFT`]).
 pub(crate) fn check_range(offset: u64, len: u64) -> Result<(), IoError> {
     match offset.checked_add(len) {
@@ -858,6 +889,46 @@ mod tests {
                 assert_eq!(submit_each(&direct), off_tmpfs && !tmpfs, "{dir}");
             }
         }
+    }
+
+    /// tmpfs refuses a zero-range (EOPNOTSUPP): the reap that takes the refusal queues the hole punch
+    /// that replaces it and gives it to the kernel at once, so that a front end deciding to wait
+    /// next waits for a completion that will come; the punch then completes the request.
+    #[test]
+    fn a_write_zeroes_retried_as_a_hole_punch_is_submitted_by_the_reap_that_queues_it() {
+        let path = format!("/dev/shm/bfq-io-punch-{}", std::process::id());
+        let Ok(()) = std::fs::write(&path, vec![0xeeu8; 64 << 10]) else { return };
+        let file = open_direct(Path::new(&path), false);
+        let _ = std::fs::remove_file(&path);
+        let file = file.unwrap();
+        if !in_memory(&file) {
+            return;
+        }
+        let sched = build_scheduler("fifo", &[], &file, 4).unwrap();
+        let mut core: Core<u64> = Core::new(vec![file], sched, 4, 0, RingDriver::Creator).unwrap();
+        let what = Submission {
+            queue: QueueId(1),
+            op: Op::WriteZeroes,
+            target: 0,
+            offset: 4096,
+            len: 8192,
+            sync: false,
+            fua: false,
+        };
+        core.insert(what, AlignedBuf::zeroed(0), 7, core.now());
+        core.pump(core.now()).unwrap();
+        let mut done = Vec::new();
+        // The zero-range's refusal: no result yet, the hole punch on its way.
+        core.submit_and_wait(1, None).unwrap();
+        core.reap(|_, token, result| done.push((token, result)));
+        assert!(done.is_empty(), "{done:?}");
+        assert!(!core.has_unsubmitted(), "the hole punch was left in the submission queue");
+        assert_eq!(core.in_flight(), 1);
+        while done.is_empty() {
+            core.submit_and_wait(1, None).unwrap();
+            core.reap(|_, token, result| done.push((token, result)));
+        }
+        assert!(matches!(done[..], [(7, Ok(_))]), "{done:?}");
     }
 
     /// A file on tmpfs has no block device under it: non-rotational. A file on the root file system

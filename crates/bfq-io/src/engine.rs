@@ -24,7 +24,7 @@ use bfq_sched::{GroupId, Nanos, Op, QueueId, QueueSpec, QueueStats};
 use io_uring::{opcode, types};
 
 use crate::buf::AlignedBuf;
-use crate::core::{check_alignment, check_range, Core, RingDriver, Submission, CONTROL_TOKEN};
+use crate::core::{check_request, Core, RingDriver, Submission, CONTROL_TOKEN};
 
 /// How the engine is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,13 +49,16 @@ impl Default for EngineConfig {
 /// Errors setting up or talking to the engine.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The target could not be opened with O_DIRECT.
-    #[error("cannot open {path} with O_DIRECT")]
+    /// The target could not be opened with O_DIRECT (or O_DIRECT could not be set on a caller's
+    /// file). The message names the OS error, and for EINVAL says that the file system may not
+    /// support O_DIRECT.
+    #[error("cannot open {path} with O_DIRECT: {error}{}", o_direct_hint(error))]
     Open {
         /// The target.
         path: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error. Already in the message, so it is not also the error's `source()`: a
+        /// report that prints the chain of causes would show it twice.
+        error: std::io::Error,
     },
     /// io_uring or eventfd setup failed.
     #[error("cannot set up io_uring: {0}")]
@@ -77,23 +80,36 @@ pub enum EngineError {
     Thread(String),
 }
 
-/// Why one request failed. Each failure reaches the request's own caller; nothing is retried.
+/// What [`EngineError::Open`] adds to the OS error: EINVAL from an open or fcntl asking for O_DIRECT
+/// is how a file system without direct I/O refuses it (procfs, for one).
+fn o_direct_hint(error: &std::io::Error) -> &'static str {
+    if error.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
+        " (the file system may not support O_DIRECT)"
+    } else {
+        ""
+    }
+}
+
+/// Why one request failed. Each failure reaches the request's own caller; nothing is retried (but
+/// a write-zeroes that the file system refuses as a zero-range is done as a hole punch instead).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IoError {
-    /// Offset, length or buffer is not aligned as O_DIRECT needs; nothing was submitted.
-    #[error("unaligned O_DIRECT request: {what} = {value} is not a multiple of {align} bytes")]
+    /// Offset, length or buffer is not aligned as O_DIRECT needs (reads and writes: 4096 bytes),
+    /// or the request is empty (`length` 0: a read, write, discard or write-zeroes of nothing);
+    /// nothing was submitted.
+    #[error("{}", unaligned_message(what, *value, *align))]
     Unaligned {
         /// `offset` or `length`.
         what: &'static str,
         /// The value.
         value: u64,
-        /// The required alignment.
+        /// The required alignment (1 for an empty discard or write-zeroes, which need none).
         align: usize,
     },
     /// The device reported an error.
     #[error("{op} of {len} bytes at offset {offset} failed: {}", std::io::Error::from_raw_os_error(*errno))]
     Os {
-        /// `read` or `write`.
+        /// The operation: `read`, `write`, `flush`, `discard` or `write-zeroes`.
         op: &'static str,
         /// Offset.
         offset: u64,
@@ -105,7 +121,8 @@ pub enum IoError {
     /// The device transferred fewer bytes than asked (e.g. a read past the end).
     #[error("short {op} at offset {offset}: {transferred} of {len} bytes")]
     Short {
-        /// `read` or `write`.
+        /// `read` or `write`: the other operations transfer no data, so they either succeed or
+        /// fail with [`IoError::Os`].
         op: &'static str,
         /// Offset.
         offset: u64,
@@ -132,6 +149,16 @@ pub enum IoError {
     /// The request names a target the engine does not have.
     #[error("no target {0} (the engine was built with fewer)")]
     NoTarget(u32),
+}
+
+/// [`IoError::Unaligned`]'s text: an empty request is not misaligned, it is empty (0 is a multiple
+/// of every alignment).
+fn unaligned_message(what: &str, value: u64, align: usize) -> String {
+    if what == "length" && value == 0 {
+        "empty request: length 0 (a request covers at least one byte)".to_string()
+    } else {
+        format!("unaligned O_DIRECT request: {what} = {value} is not a multiple of {align} bytes")
+    }
 }
 
 /// Live statistics of one queue, kept by the engine as requests come and go
@@ -606,7 +633,9 @@ impl Engine {
     }
 
     /// Removes `queue` from the scheduler once its queued and in-flight requests are done (at once
-    /// if it holds none); requests issued on it afterwards create it anew with the default weight.
+    /// if it holds none); requests issued on it after its removal create it anew with the default
+    /// weight. Configuring it again before its removal has happened ([`Engine::client`],
+    /// [`Engine::client_on`]) cancels the removal: the queue stays, with the new weight and class.
     pub fn remove_queue(&self, queue: QueueId) {
         self.shared.send(Cmd::Remove(queue));
     }
@@ -642,14 +671,16 @@ impl Engine {
         rx.recv().map_err(|_| EngineError::Thread("engine is shut down".into()))?
     }
 
-    /// A handle bound to `queue` with this weight and class (reconfigures the queue if it exists),
+    /// A handle bound to `queue` with this weight and class (reconfigures the queue if it exists,
+    /// and cancels a removal of it that is still waiting for its requests, [`Engine::remove_queue`]),
     /// issuing on the first target.
     pub fn client(&self, queue: QueueId, spec: QueueSpec) -> Result<Client, EngineError> {
         self.client_on(0, queue, spec)
     }
 
     /// A handle bound to `queue`, issuing on target `target` (in the order the builder was given the
-    /// targets). Queues of different targets share the one scheduler.
+    /// targets), configured as [`Engine::client`] does. Queues of different targets share the one
+    /// scheduler.
     pub fn client_on(&self, target: u32, queue: QueueId, spec: QueueSpec) -> Result<Client, EngineError> {
         spec.validate()?;
         if target >= self.shared.targets {
@@ -805,13 +836,14 @@ impl Client {
 
     /// Tells the target that `len` bytes at `offset` are no longer used (a hole is punched: the
     /// range reads back as zeroes). No alignment is required of a file; a block device wants its
-    /// logical block size.
+    /// logical block size. A `len` of 0 is refused at once ([`IoError::Unaligned`]).
     pub fn discard(&self, offset: u64, len: u32) -> Ticket {
         self.submit(Op::Discard, offset, len, AlignedBuf::zeroed(0), false, false)
     }
 
     /// Makes `len` bytes at `offset` read as zeroes without sending a buffer (fallocate zero-range,
     /// or a hole punch where the file system has no zero-range). Charged to the queue as a write.
+    /// Alignment and an empty `len` as for [`Client::discard`].
     pub fn write_zeroes(&self, offset: u64, len: u32) -> Ticket {
         self.submit(Op::WriteZeroes, offset, len, AlignedBuf::zeroed(0), false, false)
     }
@@ -878,11 +910,7 @@ impl Client {
     ) {
         let shared = &self.inner.shared;
         shared.wait_for_room();
-        let early = match op {
-            Op::Read | Op::Write => check_alignment(offset, buf.len()).err(),
-            Op::Flush => None,
-            Op::Discard | Op::WriteZeroes => check_range(offset, u64::from(len)).err(),
-        };
+        let early = check_request(op, offset, len, buf.len()).err();
         let early = early.or_else(|| shared.closed.load(Ordering::SeqCst).then_some(IoError::ShutDown));
         match early {
             Some(e) => cell.fulfil(Err(e)),
@@ -1140,7 +1168,7 @@ impl Worker {
             let want = usize::from(block && self.core.in_flight() > 0 && self.inbox_empty());
             // The plain ring posts completions by interrupting this thread, so an enter is needed
             // only to submit or to sleep in.
-            if want > 0 || !self.core.ring.submission().is_empty() {
+            if want > 0 || self.core.has_unsubmitted() {
                 self.core.submit_and_wait(want, if want > 0 { deadline } else { None })?;
             }
             let on_device = self.core.in_flight();
@@ -1157,8 +1185,9 @@ impl Worker {
                 return Ok(Step::Again);
             }
             // Any completion may let the scheduler dispatch more, also one that answers nobody yet
-            // (a piece of a split request): dispatch again before waiting.
-            if self.core.in_flight() < on_device || !self.inbox_empty() {
+            // (a piece of a split request): dispatch again before waiting. Entries the kernel has
+            // not been given (a retry whose submission failed) would never signal the descriptor.
+            if self.core.in_flight() < on_device || !self.inbox_empty() || self.core.has_unsubmitted() {
                 continue;
             }
             let left = deadline.map(|d| Duration::from_nanos(d.saturating_sub(self.core.now())));
@@ -1485,16 +1514,16 @@ impl EngineBuilder {
             files.push(match t {
                 TargetSource::Path(p) => crate::core::open_direct(&p, self.read_only)?,
                 TargetSource::File(f) => {
-                    crate::core::set_direct(&f).map_err(|source| EngineError::Open {
+                    crate::core::set_direct(&f).map_err(|error| EngineError::Open {
                         path: "a caller's file descriptor".into(),
-                        source,
+                        error,
                     })?;
                     f
                 }
                 TargetSource::CachedFile(f) => {
-                    crate::core::set_cached(&f).map_err(|source| EngineError::Open {
+                    crate::core::set_cached(&f).map_err(|error| EngineError::Open {
                         path: "a caller's file descriptor".into(),
-                        source,
+                        error,
                     })?;
                     f
                 }

@@ -13,7 +13,7 @@ use std::path::Path;
 use bfq_sched::{GroupId, Nanos, Op, QueueId, QueueSpec};
 
 use crate::buf::AlignedBuf;
-use crate::core::{check_alignment, check_range, Core, RingDriver, Submission};
+use crate::core::{check_request, Core, RingDriver, Submission};
 use crate::engine::{Completion, EngineConfig, EngineError, EngineStats, IoError};
 
 /// One finished request of a [`LocalEngine`].
@@ -54,12 +54,14 @@ impl LocalEngine {
     }
 
     /// Removes `queue` from the scheduler once its requests are done (at once if it holds none).
+    /// Configuring it again before then ([`LocalEngine::configure_queue`]) cancels the removal.
     pub fn remove_queue(&mut self, queue: QueueId) {
         let now = self.core.now();
         self.core.remove_queue(queue, now);
     }
 
-    /// Sets the weight and class of `queue` (creating it if new).
+    /// Sets the weight and class of `queue` (creating it if new), and cancels a removal of it that
+    /// is still waiting for its requests ([`LocalEngine::remove_queue`]).
     pub fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec) -> Result<(), EngineError> {
         spec.validate()?;
         let now = self.core.now();
@@ -97,6 +99,9 @@ impl LocalEngine {
 
     /// Queues a request of any kind on `target` (reads and writes carry `buf`; flush, discard and
     /// write-zeroes take `len` and an empty buffer; `fua` makes a write durable on completion).
+    /// Checked as the threaded engine's requests are: a read or write must be aligned to 4096 bytes,
+    /// a discard or write-zeroes needs no alignment, and none may be empty; a refused request comes
+    /// back with its error at the next [`LocalEngine::poll`].
     #[allow(clippy::too_many_arguments)]
     pub fn submit_on(
         &mut self,
@@ -110,12 +115,7 @@ impl LocalEngine {
         fua: bool,
         user_data: u64,
     ) {
-        let check = match op {
-            Op::Read | Op::Write => check_alignment(offset, buf.len()),
-            Op::Flush => Ok(()),
-            Op::Discard | Op::WriteZeroes => check_range(offset, u64::from(len)),
-        };
-        let check = check.and_then(|()| {
+        let check = check_request(op, offset, len, buf.len()).and_then(|()| {
             if (target as usize) < self.core.targets() {
                 Ok(())
             } else {

@@ -183,6 +183,29 @@ fn unaligned_requests_are_rejected_before_submission() {
     assert_eq!(stats.completed + stats.failed, 0);
 }
 
+/// A target that cannot be opened names the OS's reason in the error's own message, and a refusal of
+/// O_DIRECT (EINVAL: procfs has no direct I/O) says that the file system may lack it. The reason is
+/// not also the error's `source()`, so that a report printing the chain shows it once.
+#[test]
+fn an_unopenable_target_names_the_os_error_in_the_message() {
+    let dir = std::env::temp_dir();
+    let missing = dir.join(format!("bfq-io-test-{}-missing", std::process::id()));
+    for (path, read_only, reason) in [
+        (dir.as_path(), false, "Is a directory (os error 21)"),
+        (missing.as_path(), false, "No such file or directory (os error 2)"),
+        (std::path::Path::new("/proc/version"), true, "Invalid argument (os error 22)"),
+    ] {
+        let Err(e) = Engine::builder().target_path(path).read_only(read_only).build() else {
+            panic!("{} opened with O_DIRECT", path.display());
+        };
+        let text = e.to_string();
+        let expected = format!("cannot open {} with O_DIRECT: {reason}", path.display());
+        assert!(text.starts_with(&expected), "{text}");
+        assert_eq!(text.contains("may not support O_DIRECT"), reason.contains("os error 22"), "{text}");
+        assert!(std::error::Error::source(&e).is_none(), "{text}");
+    }
+}
+
 /// Shutdown drains: requests still queued when shutdown is called all get their result, and tickets
 /// can be awaited as futures without any runtime (a minimal executor polls them).
 #[test]

@@ -2,6 +2,7 @@
 //! on temporary files: data integrity, BFQ's weighted shares, per-request errors, drain.
 
 use bfq_io::{AlignedBuf, EngineConfig, IoError, LocalCompletion, LocalEngine, QueueId, QueueSpec};
+use bfq_sched::Op;
 
 mod common;
 use common::TempFile;
@@ -131,4 +132,62 @@ fn local_engine_finish_drains_and_bad_queue_specs_are_refused() {
     let stats = engine.finish(&mut out).unwrap();
     assert_eq!((stats.completed, out.len()), (64, 64));
     assert!(out.iter().all(|c| matches!(&c.result, Ok(r) if r.bytes == 4096)));
+}
+
+/// The weight BFQ gives `queue` now, if it knows the queue.
+fn weight_of(engine: &LocalEngine, queue: QueueId) -> Option<u32> {
+    engine.stats().queues.iter().find(|s| s.queue == queue).map(|s| s.weight)
+}
+
+/// A queue removed while busy is removed once its requests are done, unless it is configured again
+/// meanwhile: the configuration cancels the removal, and its weight stays in force for the queue's
+/// requests after the busy ones (it was once lost, and later requests ran at the default 100).
+#[test]
+fn configuring_a_queue_after_its_removal_was_asked_cancels_the_removal() {
+    let file = TempFile::new("reconfigure", 64 * 4096);
+    let mut engine = LocalEngine::open(&file.0, config("bfq", 4)).unwrap();
+    engine.configure_queue(QueueId(1), QueueSpec::with_weight(300)).unwrap();
+    engine.read(QueueId(1), 0, AlignedBuf::zeroed(4096), true, 1);
+    // Busy: the removal waits for the read.
+    engine.remove_queue(QueueId(1));
+    engine.configure_queue(QueueId(1), QueueSpec::with_weight(500)).unwrap();
+    assert_eq!(drain(&mut engine).len(), 1);
+    assert_eq!(weight_of(&engine, QueueId(1)), Some(500), "the queue outlives its idle moment");
+    engine.read(QueueId(1), 4096, AlignedBuf::zeroed(4096), true, 2);
+    assert_eq!(weight_of(&engine, QueueId(1)), Some(500));
+    assert!(drain(&mut engine).iter().all(|c| c.result.is_ok()));
+    assert_eq!(weight_of(&engine, QueueId(1)), Some(500));
+    // A removal asked after the configuration still happens.
+    engine.read(QueueId(1), 8192, AlignedBuf::zeroed(4096), true, 3);
+    engine.remove_queue(QueueId(1));
+    assert_eq!(drain(&mut engine).len(), 1);
+    assert_eq!(weight_of(&engine, QueueId(1)), None);
+}
+
+/// An empty discard or write-zeroes given to `submit_on` is refused at once with `Unaligned` (length
+/// 0), as an empty read is, instead of reaching the kernel and counting as a device failure; a
+/// non-empty one needs no alignment.
+#[test]
+fn local_engine_refuses_empty_discards_and_write_zeroes_before_the_kernel() {
+    let file = TempFile::new("zero-len", 16 * 4096);
+    let mut engine = LocalEngine::open(&file.0, config("bfq", 4)).unwrap();
+    let mut submit = |op, offset, len, user_data| {
+        engine.submit_on(0, QueueId(1), op, offset, len, AlignedBuf::zeroed(0), false, false, user_data)
+    };
+    submit(Op::Discard, 4096, 0, 1);
+    submit(Op::WriteZeroes, 4096, 0, 2);
+    submit(Op::Discard, 100, 900, 3);
+    submit(Op::WriteZeroes, 5000, 3000, 4);
+    let mut done = drain(&mut engine);
+    done.sort_by_key(|c| c.user_data);
+    for c in &done {
+        match (c.user_data, &c.result) {
+            (1 | 2, Err(IoError::Unaligned { what: "length", value: 0, .. })) => {}
+            (3 | 4, Ok(_)) => {}
+            (b, other) => panic!("request {b}: unexpected {other:?}"),
+        }
+    }
+    assert_eq!(done.len(), 4);
+    let stats = engine.finish(&mut Vec::new()).unwrap();
+    assert_eq!((stats.completed, stats.failed), (2, 0));
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bfq_io::{AlignedBuf, Engine, QueueId, QueueSpec};
-use bfq_sched::{Decision, ParamError, QueueStats, Request, SchedError, Scheduler, MSEC};
+use bfq_sched::{Decision, DeviceInfo, ParamError, QueueStats, Request, SchedError, Scheduler, MSEC};
 
 struct Temp(std::path::PathBuf);
 
@@ -153,6 +153,32 @@ fn discard_and_write_zeroes_make_their_range_read_as_zeroes() {
     }
 }
 
+/// The rule for discard and write-zeroes (docs/engine.md, "Guarantees and errors"): no alignment on
+/// a file, so an unaligned range is zeroed with its neighbours kept, on a disk file system and on
+/// tmpfs; but an empty one is refused at once with `Unaligned` (length 0), never reaching the
+/// kernel, whose EINVAL was once counted as a device failure.
+#[test]
+fn discard_and_write_zeroes_take_any_range_on_a_file_but_not_an_empty_one() {
+    for in_memory in [false, true] {
+        let file = Temp::new(&format!("zero-len-{in_memory}"), 1 << 20, in_memory);
+        let engine = engine(&file);
+        let c = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+        for e in [c.discard(4096, 0).wait().unwrap_err(), c.write_zeroes(4096, 0).wait().unwrap_err()] {
+            assert!(matches!(e, bfq_io::IoError::Unaligned { what: "length", value: 0, .. }), "{e}");
+            assert!(e.to_string().contains("length 0"), "{e}");
+        }
+        c.discard(1000, 5000).wait().unwrap();
+        c.write_zeroes(70_000, 3333).wait().unwrap();
+        let stats = engine.shutdown().unwrap();
+        assert_eq!((stats.completed, stats.failed), (2, 0), "in memory: {in_memory}");
+        let data = std::fs::read(&file.0).unwrap();
+        let zero = |r: std::ops::Range<usize>| data[r].iter().all(|&b| b == 0);
+        let kept = |r: std::ops::Range<usize>| data[r].iter().all(|&b| b == 0xee);
+        assert!(zero(1000..6000) && zero(70_000..73_333), "in memory: {in_memory}");
+        assert!(kept(0..1000) && kept(6000..70_000) && kept(73_333..1 << 20), "in memory: {in_memory}");
+    }
+}
+
 /// Two files under one scheduler: each client's data goes to its own file, and the second target is
 /// a file the caller opened itself.
 #[test]
@@ -294,6 +320,94 @@ fn live_statistics_follow_each_queue_and_a_removed_queue_leaves_them() {
     engine.remove_queue(QueueId(1));
     let stats = engine.stats().unwrap();
     assert_eq!(stats.live.iter().map(|s| s.queue).collect::<Vec<_>>(), vec![QueueId(2)]);
+    engine.shutdown().unwrap();
+}
+
+/// BFQ itself, holding every request until `open` is set: a queue stays busy for as long as a test
+/// needs, whatever the engine thread's timing.
+struct HeldBfq {
+    inner: Box<dyn Scheduler>,
+    open: Arc<AtomicBool>,
+}
+
+impl Scheduler for HeldBfq {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn configure_queue(&mut self, queue: QueueId, spec: QueueSpec, now: Instant) -> Result<(), SchedError> {
+        self.inner.configure_queue(queue, spec, now)
+    }
+    fn remove_queue(&mut self, queue: QueueId, now: Instant) -> Result<(), SchedError> {
+        self.inner.remove_queue(queue, now)
+    }
+    fn insert(&mut self, request: Request, now: Instant) {
+        self.inner.insert(request, now)
+    }
+    fn dispatch(&mut self, now: Instant) -> Decision {
+        if !self.open.load(Ordering::SeqCst) && self.inner.queued() > 0 {
+            return Decision::Idle { until: now + MSEC };
+        }
+        self.inner.dispatch(now)
+    }
+    fn complete(&mut self, request: &Request, now: Instant) {
+        self.inner.complete(request, now)
+    }
+    fn timer(&mut self, now: Instant) {
+        self.inner.timer(now)
+    }
+    fn next_timer(&self) -> Option<Instant> {
+        self.inner.next_timer()
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), ParamError> {
+        self.inner.set_param(key, value)
+    }
+    fn params(&self) -> Vec<(&'static str, String)> {
+        self.inner.params()
+    }
+    fn queue_stats(&self, queue: QueueId) -> Option<QueueStats> {
+        self.inner.queue_stats(queue)
+    }
+    fn all_queue_stats(&self) -> Vec<QueueStats> {
+        self.inner.all_queue_stats()
+    }
+}
+
+/// A queue removed while busy is removed once its requests are done, unless a client configures it
+/// again meanwhile: that cancels the removal, and the new weight stays in force for the requests
+/// after the busy ones (it was once lost, and they ran at the default weight 100).
+#[test]
+fn configuring_a_queue_after_its_removal_was_asked_cancels_the_removal() {
+    let file = Temp::new("reconfigure", 1 << 20, true);
+    let open = Arc::new(AtomicBool::new(false));
+    let bfq = bfq_sched::build("bfq", DeviceInfo { rotational: false, queue_depth: 8 }, &[]).unwrap();
+    let sched = HeldBfq { inner: bfq, open: open.clone() };
+    let engine = Engine::builder().scheduler(Box::new(sched)).target_path(&file.0).build().unwrap();
+    let weight = |engine: &Engine| {
+        let stats = engine.stats().unwrap();
+        stats.queues.iter().find(|s| s.queue == QueueId(1)).map(|s| s.weight)
+    };
+    let c = engine.client(QueueId(1), QueueSpec::with_weight(300)).unwrap();
+    let held = c.read(0, AlignedBuf::zeroed(4096), true);
+    engine.remove_queue(QueueId(1));
+    let c = engine.client(QueueId(1), QueueSpec::with_weight(500)).unwrap();
+    assert_eq!(weight(&engine), Some(500), "busy: nothing removed yet");
+    open.store(true, Ordering::SeqCst);
+    held.wait().unwrap();
+    assert_eq!(weight(&engine), Some(500), "the queue outlives its idle moment");
+    let later = c.read(4096, AlignedBuf::zeroed(4096), true);
+    assert_eq!(weight(&engine), Some(500));
+    later.wait().unwrap();
+    // A removal asked after the configuration still happens.
+    let last = c.read(8192, AlignedBuf::zeroed(4096), true);
+    engine.remove_queue(QueueId(1));
+    last.wait().unwrap();
+    assert_eq!(weight(&engine), None);
     engine.shutdown().unwrap();
 }
 
