@@ -70,10 +70,15 @@ pub fn params_for(name: &str, params: &[(String, String)]) -> Vec<(String, Strin
 /// The `--params` option as pairs (`key=value` for every scheduler of the run, `SCHEDULER.key=value`
 /// for one: [`params_for`]).
 pub fn params(text: Option<&str>) -> Result<Vec<(String, String)>> {
-    match text {
-        Some(p) => bfq_sched::params::parse_pairs(p).map_err(|e| anyhow::anyhow!("--params: {e}")),
-        None => Ok(Vec::new()),
+    let Some(p) = text else { return Ok(Vec::new()) };
+    let pairs = bfq_sched::params::parse_pairs(p).map_err(|e| anyhow::anyhow!("--params: {e}"))?;
+    // An empty key would reach the schedulers and come back as "unknown parameter ``".
+    if let Some(item) =
+        p.split(',').map(str::trim).find(|i| i.split_once('=').is_some_and(|(k, _)| k.trim().is_empty()))
+    {
+        bail!("--params: `{item}`: a key is missing before `=` (expected key=value, e.g. slice_idle=0)");
     }
+    Ok(pairs)
 }
 
 /// Checks that `--json PATH` can be written, before the runs whose results it would hold: the
@@ -105,11 +110,15 @@ pub fn output_path(option: &str, path: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// Applies `--duration` to the job: it must be longer than the warm-up and at most 24 h (the job
-/// file's own limit, `bfq_sim::job::MAX_DURATION`). An application that would
-/// start after the new end is named on standard error (it will not run; the kernel runs of `bfq
-/// compare` refuse a start-up that cannot start, before anything is set up).
-pub fn apply_duration(job: &mut Job, text: Option<&str>) -> Result<()> {
+/// Applies `--duration` to the job read from `path`: it must be longer than the warm-up and at most
+/// 24 h (the job file's own limit, `bfq_sim::job::MAX_DURATION`), and every application with a
+/// `start` must start before the new end (one that would not run is refused, as the job file refuses
+/// it for its own `duration`, with the file, the line and the field `start`).
+pub fn apply_duration_to_file(job: &mut Job, path: &Path, text: Option<&str>) -> Result<()> {
+    apply_duration_to(job, Some(path), text)
+}
+
+fn apply_duration_to(job: &mut Job, path: Option<&Path>, text: Option<&str>) -> Result<()> {
     let Some(d) = text else { return Ok(()) };
     let ns = bfq_sim::units::parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
     if ns <= job.warmup.0 {
@@ -122,14 +131,16 @@ pub fn apply_duration(job: &mut Job, text: Option<&str>) -> Result<()> {
         );
     }
     for (name, spec) in job.expanded_apps() {
-        if let Some(start) = spec.start() {
-            if start.0 >= ns && start.0 < job.duration.0 {
-                eprintln!(
-                    "bfq: note: with --duration {d}, application `{name}` (start {} s) does not run",
-                    start.0 as f64 / 1e9
-                );
-            }
-        }
+        let Some(start) = spec.start().filter(|s| s.0 >= ns) else { continue };
+        let message = format!(
+            "application `{name}` starts at {} s, at or after the end of the run ({d}, from --duration): it \
+             would never run; give a longer --duration, or start it earlier",
+            start.0 as f64 / 1e9
+        );
+        let Some(path) = path else { bail!("--duration {d}: {message}") };
+        let line = std::fs::read_to_string(path).ok().and_then(|text| job.app_line(&text, &name, "start"));
+        let file = path.display().to_string();
+        return Err(bfq_workload::job::JobError { file, line, field: Some("start".into()), message }.into());
     }
     job.duration = Duration(ns);
     Ok(())

@@ -69,7 +69,7 @@ struct CompareOutput<'a> {
 /// run fails or the comparison is interrupted.
 pub fn execute(args: CompareArgs) -> Result<()> {
     let mut job = Job::from_file_for_real_run(&args.job)?;
-    crate::checks::apply_duration(&mut job, args.duration.as_deref())?;
+    crate::checks::apply_duration_to_file(&mut job, &args.job, args.duration.as_deref())?;
     let engine: Vec<String> = args.engine.iter().filter(|s| !s.is_empty()).cloned().collect();
     let kernel: Vec<String> = args.kernel.iter().filter(|s| !s.is_empty()).cloned().collect();
     if engine.is_empty() && kernel.is_empty() {

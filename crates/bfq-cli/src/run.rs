@@ -67,7 +67,7 @@ struct RunOutput<'a> {
 /// Runs `bfq run`: every check first (job, schedulers, tunables, output path, target), then the runs.
 pub fn execute(args: RunArgs) -> Result<()> {
     let mut job = Job::from_file_for_real_run(&args.job)?;
-    crate::checks::apply_duration(&mut job, args.duration.as_deref())?;
+    crate::checks::apply_duration_to_file(&mut job, &args.job, args.duration.as_deref())?;
     let params = crate::checks::params(args.params.as_deref())?;
     let schedulers: Vec<String> = if args.scheduler.is_empty() {
         job.scheduler

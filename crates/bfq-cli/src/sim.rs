@@ -56,7 +56,7 @@ pub fn execute(args: SimArgs) -> Result<()> {
     if let Some(seed) = args.seed {
         job.seed = seed;
     }
-    crate::checks::apply_duration(&mut job, args.duration.as_deref())?;
+    crate::checks::apply_duration_to_file(&mut job, &args.job, args.duration.as_deref())?;
     let params = crate::checks::params(args.params.as_deref())?;
     let schedulers: Vec<String> = if args.scheduler.is_empty() {
         vec![job.scheduler.as_ref().map_or_else(|| "fifo".to_string(), |s| s.name.clone())]
@@ -64,8 +64,11 @@ pub fn execute(args: SimArgs) -> Result<()> {
         args.scheduler.clone()
     };
     crate::checks::schedulers("--scheduler", &schedulers, &params)?;
+    named_once(&schedulers)?;
     crate::checks::output_path("--events", args.events.as_deref())?;
-    fits_on_device(&job, &args.job)?;
+    // Before the runs, whose results would otherwise be lost after the last one.
+    crate::checks::json_path(args.json.as_deref())?;
+    device_and_layout(&job, &args.job)?;
     let mode = crate::output::progress_mode(args.quiet);
     let mut reports = Vec::new();
     // The columns run one after the other, each with its own progress (issue 17).
@@ -174,15 +177,54 @@ fn ms(us: u64) -> String {
     format!("{:.3}", us as f64 / 1000.0)
 }
 
-/// Checks that the job's files fit on its simulated device before the first run; if not, the error
-/// names the line of the job file where the application's `file_size` is (or its `[[app]]` table).
-fn fits_on_device(job: &Job, path: &std::path::Path) -> Result<()> {
+/// Refuses a scheduler named twice in `--scheduler` (aliases included): a simulation is
+/// deterministic, so its second column would repeat the first.
+fn named_once(schedulers: &[String]) -> Result<()> {
+    let canonical = |n: &String| bfq_sched::canonical_name(n).map_or_else(|| n.clone(), str::to_string);
+    for (i, name) in schedulers.iter().enumerate() {
+        if schedulers[..i].iter().any(|earlier| canonical(earlier) == canonical(name)) {
+            anyhow::bail!(
+                "--scheduler {}: {} is named twice; the simulator is deterministic, so a second column \
+                 would repeat the first: name each scheduler once",
+                schedulers.join(","),
+                canonical(name)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Checks, before the first run, that the job's device can be built and its files laid out on it.
+/// An error names the line of the job file it comes from: the `[device]` preset or parameter, the
+/// application's `file_size` or `at` (or its `[[app]]` table).
+fn device_and_layout(job: &Job, path: &std::path::Path) -> Result<()> {
+    use bfq_sim::device::DeviceError;
+    use bfq_sim::SimError;
     let Err(e) = bfq_sim::check_fits(job) else { return Ok(()) };
-    let bfq_sim::SimError::DoesNotFit { app, .. } = &e else {
-        return Err(anyhow::Error::new(e).context(format!("setting up {}", path.display())));
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let (line, field, message) = match &e {
+        SimError::DoesNotFit { app, .. } => {
+            (job.app_line(&text, app, "file_size"), Some("file_size".to_string()), e.to_string())
+        }
+        SimError::Device(d @ DeviceError::UnknownPreset { .. }) => {
+            (Job::table_line(&text, "device", "preset"), Some("preset".to_string()), d.to_string())
+        }
+        SimError::Device(DeviceError::InvalidParam { preset, key, value, expected }) => (
+            // `[device.params]` keys have lines of their own; `params = { ... }` is one line.
+            Job::table_line(&text, "device.params", key)
+                .or_else(|| Job::table_line(&text, "device", "params")),
+            Some(key.clone()),
+            format!("device `{preset}`: parameter `{key}` = {value:?}: expected {expected}"),
+        ),
+        SimError::Workload { app, message } => {
+            // The layout's refusals: an `at` inside the region before it, a region past 2^64 bytes, a
+            // default file too small for the kind (cited on the application's table).
+            let field = message.starts_with("`at`").then(|| "at".to_string());
+            let line = job.app_line(&text, app, field.as_deref().unwrap_or("[[app]]"));
+            (line, field, e.to_string())
+        }
+        _ => return Err(anyhow::Error::new(e).context(format!("setting up {}", path.display()))),
     };
-    let line = std::fs::read_to_string(path).ok().and_then(|text| job.app_line(&text, app, "file_size"));
     let file = path.display().to_string();
-    Err(bfq_workload::job::JobError { file, line, field: Some("file_size".into()), message: e.to_string() }
-        .into())
+    Err(bfq_workload::job::JobError { file, line, field, message }.into())
 }

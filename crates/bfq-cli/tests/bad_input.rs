@@ -69,6 +69,13 @@ fn run_refuses_bad_options_before_touching_the_target() {
     case.refused("run", &["--params", "no_such_tunable=3"], "no_such_tunable");
     case.refused("run", &["--json", "/nonexistent-dir/out.json"], "--json /nonexistent-dir/out.json");
     case.refused("run", &["--duration", "100000h"], "limit of 24h");
+    // The start-up starts at 1.5 s: it would never run.
+    case.refused(
+        "run",
+        &["--duration", "1s"],
+        "starts at 1.5 s, at or after the end of the run (1s, from --duration)",
+    );
+    case.refused("run", &["--params", "=3"], "a key is missing before `=`");
 }
 
 #[test]
@@ -78,10 +85,10 @@ fn compare_refuses_bad_options_before_touching_the_target() {
     case.refused("compare", &["--params", "no_such_tunable=3", "--kernel", ""], "no_such_tunable");
     case.refused("compare", &["--json", "/nonexistent-dir/out.json", "--kernel", ""], "--json");
     case.refused("compare", &["--duration", "100000h", "--kernel", ""], "limit of 24h");
-    // fio cannot run a start-up that starts after the end: refused before root, fio or the target.
+    // A start-up that starts after the end would never run: refused before root, fio or the target.
     case.refused(
         "compare",
         &["--duration", "1s", "--kernel", "bfq", "--engine", ""],
-        "starts after the end of the run",
+        "at or after the end of the run (1s, from --duration)",
     );
 }

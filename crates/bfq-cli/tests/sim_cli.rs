@@ -24,8 +24,13 @@ fn every_example_job_runs_under_bfq_and_fifo_and_prints_a_table() {
     let files = examples();
     assert!(files.len() >= 13, "{files:?}");
     for file in files {
+        // 3 s, or long enough for the latest `start` (an application that would not run is refused).
+        let job = bfq_sim::Job::from_file(&file).unwrap();
+        let latest =
+            job.expanded_apps().iter().filter_map(|(_, a)| a.start()).map(|s| s.0).max().unwrap_or(0);
+        let duration = format!("{}ms", (latest / 1_000_000 + 1000).max(3000));
         let out = bfq()
-            .args(["sim", file.to_str().unwrap(), "--scheduler", "bfq,fifo", "--duration", "3s"])
+            .args(["sim", file.to_str().unwrap(), "--scheduler", "bfq,fifo", "--duration", &duration])
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -142,4 +147,111 @@ fn a_tunable_scoped_to_one_scheduler_applies_to_that_scheduler_only() {
     refused("nosuch.slice_idle=0", "expected SCHEDULER.key=value");
     refused("cfq.slice_idle=0", "is for scheduler cfq, which is not in this run");
     refused("bfq.no_such_tunable=1", "no_such_tunable");
+}
+
+/// Runs `bfq sim` on a job file written from `text` (named `name`, in a directory of its own), with
+/// `args`: the exit code and standard error.
+fn sim_job(name: &str, text: &str, args: &[&str]) -> (Option<i32>, String) {
+    let dir = std::env::temp_dir().join(format!("bfq-sim-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, text).unwrap();
+    let out = bfq().arg("sim").arg(&file).args(args).output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// `fps = 0` divided by zero in the video and streaming generators (exit 101 with a backtrace): it is
+/// refused with its line and range, like every other bad value.
+#[test]
+fn a_zero_fps_is_refused_on_its_line_instead_of_panicking() {
+    for kind in ["video", "streaming"] {
+        let (code, stderr) =
+            sim_job("fps", &format!("duration = \"5s\"\n[[app]]\nkind = \"{kind}\"\nfps = 0\n"), &["-q"]);
+        assert_eq!(code, Some(1), "{kind}: {stderr}");
+        assert!(stderr.contains("fps.toml:4: field `fps`: must be 1..=1000"), "{kind}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+/// An ON/OFF reader of 1ns periods made millions of events a simulated second (a 5 s run never
+/// ended): periods under 1ms are refused before any run.
+#[test]
+fn nanosecond_on_off_periods_are_refused_before_any_run() {
+    let job = "duration = \"5s\"\n[[app]]\nkind = \"seq-reader\"\non = \"1ns\"\noff = \"1ns\"\n";
+    let (code, stderr) = sim_job("onoff", job, &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("onoff.toml:4: field `on`: must be at least 1ms, got 1ns"), "{stderr}");
+}
+
+/// An application that starts at or after the end that `--duration` sets would never run: refused with
+/// its line, saying the end comes from the option.
+#[test]
+fn a_start_after_the_end_set_by_duration_is_refused_on_its_line() {
+    let job =
+        "duration = \"10s\"\n[device]\npreset = \"constant\"\n[[app]]\nkind = \"video\"\nstart = \"2s\"\n";
+    let (code, stderr) = sim_job("late", job, &["--duration", "2s", "-q"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("late.toml:6: field `start`: application `video-0` starts at 2 s"), "{stderr}");
+    assert!(stderr.contains("(2s, from --duration)"), "{stderr}");
+    let (code, stderr) = sim_job("late", job, &["--duration", "3s", "-q"]);
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// The job's own `[scheduler] name`, `[device] preset` and device parameters are named with the job
+/// file, the line and the field (they were reported as `--scheduler`, or as "setting up FILE").
+#[test]
+fn the_jobs_scheduler_device_and_trace_are_refused_on_their_lines() {
+    let app = "[[app]]\nkind = \"seq-reader\"\n";
+    let cases = [
+        (
+            format!("duration = \"1s\"\n[scheduler]\nname = \"bfqq\"\n{app}"),
+            "job.toml:3: field `name`: [scheduler] name: unknown scheduler \"bfqq\"",
+        ),
+        (
+            format!("duration = \"1s\"\n[device]\npreset = \"ssd-foo\"\n{app}"),
+            "job.toml:3: field `preset`: unknown device preset `ssd-foo`",
+        ),
+        (
+            format!("duration = \"1s\"\n[device]\npreset = \"constant\"\nparams = {{ speed = 3 }}\n{app}"),
+            "job.toml:4: field `speed`: device `constant`: parameter `speed` = \"3\": expected one of",
+        ),
+        (
+            format!("duration = \"1s\"\n[device]\npreset = \"constant\"\n[device.params]\nqueue_depth = 1\nspeed = 3\n{app}"),
+            "job.toml:6: field `speed`",
+        ),
+        (
+            "duration = \"1s\"\n[[app]]\nkind = \"startup\"\ntrace = \"no-such-trace\"\n".to_string(),
+            "job.toml:4: field `trace`: trace \"no-such-trace\" is neither a built-in trace",
+        ),
+    ];
+    for (text, expected) in cases {
+        let (code, stderr) = sim_job("job", &text, &["-q"]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains(expected), "{expected:?} not in {stderr}");
+        assert!(!stderr.contains("setting up"), "{stderr}");
+    }
+}
+
+/// `--json` into a directory that does not exist failed after every column had run.
+#[test]
+fn an_unwritable_json_path_is_refused_before_any_run() {
+    let job = "duration = \"2s\"\nworkload = \"10r-seq\"\n[device]\npreset = \"constant\"\n";
+    let (code, stderr) = sim_job("json", job, &["-s", "bfq,fifo", "--json", "/nonexistent-dir/x.json"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("--json /nonexistent-dir/x.json: cannot be written"), "{stderr}");
+    assert!(!stderr.contains("requests simulated"), "a run started before the check: {stderr}");
+}
+
+/// A deterministic simulation under the same scheduler twice gives two identical columns; a key
+/// missing before `=` in `--params` reached the schedulers as "unknown parameter ``".
+#[test]
+fn a_scheduler_named_twice_and_a_tunable_without_key_are_refused() {
+    let job = "duration = \"1s\"\nworkload = \"10r-seq\"\n[device]\npreset = \"constant\"\n";
+    let (code, stderr) = sim_job("twice", job, &["-s", "bfq,fifo,BFQ"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("--scheduler bfq,fifo,BFQ: bfq is named twice"), "{stderr}");
+    let (code, stderr) = sim_job("twice", job, &["-p", "=3"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("--params: `=3`: a key is missing before `=`"), "{stderr}");
 }

@@ -29,11 +29,25 @@ pub struct Class(pub IoClass);
 
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match StringOrInt::deserialize(d)? {
-            StringOrInt::Int(i) if i >= 0 => Ok(Size(i as u64)),
-            StringOrInt::Int(i) => Err(de::Error::custom(format!("a size cannot be negative, got {i}"))),
-            StringOrInt::Str(s) => parse_size(&s).map(Size).map_err(de::Error::custom),
+        struct SizeVisitor;
+        impl de::Visitor<'_> for SizeVisitor {
+            type Value = Size;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a size: a number of bytes, or a string such as \"128KiB\" or \"5GB\"")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Size, E> {
+                Ok(Size(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Size, E> {
+                u64::try_from(v)
+                    .map(Size)
+                    .map_err(|_| E::custom(format!("a size cannot be negative, got {v}")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Size, E> {
+                parse_size(v).map(Size).map_err(E::custom)
+            }
         }
+        d.deserialize_any(SizeVisitor)
     }
 }
 
@@ -45,14 +59,28 @@ impl Serialize for Size {
 
 impl<'de> Deserialize<'de> for Duration {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match StringOrInt::deserialize(d)? {
-            StringOrInt::Int(_) => Err(de::Error::custom(
-                "a duration needs a unit: write it as a string such as \"500ms\" or \"30s\"",
-            )),
-            StringOrInt::Str(s) => parse_duration(&s).map(Duration).map_err(de::Error::custom),
+        struct DurationVisitor;
+        impl de::Visitor<'_> for DurationVisitor {
+            type Value = Duration;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration: a string such as \"500ms\" or \"30s\"")
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Duration, E> {
+                Err(E::custom(DURATION_NEEDS_A_UNIT))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Duration, E> {
+                Err(E::custom(DURATION_NEEDS_A_UNIT))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+                parse_duration(v).map(Duration).map_err(E::custom)
+            }
         }
+        d.deserialize_any(DurationVisitor)
     }
 }
+
+const DURATION_NEEDS_A_UNIT: &str =
+    "a duration needs a unit: write it as a string such as \"500ms\" or \"30s\"";
 
 impl Serialize for Duration {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -94,13 +122,6 @@ impl Serialize for Class {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.0.to_string())
     }
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum StringOrInt {
-    Int(i64),
-    Str(String),
 }
 
 /// A parameter value as text; TOML numbers and booleans are accepted and turned into text.
@@ -549,9 +570,6 @@ impl TryFrom<AppTable> for AppSpec {
         if t.on.is_some() != t.off.is_some() {
             return Err("an ON/OFF reader needs both `on` and `off`".into());
         }
-        if t.on.is_some_and(|d| d.0 == 0) {
-            return Err("`on` must be longer than 0".into());
-        }
         let greedy = || Greedy {
             request_size: t.request_size,
             window: t.window,
@@ -830,9 +848,82 @@ impl AppSpec {
         }
     }
 
+    /// The counts, rates and periods its table sets (`None`: not set, or not a field of its kind),
+    /// for [`Job::validate`].
+    fn numbers(&self) -> Numbers {
+        let mut n = Numbers::default();
+        match &self.workload {
+            Workload::SeqReader(g)
+            | Workload::RandReader(g)
+            | Workload::SeqWriter(g)
+            | Workload::RandWriter(g) => {
+                n.window = g.window;
+                n.periods = vec![("on", g.on), ("off", g.off)];
+            }
+            Workload::Startup(s) => n.periods = vec![("every", s.every)],
+            Workload::Video(v) => n.fps = v.fps,
+            Workload::Dbms(d) => (n.window, n.processes) = (d.window, d.processes),
+            Workload::Interleaved(p) | Workload::WebServer(p) => n.processes = p.processes,
+            Workload::Streaming(s) => {
+                (n.processes, n.fps) = (s.processes, s.fps);
+                n.periods = vec![("every", s.every)];
+            }
+        }
+        n
+    }
+
     /// Whether it writes (its region's data is overwritten when it runs on a real target).
     pub fn writes(&self) -> bool {
         matches!(self.kind(), AppKind::SeqWriter | AppKind::RandWriter | AppKind::WebServer)
+    }
+}
+
+/// What [`AppSpec::numbers`] gives.
+#[derive(Default)]
+struct Numbers {
+    window: Option<u32>,
+    processes: Option<u32>,
+    fps: Option<u32>,
+    periods: Vec<(&'static str, Option<Duration>)>,
+}
+
+/// Where a message of [`Invalid`] names the other application of a duplicate name, as the caller
+/// can: by line, or by table number.
+const OTHER: &str = "{other}";
+
+/// `message` with its [`OTHER`] mark replaced by `other`: the last one, since the names the message
+/// quotes before it could hold the mark too.
+fn with_other(message: &str, other: &str) -> String {
+    match message.rsplit_once(OTHER) {
+        Some((before, after)) => format!("{before}{other}{after}"),
+        None => message.to_string(),
+    }
+}
+
+/// Where a value that [`Job::validate`] refuses is written in a job file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// A top-level key.
+    Top,
+    /// A key of a table (`[writeback]`, `[scheduler]`).
+    Table(&'static str),
+    /// A key of the `i`-th `[[app]]` table.
+    App(usize),
+}
+
+/// A value [`Job::validate`] refuses, and where it is written.
+struct Invalid {
+    place: Place,
+    field: String,
+    message: String,
+    /// The application a duplicate name is also given to: its `[[app]]` table, or `None` for one of
+    /// the named `workload`.
+    other: Option<Option<usize>>,
+}
+
+impl Invalid {
+    fn new(place: Place, field: &str, message: String) -> Invalid {
+        Invalid { place, field: field.to_string(), message, other: None }
     }
 }
 
@@ -896,9 +987,35 @@ pub const MAX_QUEUES: u64 = 10_000;
 /// The largest request.
 pub const MAX_REQUEST_BYTES: u64 = 64 << 20;
 
+/// The most processes of one application (`processes`), and the most copies of one (`count`).
+pub const MAX_PROCESSES: u32 = 10_000;
+
+/// The most requests one process keeps outstanding (`window`).
+pub const MAX_WINDOW: u32 = 1024;
+
+/// The shortest period of an application's own rhythm: `on`, `off`, `every`, and one frame or chunk
+/// (so at most [`MAX_FPS`] per second). See [`PERIOD_REASON`].
+pub const MIN_PERIOD: Nanos = bfq_sched::MSEC;
+
+/// Why [`MIN_PERIOD`] is 1 ms, for the messages that refuse a shorter period.
+const PERIOD_REASON: &str = "a shorter period is below one seek and a scheduler's idling window (8ms), \
+     so no scheduler could see it, and each period costs events (at 1ns a 5s run never ends)";
+
+/// The most frames (video) or chunks per stream (streaming) per second: one per [`MIN_PERIOD`].
+pub const MAX_FPS: u32 = 1000;
+
+/// A video's frames per second when `fps` is not given.
+pub const DEFAULT_FPS: u32 = 25;
+
 /// A duration as people write it in job files.
-fn human_duration(ns: Nanos) -> String {
-    if ns >= 3600 * bfq_sched::SEC && ns % (3600 * bfq_sched::SEC) == 0 {
+pub(crate) fn human_duration(ns: Nanos) -> String {
+    if ns == 0 {
+        "0s".to_string()
+    } else if ns < bfq_sched::USEC {
+        format!("{ns}ns")
+    } else if ns < bfq_sched::MSEC {
+        format!("{}us", ns as f64 / 1e3)
+    } else if ns >= 3600 * bfq_sched::SEC && ns % (3600 * bfq_sched::SEC) == 0 {
         format!("{}h", ns / (3600 * bfq_sched::SEC))
     } else if ns >= bfq_sched::SEC && ns % bfq_sched::MSEC == 0 {
         format!("{}s", ns as f64 / 1e9)
@@ -973,6 +1090,10 @@ impl Job {
         let job: Job = toml::from_str(text).map_err(|e| {
             let message = e.message().trim();
             let named = field_in_message(message);
+            let error = |line: Option<usize>, field: Option<String>| {
+                let message = in_words(message, field.as_deref());
+                JobError { file: file.to_string(), line, field, message }
+            };
             // An `[[app]]` table refused as a whole (a field its kind does not use, a missing
             // trace): toml points at the array of tables; find the table and the field's line.
             if let Some(i) = failing_app(text, message) {
@@ -980,7 +1101,7 @@ impl Job {
                     .as_deref()
                     .and_then(|f| app_key_line(text, i, f))
                     .or_else(|| app_table_line(text, i));
-                return JobError { file: file.to_string(), line, field: named, message: message.to_string() };
+                return error(line, named);
             }
             let (line, field) = match e.span() {
                 // `missing field `x``: the span is the table that lacks it (the whole document for a
@@ -997,18 +1118,39 @@ impl Job {
                 }
                 None => (None, named),
             };
-            JobError { file: file.to_string(), line, field, message: message.to_string() }
+            error(line, field)
         })?;
-        job.validate().map_err(|(app, field, message)| JobError {
-            file: file.to_string(),
-            line: match app {
-                Some(i) => app_key_line(text, i, &field).or_else(|| app_table_line(text, i)),
-                None => top_level_line(text, &field),
-            },
-            field: Some(field),
-            message,
+        job.check().map_err(|e| {
+            let written = match e.place {
+                Place::Top => top_level_line(text, &e.field),
+                Place::Table(table) => table_key_line(text, table, &e.field),
+                Place::App(i) => app_key_line(text, i, &e.field),
+            };
+            // A field the file does not write (an application's default `count`, say) is not named:
+            // the line of its table is, and the message says what is wrong.
+            let (line, field) = match (written, e.place) {
+                (Some(line), _) => (Some(line), Some(e.field)),
+                (None, Place::App(i)) => (app_table_line(text, i), None),
+                (None, Place::Table(table)) => (table_header_line(text, table), None),
+                (None, Place::Top) => (None, Some(e.field)),
+            };
+            let other = match e.other {
+                Some(Some(j)) => app_key_line(text, j, "name").or_else(|| app_table_line(text, j)),
+                Some(None) => top_level_line(text, "workload"),
+                None => None,
+            };
+            let other = other.map_or_else(String::new, |line| format!(" (the other on line {line})"));
+            let message = with_other(&e.message, &other);
+            JobError { file: file.to_string(), line, field, message }
         })?;
         Ok(job)
+    }
+
+    /// The line of a job file's text where table `[table]` sets `key` (`table` may be dotted, as
+    /// `device.params`), or where its sub-table `[table.key]` starts: for errors about a table's
+    /// values found after loading (an unknown device preset, say).
+    pub fn table_line(text: &str, table: &str, key: &str) -> Option<usize> {
+        table_key_line(text, table, key)
     }
 
     /// Reads a job from a file.
@@ -1036,7 +1178,24 @@ impl Job {
 
     /// Checks what the types alone cannot: (application index, field, message) on error.
     pub fn validate(&self) -> Result<(), (Option<usize>, String, String)> {
-        let top = |field: &str, msg: String| Err((None, field.to_string(), msg));
+        self.check().map_err(|e| {
+            let app = match e.place {
+                Place::App(i) => Some(i),
+                Place::Top | Place::Table(_) => None,
+            };
+            let other = match e.other {
+                Some(Some(j)) => format!(" (the other is [[app]] number {})", j + 1),
+                Some(None) => " (the other is an application of the named `workload`)".to_string(),
+                None => String::new(),
+            };
+            let message = with_other(&e.message, &other);
+            (app, e.field, message)
+        })
+    }
+
+    /// [`Job::validate`], saying where in a job file each value it refuses is written.
+    fn check(&self) -> Result<(), Invalid> {
+        let top = |field: &str, message: String| Err(Invalid::new(Place::Top, field, message));
         if self.duration.0 == 0 {
             return top("duration", "must be more than zero".into());
         }
@@ -1062,8 +1221,10 @@ impl Job {
                 ),
             );
         }
+        let writeback =
+            |field: &str, message: String| Err(Invalid::new(Place::Table("writeback"), field, message));
         if self.writeback.depth == 0 || self.writeback.depth > 4096 {
-            return top(
+            return writeback(
                 "depth",
                 format!(
                     "[writeback] depth must be 1..=4096 flushed writes in the scheduler, got {}",
@@ -1072,7 +1233,7 @@ impl Job {
             );
         }
         if self.writeback.dirty_limit.0 < 4096 {
-            return top(
+            return writeback(
                 "dirty_limit",
                 format!(
                     "[writeback] dirty_limit must be at least 4096 bytes (one page), got {}",
@@ -1080,24 +1241,52 @@ impl Job {
                 ),
             );
         }
-        if let Some(w) = &self.workload {
-            if named_workload(w).is_none() {
-                return Err((
-                    None,
-                    "workload".into(),
-                    format!("unknown workload {w:?} (known: {})", NAMED_WORKLOADS.join(", ")),
-                ));
+        if let Some(s) = &self.scheduler {
+            let scheduler =
+                |field: &str, message: String| Err(Invalid::new(Place::Table("scheduler"), field, message));
+            if bfq_sched::canonical_name(&s.name).is_none() {
+                return scheduler(
+                    "name",
+                    format!(
+                        "[scheduler] name: unknown scheduler {:?} (known: {})",
+                        s.name,
+                        bfq_sched::SCHEDULER_NAMES.join(", ")
+                    ),
+                );
+            }
+            // Built once as a check, on both kinds of device (some tunables depend on it), so that a bad
+            // tunable is named here rather than when its run starts, after the runs before it.
+            let params: Vec<(String, String)> =
+                s.params.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect();
+            for rotational in [true, false] {
+                let device = bfq_sched::DeviceInfo { rotational, queue_depth: 32 };
+                if let Err(e) = bfq_sched::build(&s.name, device, &params) {
+                    return scheduler("params", format!("[scheduler] params: {e}"));
+                }
             }
         }
+        let named = match &self.workload {
+            Some(w) => match named_workload(w) {
+                Some(apps) => apps,
+                None => {
+                    return top(
+                        "workload",
+                        format!("unknown workload {w:?} (known: {})", NAMED_WORKLOADS.join(", ")),
+                    )
+                }
+            },
+            None => Vec::new(),
+        };
         if self.workload.is_none() && self.apps.is_empty() {
-            return Err((None, "app".into(), "a job needs a `workload` or at least one [[app]]".into()));
+            return top("app", "a job needs a `workload` or at least one [[app]]".into());
         }
-        // The named workload's applications count too (at most 10 queues).
-        let mut queues: u64 = 10;
+        // The named workload's processes count too.
+        let mut processes: u64 =
+            named.iter().map(|a| u64::from(a.count) * u64::from(a.process_count())).sum();
         for (i, app) in self.apps.iter().enumerate() {
-            let fail = |field: &str, msg: String| Err((Some(i), field.to_string(), msg));
-            if app.count == 0 || app.count > 10_000 {
-                return fail("count", format!("must be 1..=10000, got {}", app.count));
+            let fail = |field: &str, message: String| Err(Invalid::new(Place::App(i), field, message));
+            if app.count == 0 || app.count > MAX_PROCESSES {
+                return fail("count", format!("must be 1..={MAX_PROCESSES}, got {}", app.count));
             }
             if let Some(Size(s)) = app.request_size() {
                 if s < 512 {
@@ -1128,6 +1317,9 @@ impl Job {
                         ),
                     );
                 }
+                if let Some(problem) = crate::apps::region_problem(app, f.next_multiple_of(4096)) {
+                    return fail("file_size", problem);
+                }
             }
             if let Some(Duration(t)) = app.think_time {
                 if t > bfq_sched::SEC {
@@ -1141,23 +1333,125 @@ impl Job {
                     );
                 }
             }
-            if app.startup().is_some_and(|s| s.invocations == Some(0)) {
-                return fail("invocations", "must be at least 1 (leave it out for no limit)".into());
+            let fields = app.numbers();
+            if let Some(w) = fields.window {
+                if !(1..=MAX_WINDOW).contains(&w) {
+                    return fail(
+                        "window",
+                        format!("must be 1..={MAX_WINDOW} requests outstanding per process, got {w}"),
+                    );
+                }
             }
-            if app.startup().is_some_and(|s| s.requests == Some(0)) {
-                return fail("requests", "must be at least 1 (leave it out for the whole trace)".into());
+            if let Some(p) = fields.processes {
+                if !(1..=MAX_PROCESSES).contains(&p) {
+                    return fail("processes", format!("must be 1..={MAX_PROCESSES}, got {p}"));
+                }
             }
-            queues = queues.saturating_add(u64::from(app.count) * u64::from(app.process_count()));
-            if queues > MAX_QUEUES {
-                let field = if app.process_count() > 1 { "processes" } else { "count" };
+            if let Some(f) = fields.fps {
+                if !(1..=MAX_FPS).contains(&f) {
+                    return fail(
+                        "fps",
+                        format!(
+                            "must be 1..={MAX_FPS} per second (one every 1ms at most: the shortest period \
+                             an application may have), got {f}"
+                        ),
+                    );
+                }
+            }
+            for (field, period) in fields.periods {
+                if let Some(Duration(p)) = period {
+                    if p < MIN_PERIOD {
+                        return fail(
+                            field,
+                            format!("must be at least 1ms, got {}: {PERIOD_REASON}", human_duration(p)),
+                        );
+                    }
+                }
+            }
+            if let Workload::Video(v) = &app.workload {
+                let frame = bfq_sched::SEC / u64::from(v.fps.unwrap_or(DEFAULT_FPS));
+                if let Some(Duration(l)) = v.length {
+                    if l < frame {
+                        return fail(
+                            "length",
+                            format!(
+                                "{} is shorter than one frame ({} at {} fps): the player would have no frame \
+                                 to play; leave `length` out to play for the whole run",
+                                human_duration(l),
+                                human_duration(frame),
+                                v.fps.unwrap_or(DEFAULT_FPS)
+                            ),
+                        );
+                    }
+                }
+            }
+            if let Some(Duration(s)) = app.start() {
+                if s >= self.duration.0 {
+                    return fail(
+                        "start",
+                        format!(
+                            "{} is at or after the end of the run (duration {}): the application would \
+                             never run; start it earlier or make the run longer",
+                            human_duration(s),
+                            human_duration(self.duration.0)
+                        ),
+                    );
+                }
+            }
+            if let Some(s) = app.startup() {
+                if s.invocations == Some(0) {
+                    return fail("invocations", "must be at least 1 (leave it out for no limit)".into());
+                }
+                if s.requests == Some(0) {
+                    return fail("requests", "must be at least 1 (leave it out for the whole trace)".into());
+                }
+                // Read now, so that an unknown or malformed trace is named on its line rather than when
+                // a run lays the job out.
+                if let Err(message) = crate::trace::load_trace_head(&s.trace, s.requests) {
+                    return fail("trace", message);
+                }
+            }
+            let own = u64::from(app.count) * u64::from(app.process_count());
+            processes = processes.saturating_add(own);
+            if processes > MAX_QUEUES {
+                // The field that makes the number, if the table writes one (else its line is cited).
+                let field = if fields.processes.is_some() { "processes" } else { "count" };
                 return fail(
                     field,
                     format!(
-                        "the job has more than {MAX_QUEUES} processes in all (count x processes, summed over \
-                         the applications): each is a scheduler queue, and in real runs a thread"
+                        "with this application's {own} (count {} x processes {}), the job has {processes} \
+                         processes in all, more than {MAX_QUEUES} processes, the limit (count x processes, \
+                         summed over the applications): each is a scheduler queue, and in real runs a thread",
+                        app.count,
+                        app.process_count()
                     ),
                 );
             }
+        }
+        // Reports and the JSON tell applications apart by name, copies of a `count` included.
+        let mut seen: BTreeMap<String, Option<usize>> = BTreeMap::new();
+        for (name, spec, source) in self.expanded_apps_with_source() {
+            if let Some(&other) = seen.get(&name) {
+                let base = spec.name.clone().unwrap_or_else(|| spec.kind().as_str().to_string());
+                let copy = if base == name {
+                    String::new()
+                } else {
+                    format!(" (the name of a copy: with `count`, copies are named {base}-0, {base}-1, ...)")
+                };
+                let place = source.map_or(Place::Top, Place::App);
+                let field = if source.is_some() { "name" } else { "workload" };
+                let mut invalid = Invalid::new(
+                    place,
+                    field,
+                    format!(
+                        "two applications are named `{name}`{copy}{OTHER}: reports and the JSON tell \
+                         applications apart by name; give one another `name`"
+                    ),
+                );
+                invalid.other = Some(other);
+                return Err(invalid);
+            }
+            seen.insert(name, source);
         }
         Ok(())
     }
@@ -1267,9 +1561,111 @@ fn app_key_line(text: &str, i: usize, key: &str) -> Option<usize> {
         .map(|(n, _)| n + 1)
 }
 
-/// The line where a top-level key is set.
+/// Whether a line sets `key` (`key = ...`, or `"key" = ...`).
+fn sets_key(line: &str, key: &str) -> bool {
+    line.split_once('=').is_some_and(|(k, _)| k.trim().trim_matches('"') == key)
+}
+
+/// The name of the table a header line opens (`[device]`: `device`; `[[app]]`: `app`), if it is one.
+fn header_name(line: &str) -> Option<&str> {
+    let t = line.trim_start();
+    let inner = t.strip_prefix("[[").or_else(|| t.strip_prefix('['))?;
+    Some(inner[..inner.find(']')?].trim())
+}
+
+/// The line where a top-level key is set (before the first table).
 fn top_level_line(text: &str, key: &str) -> Option<usize> {
-    text.lines().position(|l| l.split_once('=').is_some_and(|(k, _)| k.trim() == key)).map(|n| n + 1)
+    text.lines().take_while(|l| header_name(l).is_none()).position(|l| sets_key(l, key)).map(|n| n + 1)
+}
+
+/// The line of the header `[table]`.
+fn table_header_line(text: &str, table: &str) -> Option<usize> {
+    text.lines().position(|l| header_name(l) == Some(table)).map(|n| n + 1)
+}
+
+/// The line where `[table]` sets `key`, or where `[table.key]` starts; or, for a table written
+/// inline at the top level (`scheduler = { name = "x" }`), that line.
+fn table_key_line(text: &str, table: &str, key: &str) -> Option<usize> {
+    let mut current: Option<&str> = None;
+    for (n, l) in text.lines().enumerate() {
+        if let Some(name) = header_name(l) {
+            if name == format!("{table}.{key}") {
+                return Some(n + 1);
+            }
+            current = Some(name);
+        } else if current == Some(table) && sets_key(l, key) {
+            return Some(n + 1);
+        }
+    }
+    top_level_line(text, table)
+}
+
+/// A type error of serde in words a person reads: `invalid type: string "high", expected u32` becomes
+/// `expected a whole number from 1 to 1024, got the string "high"` for `window` (what the field
+/// takes, where it is known; else the type in words).
+fn in_words(message: &str, field: Option<&str>) -> String {
+    // toml's own word for an enum given a number (`kind = 3`).
+    if message == "wanted string or table" {
+        return match field {
+            Some("kind") => format!(
+                "expected a string, one of {}",
+                AppKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            _ => "expected a string".to_string(),
+        };
+    }
+    let Some(rest) =
+        message.strip_prefix("invalid type: ").or_else(|| message.strip_prefix("invalid value: "))
+    else {
+        return message.to_string();
+    };
+    let Some((got, expected)) = rest.rsplit_once(", expected ") else { return message.to_string() };
+    let expected = field.and_then(field_takes).map_or_else(|| type_in_words(expected), str::to_string);
+    // `integer `-1``, `boolean `true``: the value alone; `string "x"`: the string "x".
+    let got = match got.split_once(" `") {
+        Some((_, value)) => value.trim_end_matches('`').to_string(),
+        None if got.starts_with("string ") => format!("the {got}"),
+        None => match got {
+            "sequence" => "an array".to_string(),
+            "map" => "a table".to_string(),
+            other => other.to_string(),
+        },
+    };
+    format!("expected {expected}, got {got}")
+}
+
+/// What a field whose type alone does not say it takes (a number's range, a class's spelling).
+fn field_takes(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "weight" => "a whole number from 1 to 1000",
+        "count" | "processes" => "a whole number from 1 to 10000",
+        "window" => "a whole number from 1 to 1024",
+        "fps" => "a whole number from 1 to 1000",
+        "invocations" | "requests" => "a whole number, at least 1",
+        "depth" => "a whole number from 1 to 4096",
+        "seed" => "a whole number from 0 to 18446744073709551615",
+        "class" => "an I/O class: \"rt\", \"rt0\" to \"rt7\", \"be\", \"be0\" to \"be7\", or \"idle\"",
+        _ => return None,
+    })
+}
+
+/// serde's names of Rust types in words.
+fn type_in_words(expected: &str) -> String {
+    match expected {
+        "u8" | "u16" | "u32" | "u64" | "usize" => {
+            let max = match expected {
+                "u8" => u64::from(u8::MAX),
+                "u16" => u64::from(u16::MAX),
+                "u32" => u64::from(u32::MAX),
+                _ => u64::MAX,
+            };
+            format!("a whole number from 0 to {max}")
+        }
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
+        "f32" | "f64" => "a number".to_string(),
+        "a map" => "a table, such as { key = value }".to_string(),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -1482,5 +1878,224 @@ trace = "xterm"
             assert_eq!(err.line, line, "{err}\n{text}");
             assert!(err.to_string().contains(phrase), "{err} lacks {phrase:?}\n{text}");
         }
+    }
+
+    /// Reads `text` as `j.toml`, which must be refused: (line, field, message).
+    fn refused(text: &str) -> (Option<usize>, Option<String>, String) {
+        let err = Job::from_toml(text, "j.toml").expect_err(text);
+        (err.line, err.field.clone(), err.to_string())
+    }
+
+    /// A zero or tiny rate, count or period divided by zero (fps) or never let a run end (on/off of
+    /// 1ns): each is refused on its line with its range.
+    #[test]
+    fn a_zero_or_tiny_rate_count_or_period_is_refused_on_its_line_with_its_range() {
+        let app =
+            |kind: &str, extra: &str| format!("duration = \"5s\"\n[[app]]\nkind = \"{kind}\"\n{extra}\n");
+        let cases = [
+            (app("video", "fps = 0"), "fps", "1..=1000"),
+            (app("streaming", "fps = 0"), "fps", "1..=1000"),
+            (app("video", "fps = 1001"), "fps", "1..=1000"),
+            (app("seq-reader", "window = 0"), "window", "1..=1024"),
+            (app("rand-reader", "window = 1025"), "window", "1..=1024"),
+            (app("dbms", "window = 0"), "window", "1..=1024"),
+            (app("dbms", "processes = 0"), "processes", "1..=10000"),
+            (app("streaming", "processes = 0"), "processes", "1..=10000"),
+            (app("interleaved", "processes = 10001"), "processes", "1..=10000"),
+            (app("streaming", "every = \"0s\""), "every", "at least 1ms, got 0s"),
+            (app("startup", "trace = \"xterm\"\nevery = \"0s\""), "every", "at least 1ms, got 0s"),
+            (app("seq-reader", "on = \"1ns\"\noff = \"1s\""), "on", "at least 1ms, got 1ns"),
+            (app("seq-reader", "on = \"1s\"\noff = \"500us\""), "off", "at least 1ms, got 500us"),
+            (app("video", "length = \"0s\""), "length", "shorter than one frame (40ms at 25 fps)"),
+            (
+                app("video", "fps = 10\nlength = \"50ms\""),
+                "length",
+                "shorter than one frame (100ms at 10 fps)",
+            ),
+        ];
+        for (text, field, phrase) in cases {
+            let (line, named, message) = refused(&text);
+            assert_eq!(named.as_deref(), Some(field), "{message}");
+            let expected = text.lines().position(|l| l.starts_with(field)).map(|n| n + 1);
+            assert_eq!(line, expected, "{message}");
+            assert!(message.contains(phrase), "{message} lacks {phrase:?}");
+        }
+        // The limits themselves are taken.
+        for extra in ["fps = 1000", "length = \"40ms\""] {
+            Job::from_toml(&app("video", extra), "j.toml").unwrap();
+        }
+        Job::from_toml(&app("seq-reader", "window = 1024\non = \"1ms\"\noff = \"1ms\""), "j.toml").unwrap();
+        Job::from_toml(&app("dbms", "processes = 10000"), "j.toml").unwrap();
+    }
+
+    /// docs/safety.md: at most 10,000 processes in all. It used to stop at 9,990 (ten processes of a
+    /// named workload were counted in every job) and to name a `count` the file did not have.
+    #[test]
+    fn the_process_limit_is_10000_in_all_and_names_only_a_field_the_file_has() {
+        let dbms = |n: u32| format!("duration = \"1s\"\n[[app]]\nkind = \"dbms\"\nprocesses = {n}\n");
+        Job::from_toml(&dbms(10_000), "j.toml").unwrap();
+        Job::from_toml(&(dbms(9_999) + "[[app]]\nkind = \"seq-reader\"\n"), "j.toml").unwrap();
+        Job::from_toml("duration = \"1s\"\n[[app]]\nkind = \"seq-reader\"\ncount = 10000\n", "j.toml")
+            .unwrap();
+        // One more, from a table without `count` or `processes`: its own line, no field.
+        let (line, field, message) = refused(&(dbms(10_000) + "\n[[app]]\nkind = \"seq-reader\"\n"));
+        assert_eq!((line, field), (Some(6), None), "{message}");
+        assert!(message.contains("application's 1 (count 1 x processes 1), the job has 10001 processes in all, more than 10000 processes"), "{message}");
+        // The named workload's ten readers count.
+        let (line, field, message) =
+            refused(&dbms(9_991).replace("[[app]]", "workload = \"10r-seq\"\n[[app]]"));
+        assert_eq!((line, field.as_deref()), (Some(5), Some("processes")), "{message}");
+        assert!(message.contains("the job has 10001 processes in all"), "{message}");
+    }
+
+    /// Reports and the JSON tell applications apart by name: a name given twice, also one a `count`
+    /// makes for its copies, is refused on the second with the first's line.
+    #[test]
+    fn a_name_given_to_two_applications_is_refused_with_both_lines() {
+        let text = "duration = \"1s\"\n[[app]]\nname = \"a\"\nkind = \"seq-reader\"\n[[app]]\nname = \"a\"\nkind = \"rand-reader\"\n";
+        let (line, field, message) = refused(text);
+        assert_eq!((line, field.as_deref()), (Some(6), Some("name")), "{message}");
+        assert!(
+            message.contains("two applications are named `a` (the other on line 3): reports"),
+            "{message}"
+        );
+        // `count = 2` names its copies seq-0 and seq-1.
+        let text = "duration = \"1s\"\n[[app]]\nname = \"seq-1\"\nkind = \"seq-reader\"\n[[app]]\nname = \"seq\"\nkind = \"seq-reader\"\ncount = 2\n";
+        let (line, field, message) = refused(text);
+        assert_eq!((line, field.as_deref()), (Some(6), Some("name")), "{message}");
+        assert!(
+            message.contains("`seq-1` (the name of a copy")
+                && message.contains("seq-1, ...) (the other on line 3)"),
+            "{message}"
+        );
+        // An application of the named workload: the other line is the workload's.
+        let text =
+            "duration = \"1s\"\nworkload = \"10r-seq\"\n[[app]]\nname = \"seq-reader-3\"\nkind = \"video\"\n";
+        let (line, _, message) = refused(text);
+        assert_eq!(line, Some(4), "{message}");
+        assert!(message.contains("(the other on line 2)"), "{message}");
+        // Built as values: the table's number instead of a line.
+        let mut job = Job::new(Duration(bfq_sched::SEC));
+        job.apps = vec![AppSpec::new(AppKind::Video).named("v"), AppSpec::new(AppKind::Video).named("v")];
+        let (app, field, message) = job.validate().unwrap_err();
+        assert_eq!((app, field.as_str()), (Some(1), "name"));
+        assert!(message.contains("named `v` (the other is [[app]] number 1): "), "{message}");
+    }
+
+    #[test]
+    fn an_application_starting_at_or_after_the_end_of_the_run_is_refused_on_its_start() {
+        let app = |kind: &str, start: &str| {
+            format!("duration = \"2s\"\n[[app]]\nkind = \"{kind}\"\ntrace = \"xterm\"\nstart = \"{start}\"\n")
+        };
+        let (line, field, message) = refused(&app("startup", "2s"));
+        assert_eq!((line, field.as_deref()), (Some(5), Some("start")), "{message}");
+        assert!(message.contains("2s is at or after the end of the run (duration 2s)"), "{message}");
+        let video = app("video", "3s").replace("trace = \"xterm\"\n", "");
+        assert_eq!(refused(&video).1.as_deref(), Some("start"));
+        Job::from_toml(&app("startup", "1999ms"), "j.toml").unwrap();
+    }
+
+    /// An unknown trace, or one with a request larger than its process's file, used to pass the job
+    /// file and fail when a run laid it out (`bfq run`: a short read mid-run), without a line.
+    #[test]
+    fn a_trace_that_cannot_be_replayed_is_refused_on_its_line() {
+        let text = "duration = \"1s\"\n[[app]]\nkind = \"startup\"\ntrace = \"nosuch\"\n";
+        let (line, field, message) = refused(text);
+        assert_eq!((line, field.as_deref()), (Some(4), Some("trace")), "{message}");
+        assert!(
+            message.contains("neither a built-in trace (xterm, gnometerm) nor a readable file"),
+            "{message}"
+        );
+        let path = std::env::temp_dir().join(format!("bfq-big-request-{}.trace", std::process::id()));
+        std::fs::write(&path, "p 0 8 0 Seq 0 0 R 0 START\np 0 65536 0 Seq 0 0 R 0 C\n").unwrap();
+        let (line, field, message) = refused(&text.replace("nosuch", path.to_str().unwrap()));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!((line, field.as_deref()), (Some(4), Some("trace")), "{message}");
+        assert!(message.contains("line 2: size 65536 sectors out of range"), "{message}");
+    }
+
+    /// `[scheduler] name` is checked with the job (it was reported as if given to `--scheduler`), on
+    /// its own line, not on the job's `name`; its tunables too.
+    #[test]
+    fn the_jobs_scheduler_and_its_tunables_are_refused_on_their_lines() {
+        let text =
+            "name = \"t\"\nduration = \"1s\"\n[scheduler]\nname = \"bfqq\"\n[[app]]\nkind = \"seq-reader\"\n";
+        let (line, field, message) = refused(text);
+        assert_eq!((line, field.as_deref()), (Some(4), Some("name")), "{message}");
+        assert!(message.contains("[scheduler] name: unknown scheduler \"bfqq\" (known: bfq,"), "{message}");
+        let text = text.replace("bfqq\"", "bfq\"\nparams = { no_such_tunable = 1 }");
+        let (line, field, message) = refused(&text);
+        assert_eq!((line, field.as_deref()), (Some(5), Some("params")), "{message}");
+        assert!(message.contains("no_such_tunable"), "{message}");
+    }
+
+    /// serde's `invalid type: string "high", expected i64` named Rust types: the message says what the
+    /// field takes instead.
+    #[test]
+    fn a_value_of_the_wrong_type_is_refused_saying_what_the_field_takes() {
+        let app = |extra: &str| format!("duration = \"1s\"\n[[app]]\nkind = \"seq-reader\"\n{extra}\n");
+        let cases = [
+            (
+                app("weight = \"high\""),
+                "field `weight`: expected a whole number from 1 to 1000, got the string \"high\"",
+            ),
+            (
+                app("window = \"x\""),
+                "field `window`: expected a whole number from 1 to 1024, got the string \"x\"",
+            ),
+            (app("count = -1"), "field `count`: expected a whole number from 1 to 10000, got -1"),
+            (
+                app("file_size = true"),
+                "field `file_size`: expected a size: a number of bytes, or a string such as \"128KiB\"",
+            ),
+            (app("on = 1.5\noff = \"1s\""), "field `on`: expected a duration: a string such as \"500ms\""),
+            (app("class = 3"), "field `class`: expected an I/O class"),
+            (
+                app("").replace("\"seq-reader\"", "3"),
+                "field `kind`: expected a string, one of seq-reader, rand-reader",
+            ),
+            (
+                app("") + "[device]\nparams = 3\n",
+                "field `params`: expected a table, such as { key = value }, got 3",
+            ),
+            (
+                app("") + "[writeback]\ndepth = \"x\"\n",
+                "field `depth`: expected a whole number from 1 to 4096",
+            ),
+            (
+                "duration = \"1s\"\nseed = \"x\"\nworkload = \"10r-seq\"\n".into(),
+                "field `seed`: expected a whole number from 0 to",
+            ),
+        ];
+        for (text, phrase) in cases {
+            let (_, _, message) = refused(&text);
+            assert!(message.contains(phrase), "{message} lacks {phrase:?}");
+            for rust in ["i64", "u32", "u64", "untagged"] {
+                assert!(!message.contains(rust), "{message} names {rust}");
+            }
+        }
+    }
+
+    /// A web server's large files and a streaming server's per-stream parts must fit in its file: a
+    /// smaller one read past its region, over other applications' files.
+    #[test]
+    fn a_file_too_small_for_a_web_or_streaming_servers_layout_is_refused() {
+        let app =
+            |kind: &str, extra: &str| format!("duration = \"1s\"\n[[app]]\nkind = \"{kind}\"\n{extra}\n");
+        let (line, field, message) =
+            refused(&app("web-server", "request_size = \"4KiB\"\nfile_size = \"64KiB\""));
+        assert_eq!((line, field.as_deref()), (Some(5), Some("file_size")), "{message}");
+        assert!(
+            message.contains("too small for a web server") && message.contains("at least 64 MiB"),
+            "{message}"
+        );
+        Job::from_toml(&app("web-server", "file_size = \"64MiB\""), "j.toml").unwrap();
+        let (_, field, message) = refused(&app("streaming", "processes = 64\nfile_size = \"4MiB\""));
+        assert_eq!(field.as_deref(), Some("file_size"), "{message}");
+        assert!(
+            message.contains("64 streams of 128 KiB chunks") && message.contains("use at least 8 MiB"),
+            "{message}"
+        );
+        Job::from_toml(&app("streaming", "processes = 64\nfile_size = \"8MiB\""), "j.toml").unwrap();
     }
 }

@@ -84,6 +84,15 @@ pub fn layout(job: &Job, default_file_bytes: u64) -> Result<(Vec<Placement>, u64
             None => spec.file_size().map_or(default_file_bytes, |s| s.0),
         }
         .next_multiple_of(REGION_ALIGN);
+        // A `file_size` in the job was checked when it was read; the default is checked here.
+        if trace.is_none() {
+            if let Some(problem) = crate::apps::region_problem(&spec, len) {
+                return Err(LayoutError {
+                    app: name,
+                    message: format!("file_size not set: the default {problem}"),
+                });
+            }
+        }
         let start = match spec.at {
             Some(Size(at)) if at < next => {
                 return Err(LayoutError {

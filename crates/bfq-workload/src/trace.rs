@@ -83,8 +83,15 @@ impl Trace {
             }
             let sectors: u32 =
                 fields[2].parse().map_err(|_| format!("line {}: bad size {:?}", n + 1, fields[2]))?;
-            if sectors == 0 || sectors > 1 << 16 {
-                return Err(format!("line {}: size {} sectors out of range", n + 1, sectors));
+            // Each request must fit in the traced process's file: a larger one read past it (a short
+            // read on a real target).
+            if sectors == 0 || u64::from(sectors) * 512 > THREAD_FILE_BYTES {
+                return Err(format!(
+                    "line {}: size {sectors} sectors out of range: a request is 1 to {} sectors (512 bytes \
+                     each), to fit in the {THREAD_FILE_BYTES}-byte file each traced process reads",
+                    n + 1,
+                    THREAD_FILE_BYTES / 512
+                ));
             }
             let sequential = match fields[4] {
                 "Seq" => true,
@@ -194,6 +201,17 @@ mod tests {
         // The xterm trace's first 376 requests are all the xterm process's (its loader and libraries).
         let x = Trace::builtin("xterm").unwrap().first(376);
         assert_eq!(x.threads.len(), 1);
+    }
+
+    /// A request larger than the 20,000,000-byte file of its process is refused with its line: it
+    /// used to pass, and a real run then failed with a short read.
+    #[test]
+    fn a_request_larger_than_its_process_file_is_refused_with_its_line() {
+        let fits = "p 0 39062 0 Seq 0 0 R 0 START\n";
+        assert!(Trace::parse(fits).is_ok());
+        let err = Trace::parse(&format!("{fits}p 0 39063 0 Seq 0 0 R 0 C\n")).unwrap_err();
+        assert!(err.starts_with("line 2: size 39063 sectors out of range"), "{err}");
+        assert!(err.contains("1 to 39062 sectors") && err.contains("20000000-byte file"), "{err}");
     }
 
     #[test]

@@ -214,6 +214,42 @@ pub struct BuildError {
     pub message: String,
 }
 
+/// Why a region of `len` bytes cannot hold what application `spec` reads and writes in it, if it
+/// cannot (each request fitting in it is checked by [`crate::Job::validate`]): a web server's largest
+/// files, or a streaming server's chunk in each stream's part. Checked on the job's `file_size`
+/// ([`crate::Job::validate`]) and on the default one ([`crate::layout::layout`]).
+pub fn region_problem(spec: &crate::AppSpec, len: u64) -> Option<String> {
+    use crate::job::Workload;
+    use crate::units::format_size;
+    match &spec.workload {
+        Workload::WebServer(_) if !web::region_holds_its_files(len, &web::WebFiles::default()) => {
+            Some(format!(
+                "{} is too small for a web server: its large files (up to 30 MB) lie in the second half of \
+             its file, less the last twentieth (its log); use at least {} MiB",
+                format_size(len),
+                web::MIN_REGION_MIB
+            ))
+        }
+        Workload::Streaming(_) => {
+            let streams = u64::from(spec.process_count().max(1));
+            let part = Region { start: 0, len }.part(0, streams).len;
+            let chunk = spec.request_bytes();
+            (part < chunk).then(|| {
+                format!(
+                    "{} is too small for {streams} streams of {} chunks: each stream reads its own \
+                     4 KiB-aligned part of the file ({}), which must hold a chunk; use at least {}, or \
+                     fewer `processes`",
+                    format_size(len),
+                    format_size(chunk),
+                    format_size(part),
+                    format_size(streams * chunk.next_multiple_of(4096))
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Builds every application of `job` on its placement ([`crate::layout::layout`]): the one place a
 /// job's kinds and options become request generators, for the simulator and the engine runner alike.
 pub fn build(job: &crate::Job, places: Vec<crate::Placement>) -> Result<NamedApps, BuildError> {
@@ -249,7 +285,7 @@ pub fn build(job: &crate::Job, places: Vec<crate::Placement>) -> Result<NamedApp
                 qspec,
                 region,
                 request,
-                SEC / u64::from(v.fps.unwrap_or(25)),
+                SEC / u64::from(v.fps.unwrap_or(crate::job::DEFAULT_FPS)),
                 v.buffer.map_or(200 * MSEC, |d| d.0),
                 v.start.map_or(0, |d| d.0),
                 v.length.map_or(job.duration.0, |d| d.0),

@@ -82,14 +82,38 @@ pub struct WebServer {
     stats: WebStats,
 }
 
+/// A server's region split into where its small files, its large files and its log lie: the first
+/// half, the second half but its last twentieth, and that twentieth.
+fn split(region: Region) -> (Region, Region, Region) {
+    let small = region.part(0, 2);
+    let log = region.part(19, 20);
+    // Empty, not wrapped, for a region too small for the split (refused by `Job::validate`).
+    let large =
+        Region { start: small.start + small.len, len: log.start.saturating_sub(small.start + small.len) };
+    (small, large, log)
+}
+
+/// Whether a server's region of `len` bytes holds its largest files in their parts of it (a small file
+/// in the first half, the largest large file in the second, the largest log record in the log's part):
+/// a smaller region made its reads and log writes run past it, over other applications' files.
+pub fn region_holds_its_files(len: u64, files: &WebFiles) -> bool {
+    let (small, large, log) = split(Region { start: 0, len });
+    let largest = (files.large_max_bytes / 4096).max(files.large_min_bytes.div_ceil(4096).max(1)) * 4096;
+    small.len >= files.small_bytes.next_multiple_of(4096).max(4096)
+        && large.len >= largest
+        && log.len >= u64::from(files.log_max_bytes.max(1024))
+}
+
+/// The smallest region, in whole MiB, that [`region_holds_its_files`] accepts with the seed's files:
+/// what a refusal suggests (64 MiB).
+pub const MIN_REGION_MIB: u64 = 64;
+
 impl WebServer {
     /// A server whose files and log live in `region` (the disk, in seed 002): small files in its
     /// first half, large files in the second half but its last twentieth, which holds the log (the
     /// seed does not say where the log lies).
     pub fn new(spec: QueueSpec, region: Region, processes: usize, files: WebFiles) -> Self {
-        let small = region.part(0, 2);
-        let log = region.part(19, 20);
-        let large = Region { start: small.start + small.len, len: log.start - (small.start + small.len) };
+        let (small, large, log) = split(region);
         WebServer {
             spec,
             small,
@@ -243,6 +267,18 @@ mod tests {
     use crate::rng::SimRng;
 
     use crate::apps::UnlimitedCache as Unlimited;
+
+    /// A server's region must hold its largest files (30 MB in seed 002) in the second half, less the
+    /// log's twentieth: 64 MiB does, 63 MiB does not; a smaller one read past its region.
+    #[test]
+    fn a_region_of_64_mib_holds_the_largest_files_and_63_mib_does_not() {
+        let files = WebFiles::default();
+        assert!(region_holds_its_files(MIN_REGION_MIB << 20, &files));
+        assert!(!region_holds_its_files((MIN_REGION_MIB - 1) << 20, &files));
+        assert!(!region_holds_its_files(64 << 10, &files), "and a tiny one is refused, not wrapped");
+        let (_, large, _) = split(Region { start: 0, len: 64 << 10 });
+        assert_eq!(large.len, 0);
+    }
 
     /// Seed 002, web server: nine files in ten are small 16 kB files in the first half of the disk,
     /// the rest large files of 1 to 30 MB in the second half.
