@@ -32,42 +32,16 @@ pub fn execute(args: ServeArgs) -> Result<()> {
     };
     config.event_log = args.events.clone();
     if args.check {
+        // What a start would find wrong before it creates anything: files, sockets, ports.
+        bfq_serve::check(&config)?;
         println!(
-            "{}: {} export(s), scheduler {}",
+            "{}: {} export(s), scheduler {}: ready to serve",
             args.config.as_ref().map_or("<embedded default>".into(), |p| p.display().to_string()),
             config.exports.len(),
             config.scheduler
         );
         return Ok(());
     }
-    let exports: Vec<String> = config
-        .exports
-        .iter()
-        .map(|e| {
-            format!(
-                "{} ({}, weight {}{}{}, {})",
-                e.name,
-                e.path.display(),
-                e.spec.weight,
-                if e.read_only { ", read-only" } else { "" },
-                match e.cache {
-                    bfq_serve::Cache::None => "",
-                    bfq_serve::Cache::Read => ", reads from the page cache when cached",
-                    bfq_serve::Cache::Writeback => ", through the page cache",
-                },
-                match config.read_ahead {
-                    _ if e.cache == bfq_serve::Cache::Writeback => "the kernel's read-ahead".to_string(),
-                    0 => "no read-ahead".to_string(),
-                    n if n % (1 << 20) == 0 => format!("read-ahead {} MiB", n >> 20),
-                    n => format!("read-ahead {} KiB", n >> 10),
-                } + if config.read_cache > 0 && e.cache == bfq_serve::Cache::None {
-                    ", its windows kept in the read cache when read again"
-                } else {
-                    ""
-                }
-            )
-        })
-        .collect();
     // One note per device whose kernel scheduler sits below the server's.
     let mut noted = Vec::new();
     for e in &config.exports {
@@ -80,17 +54,60 @@ pub fn execute(args: ServeArgs) -> Result<()> {
             }
         }
     }
-    let read_cache = config.read_cache;
-    bfq_serve::run_until_signal(config, args.config.clone(), |addresses| {
-        eprintln!("bfq serve: listening on {}", addresses.join(", "));
-        eprintln!("bfq serve: exports: {}", exports.join("; "));
-        if read_cache > 0 {
+    let shown = config.clone();
+    let stopped = bfq_serve::run_until_signal(config, args.config.clone(), |started| {
+        eprintln!("bfq serve: listening on {}", started.addresses.join(", "));
+        if let Some(metrics) = &started.metrics {
+            eprintln!("bfq serve: metrics at http://{metrics}/metrics");
+        }
+        for (i, e) in shown.exports.iter().enumerate() {
+            eprintln!("bfq serve: export {}", describe(&shown, e, started.read_cached.get(i) == Some(&true)));
+        }
+        if shown.read_cache > 0 {
             eprintln!(
                 "bfq serve: read cache of up to {} MiB (no more than its exports hold) for exports with cache = \"none\" off tmpfs",
-                read_cache >> 20
+                shown.read_cache >> 20
             );
         }
     })?;
-    eprintln!("bfq serve: stopped; every request was answered");
+    if stopped.closed == 0 {
+        eprintln!("bfq serve: stopped; every request was answered");
+    } else {
+        eprintln!(
+            "bfq serve: stopped; {} connection(s) still open at stop_timeout were closed (replies they had not read are lost)",
+            stopped.closed
+        );
+    }
     Ok(())
+}
+
+/// One export for the start-up lines: `vm1 (/var/tmp/vm1.img, weight 300, read-ahead 4 MiB)`.
+/// `read_cached`: its windows go into the read cache (the server knows: not for a file on tmpfs,
+/// which is in memory already).
+fn describe(config: &Config, e: &bfq_serve::Export, read_cached: bool) -> String {
+    let read_ahead = match config.read_ahead {
+        _ if e.cache == bfq_serve::Cache::Writeback => "the kernel's read-ahead".to_string(),
+        0 => "no read-ahead".to_string(),
+        n if n % (1 << 20) == 0 => format!("read-ahead {} MiB", n >> 20),
+        n => format!("read-ahead {} KiB", n >> 10),
+    };
+    format!(
+        "{} ({}, weight {}{}{}, {read_ahead}{})",
+        e.name,
+        e.path.display(),
+        e.spec.weight,
+        if e.read_only { ", read-only" } else { "" },
+        match e.cache {
+            bfq_serve::Cache::None => "",
+            bfq_serve::Cache::Read => ", reads from the page cache when cached",
+            bfq_serve::Cache::Writeback => ", through the page cache",
+        },
+        if read_cached {
+            ", its windows kept in the read cache when read again"
+        } else if config.read_cache > 0 && e.cache == bfq_serve::Cache::None {
+            ", no read cache (its file is in memory already)"
+        } else {
+            ""
+        }
+    )
 }

@@ -178,6 +178,56 @@ impl Served {
         served
     }
 
+    /// A server of one export `a` on a small file (1 MiB), listening on its Unix socket and on a TCP
+    /// port of its own (`tcp` gives it), with `top` configuration lines; its open files limited to
+    /// `files` when given (`ulimit -n` in a shell that then becomes the server).
+    fn small(tag: &str, top: &str, files: Option<u32>) -> (Served, String) {
+        let pid = std::process::id();
+        sweep_killed_runs();
+        let dir = PathBuf::from(format!("{DIR_PREFIX}{tag}-{pid}"));
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e} (not touched)", dir.display()));
+        let (socket, config, image) = (dir.join("s.sock"), dir.join("serve.toml"), dir.join("a.img"));
+        std::fs::write(&image, vec![0x5au8; 1 << 20]).unwrap();
+        std::fs::write(
+            &config,
+            format!(
+                "{top}\nlisten = [\"unix:{}\", \"127.0.0.1:0\"]\nsummary_interval = \"off\"\n[[export]]\nname = \"a\"\npath = \"{}\"\n",
+                socket.display(),
+                image.display()
+            ),
+        )
+        .unwrap();
+        let bfq = env!("CARGO_BIN_EXE_bfq");
+        let mut command = match files {
+            Some(n) => {
+                let mut c = Command::new("bash");
+                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" serve --config \"$1\"")])
+                    .arg(bfq)
+                    .arg(&config);
+                c
+            }
+            None => {
+                let mut c = Command::new(bfq);
+                c.args(["serve", "--config"]).arg(&config);
+                c
+            }
+        };
+        let mut child =
+            command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("bfq serve starts");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send((Instant::now(), line));
+            }
+        });
+        std::fs::write(dir.join("server.pid"), child.id().to_string()).unwrap();
+        let mut served = Served { child: Some(child), lines, dir, config, socket };
+        let listening = served.line_with("bfq serve: listening on", Duration::from_secs(30));
+        let tcp = listening.rsplit(", ").next().unwrap().to_string();
+        (served, tcp)
+    }
+
     fn config_text(dir: &Path, socket: &Path, exports: &[(&str, u32)]) -> String {
         let mut text = format!("listen = [\"unix:{}\"]\nsummary_interval = \"off\"\n", socket.display());
         for (name, weight) in exports {
@@ -187,6 +237,28 @@ impl Served {
             );
         }
         text
+    }
+
+    /// Waits for a line of standard error that contains `what`; returns it.
+    fn line_with(&mut self, what: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok((_, line)) if line.contains(what) => return line,
+                Ok((_, line)) => seen.push(line),
+                Err(_) => panic!(
+                    "no line with {what:?} from bfq serve within {within:?}; it said:\n{}",
+                    seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// The lines of standard error that came so far.
+    fn lines_so_far(&mut self) -> Vec<String> {
+        self.lines.try_iter().map(|(_, l)| l).collect()
     }
 
     /// Waits for a line of standard error that contains `what`; returns when it came.
@@ -502,4 +574,93 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
         bfq_loaded * 20 < fifo_loaded,
         "BFQ's p99 beside the copy ({bfq_loaded:?}) is not far below FIFO's ({fifo_loaded:?})"
     );
+}
+
+/// A client that connects and sends nothing (or only the first step of the handshake) used to keep
+/// the server alive after SIGTERM for as long as the client stayed: negotiation had no stop. Now a
+/// connection still negotiating is closed after the stop's grace, and the server exits 0.
+#[test]
+fn sigterm_ends_a_server_whose_clients_connected_and_sent_nothing() {
+    let (mut served, tcp) = Served::small("silent", "", None);
+    let mut silent = std::net::TcpStream::connect(&tcp).unwrap();
+    let mut greeted = UnixStream::connect(&served.socket).unwrap();
+    greeted.read_exact(&mut [0u8; 18]).unwrap();
+    greeted.write_all(&3u32.to_be_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    served.signal("TERM");
+    assert!(served.wait_exit(Duration::from_secs(10)).success(), "bfq serve exits 0 on SIGTERM");
+    silent.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut rest = Vec::new();
+    silent.read_to_end(&mut rest).expect("the server closed the connection");
+    assert_eq!(&rest[..8], b"NBDMAGIC", "the greeting, then the end");
+}
+
+/// Out of descriptors (`ulimit -n 60`, 40 clients): every client is either served or has its
+/// connection closed at once (none waits forever in the backlog), and the failure is said at most
+/// about once a second, not every 50 ms.
+#[test]
+fn a_server_out_of_descriptors_closes_new_connections_and_says_so_about_once_a_second() {
+    let began = Instant::now();
+    let (mut served, tcp) = Served::small("fds", "", Some(60));
+    let (mut greeted, mut closed) = (0, 0);
+    let mut clients = Vec::new();
+    for _ in 0..40 {
+        let mut c = std::net::TcpStream::connect(&tcp).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut hello = [0u8; 18];
+        match c.read(&mut hello) {
+            Ok(n) if n > 0 => greeted += 1,
+            Ok(_) => closed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => closed += 1,
+            Err(e) => panic!("client {}: neither served nor closed: {e}", greeted + closed),
+        }
+        clients.push(c);
+    }
+    eprintln!("{greeted} clients greeted, {closed} closed at once");
+    assert!(closed > 0, "60 descriptors cannot serve 40 clients");
+    std::thread::sleep(Duration::from_millis(1500));
+    let said = served.lines_so_far().iter().filter(|l| l.contains("accept failed")).count();
+    let seconds = began.elapsed().as_secs() as usize;
+    assert!((1..=seconds + 2).contains(&said), "{said} lines about failed accepts in {seconds} s");
+    drop(clients);
+    served.signal("TERM");
+    assert!(served.wait_exit(Duration::from_secs(10)).success(), "bfq serve exits 0 on SIGTERM");
+}
+
+/// `bfq serve --check` finds what a start would fail on, and creates nothing: here a port in use,
+/// and an export's file in a directory that does not exist.
+#[test]
+fn serve_check_refuses_what_a_start_would_fail_on_and_creates_nothing() {
+    let (mut served, tcp) = Served::small("check", "", None);
+    let dir = served.dir.clone();
+    let check = |text: &str| {
+        let file = dir.join("check.toml");
+        std::fs::write(&file, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+            .args(["serve", "--check", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let fresh = dir.join("fresh.img");
+    let export = format!("[[export]]\nname = \"f\"\npath = \"{}\"\nsize = \"1MiB\"\n", fresh.display());
+    let (code, err) = check(&format!("listen = [\"{tcp}\"]\n{export}"));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&format!("cannot listen on {tcp}")), "{err}");
+    let (code, err) = check(&format!("listen = [\"unix:{}\"]\n{export}", served.socket.display()));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("is in use by another server"), "{err}");
+    let nowhere = format!(
+        "[[export]]\nname = \"f\"\npath = \"{}\"\nsize = \"1MiB\"\n",
+        dir.join("nowhere/f.img").display()
+    );
+    let (code, err) = check(&format!("listen = [\"127.0.0.1:0\"]\n{nowhere}"));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("nowhere does not exist"), "{err}");
+    let (code, err) = check(&format!("listen = [\"127.0.0.1:0\"]\n{export}"));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!fresh.exists(), "--check creates nothing");
+    served.signal("TERM");
+    assert!(served.wait_exit(Duration::from_secs(10)).success());
 }

@@ -10,6 +10,7 @@
 //! summary_interval = "10s"           # one line per export on standard error ("off": none)
 //! read_ahead = "4MiB"                # how far ahead of a shallow sequential reader (default 4MiB; "off")
 //! read_cache = "2GiB"                # windows kept in memory for re-reads (default "off")
+//! stop_timeout = "30s"               # after SIGTERM, connections still open then are closed
 //!
 //! [[export]]
 //! name = "vm1"
@@ -26,6 +27,9 @@ use std::path::PathBuf;
 
 use bfq_sched::{IoClass, QueueSpec, MAX_WEIGHT, MIN_WEIGHT};
 use serde::Deserialize;
+use toml::Spanned;
+
+use crate::protocol::MAX_STRING;
 
 /// The configuration `bfq serve` runs without a `--config`: one export of 1 GiB on a file under
 /// /var/tmp (created on first use, never overwritten), on localhost's NBD port.
@@ -65,6 +69,8 @@ pub struct Export {
     pub description: Option<String>,
     /// Whether the export's reads and writes go through the page cache.
     pub cache: Cache,
+    /// The line of its `path` in the configuration, for errors about its file.
+    pub line: Option<usize>,
 }
 
 /// How an export's data reaches its device (qemu's names).
@@ -112,8 +118,13 @@ pub struct Config {
     /// Where to write the scheduler's events (not a configuration field: `bfq serve --events`); with
     /// several devices, one file each, `FILE.N` in the order of their first export.
     pub event_log: Option<PathBuf>,
+    /// After a stop (SIGTERM), how long connections may take to end before the ones still open
+    /// are closed (a client that keeps sending, or never reads its replies).
+    pub stop_timeout: std::time::Duration,
     /// The exports.
     pub exports: Vec<Export>,
+    /// The file it was read from, as its errors name it.
+    pub file: String,
 }
 
 /// A configuration that cannot be used.
@@ -130,118 +141,270 @@ pub struct ConfigError {
     pub message: String,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawConfig {
-    #[serde(default = "default_listen")]
-    listen: Vec<String>,
-    #[serde(default = "default_scheduler")]
-    scheduler: String,
-    #[serde(default)]
-    params: Option<BTreeMap<String, toml::Value>>,
-    #[serde(default = "default_depth")]
-    depth: u32,
-    #[serde(default)]
-    metrics: Option<String>,
-    #[serde(default)]
-    summary_interval: Option<String>,
-    #[serde(default)]
-    read_ahead: Option<toml::Value>,
-    #[serde(default)]
-    read_cache: Option<toml::Value>,
-    #[serde(default)]
-    threads: Option<i64>,
-    #[serde(default, rename = "export")]
-    exports: Vec<RawExport>,
+/// A TOML value and where it stands in the text: every field's line comes from its value's span.
+#[derive(Debug)]
+enum Node {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Date(String),
+    List(Vec<Spanned<Node>>),
+    Table(Vec<(String, Spanned<Node>)>),
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawExport {
-    name: String,
-    path: PathBuf,
-    #[serde(default)]
-    size: Option<toml::Value>,
-    #[serde(default)]
-    weight: Option<i64>,
-    #[serde(default)]
-    class: Option<String>,
-    #[serde(default)]
-    read_only: bool,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    cache: Option<String>,
+/// The key under which the toml crate hands over a date-time as a one-entry table.
+const TOML_DATETIME: &str = "$__toml_private_datetime";
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Node;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a TOML value")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Node, E> {
+                Ok(Node::Str(v.into()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Node, E> {
+                Ok(Node::Str(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
+                Ok(Node::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Node, E> {
+                i64::try_from(v).map(Node::Int).map_err(|_| E::custom(format!("{v} is too large")))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Node, E> {
+                Ok(Node::Float(v))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
+                Ok(Node::Bool(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut items = Vec::new();
+                while let Some(x) = a.next_element()? {
+                    items.push(x);
+                }
+                Ok(Node::List(items))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut entries = Vec::new();
+                // Keys as plain strings: a date-time's one key is not a spanned value.
+                while let Some(k) = a.next_key::<String>()? {
+                    if k == TOML_DATETIME {
+                        return Ok(Node::Date(a.next_value()?));
+                    }
+                    entries.push((k, a.next_value()?));
+                }
+                Ok(Node::Table(entries))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
-fn default_listen() -> Vec<String> {
-    vec!["127.0.0.1:10809".into()]
+impl Node {
+    /// What the value is, for an error: `the string "300"`, `the number 32`, `a table`.
+    fn describe(&self) -> String {
+        match self {
+            Node::Str(s) => format!("the string {s:?}"),
+            Node::Int(n) => format!("the number {n}"),
+            Node::Float(x) => format!("the number {x}"),
+            Node::Bool(b) => format!("`{b}`"),
+            Node::Date(d) => format!("the date {d}"),
+            Node::List(_) => "a list".into(),
+            Node::Table(_) => "a table".into(),
+        }
+    }
 }
 
-fn default_scheduler() -> String {
-    "bfq".into()
+/// The top-level fields, in the order the documentation gives them.
+const TOP_FIELDS: [&str; 11] = [
+    "listen",
+    "scheduler",
+    "params",
+    "depth",
+    "metrics",
+    "summary_interval",
+    "read_ahead",
+    "read_cache",
+    "threads",
+    "stop_timeout",
+    "export",
+];
+
+/// The fields of an `[[export]]`.
+const EXPORT_FIELDS: [&str; 8] =
+    ["name", "path", "size", "weight", "class", "read_only", "description", "cache"];
+
+/// Errors of one configuration text: the file's name and the line of a span.
+struct Source<'a> {
+    file: &'a str,
+    text: &'a str,
 }
 
-fn default_depth() -> u32 {
-    32
+impl Source<'_> {
+    fn line(&self, span: &std::ops::Range<usize>) -> usize {
+        self.text[..span.start.min(self.text.len())].matches('\n').count() + 1
+    }
+
+    fn err(&self, at: Option<&std::ops::Range<usize>>, field: &str, message: String) -> ConfigError {
+        ConfigError {
+            file: self.file.into(),
+            line: at.map(|s| self.line(s)),
+            field: Some(field.into()),
+            message,
+        }
+    }
+
+    /// `node`'s string, or an error that says what was `expected`.
+    fn string(&self, node: &Spanned<Node>, field: &str, expected: &str) -> Result<String, ConfigError> {
+        match node.get_ref() {
+            Node::Str(s) => Ok(s.clone()),
+            other => Err(self.err(
+                Some(&node.span()),
+                field,
+                format!("expected {expected}, got {}", other.describe()),
+            )),
+        }
+    }
+
+    /// `node`'s whole number, or an error that says what was `expected`.
+    fn int(&self, node: &Spanned<Node>, field: &str, expected: &str) -> Result<i64, ConfigError> {
+        match node.get_ref() {
+            Node::Int(n) => Ok(*n),
+            other => Err(self.err(
+                Some(&node.span()),
+                field,
+                format!("expected {expected}, got {}", other.describe()),
+            )),
+        }
+    }
+
+    /// The fields of a table as a map, each checked against `known`.
+    fn fields(
+        &self,
+        entries: Vec<(String, Spanned<Node>)>,
+        known: &[&str],
+        prefix: &str,
+    ) -> Result<BTreeMap<String, Spanned<Node>>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (k, v) in entries {
+            if !known.contains(&k.as_str()) {
+                return Err(self.err(
+                    Some(&v.span()),
+                    &format!("{prefix}{k}"),
+                    format!("unknown field (known: {})", known.join(", ")),
+                ));
+            }
+            out.insert(k, v);
+        }
+        Ok(out)
+    }
+}
+
+/// A value of a size field that may be `"off"` (`read_ahead`, `read_cache`), not yet checked
+/// against its field's limits: `None` when absent, `Some(0)` for `"off"`, `"0"` or 0.
+fn size_or_off(
+    src: &Source,
+    node: Option<&Spanned<Node>>,
+    field: &str,
+    example: &str,
+) -> Result<Option<u64>, ConfigError> {
+    let Some(node) = node else { return Ok(None) };
+    let fail = |m: String| src.err(Some(&node.span()), field, m);
+    match node.get_ref() {
+        Node::Str(s) if s == "off" || s == "0" => Ok(Some(0)),
+        Node::Int(n) if *n >= 0 => Ok(Some(*n as u64)),
+        Node::Str(s) => parse_size(s).map(Some).map_err(fail),
+        other => {
+            Err(fail(format!("expected a size such as \"{example}\" or \"off\", got {}", other.describe())))
+        }
+    }
 }
 
 impl Config {
     /// Reads a configuration; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let message = e.message().trim().to_string();
-            let field = message.find("field `").and_then(|i| {
-                let rest = &message[i + 7..];
-                rest.find('`').map(|j| rest[..j].to_string())
-            });
-            ConfigError { file: file.into(), line: e.span().map(|s| line_of(s.start)), field, message }
+        let src = Source { file, text };
+        let root: Node = toml::from_str(text).map_err(|e| ConfigError {
+            file: file.into(),
+            line: e.span().map(|s| src.line(&s)),
+            field: None,
+            message: e.message().trim().to_string(),
         })?;
-        let err = |field: &str, export: Option<usize>, message: String| {
-            let line = export.and_then(|i| {
-                text.lines()
-                    .enumerate()
-                    .filter(|(_, l)| l.trim_start().starts_with("[[export]]"))
-                    .nth(i)
-                    .map(|(n, _)| n + 1)
+        let Node::Table(entries) = root else {
+            return Err(ConfigError {
+                file: file.into(),
+                line: None,
+                field: None,
+                message: "expected a TOML document of fields and [[export]] tables".into(),
             });
-            ConfigError { file: file.into(), line, field: Some(field.into()), message }
         };
-        if raw.listen.is_empty() {
-            return Err(err(
-                "listen",
-                None,
-                "needs at least one address (`HOST:PORT` or `unix:PATH`)".into(),
-            ));
-        }
-        let mut listen = Vec::new();
-        for l in &raw.listen {
-            listen.push(match l.strip_prefix("unix:") {
-                Some(p) if !p.is_empty() => Listen::Unix(PathBuf::from(p)),
-                Some(_) => return Err(err("listen", None, format!("{l:?}: `unix:` needs a path"))),
-                None if l
-                    .rsplit_once(':')
-                    .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) =>
-                {
-                    Listen::Tcp(l.clone())
+        let mut top = src.fields(entries, &TOP_FIELDS, "")?;
+        let export = top.remove("export");
+        let at = |field: &str| top.get(field).map(|n| n.span());
+        let err = |field: &str, message: String| src.err(at(field).as_ref(), field, message);
+
+        let listen_expected =
+            "a list of addresses such as [\"127.0.0.1:10809\", \"unix:/run/bfq-serve.sock\"]";
+        let raw_listen: &[Spanned<Node>] = match top.get("listen") {
+            None => &[],
+            Some(n) => match n.get_ref() {
+                Node::List(items) => items,
+                other => {
+                    return Err(err(
+                        "listen",
+                        format!("expected {listen_expected}, got {}", other.describe()),
+                    ))
                 }
-                None => return Err(err("listen", None, format!("{l:?} is not `HOST:PORT` or `unix:PATH`"))),
-            });
+            },
+        };
+        let mut listen = Vec::new();
+        if top.contains_key("listen") && raw_listen.is_empty() {
+            return Err(err("listen", "needs at least one address (`HOST:PORT` or `unix:PATH`)".into()));
         }
-        if bfq_sched::canonical_name(&raw.scheduler).is_none() {
+        for item in raw_listen {
+            let l = src.string(item, "listen", "an address (`HOST:PORT` or `unix:PATH`)")?;
+            let bad = |m: String| src.err(Some(&item.span()), "listen", m);
+            let address = match l.strip_prefix("unix:") {
+                Some(p) if !p.is_empty() => Listen::Unix(PathBuf::from(p)),
+                Some(_) => return Err(bad(format!("{l:?}: `unix:` needs a path"))),
+                None if is_host_port(&l) => Listen::Tcp(l.clone()),
+                None => return Err(bad(format!("{l:?} is not `HOST:PORT` or `unix:PATH`"))),
+            };
+            let twice = listen.iter().any(|x| match (x, &address) {
+                (Listen::Unix(a), Listen::Unix(b)) => lexical(a) == lexical(b),
+                (Listen::Tcp(a), Listen::Tcp(b)) => a == b && !a.ends_with(":0"),
+                _ => false,
+            });
+            if twice {
+                return Err(bad(format!("{l:?} is listed twice")));
+            }
+            listen.push(address);
+        }
+        if listen.is_empty() {
+            listen.push(Listen::Tcp("127.0.0.1:10809".into()));
+        }
+
+        let scheduler = match top.get("scheduler") {
+            Some(n) => src.string(n, "scheduler", "a scheduler's name such as \"bfq\"")?,
+            None => "bfq".to_string(),
+        };
+        if bfq_sched::canonical_name(&scheduler).is_none() {
             return Err(err(
                 "scheduler",
-                None,
-                format!(
-                    "unknown scheduler {:?} (known: {})",
-                    raw.scheduler,
-                    bfq_sched::SCHEDULER_NAMES.join(", ")
-                ),
+                format!("unknown scheduler {scheduler:?} (known: {})", bfq_sched::SCHEDULER_NAMES.join(", ")),
             ));
         }
-        if raw.depth == 0 || raw.depth > 4096 {
-            return Err(err("depth", None, format!("must be 1..=4096, got {}", raw.depth)));
+        let depth = match top.get("depth") {
+            Some(n) => src.int(n, "depth", "a whole number 1..=4096")?,
+            None => 32,
+        };
+        if !(1..=4096).contains(&depth) {
+            return Err(err("depth", format!("must be 1..=4096, got {depth}")));
         }
         // Tenants of a server get their weights from the first request on: BFQ's interactive weight
         // raising of newly started queues is off unless the configuration turns it on. The latency
@@ -253,112 +416,102 @@ impl Config {
         // against 1.8-2.6x with 16,384-sector budgets in 20 ms slots (docs/serve.md, "One thread",
         // "Three scheduler fixes").
         let mut params: Vec<(String, String)> = Vec::new();
-        if raw.scheduler.starts_with("bfq") {
+        if scheduler.starts_with("bfq") {
             params.push(("low_latency".into(), "0".into()));
             params.push(("latency_guard".into(), "150".into()));
             params.push(("timeout_sync".into(), "20ms".into()));
         }
-        for (k, v) in raw.params.unwrap_or_default() {
-            let v = match v {
-                toml::Value::String(s) => s,
-                toml::Value::Boolean(b) => if b { "1" } else { "0" }.to_string(),
-                other => other.to_string(),
-            };
-            params.retain(|(key, _)| *key != k);
-            params.push((k, v));
-        }
-        if let Err(e) = bfq_sched::build(&raw.scheduler, bfq_sched::DeviceInfo::default(), &params) {
-            return Err(err("params", None, e.to_string()));
-        }
-        if raw.exports.is_empty() {
-            return Err(err("export", None, "needs at least one [[export]]".into()));
-        }
-        let mut exports: Vec<Export> = Vec::new();
-        for (i, e) in raw.exports.into_iter().enumerate() {
-            if e.name.len() > 4096 {
-                return Err(err("name", Some(i), "is longer than 4096 bytes".into()));
-            }
-            if exports.iter().any(|x| x.name == e.name) {
-                return Err(err("name", Some(i), format!("export {:?} is defined twice", e.name)));
-            }
-            let size = match e.size {
-                None => None,
-                Some(toml::Value::Integer(n)) if n > 0 => Some(n as u64),
-                Some(toml::Value::String(s)) => Some(parse_size(&s).map_err(|m| err("size", Some(i), m))?),
-                Some(other) => {
-                    return Err(err(
-                        "size",
-                        Some(i),
-                        format!("expected a size such as \"10GiB\", got {other}"),
-                    ))
-                }
-            };
-            let weight = e.weight.unwrap_or(i64::from(bfq_sched::DEFAULT_WEIGHT));
-            if !(i64::from(MIN_WEIGHT)..=i64::from(MAX_WEIGHT)).contains(&weight) {
+        if let Some(n) = top.get("params") {
+            let Node::Table(entries) = n.get_ref() else {
                 return Err(err(
-                    "weight",
-                    Some(i),
-                    format!("must be {MIN_WEIGHT}..={MAX_WEIGHT}, got {weight}"),
+                    "params",
+                    format!(
+                        "expected a table of the scheduler's tunables such as {{ slice_idle = \"2ms\" }}, got {}",
+                        n.get_ref().describe()
+                    ),
                 ));
-            }
-            let class = match &e.class {
-                Some(c) => c.parse::<IoClass>().map_err(|m| err("class", Some(i), m.to_string()))?,
-                None => IoClass::default(),
             };
-            let cache = match e.cache.as_deref() {
-                None | Some("none") => Cache::None,
-                Some("writeback") => Cache::Writeback,
-                Some("read") => Cache::Read,
-                Some(other) => {
-                    return Err(err(
-                        "cache",
-                        Some(i),
-                        format!(
-                            "expected \"none\" (O_DIRECT, the default), \"read\" (reads through the page \
-                             cache) or \"writeback\", got {other:?}"
-                        ),
-                    ))
+            for (k, v) in entries {
+                let value = match v.get_ref() {
+                    Node::Str(s) => s.clone(),
+                    Node::Bool(b) => if *b { "1" } else { "0" }.to_string(),
+                    Node::Int(i) => i.to_string(),
+                    Node::Float(x) => x.to_string(),
+                    other => {
+                        return Err(src.err(
+                            Some(&v.span()),
+                            &format!("params.{k}"),
+                            format!("expected a number, a string or true/false, got {}", other.describe()),
+                        ))
+                    }
+                };
+                params.retain(|(key, _)| key != k);
+                params.push((k.clone(), value));
+            }
+        }
+        if let Err(e) = bfq_sched::build(&scheduler, bfq_sched::DeviceInfo::default(), &params) {
+            return Err(err("params", e.to_string()));
+        }
+
+        let exports = parse_exports(&src, export)?;
+
+        let metrics = match top.get("metrics") {
+            None => None,
+            Some(n) => {
+                let m = src.string(n, "metrics", "an address `HOST:PORT` such as \"127.0.0.1:9109\"")?;
+                if !is_host_port(&m) {
+                    return Err(err("metrics", format!("{m:?} is not `HOST:PORT`")));
                 }
-            };
-            exports.push(Export {
-                cache,
-                name: e.name,
-                path: e.path,
-                size,
-                spec: QueueSpec { weight: weight as u32, class },
-                read_only: e.read_only,
-                description: e.description,
-            });
-        }
-        if let Some(m) = &raw.metrics {
-            if !m.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
-                return Err(err("metrics", None, format!("{m:?} is not `HOST:PORT`")));
+                if !m.ends_with(":0") && listen.contains(&Listen::Tcp(m.clone())) {
+                    return Err(err(
+                        "metrics",
+                        format!("{m:?} is in `listen` too: the metrics need an address of their own"),
+                    ));
+                }
+                Some(m)
             }
-        }
-        let summary_interval = match raw.summary_interval.as_deref().unwrap_or("10s") {
-            "0" | "0s" | "off" => None,
-            text => Some(parse_interval(text).map_err(|m| err("summary_interval", None, m))?),
         };
-        let read_ahead = match size_or_off(raw.read_ahead, "4MiB").map_err(|m| err("read_ahead", None, m))? {
+        let summary_interval = match top.get("summary_interval") {
+            None => Some(std::time::Duration::from_secs(10)),
+            Some(n) => {
+                match src.string(n, "summary_interval", "an interval such as \"10s\" or \"off\"")?.as_str() {
+                    "0" | "0s" | "off" => None,
+                    text => Some(parse_interval(text).map_err(|m| err("summary_interval", m))?),
+                }
+            }
+        };
+        let stop_timeout = match top.get("stop_timeout") {
+            None => DEFAULT_STOP_TIMEOUT,
+            Some(n) => {
+                let text = src.string(n, "stop_timeout", "an interval such as \"30s\"")?;
+                let ns = bfq_workload::units::parse_duration(&text).map_err(|m| err("stop_timeout", m))?;
+                if ns < 100 * bfq_sched::MSEC {
+                    return Err(err("stop_timeout", format!("{text:?} is shorter than 100ms")));
+                }
+                std::time::Duration::from_nanos(ns)
+            }
+        };
+        let read_ahead = match size_or_off(&src, top.get("read_ahead"), "read_ahead", "4MiB")? {
             None => DEFAULT_READ_AHEAD,
             Some(0) => 0,
-            Some(n) => checked_read_ahead(n).map_err(|m| err("read_ahead", None, m))?,
+            Some(n) => checked_read_ahead(n).map_err(|m| err("read_ahead", m))?,
         };
-        let read_cache = match size_or_off(raw.read_cache, "2GiB").map_err(|m| err("read_cache", None, m))? {
+        let read_cache = match size_or_off(&src, top.get("read_cache"), "read_cache", "2GiB")? {
             None | Some(0) => 0,
-            Some(n) => checked_read_cache(n).map_err(|m| err("read_cache", None, m))?,
+            Some(n) => checked_read_cache(n).map_err(|m| err("read_cache", m))?,
         };
         if read_cache > 0 && read_ahead == 0 {
             return Err(err(
                 "read_cache",
-                None,
                 "keeps read-ahead windows, and `read_ahead` is off: turn it on, or the cache off".into(),
             ));
         }
-        let threads = match raw.threads {
+        let threads = match top.get("threads") {
             None => None,
-            Some(n) if (1..=MAX_THREADS as i64).contains(&n) => Some(n as usize),
-            Some(n) => return Err(err("threads", None, format!("must be 1..={MAX_THREADS}, got {n}"))),
+            Some(n) => match src.int(n, "threads", &format!("a whole number 1..={MAX_THREADS}"))? {
+                n if (1..=MAX_THREADS as i64).contains(&n) => Some(n as usize),
+                n => return Err(err("threads", format!("must be 1..={MAX_THREADS}, got {n}"))),
+            },
         };
         Ok(Config {
             listen,
@@ -366,12 +519,14 @@ impl Config {
             read_cache,
             threads,
             event_log: None,
-            scheduler: raw.scheduler,
+            scheduler,
             params,
-            depth: raw.depth,
-            metrics: raw.metrics,
+            depth: depth as u32,
+            metrics,
             summary_interval,
+            stop_timeout,
             exports,
+            file: file.into(),
         })
     }
 
@@ -390,6 +545,302 @@ impl Config {
         })?;
         Config::from_toml(&text, &path.display().to_string())
     }
+
+    /// What a reload of `new` over this running configuration cannot apply: one line per field that
+    /// only a restart changes (SIGHUP says them on standard error). Weights and classes,
+    /// `summary_interval` and `stop_timeout` apply at once and are not listed; nor is an export's
+    /// `size`, which only creates a file that does not exist.
+    pub fn restart_needed(&self, new: &Config) -> Vec<String> {
+        let mut notes = Vec::new();
+        let mut differs = |field: &str, was: String, now: String| {
+            if was != now {
+                notes.push(format!("`{field}` changes only with a restart: still {was}, not {now}"));
+            }
+        };
+        let addresses = |c: &Config| {
+            let list: Vec<String> = c
+                .listen
+                .iter()
+                .map(|l| match l {
+                    Listen::Tcp(a) => a.clone(),
+                    Listen::Unix(p) => format!("unix:{}", p.display()),
+                })
+                .collect();
+            list.join(", ")
+        };
+        differs("listen", addresses(self), addresses(new));
+        differs("scheduler", self.scheduler.clone(), new.scheduler.clone());
+        let params = |c: &Config| {
+            let sorted: BTreeMap<&str, &str> =
+                c.params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let list: Vec<String> = sorted.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            format!("{{ {} }}", list.join(", "))
+        };
+        differs("params", params(self), params(new));
+        differs("depth", self.depth.to_string(), new.depth.to_string());
+        let metrics = |c: &Config| c.metrics.clone().unwrap_or_else(|| "none".into());
+        differs("metrics", metrics(self), metrics(new));
+        let bytes = |n: u64| if n == 0 { "off".to_string() } else { format!("{n} bytes") };
+        differs("read_ahead", bytes(self.read_ahead), bytes(new.read_ahead));
+        differs("read_cache", bytes(self.read_cache), bytes(new.read_cache));
+        differs("threads", self.threads_or_default().to_string(), new.threads_or_default().to_string());
+        for n in &new.exports {
+            let Some(e) = self.exports.iter().find(|e| e.name == n.name) else {
+                notes.push(format!("export `{}` is new: restart to serve it", n.name));
+                continue;
+            };
+            let mut changed = Vec::new();
+            if n.path != e.path {
+                changed.push("path");
+            }
+            if n.read_only != e.read_only {
+                changed.push("read_only");
+            }
+            if n.cache != e.cache {
+                changed.push("cache");
+            }
+            if n.description != e.description {
+                changed.push("description");
+            }
+            if !changed.is_empty() {
+                let verb = if changed.len() == 1 { "changes" } else { "change" };
+                notes.push(format!(
+                    "export `{}`: {} {verb} only with a restart; not applied",
+                    n.name,
+                    changed.join(", ")
+                ));
+            }
+        }
+        for e in &self.exports {
+            if !new.exports.iter().any(|n| n.name == e.name) {
+                notes.push(format!(
+                    "export `{}` is gone from the configuration: it is served until a restart",
+                    e.name
+                ));
+            }
+        }
+        notes
+    }
+
+    /// Refuses two exports on one file (or one block device), however their paths are spelt: a
+    /// write through one would not be seen by the other's read-ahead windows and read cache, which
+    /// belong to one export. Looks at the file system (the files that exist; a missing one is
+    /// compared by its path).
+    pub fn check_shared_files(&self) -> Result<(), ConfigError> {
+        let identity = |e: &Export| -> FileIdentity {
+            use std::os::unix::fs::{FileTypeExt, MetadataExt};
+            match std::fs::metadata(&e.path) {
+                Ok(m) if m.file_type().is_block_device() => FileIdentity::Device(m.rdev()),
+                Ok(m) => FileIdentity::Inode(m.dev(), m.ino()),
+                Err(_) => FileIdentity::Path(lexical(&e.path)),
+            }
+        };
+        let ids: Vec<FileIdentity> = self.exports.iter().map(identity).collect();
+        for (j, b) in self.exports.iter().enumerate() {
+            if let Some(i) = (0..j).find(|&i| ids[i] == ids[j]) {
+                return Err(shared_file_error(&self.file, &self.exports[i], b));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What makes two exports' files the same.
+#[derive(PartialEq, Eq)]
+enum FileIdentity {
+    /// A block device, by its device number (two device nodes of one disk are one).
+    Device(u64),
+    /// A file, by device and inode (hard links, symbolic links and `..` included).
+    Inode(u64, u64),
+    /// A file that does not exist yet, by its path.
+    Path(PathBuf),
+}
+
+/// `path` made absolute (against the current directory), without `.` and with `..` taken away
+/// lexically: for files that do not exist yet.
+fn lexical(path: &std::path::Path) -> PathBuf {
+    use std::path::Component;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for c in absolute.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn shared_file_error(file: &str, first: &Export, second: &Export) -> ConfigError {
+    ConfigError {
+        file: file.into(),
+        line: second.line,
+        field: Some("path".into()),
+        message: format!(
+            "exports `{}` ({}) and `{}` ({}) are the same file: each export keeps its own read-ahead \
+             windows and read cache, so a write through one would not be seen by reads of the other; \
+             serve the file as one export",
+            first.name,
+            first.path.display(),
+            second.name,
+            second.path.display()
+        ),
+    }
+}
+
+fn is_host_port(s: &str) -> bool {
+    s.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+}
+
+/// The `[[export]]` tables.
+fn parse_exports(src: &Source, node: Option<Spanned<Node>>) -> Result<Vec<Export>, ConfigError> {
+    let Some(node) = node else {
+        return Err(ConfigError {
+            file: src.file.into(),
+            line: None,
+            field: Some("export".into()),
+            message: "needs at least one [[export]]".into(),
+        });
+    };
+    let span = node.span();
+    let tables = match node.into_inner() {
+        Node::List(items) => items,
+        Node::Table(_) => {
+            return Err(src.err(
+                Some(&span),
+                "export",
+                "write each export as [[export]] (two brackets: a list of tables), not [export]".into(),
+            ))
+        }
+        other => {
+            return Err(src.err(
+                Some(&span),
+                "export",
+                format!("expected [[export]] tables, got {}", other.describe()),
+            ))
+        }
+    };
+    if tables.is_empty() {
+        return Err(src.err(Some(&span), "export", "needs at least one [[export]]".into()));
+    }
+    let mut exports: Vec<Export> = Vec::new();
+    for item in tables {
+        let header = item.span();
+        let entries = match item.into_inner() {
+            Node::Table(entries) => entries,
+            other => {
+                return Err(src.err(
+                    Some(&header),
+                    "export",
+                    format!("expected an [[export]] table, got {}", other.describe()),
+                ))
+            }
+        };
+        let f = src.fields(entries, &EXPORT_FIELDS, "")?;
+        let err = |field: &str, message: String| {
+            let at = f.get(field).map(|n| n.span()).unwrap_or_else(|| header.clone());
+            src.err(Some(&at), field, message)
+        };
+        let name = match f.get("name") {
+            Some(n) => src.string(n, "name", "a string (the name clients ask for)")?,
+            None => return Err(err("name", "missing: every [[export]] needs a `name`".into())),
+        };
+        if name.len() > MAX_STRING {
+            return Err(err(
+                "name",
+                format!("is {} bytes long: the NBD protocol allows at most {MAX_STRING}", name.len()),
+            ));
+        }
+        if exports.iter().any(|x| x.name == name) {
+            return Err(err("name", format!("export {name:?} is defined twice")));
+        }
+        let path = match f.get("path") {
+            Some(n) => PathBuf::from(src.string(n, "path", "a path (a string)")?),
+            None => return Err(err("path", format!("missing: export `{name}` needs a `path`"))),
+        };
+        if path.as_os_str().is_empty() {
+            return Err(err("path", "is empty".into()));
+        }
+        let line = f.get("path").map(|n| src.line(&n.span()));
+        let size = match f.get("size") {
+            None => None,
+            Some(n) => match n.get_ref() {
+                Node::Int(v) if *v > 0 => Some(*v as u64),
+                Node::Str(s) => Some(parse_size(s).map_err(|m| err("size", m))?),
+                other => {
+                    return Err(err(
+                        "size",
+                        format!("expected a size such as \"10GiB\", got {}", other.describe()),
+                    ))
+                }
+            },
+        };
+        let weight = match f.get("weight") {
+            Some(n) => src.int(n, "weight", &format!("a whole number {MIN_WEIGHT}..={MAX_WEIGHT}"))?,
+            None => i64::from(bfq_sched::DEFAULT_WEIGHT),
+        };
+        if !(i64::from(MIN_WEIGHT)..=i64::from(MAX_WEIGHT)).contains(&weight) {
+            return Err(err("weight", format!("must be {MIN_WEIGHT}..={MAX_WEIGHT}, got {weight}")));
+        }
+        let class = match f.get("class") {
+            Some(n) => src
+                .string(n, "class", "an I/O class such as \"be\", \"rt0\" or \"idle\"")?
+                .parse::<IoClass>()
+                .map_err(|m| err("class", m))?,
+            None => IoClass::default(),
+        };
+        let read_only = match f.get("read_only").map(|n| (n, n.get_ref())) {
+            None => false,
+            Some((_, Node::Bool(b))) => *b,
+            Some((_, other)) => {
+                return Err(err("read_only", format!("expected true or false, got {}", other.describe())))
+            }
+        };
+        let description = match f.get("description") {
+            None => None,
+            Some(n) => {
+                let d = src.string(n, "description", &format!("a string of at most {MAX_STRING} bytes"))?;
+                if d.len() > MAX_STRING {
+                    // Clients skip an export whose description is longer (nbdinfo --list fails).
+                    return Err(err(
+                        "description",
+                        format!("is {} bytes long: the NBD protocol allows at most {MAX_STRING}", d.len()),
+                    ));
+                }
+                Some(d)
+            }
+        };
+        let cache_expected =
+            "\"none\" (O_DIRECT, the default), \"read\" (reads through the page cache) or \"writeback\"";
+        let cache = match f.get("cache") {
+            None => Cache::None,
+            Some(n) => match src.string(n, "cache", cache_expected)?.as_str() {
+                "none" => Cache::None,
+                "writeback" => Cache::Writeback,
+                "read" => Cache::Read,
+                other => return Err(err("cache", format!("expected {cache_expected}, got {other:?}"))),
+            },
+        };
+        let export = Export {
+            cache,
+            name,
+            path,
+            size,
+            spec: QueueSpec { weight: weight as u32, class },
+            read_only,
+            description,
+            line,
+        };
+        // The same path twice needs no look at the file system (`check_shared_files` finds the rest).
+        if let Some(first) = exports.iter().find(|x| lexical(&x.path) == lexical(&export.path)) {
+            return Err(shared_file_error(src.file, first, &export));
+        }
+        exports.push(export);
+    }
+    Ok(exports)
 }
 
 /// Threads without a `threads` field: one. Connections, schedulers and rings then share a thread,
@@ -398,6 +849,11 @@ impl Config {
 /// above qemu-nbd's 58,000-64,000 (docs/serve.md, "One thread"). One CPU serves roughly
 /// 75,000-100,000 small requests a second; a host whose clients need more sets `threads`.
 pub const DEFAULT_THREADS: usize = 1;
+
+/// How long a stop waits for the connections without a `stop_timeout` field: every request in
+/// flight is answered well within it on any device, and a client that keeps sending after the stop
+/// (each request answered with ESHUTDOWN) cannot keep the server alive longer.
+pub const DEFAULT_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The most threads `threads` may ask for.
 pub const MAX_THREADS: usize = 256;
@@ -414,18 +870,6 @@ fn checked_read_ahead(n: u64) -> Result<u64, String> {
         return Err(format!("must be a multiple of 4 KiB up to 32 MiB (or \"off\"), got {n} bytes"));
     }
     Ok(n)
-}
-
-/// A size field that may be `"off"`: `None` when absent, `Some(0)` for `"off"`, `"0"` or 0, else its
-/// bytes (`"4MiB"` or a number); `example` shows the syntax in the error.
-fn size_or_off(value: Option<toml::Value>, example: &str) -> Result<Option<u64>, String> {
-    match value {
-        None => Ok(None),
-        Some(toml::Value::String(s)) if s == "off" || s == "0" => Ok(Some(0)),
-        Some(toml::Value::Integer(n)) if n >= 0 => Ok(Some(n as u64)),
-        Some(toml::Value::String(s)) => parse_size(&s).map(Some),
-        Some(other) => Err(format!("expected a size such as \"{example}\" or \"off\", got {other}")),
-    }
 }
 
 /// A read cache: at least one window (1 MiB), at most the machine's memory.
@@ -494,17 +938,37 @@ mod tests {
     }
 
     #[test]
-    fn bad_fields_are_named_with_their_export_line() {
+    fn bad_fields_are_named_with_their_own_line() {
         let text = "listen = [\"unix:/tmp/x.sock\"]\n[[export]]\nname = \"a\"\npath = \"/tmp/a\"\n\n[[export]]\nname = \"b\"\npath = \"/tmp/b\"\nweight = 5000\n";
         let e = Config::from_toml(text, "s.toml").unwrap_err();
-        assert_eq!((e.line, e.field.as_deref()), (Some(6), Some("weight")), "{e}");
-        assert!(e.to_string().starts_with("s.toml:6: field `weight`: must be 1..=1000"), "{e}");
+        assert_eq!((e.line, e.field.as_deref()), (Some(9), Some("weight")), "{e}");
+        assert!(e.to_string().starts_with("s.toml:9: field `weight`: must be 1..=1000, got 5000"), "{e}");
+        // A missing field: the line of its [[export]].
+        let e = Config::from_toml(&text.replace("name = \"b\"\n", ""), "s.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(6), Some("name")), "{e}");
+        // Top-level fields have their line too.
+        let e = Config::from_toml(&format!("\n\ndepth = 0\n{text}"), "s.toml").unwrap_err();
+        assert_eq!(e.to_string(), "s.toml:3: field `depth`: must be 1..=4096, got 0");
         let dup = text.replace("name = \"b\"", "name = \"a\"").replace("weight = 5000\n", "");
         let e = Config::from_toml(&dup, "s.toml").unwrap_err();
         assert!(e.to_string().contains("defined twice"), "{e}");
         let e = Config::from_toml("listen = [\"nowhere\"]\n[[export]]\nname=\"a\"\npath=\"/x\"\n", "s.toml")
             .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("listen"), "{e}");
+        for twice in
+            ["listen = [\"unix:/tmp/x.sock\", \"unix:/tmp/./x.sock\"]", "listen = [\"h:1\", \"h:1\"]"]
+        {
+            let e = Config::from_toml(
+                &format!("{twice}\n[[export]]\nname = \"a\"\npath = \"/tmp/a\"\n"),
+                "s.toml",
+            )
+            .unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("listen"), "{e}");
+            assert!(e.message.contains("listed twice"), "{e}");
+        }
+        let e = Config::from_toml(&format!("metrics = \"127.0.0.1:10809\"\n{DEFAULT_CONFIG}"), "s.toml")
+            .unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("metrics")), "{e}");
         let e = Config::from_toml("colour = 1\n", "s.toml").unwrap_err();
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("colour")), "{e}");
     }
@@ -533,7 +997,7 @@ mod tests {
         }
         let bad = DEFAULT_CONFIG.replace("size = \"1GiB\"", "size = \"1GiB\"\ncache = \"direct\"");
         let e = Config::from_toml(&bad, "f").unwrap_err();
-        assert_eq!((e.field.as_deref(), e.line), (Some("cache"), Some(4)), "{e}");
+        assert_eq!((e.field.as_deref(), e.line), (Some("cache"), Some(8)), "{e}");
         assert!(
             e.message.contains("\"none\"")
                 && e.message.contains("\"read\"")
@@ -570,5 +1034,151 @@ mod tests {
         let e = Config::from_toml(&format!("read_ahead = \"off\"\nread_cache = \"1GiB\"\n{base}"), "s.toml")
             .unwrap_err();
         assert!(e.message.contains("read_ahead"), "{e}");
+    }
+
+    /// One export `a` on /tmp/a after `top` (top-level fields), with `export` (more of its fields).
+    fn one_export(top: &str, export: &str) -> String {
+        format!("{top}\n[[export]]\nname = \"a\"\npath = \"/tmp/a\"\n{export}\n")
+    }
+
+    #[test]
+    fn wrong_types_name_the_field_and_say_what_is_expected_in_words() {
+        let cases = [
+            (
+                one_export("", "weight = \"300\""),
+                5,
+                "weight",
+                "expected a whole number 1..=1000, got the string \"300\"",
+            ),
+            (
+                one_export("depth = \"32\"", ""),
+                1,
+                "depth",
+                "expected a whole number 1..=4096, got the string \"32\"",
+            ),
+            (
+                one_export("", "read_only = \"yes\""),
+                5,
+                "read_only",
+                "expected true or false, got the string \"yes\"",
+            ),
+            (
+                one_export("threads = 1.5", ""),
+                1,
+                "threads",
+                "expected a whole number 1..=256, got the number 1.5",
+            ),
+            (one_export("listen = \"127.0.0.1:1\"", ""), 1, "listen", "expected a list of addresses"),
+            (
+                one_export("scheduler = 3", ""),
+                1,
+                "scheduler",
+                "expected a scheduler's name such as \"bfq\", got the number 3",
+            ),
+            (one_export("", "size = true"), 5, "size", "expected a size such as \"10GiB\", got `true`"),
+            (
+                one_export("", "description = [1]"),
+                5,
+                "description",
+                "expected a string of at most 4096 bytes, got a list",
+            ),
+            (one_export("", "colour = 1"), 5, "colour", "unknown field (known: name, path,"),
+        ];
+        for (text, line, field, message) in cases {
+            let e = Config::from_toml(&text, "s.toml").unwrap_err();
+            assert_eq!((e.line, e.field.as_deref()), (Some(line), Some(field)), "{e}");
+            assert!(e.message.starts_with(message), "{e}");
+            for rust in ["i64", "u32", "a boolean", "invalid type"] {
+                assert!(!e.message.contains(rust), "{e}");
+            }
+        }
+        let e = Config::from_toml(
+            "listen = [\"unix:/x\"]\n[export]\nname = \"a\"\npath = \"/tmp/a\"\n",
+            "s.toml",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(2), Some("export")), "{e}");
+        assert!(e.message.contains("[[export]]"), "{e}");
+    }
+
+    #[test]
+    fn a_description_or_name_longer_than_the_protocol_allows_is_refused_on_its_line() {
+        let ok = one_export("", &format!("description = \"{}\"", "d".repeat(4096)));
+        assert_eq!(
+            Config::from_toml(&ok, "s.toml").unwrap().exports[0].description.as_ref().unwrap().len(),
+            4096
+        );
+        let long = one_export("", &format!("description = \"{}\"", "d".repeat(4097)));
+        let e = Config::from_toml(&long, "s.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(5), Some("description")), "{e}");
+        assert!(e.message.contains("4097 bytes") && e.message.contains("at most 4096"), "{e}");
+        let name = format!("[[export]]\nname = \"{}\"\npath = \"/tmp/a\"\n", "n".repeat(4097));
+        let e = Config::from_toml(&name, "s.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(2), Some("name")), "{e}");
+    }
+
+    #[test]
+    fn two_exports_on_one_file_are_refused_naming_both_exports_and_the_file() {
+        // The same path, however spelt: refused while parsing, on the second export's `path`.
+        let text = "[[export]]\nname = \"rw\"\npath = \"/tmp/x.img\"\n[[export]]\nname = \"view\"\npath = \"/tmp/./y/../x.img\"\nread_only = true\n";
+        let e = Config::from_toml(text, "s.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(6), Some("path")), "{e}");
+        assert!(
+            e.message.contains("`rw` (/tmp/x.img)") && e.message.contains("`view` (/tmp/./y/../x.img)"),
+            "{e}"
+        );
+        // Another name of the same file (a symbolic link, a hard link): refused by a look at the files.
+        let dir = std::env::temp_dir().join(format!("bfq-serve-same-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (file, link, hard, other) =
+            (dir.join("x.img"), dir.join("link.img"), dir.join("hard.img"), dir.join("o.img"));
+        std::fs::write(&file, [0u8; 4096]).unwrap();
+        std::fs::write(&other, [0u8; 4096]).unwrap();
+        let _ = std::fs::remove_file(&link);
+        let _ = std::fs::remove_file(&hard);
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        std::fs::hard_link(&file, &hard).unwrap();
+        let two = |second: &std::path::Path| {
+            let text = format!(
+                "[[export]]\nname = \"rw\"\npath = \"{}\"\n[[export]]\nname = \"view\"\npath = \"{}\"\nread_only = true\n",
+                file.display(),
+                second.display()
+            );
+            Config::from_toml(&text, "s.toml").unwrap().check_shared_files()
+        };
+        let results = [two(&link), two(&hard), two(&other)];
+        let _ = std::fs::remove_dir_all(&dir);
+        for r in &results[..2] {
+            let e = r.as_ref().unwrap_err();
+            assert_eq!((e.line, e.field.as_deref()), (Some(6), Some("path")), "{e}");
+            assert!(
+                e.message.contains("`rw`") && e.message.contains("`view`") && e.message.contains("same file"),
+                "{e}"
+            );
+        }
+        assert!(results[2].is_ok(), "two files are two exports");
+    }
+
+    #[test]
+    fn a_reload_lists_every_top_level_change_that_only_a_restart_applies() {
+        let before = Config::from_toml(&one_export("", "description = \"d\""), "s.toml").unwrap();
+        assert_eq!(before.restart_needed(&before), Vec::<String>::new(), "nothing changed");
+        let top = "listen = [\"127.0.0.1:1\"]\nscheduler = \"fifo\"\ndepth = 8\nmetrics = \"127.0.0.1:2\"\n\
+                   read_ahead = \"1MiB\"\nread_cache = \"8MiB\"\nthreads = 2\nsummary_interval = \"1s\"\nstop_timeout = \"5s\"";
+        let after = Config::from_toml(&one_export(top, "cache = \"read\"\nweight = 500"), "s.toml").unwrap();
+        let notes = before.restart_needed(&after);
+        let fields: Vec<&str> = notes.iter().map(|n| n.split('`').nth(1).unwrap_or_default()).collect();
+        assert_eq!(
+            fields,
+            ["listen", "scheduler", "params", "depth", "metrics", "read_ahead", "read_cache", "threads", "a"],
+            "{notes:#?}"
+        );
+        assert_eq!(notes[3], "`depth` changes only with a restart: still 32, not 8");
+        assert_eq!(notes[8], "export `a`: cache, description change only with a restart; not applied");
+        // What a reload applies (weights, the summary's interval, the stop's bound) is not listed.
+        assert!(
+            !notes.iter().any(|n| n.contains("weight") || n.contains("summary") || n.contains("stop")),
+            "{notes:#?}"
+        );
     }
 }

@@ -17,4 +17,6 @@ pub mod readahead;
 pub mod server;
 
 pub use config::{Cache, Config, ConfigError, Export, Listen, DEFAULT_CONFIG};
-pub use server::{run_until_signal, start, ConnectionStats, ServeError, ServerHandle};
+pub use server::{
+    check, run_until_signal, start, ConnectionStats, ServeError, ServerHandle, Started, Stopped,
+};

@@ -347,20 +347,19 @@ pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[Connection
     o
 }
 
-/// One line for the terminal: per export, requests and bytes per second over `interval`, latency
+/// Lines for the terminal, one per export: requests and bytes per second over `interval`, latency
 /// percentiles (bucket upper bounds) and open connections.
 pub fn summary(exports: &[(String, Snapshot, usize)], interval: Duration) -> String {
     let secs = interval.as_secs_f64().max(1e-9);
-    let parts: Vec<String> = exports
+    let lines: Vec<String> = exports
         .iter()
         .map(|(name, d, conns)| {
-            let ms = |q| d.quantile_us(q).map_or("-".into(), |us| format!("{:.1}", us as f64 / 1000.0));
             format!(
-                "{name}: {:.0} IOPS {:.1} MiB/s p50<={} p99<={} ms {} conn{}{}{}",
+                "bfq serve: {name}: {:.0} IOPS {:.1} MiB/s {} {} {} conn{}{}{}",
                 d.requests() as f64 / secs,
                 (d.bytes_read + d.bytes_written) as f64 / 1048576.0 / secs,
-                ms(0.5),
-                ms(0.99),
+                quantile("p50", d.quantile_us(0.5)),
+                quantile("p99", d.quantile_us(0.99)),
                 conns,
                 if d.errors > 0 { format!(" {} errors", d.errors) } else { String::new() },
                 // `cache = "read"` and `read_cache`: how much of the reads the device never saw.
@@ -369,7 +368,21 @@ pub fn summary(exports: &[(String, Snapshot, usize)], interval: Duration) -> Str
             )
         })
         .collect();
-    format!("bfq serve: {}", parts.join("; "))
+    lines.join("\n")
+}
+
+/// A percentile for the summary: its bucket's upper bound in microseconds below a millisecond
+/// (the first buckets are 16 and 32 us), else in milliseconds; past the last bucket, more than it.
+fn quantile(label: &str, us: Option<u64>) -> String {
+    match us {
+        None => format!("{label} -"),
+        Some(u64::MAX) => {
+            let last = BUCKET_UPPER_US[BUCKET_UPPER_US.len() - 1];
+            format!("{label}>{:.1} s", last as f64 / 1e6)
+        }
+        Some(us) if us < 1000 => format!("{label}<={us} us"),
+        Some(us) => format!("{label}<={:.1} ms", us as f64 / 1000.0),
+    }
 }
 
 #[cfg(test)]
@@ -395,8 +408,27 @@ mod tests {
         assert!(page.contains("le=\"0.000128\"} 98"), "{page}");
         let line = summary(&[("a".into(), s, 2)], Duration::from_secs(10));
         assert!(line.starts_with("bfq serve: a: 10 IOPS") && line.ends_with("2 conn 1 errors"), "{line}");
+        assert!(line.contains(" p50<=128 us p99<=32.8 ms "), "{line}");
         c.page_cache_hits.fetch_add(49, Ordering::Relaxed);
         let line = summary(&[("a".into(), c.snapshot(), 2)], Duration::from_secs(10));
         assert!(line.ends_with("2 conn 1 errors 50% of reads from the page cache"), "{line}");
+    }
+
+    #[test]
+    fn the_summary_has_one_line_per_export_and_shows_small_latencies_in_microseconds() {
+        let (fast, slow) = (ExportCounters::default(), ExportCounters::default());
+        fast.record(Kind::Read(4096), true, Duration::from_micros(10));
+        slow.record(Kind::Read(4096), true, Duration::from_micros(3000));
+        let text = summary(
+            &[("a".into(), fast.snapshot(), 1), ("b".into(), slow.snapshot(), 0)],
+            Duration::from_secs(1),
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with("bfq serve: a: 1 IOPS") && lines[0].contains("p50<=16 us p99<=16 us"),
+            "{text}"
+        );
+        assert!(lines[1].starts_with("bfq serve: b: 1 IOPS") && lines[1].contains("p50<=4.1 ms"), "{text}");
     }
 }

@@ -98,6 +98,8 @@ pub const CMD_DISC: u16 = 2;
 pub const CMD_FLUSH: u16 = 3;
 /// Commands.
 pub const CMD_TRIM: u16 = 4;
+/// `NBD_CMD_CACHE` (not supported: `NBD_FLAG_SEND_CACHE` is not advertised).
+pub const CMD_CACHE: u16 = 5;
 /// Commands.
 pub const CMD_WRITE_ZEROES: u16 = 6;
 /// Commands (only with a metadata context selected).

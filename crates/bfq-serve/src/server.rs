@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
-use crate::config::{Cache, Config, Export, Listen};
+use crate::config::{Cache, Config, ConfigError, Export, Listen};
 pub use crate::metrics::ConnectionStats;
 use crate::metrics::{ExportCounters, Kind};
 use crate::protocol::*;
@@ -53,7 +53,9 @@ const SHALLOW_STREAM: usize = 8;
 const WRITE_TURN: usize = 256 << 10;
 
 /// After a stop, how long a connection waits for the client's next request (answered with
-/// ESHUTDOWN) or its disconnect before closing.
+/// ESHUTDOWN) or its disconnect before closing; and how long a connection still negotiating, or
+/// in the middle of a write's payload, may stay silent before it is closed (neither has anything
+/// acknowledged to lose).
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Why the server could not start or run.
@@ -91,11 +93,21 @@ pub enum ServeError {
     /// The runtime could not be started.
     #[error("cannot start the server's runtime: {0}")]
     Runtime(std::io::Error),
+    /// The configuration cannot be served as it stands (two exports on one file).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A Unix socket's path is taken: by a running server, or by a file that is not a socket.
+    #[error("unix socket {path} {message}")]
+    Socket {
+        /// The path.
+        path: String,
+        /// What is there.
+        message: String,
+    },
 }
 
 struct ExportState {
     name: String,
-    path: PathBuf,
     /// How its data reaches the device. With `Writeback` the kernel's read-ahead serves its
     /// sequential readers, so the server's windows are not used.
     cache: Cache,
@@ -133,7 +145,14 @@ struct State {
     next_queue: AtomicU32,
     /// Open connections: their queue and export.
     live: Mutex<HashMap<QueueId, usize>>,
-    scheduler: String,
+    /// The configuration it serves, as the last reload left it: what a reload compares with.
+    running: Mutex<Config>,
+    /// How often the summary is printed; a reload changes it.
+    summary: watch::Sender<Option<std::time::Duration>>,
+    /// Each open connection's socket (a descriptor of its own), by connection: what a stop that
+    /// outlasts `stop_timeout` shuts down.
+    sockets: Mutex<HashMap<u64, Arc<std::os::fd::OwnedFd>>>,
+    next_connection: AtomicU64,
     /// How far read-ahead windows reach past a sequential reader, in bytes (0: none).
     read_ahead: u64,
     /// Per engine (device): which connections sent requests lately (read-ahead is for a reader
@@ -143,8 +162,6 @@ struct State {
     read_cache: Option<ReadCache<Arc<Slab>>>,
     /// The read cache's memory.
     read_slabs: Option<Arc<Slabs>>,
-    /// `read_cache` as configured (a reload compares it).
-    read_cache_configured: u64,
 }
 
 impl State {
@@ -167,21 +184,19 @@ impl State {
     }
 
     /// Applies a new configuration's weights and classes to the exports of the same name and to each
-    /// of their open connections, at once; returns what could not be applied without a restart.
-    fn reload(&self, new: &Config) -> Vec<String> {
-        let mut notes = Vec::new();
+    /// of their open connections, at once, and its `summary_interval` and `stop_timeout`; returns
+    /// what could not be applied without a restart. A configuration with two exports on one file is
+    /// refused whole.
+    fn reload(&self, new: &Config) -> Result<Vec<String>, ConfigError> {
+        new.check_shared_files()?;
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut notes = running.restart_needed(new);
         for n in &new.exports {
             let Some((i, e)) = self.exports.iter().enumerate().find(|(_, e)| e.name == n.name) else {
-                notes.push(format!("export `{}` is new: restart to serve it", n.name));
                 continue;
             };
-            if n.path != e.path || n.read_only != e.read_only || n.cache != e.cache {
-                notes.push(format!(
-                    "export `{}`: path, read_only and cache change only with a restart",
-                    n.name
-                ));
-            }
             *e.spec.lock().unwrap_or_else(|p| p.into_inner()) = n.spec;
+            running.exports[i].spec = n.spec;
             if let Err(err) = self.engines[e.engine].configure_group(group_of(i), ROOT_GROUP, n.spec) {
                 notes.push(format!("export `{}`: the new weight and class were refused: {err}", n.name));
             }
@@ -198,21 +213,12 @@ impl State {
                 let _ = self.engines[e.engine].client_on(e.target, q, connection_spec(n.spec));
             }
         }
-        for e in &self.exports {
-            if !new.exports.iter().any(|n| n.name == e.name) {
-                notes.push(format!(
-                    "export `{}` is gone from the configuration: it is served until a restart",
-                    e.name
-                ));
-            }
+        if new.summary_interval != running.summary_interval {
+            running.summary_interval = new.summary_interval;
+            self.summary.send_replace(new.summary_interval);
         }
-        if new.scheduler != self.scheduler {
-            notes.push("the scheduler changes only with a restart".into());
-        }
-        if new.read_cache != self.read_cache_configured {
-            notes.push("read_cache changes only with a restart".into());
-        }
-        notes
+        running.stop_timeout = new.stop_timeout;
+        Ok(notes)
     }
 
     fn connections(&self) -> Vec<ConnectionStats> {
@@ -244,7 +250,7 @@ impl State {
 
 /// What the serving task is asked to do from outside.
 enum Control {
-    Reload(Config, std::sync::mpsc::Sender<Vec<String>>),
+    Reload(Box<Config>, std::sync::mpsc::Sender<Result<Vec<String>, ConfigError>>),
     Connections(std::sync::mpsc::Sender<Vec<ConnectionStats>>),
 }
 
@@ -327,13 +333,15 @@ impl ServerHandle {
     }
 
     /// Applies a new configuration's weights and classes to the running exports and their open
-    /// connections (as SIGHUP does for `bfq serve`); returns what needs a restart instead.
-    pub fn reload(&self, config: Config) -> Vec<String> {
+    /// connections, and its `summary_interval` and `stop_timeout` (as SIGHUP does for `bfq serve`);
+    /// returns what needs a restart instead. A configuration with two exports on one file is
+    /// refused, and nothing of it applied.
+    pub fn reload(&self, config: Config) -> Result<Vec<String>, ConfigError> {
         let (tx, rx) = std::sync::mpsc::channel();
-        if self.control.send(Control::Reload(config, tx)).is_err() {
-            return vec!["the server is not running".into()];
+        if self.control.send(Control::Reload(Box::new(config), tx)).is_err() {
+            return Ok(vec!["the server is not running".into()]);
         }
-        rx.recv().unwrap_or_default()
+        rx.recv().unwrap_or_else(|_| Ok(vec!["the server is not running".into()]))
     }
 
     /// The open connections with their weights and what they moved.
@@ -366,6 +374,29 @@ impl Drop for ServerHandle {
     }
 }
 
+/// What a server serves once it has started, for the lines that say so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Started {
+    /// Where it listens: `HOST:PORT` with the port bound (also for port 0), or `unix:PATH`.
+    pub addresses: Vec<String>,
+    /// Where the Prometheus metrics are served (`HOST:PORT` with the port bound), if configured.
+    pub metrics: Option<String>,
+    /// Per export, in the configuration's order: whether its read-ahead windows go into the read
+    /// cache (`read_cache` on, `cache = "none"`, and its file not already in memory on tmpfs).
+    pub read_cached: Vec<bool>,
+}
+
+/// Checks what `bfq serve --check` checks and a start checks before it creates anything: the
+/// exports' files (present, or creatable; regular files or block devices of at least one block;
+/// openable as the export needs; no two exports on one file), the `--events` file (must not
+/// exist), the Unix sockets' paths (a stale socket or nothing, in an existing directory) and the
+/// TCP and metrics addresses (bound for a moment, then let go). Changes nothing.
+pub fn check(config: &Config) -> Result<(), ServeError> {
+    check_files(config)?;
+    let _ = bind_tcp(config)?;
+    Ok(())
+}
+
 /// Opens the exports, binds the listeners and serves on a thread of its own until stopped.
 pub fn start(config: Config) -> Result<ServerHandle, ServeError> {
     let (stop, stopped) = watch::channel(false);
@@ -383,15 +414,19 @@ pub fn start(config: Config) -> Result<ServerHandle, ServeError> {
                         return Err(e);
                     }
                 };
-                let _ = ready_tx.send(Ok((server.addresses.clone(), server.metrics_address.clone())));
-                server.serve(stopped, control_rx).await
+                let _ = ready_tx.send(Ok(server.started.clone()));
+                server.serve(stopped, control_rx).await.map(|_| ())
             })
         })
         .map_err(ServeError::Runtime)?;
     match ready_rx.recv() {
-        Ok(Ok((addresses, metrics))) => {
-            Ok(ServerHandle { addresses, metrics, stop, control, thread: Some(thread) })
-        }
+        Ok(Ok(started)) => Ok(ServerHandle {
+            addresses: started.addresses,
+            metrics: started.metrics,
+            stop,
+            control,
+            thread: Some(thread),
+        }),
         _ => match thread.join() {
             Ok(Err(e)) => Err(e),
             _ => Err(ServeError::Runtime(std::io::Error::other("server thread ended at start"))),
@@ -399,18 +434,27 @@ pub fn start(config: Config) -> Result<ServerHandle, ServeError> {
     }
 }
 
+/// How a stop went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stopped {
+    /// Connections still open when `stop_timeout` ran out, closed then: a client that kept sending
+    /// (every request of it answered, with ESHUTDOWN after the stop), or that did not read its
+    /// replies (those not yet sent are lost with the connection).
+    pub closed: usize,
+}
+
 /// Serves until SIGINT or SIGTERM, then drains and returns (the `bfq serve` command). SIGHUP reads
 /// `config_file` again and applies its weights and classes to the running exports and connections.
 pub fn run_until_signal(
     config: Config,
     config_file: Option<PathBuf>,
-    mut on_ready: impl FnMut(&[String]),
-) -> Result<(), ServeError> {
+    mut on_ready: impl FnMut(&Started),
+) -> Result<Stopped, ServeError> {
     use tokio::signal::unix::{signal, SignalKind};
     let runtime = runtime(config.threads_or_default())?;
     runtime.block_on(async move {
         let server = Bound::bind(&config).await?;
-        on_ready(&server.addresses);
+        on_ready(&server.started);
         let (stop, stopped) = watch::channel(false);
         let (control, control_rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
@@ -428,11 +472,17 @@ pub fn run_until_signal(
                         match Config::from_file(path) {
                             Ok(c) => {
                                 let (tx, rx) = std::sync::mpsc::channel();
-                                let _ = control.send(Control::Reload(c, tx));
-                                let notes = tokio::task::spawn_blocking(move || rx.recv().unwrap_or_default()).await.unwrap_or_default();
-                                eprintln!("bfq serve: SIGHUP: reloaded {}", path.display());
-                                for n in notes {
-                                    eprintln!("bfq serve: SIGHUP: {n}");
+                                let _ = control.send(Control::Reload(Box::new(c), tx));
+                                let answer = tokio::task::spawn_blocking(move || rx.recv()).await;
+                                match answer {
+                                    Ok(Ok(Ok(notes))) => {
+                                        eprintln!("bfq serve: SIGHUP: reloaded {}", path.display());
+                                        for n in notes {
+                                            eprintln!("bfq serve: SIGHUP: {n}");
+                                        }
+                                    }
+                                    Ok(Ok(Err(e))) => eprintln!("bfq serve: SIGHUP: not reloaded: {e}"),
+                                    _ => eprintln!("bfq serve: SIGHUP: not reloaded: the server is stopping"),
                                 }
                             }
                             Err(e) => eprintln!("bfq serve: SIGHUP: not reloaded: {e}"),
@@ -491,7 +541,9 @@ async fn drive(driver: Driver) -> Result<EngineStats, EngineError> {
 
 enum Listener {
     Tcp(tokio::net::TcpListener),
-    Unix(tokio::net::UnixListener, PathBuf),
+    /// With the identity (device, inode) of the socket file it made: a stop removes the path only
+    /// while it is still that file, not another server's socket made there since.
+    Unix(tokio::net::UnixListener, PathBuf, Option<(u64, u64)>),
 }
 
 /// Exports opened and listeners bound: ready to serve.
@@ -500,77 +552,303 @@ struct Bound {
     /// The tasks driving the engines when they share the runtime's thread (`threads = 1`).
     drivers: Vec<tokio::task::JoinHandle<Result<EngineStats, EngineError>>>,
     listeners: Vec<Listener>,
-    addresses: Vec<String>,
     metrics: Option<tokio::net::TcpListener>,
-    metrics_address: Option<String>,
-    summary_interval: Option<std::time::Duration>,
+    started: Started,
+}
+
+/// Files a start made (export files, event logs, Unix sockets), with their identity: if the start
+/// fails after making them, it removes them, and nothing else (never a file made there since).
+#[derive(Default)]
+struct Made(Vec<(PathBuf, Option<(u64, u64)>)>);
+
+impl Made {
+    fn add(&mut self, path: &std::path::Path) {
+        self.0.push((path.to_path_buf(), identity(path)));
+    }
+
+    fn undo(&mut self) {
+        for (path, id) in self.0.drain(..).rev() {
+            if id.is_some() && identity(&path) == id {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
+
+/// (device, inode) of what is at `path` itself (a symbolic link is not followed).
+fn identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The directory a path's file is in (`.` for a bare name).
+fn parent_dir(path: &std::path::Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// What a file that is neither a regular file nor a block device is, for an error.
+fn file_kind(m: &std::fs::Metadata) -> &'static str {
+    let t = m.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_fifo() {
+        "a named pipe"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Checks an export's file without changing anything: an existing one is a regular file or a block
+/// device of at least one 4 KiB block that opens as the export needs; a missing one can be created
+/// (a `size`, not read-only, in a directory that exists and may be written).
+fn check_export(e: &Export) -> Result<(), ServeError> {
+    let fail = |message: String| ServeError::Export {
+        export: e.name.clone(),
+        path: e.path.display().to_string(),
+        message,
+    };
+    match std::fs::metadata(&e.path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            if e.read_only {
+                return Err(fail("does not exist, and a read-only export is not created".into()));
+            }
+            if e.size.is_none() {
+                return Err(fail("does not exist, and the export has no `size` to create it with".into()));
+            }
+            if std::fs::symlink_metadata(&e.path).is_ok() {
+                return Err(fail("is a symbolic link to nothing: not followed to create a file".into()));
+            }
+            let dir = parent_dir(&e.path);
+            match std::fs::metadata(&dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(fail(format!("cannot be created: {} is not a directory", dir.display())))
+                }
+                Err(_) => {
+                    return Err(fail(format!(
+                        "cannot be created: its directory {} does not exist",
+                        dir.display()
+                    )))
+                }
+            }
+            rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK)
+                .map_err(|err| fail(format!("cannot be created in {}: {err}", dir.display())))?;
+            Ok(())
+        }
+        Err(err) => Err(fail(err.to_string())),
+        Ok(m) => {
+            let block = m.file_type().is_block_device();
+            if !block && !m.is_file() {
+                return Err(fail(format!(
+                    "is {}: an export is a regular file or a block device",
+                    file_kind(&m)
+                )));
+            }
+            let mut file =
+                std::fs::OpenOptions::new().read(true).write(!e.read_only).open(&e.path).map_err(|err| {
+                    fail(format!(
+                        "cannot open it{}: {err}",
+                        if e.read_only { "" } else { " for reading and writing" }
+                    ))
+                })?;
+            let len = if block {
+                std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0))
+                    .map_err(|err| fail(err.to_string()))?
+            } else {
+                m.len()
+            };
+            if len < BLOCK {
+                return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether a Unix socket may be made at `path`: `Ok(true)` when a stale socket is there (nothing
+/// answers on it: its server is gone), `Ok(false)` when nothing is. A socket something answers on is
+/// another server's, and any other file is not ours: both are refused, and left alone.
+fn unix_socket_stale(path: &std::path::Path) -> Result<bool, ServeError> {
+    let fail = |message: String| ServeError::Socket { path: path.display().to_string(), message };
+    match std::fs::symlink_metadata(path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            let dir = parent_dir(path);
+            if !dir.is_dir() {
+                return Err(fail(format!("cannot be made: its directory {} does not exist", dir.display())));
+            }
+            // sun_path holds 108 bytes, its terminating zero included.
+            let len = path.as_os_str().len();
+            if len > 107 {
+                return Err(fail(format!(
+                    "cannot be made: its path is {len} bytes long, and at most 107 fit"
+                )));
+            }
+            Ok(false)
+        }
+        Err(err) => Err(fail(format!("cannot be looked at: {err}"))),
+        Ok(m) if !m.file_type().is_socket() => {
+            Err(fail(format!("is taken by {}, not a socket (left alone)", file_kind_any(&m))))
+        }
+        Ok(_) => match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => Err(fail("is in use by another server".into())),
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => Ok(true),
+            Err(err) => Err(fail(format!("may be in use (connecting to it: {err}); left alone"))),
+        },
+    }
+}
+
+/// What a file is, for an error: `a regular file` too.
+fn file_kind_any(m: &std::fs::Metadata) -> &'static str {
+    if m.is_file() {
+        "a regular file"
+    } else if m.file_type().is_symlink() {
+        "a symbolic link"
+    } else {
+        file_kind(m)
+    }
+}
+
+/// Everything about the files a start needs that can be checked without making anything.
+fn check_files(config: &Config) -> Result<(), ServeError> {
+    config.check_shared_files()?;
+    for e in &config.exports {
+        check_export(e)?;
+    }
+    if let Some(path) = &config.event_log {
+        // One file, or one per device (`FILE.N`): none may exist.
+        let taken = std::iter::once(path.clone())
+            .chain((0..config.exports.len()).map(|n| PathBuf::from(format!("{}.{n}", path.display()))))
+            .find(|p| std::fs::symlink_metadata(p).is_ok());
+        let fail = |path: &std::path::Path, message: &str| ServeError::Events {
+            path: path.display().to_string(),
+            source: std::io::Error::other(message.to_string()),
+        };
+        if let Some(p) = taken {
+            return Err(fail(&p, "it exists (the event log is never written over)"));
+        }
+        if !parent_dir(path).is_dir() {
+            return Err(fail(path, "its directory does not exist"));
+        }
+    }
+    for l in &config.listen {
+        if let Listen::Unix(path) = l {
+            unix_socket_stale(path)?;
+        }
+    }
+    Ok(())
+}
+
+/// The TCP listeners (with the address each is bound to) and the metrics listener, bound (before
+/// anything is made on disk: an address in use fails the start first).
+#[allow(clippy::type_complexity)]
+fn bind_tcp(
+    config: &Config,
+) -> Result<(Vec<(String, std::net::TcpListener)>, Option<(String, std::net::TcpListener)>), ServeError> {
+    let bind = |addr: &String| -> Result<(String, std::net::TcpListener), ServeError> {
+        let fail = |source| ServeError::Listen { address: addr.clone(), source };
+        let l = std::net::TcpListener::bind(addr.as_str()).map_err(fail)?;
+        // The backlog tokio's own bind uses: many clients connecting at once wait, not retry.
+        // SAFETY: the descriptor is the listener's, open for this call.
+        unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&l), 1024) };
+        l.set_nonblocking(true).map_err(fail)?;
+        let local = l.local_addr().map_err(fail)?;
+        Ok((local.to_string(), l))
+    };
+    let mut tcp = Vec::new();
+    for l in &config.listen {
+        if let Listen::Tcp(addr) = l {
+            tcp.push(bind(addr)?);
+        }
+    }
+    let metrics = config.metrics.as_ref().map(bind).transpose()?;
+    Ok((tcp, metrics))
 }
 
 impl Bound {
+    /// Checks everything it can, binds the TCP addresses, then opens (or creates) the exports and
+    /// makes the Unix sockets; a start that fails on the way removes what it made.
     async fn bind(config: &Config) -> Result<Bound, ServeError> {
-        let (state, drivers) = open_exports(config)?;
-        let state = Arc::new(state);
-        let drivers = drivers.into_iter().map(|d| tokio::spawn(drive(d))).collect();
+        check_files(config)?;
+        let (tcp, metrics) = bind_tcp(config)?;
+        let mut made = Made::default();
+        let bound = Self::make(config, tcp, metrics, &mut made);
+        if bound.is_err() {
+            made.undo();
+        }
+        bound
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn make(
+        config: &Config,
+        tcp: Vec<(String, std::net::TcpListener)>,
+        metrics: Option<(String, std::net::TcpListener)>,
+        made: &mut Made,
+    ) -> Result<Bound, ServeError> {
+        let (state, drivers) = open_exports(config, made)?;
         let mut listeners = Vec::new();
         let mut addresses = Vec::new();
+        let mut tcp = tcp.into_iter();
         for l in &config.listen {
             match l {
                 Listen::Tcp(addr) => {
-                    let listener = tokio::net::TcpListener::bind(addr)
-                        .await
+                    let (local, l) = tcp.next().expect("one TCP listener per TCP address");
+                    let listener = tokio::net::TcpListener::from_std(l)
                         .map_err(|source| ServeError::Listen { address: addr.clone(), source })?;
-                    let local = listener
-                        .local_addr()
-                        .map_err(|source| ServeError::Listen { address: addr.clone(), source })?;
-                    addresses.push(local.to_string());
+                    addresses.push(local);
                     listeners.push(Listener::Tcp(listener));
                 }
                 Listen::Unix(path) => {
-                    // A socket left by an earlier server is replaced; any other file is never touched.
-                    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+                    // A socket left by a server that is gone is replaced; a live server's socket and
+                    // any other file are never touched (checked again: it is moments later).
+                    if unix_socket_stale(path)? {
                         let _ = std::fs::remove_file(path);
                     }
                     let listener = tokio::net::UnixListener::bind(path).map_err(|source| {
                         ServeError::Listen { address: format!("unix:{}", path.display()), source }
                     })?;
+                    made.add(path);
                     addresses.push(format!("unix:{}", path.display()));
-                    listeners.push(Listener::Unix(listener, path.clone()));
+                    listeners.push(Listener::Unix(listener, path.clone(), identity(path)));
                 }
             }
         }
-        let (metrics, metrics_address) = match &config.metrics {
-            Some(addr) => {
-                let l = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| ServeError::Listen { address: addr.clone(), source })?;
-                let local =
-                    l.local_addr().map_err(|source| ServeError::Listen { address: addr.clone(), source })?;
-                (Some(l), Some(local.to_string()))
+        let (metrics, metrics_address) = match metrics {
+            Some((local, l)) => {
+                let address = config.metrics.clone().unwrap_or_default();
+                let l = tokio::net::TcpListener::from_std(l)
+                    .map_err(|source| ServeError::Listen { address, source })?;
+                (Some(l), Some(local))
             }
             None => (None, None),
         };
-        Ok(Bound {
-            state,
-            drivers,
-            listeners,
+        let started = Started {
             addresses,
-            metrics,
-            metrics_address,
-            summary_interval: config.summary_interval,
-        })
+            metrics: metrics_address,
+            read_cached: state.exports.iter().map(|e| e.read_cached).collect(),
+        };
+        let drivers = drivers.into_iter().map(|d| tokio::spawn(drive(d))).collect();
+        Ok(Bound { state: Arc::new(state), drivers, listeners, metrics, started })
     }
 
     async fn serve(
         self,
         stopped: watch::Receiver<bool>,
         mut control: mpsc::UnboundedReceiver<Control>,
-    ) -> Result<(), ServeError> {
+    ) -> Result<Stopped, ServeError> {
         let mut connections = JoinSet::new();
         let mut accepts = JoinSet::new();
         let (conn_tx, mut conn_rx) = mpsc::channel::<Conn>(64);
         for listener in self.listeners {
             let (tx, mut stop) = (conn_tx.clone(), stopped.clone());
             accepts.spawn(async move {
+                let mut trouble = AcceptTrouble::new();
                 loop {
                     let conn = tokio::select! {
                         _ = stop.changed() => break,
@@ -578,18 +856,20 @@ impl Bound {
                     };
                     match conn {
                         Ok(c) => {
+                            trouble.passed(false);
                             if tx.send(c).await.is_err() {
                                 break;
                             }
                         }
-                        Err(e) => {
-                            eprintln!("bfq serve: accept failed: {e}");
-                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        }
+                        Err(e) => trouble.after(&listener, e).await,
                     }
                 }
-                if let Listener::Unix(_, path) = &listener {
-                    let _ = std::fs::remove_file(path);
+                trouble.passed(true);
+                if let Listener::Unix(_, path, made) = &listener {
+                    // Only the socket this server made: another server may own the path by now.
+                    if made.is_some() && identity(path) == *made {
+                        let _ = std::fs::remove_file(path);
+                    }
                 }
             });
         }
@@ -600,47 +880,60 @@ impl Bound {
                 loop {
                     tokio::select! {
                         _ = stop.changed() => break,
-                        c = listener.accept() => if let Ok((stream, _)) = c {
-                            tokio::spawn(serve_metrics(stream, state.clone()));
+                        c = listener.accept() => match c {
+                            Ok((stream, _)) => { tokio::spawn(serve_metrics(stream, state.clone())); }
+                            // Out of descriptors, say: not a busy loop while it lasts.
+                            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
                         },
                     }
                 }
             });
         }
-        if let Some(every) = self.summary_interval {
+        {
             let (state, mut stop) = (self.state.clone(), stopped.clone());
+            let mut every = self.state.summary.subscribe();
             accepts.spawn(async move {
-                let mut last: Vec<crate::metrics::Snapshot> =
-                    state.exports.iter().map(|e| e.counters.snapshot()).collect();
-                let mut tick = tokio::time::interval(every);
-                tick.tick().await;
-                loop {
-                    tokio::select! {
-                        _ = stop.changed() => break,
-                        _ = tick.tick() => {}
-                    }
-                    let now: Vec<crate::metrics::Snapshot> =
+                'interval: loop {
+                    let Some(period) = *every.borrow_and_update() else {
+                        tokio::select! {
+                            _ = stop.changed() => break,
+                            r = every.changed() => if r.is_err() { break } else { continue },
+                        }
+                    };
+                    let mut last: Vec<crate::metrics::Snapshot> =
                         state.exports.iter().map(|e| e.counters.snapshot()).collect();
-                    let live = state
-                        .live
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .values()
-                        .copied()
-                        .collect::<Vec<_>>();
-                    let rows: Vec<(String, crate::metrics::Snapshot, usize)> = state
-                        .exports
-                        .iter()
-                        .enumerate()
-                        .map(|(i, e)| {
-                            (e.name.clone(), now[i].since(&last[i]), live.iter().filter(|&&x| x == i).count())
-                        })
-                        .filter(|(_, d, conns)| d.requests() > 0 || *conns > 0)
-                        .collect();
-                    if !rows.is_empty() {
-                        eprintln!("{}", crate::metrics::summary(&rows, every));
+                    let mut tick = tokio::time::interval(period);
+                    tick.tick().await;
+                    loop {
+                        tokio::select! {
+                            _ = stop.changed() => break 'interval,
+                            // A reload changed the interval: start over with the new one.
+                            r = every.changed() => if r.is_err() { break 'interval } else { continue 'interval },
+                            _ = tick.tick() => {}
+                        }
+                        let now: Vec<crate::metrics::Snapshot> =
+                            state.exports.iter().map(|e| e.counters.snapshot()).collect();
+                        let live = state
+                            .live
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .values()
+                            .copied()
+                            .collect::<Vec<_>>();
+                        let rows: Vec<(String, crate::metrics::Snapshot, usize)> = state
+                            .exports
+                            .iter()
+                            .enumerate()
+                            .map(|(i, e)| {
+                                (e.name.clone(), now[i].since(&last[i]), live.iter().filter(|&&x| x == i).count())
+                            })
+                            .filter(|(_, d, conns)| d.requests() > 0 || *conns > 0)
+                            .collect();
+                        if !rows.is_empty() {
+                            eprintln!("{}", crate::metrics::summary(&rows, period));
+                        }
+                        last = now;
                     }
-                    last = now;
                 }
             });
         }
@@ -664,7 +957,38 @@ impl Bound {
             }
         }
         while accepts.join_next().await.is_some() {}
-        while connections.join_next().await.is_some() {}
+        // Every connection answers what it received and closes once its client goes quiet; one that
+        // keeps sending, or never reads its replies, is closed when the stop has taken
+        // `stop_timeout`: its socket is shut down, and its tasks end as if the client had gone.
+        let bound = self.state.running.lock().unwrap_or_else(|p| p.into_inner()).stop_timeout;
+        let deadline = tokio::time::sleep(bound);
+        tokio::pin!(deadline);
+        let mut closed = None;
+        loop {
+            tokio::select! {
+                next = connections.join_next() => if next.is_none() { break },
+                _ = &mut deadline, if closed.is_none() => {
+                    let sockets: Vec<Arc<std::os::fd::OwnedFd>> = self
+                        .state
+                        .sockets
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .values()
+                        .cloned()
+                        .collect();
+                    closed = Some(sockets.len());
+                    eprintln!(
+                        "bfq serve: stopping: {} connection(s) still open after {} s (stop_timeout): closed",
+                        sockets.len(),
+                        bound.as_secs_f64()
+                    );
+                    for s in sockets {
+                        // SAFETY: the descriptor is open (the Arc holds it).
+                        unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(&*s), libc::SHUT_RDWR) };
+                    }
+                }
+            }
+        }
         // A control request answered on a blocking thread may still hold the state for a moment.
         let mut state = self.state;
         let state = loop {
@@ -688,7 +1012,87 @@ impl Bound {
         for driver in self.drivers {
             driver.await.map_err(|e| EngineError::Thread(format!("engine driver: {e}")))??;
         }
-        Ok(())
+        Ok(Stopped { closed: closed.unwrap_or(0) })
+    }
+}
+
+/// What an accept loop does when `accept` fails: says so at most once a second (with how many
+/// failed since), and when the process is out of descriptors takes the pending connection with a
+/// descriptor kept in reserve for it and closes it at once, so that the client is told (the
+/// connection closes) rather than left waiting in the backlog, and the loop does not spin.
+struct AcceptTrouble {
+    reserve: Option<std::fs::File>,
+    said: Option<std::time::Instant>,
+    /// Failures since the last line that said so, and the last one's error.
+    unsaid: u64,
+    last: Option<std::io::Error>,
+    closed: u64,
+}
+
+impl AcceptTrouble {
+    fn new() -> AcceptTrouble {
+        AcceptTrouble {
+            reserve: std::fs::File::open("/dev/null").ok(),
+            said: None,
+            unsaid: 0,
+            last: None,
+            closed: 0,
+        }
+    }
+
+    /// An accept succeeded (or, `end`, the loop ends): failures not yet said are said, once a
+    /// second has passed since the last line (at the end, at once).
+    fn passed(&mut self, end: bool) {
+        if self.unsaid > 0 && (end || self.due()) {
+            self.say();
+        }
+    }
+
+    fn due(&self) -> bool {
+        match self.said {
+            None => true,
+            Some(t) => t.elapsed() >= std::time::Duration::from_secs(1),
+        }
+    }
+
+    fn say(&mut self) {
+        let e = self.last.take().map_or_else(String::new, |e| e.to_string());
+        let what = if self.closed > 0 {
+            format!(
+                "; {} connection(s) closed at once so far for want of descriptors (raise `ulimit -n`)",
+                self.closed
+            )
+        } else {
+            String::new()
+        };
+        eprintln!("bfq serve: accept failed {} time(s): {e}{what}", self.unsaid);
+        self.said = Some(std::time::Instant::now());
+        self.unsaid = 0;
+    }
+
+    async fn after(&mut self, listener: &Listener, e: std::io::Error) {
+        self.unsaid += 1;
+        let out_of_descriptors = matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE));
+        if out_of_descriptors {
+            if let Some(reserve) = self.reserve.take() {
+                drop(reserve);
+                let pending =
+                    tokio::time::timeout(std::time::Duration::from_millis(100), accept(listener)).await;
+                if let Ok(Ok(conn)) = pending {
+                    drop(conn);
+                    self.closed += 1;
+                }
+                self.reserve = std::fs::File::open("/dev/null").ok();
+            }
+        }
+        self.last = Some(e);
+        if self.due() {
+            self.say();
+        }
+        if self.reserve.is_none() || !out_of_descriptors {
+            // Nothing to accept with until a connection closes (or the error passes): not a busy loop.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -748,7 +1152,7 @@ async fn accept(l: &Listener) -> std::io::Result<Conn> {
             let _ = s.set_nodelay(true);
             Ok(Conn::Tcp(s))
         }
-        Listener::Unix(u, _) => Ok(Conn::Unix(u.accept().await?.0)),
+        Listener::Unix(u, _, _) => Ok(Conn::Unix(u.accept().await?.0)),
     }
 }
 
@@ -763,14 +1167,15 @@ fn connection_spec(export: QueueSpec) -> QueueSpec {
     QueueSpec { class: export.class, ..QueueSpec::default() }
 }
 
-/// Opens (or creates) every export and starts one engine per device.
-fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
+/// Opens (or creates) every export and starts one engine per device; what it creates goes into
+/// `made`.
+fn open_exports(config: &Config, made: &mut Made) -> Result<(State, Vec<Driver>), ServeError> {
     let driven = config.threads_or_default() == 1;
     let mut drivers = Vec::new();
     let mut by_device: HashMap<u64, Vec<usize>> = HashMap::new();
     let mut opened = Vec::new();
     for (i, e) in config.exports.iter().enumerate() {
-        let (file, size, device, rotational, allocation) = open_export(e)?;
+        let (file, size, device, rotational, allocation) = open_export(e, made)?;
         by_device.entry(device).or_default().push(i);
         let read_cached = config.read_cache > 0 && e.cache == Cache::None && !bfq_io::in_memory(&file);
         opened.push((Some(file), size, rotational, allocation, read_cached));
@@ -796,6 +1201,7 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
                 .create_new(true)
                 .open(&path)
                 .map_err(|source| ServeError::Events { path: path.display().to_string(), source })?;
+            made.add(&path);
             builder = builder.event_log(file);
         }
         let mut targets = 0u32;
@@ -862,7 +1268,6 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
             let (engine, target, read_target) = slot.expect("every export has an engine");
             ExportState {
                 name: e.name.clone(),
-                path: e.path.clone(),
                 cache: e.cache,
                 page_cache,
                 size,
@@ -894,10 +1299,12 @@ fn open_exports(config: &Config) -> Result<(State, Vec<Driver>), ServeError> {
         engines,
         next_queue: AtomicU32::new(1),
         live: Mutex::new(HashMap::new()),
-        scheduler: config.scheduler.clone(),
+        running: Mutex::new(config.clone()),
+        summary: watch::Sender::new(config.summary_interval),
+        sockets: Mutex::new(HashMap::new()),
+        next_connection: AtomicU64::new(0),
         read_ahead: config.read_ahead,
         read_cache: cached.then(|| ReadCache::new(read_cache)),
-        read_cache_configured: config.read_cache,
         read_slabs: cached.then(|| Slabs::new(read_cache, chunk)),
     };
     if let Some(slabs) = &state.read_slabs {
@@ -933,7 +1340,10 @@ fn reopen(e: &Export, first: &std::fs::File) -> Result<std::fs::File, ServeError
 /// `base:allocation`). A missing file is created with the configured size (sparse; never an existing
 /// file); an existing one keeps its size, rounded down to whole 4 KiB blocks.
 #[allow(clippy::type_complexity)]
-fn open_export(e: &Export) -> Result<(std::fs::File, u64, u64, bool, Option<std::fs::File>), ServeError> {
+fn open_export(
+    e: &Export,
+    made: &mut Made,
+) -> Result<(std::fs::File, u64, u64, bool, Option<std::fs::File>), ServeError> {
     let fail = |message: String| ServeError::Export {
         export: e.name.clone(),
         path: e.path.display().to_string(),
@@ -954,8 +1364,20 @@ fn open_export(e: &Export) -> Result<(std::fs::File, u64, u64, bool, Option<std:
                 .create_new(true)
                 .open(&e.path)
                 .map_err(|err| fail(format!("cannot create it: {err}")))?;
-            f.set_len(size.next_multiple_of(BLOCK)).map_err(|err| fail(format!("cannot size it: {err}")))?;
+            made.add(&e.path);
+            let whole = size.next_multiple_of(BLOCK);
+            f.set_len(whole).map_err(|err| fail(format!("cannot size it: {err}")))?;
             drop(f);
+            let rounded = if whole != size {
+                format!(" (`size` {size} rounded up to whole 4 KiB blocks)")
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "bfq serve: export `{}`: created {} of {whole} bytes{rounded}",
+                e.name,
+                e.path.display()
+            );
             std::fs::metadata(&e.path).map_err(|err| fail(err.to_string()))?
         }
         Err(err) => return Err(fail(err.to_string())),
@@ -1003,15 +1425,42 @@ async fn serve_stream<S>(stream: S, state: Arc<State>, stopped: watch::Receiver<
 where
     S: AsyncRead + AsyncWrite + std::os::fd::AsFd + Unpin + Send + 'static,
 {
-    // The socket for `sendfile` of cached pages (`cache = "read"`), beside the write half, which
-    // does not buffer: both write to the stream in the reply writer's order.
-    let socket = stream.as_fd().try_clone_to_owned().ok();
+    // A descriptor of the socket of its own: for a stop that outlasts `stop_timeout` to shut it
+    // down, and for `sendfile` of cached pages (`cache = "read"`) beside the write half, which does
+    // not buffer (both write to the stream in the reply writer's order). Without it (out of
+    // descriptors) the connection is not served: a stop could not end it.
+    let Ok(socket) = stream.as_fd().try_clone_to_owned() else { return };
+    let socket = Arc::new(socket);
+    let id = state.next_connection.fetch_add(1, Ordering::Relaxed);
+    state.sockets.lock().unwrap_or_else(|p| p.into_inner()).insert(id, socket.clone());
+    let _registered = Registered { state: &state, id };
     let (mut rd, mut wr) = tokio::io::split(stream);
-    let session = match negotiate(&mut rd, &mut wr, &state).await {
-        Ok(Some(session)) => session,
-        _ => return,
+    // A stop closes a connection still negotiating once it has stayed that long (the protocol lets
+    // a server close during negotiation; the client has nothing in flight).
+    let mut stop = stopped.clone();
+    let session = tokio::select! {
+        r = negotiate(&mut rd, &mut wr, &state) => match r {
+            Ok(Some(session)) => session,
+            _ => return,
+        },
+        _ = async {
+            let _ = stop.wait_for(|stopping| *stopping).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => return,
     };
-    transmission(rd, wr, socket, state, session, stopped).await;
+    transmission(rd, wr, Some(socket.clone()), state.clone(), session, stopped).await;
+}
+
+/// A connection's socket in [`State::sockets`] while the connection lasts.
+struct Registered<'a> {
+    state: &'a State,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.state.sockets.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id);
+    }
 }
 
 /// What the negotiation settled for the transmission phase.
@@ -1460,7 +1909,7 @@ fn errno_of(e: &IoError) -> u32 {
 async fn transmission<R, W>(
     rd: R,
     wr: W,
-    socket: Option<std::os::fd::OwnedFd>,
+    socket: Option<Arc<std::os::fd::OwnedFd>>,
     state: Arc<State>,
     session: Session,
     mut stopped: watch::Receiver<bool>,
@@ -1512,31 +1961,11 @@ async fn transmission<R, W>(
     'requests: loop {
         while tasks.try_join_next().is_some() {}
         let Ok(slot) = slots.clone().acquire_owned().await else { break };
-        // The header is read piece by piece with `read`, which a stop can interrupt without losing
-        // bytes (`read_exact` could, in the middle of a header, and the stream would be out of step).
+        // Shutting down, whatever the client still sends is answered with ESHUTDOWN until it
+        // disconnects, or stays silent for a while (`read_some`).
         let mut header = [0u8; 28];
-        let mut got = 0;
-        while got < header.len() {
-            let n = if draining {
-                // Shutting down: whatever the client still sends is answered with ESHUTDOWN until it
-                // disconnects, or stays silent for a while.
-                match tokio::time::timeout(SHUTDOWN_GRACE, rd.read(&mut header[got..])).await {
-                    Ok(r) => r,
-                    Err(_) => break 'requests,
-                }
-            } else {
-                tokio::select! {
-                    r = rd.read(&mut header[got..]) => r,
-                    _ = stopped.changed() => {
-                        draining = true;
-                        continue;
-                    }
-                }
-            };
-            match n {
-                Ok(0) | Err(_) => break 'requests,
-                Ok(n) => got += n,
-            }
+        if read_full(&mut rd, &mut header, &mut stopped, &mut draining).await.is_err() {
+            break 'requests;
         }
         let Some(h) = RequestHeader::parse(&header) else { break };
         let arrived = std::time::Instant::now();
@@ -1548,11 +1977,7 @@ async fn transmission<R, W>(
             !activity.others_recently(queue, arrived)
         };
         if draining && h.command != CMD_DISC {
-            if h.command == CMD_WRITE
-                && tokio::io::copy(&mut (&mut rd).take(u64::from(h.length)), &mut tokio::io::sink())
-                    .await
-                    .is_err()
-            {
+            if h.command == CMD_WRITE && skip(&mut rd, h.length, &mut stopped, &mut draining).await.is_err() {
                 break;
             }
             let shutdown = Failure::new(ESHUTDOWN, "the server is shutting down");
@@ -1744,10 +2169,7 @@ async fn transmission<R, W>(
                 };
                 if let Some(f) = refuse {
                     // The payload still follows: skip it to stay in step with the client.
-                    if tokio::io::copy(&mut (&mut rd).take(u64::from(h.length)), &mut tokio::io::sink())
-                        .await
-                        .is_err()
-                    {
+                    if skip(&mut rd, h.length, &mut stopped, &mut draining).await.is_err() {
                         break;
                     }
                     let _ = tx.send(reply(f)).await;
@@ -1762,7 +2184,7 @@ async fn transmission<R, W>(
                 }
                 let payload = if aligned {
                     let mut buf = pool.get(h.length as usize);
-                    if rd.read_exact(buf.as_mut_slice()).await.is_err() {
+                    if read_full(&mut rd, buf.as_mut_slice(), &mut stopped, &mut draining).await.is_err() {
                         break;
                     }
                     let range = (h.offset, h.offset + u64::from(h.length));
@@ -1777,7 +2199,7 @@ async fn transmission<R, W>(
                     Payload::Aligned(buf)
                 } else {
                     let mut v = vec![0u8; h.length as usize];
-                    if rd.read_exact(&mut v).await.is_err() {
+                    if read_full(&mut rd, &mut v, &mut stopped, &mut draining).await.is_err() {
                         break;
                     }
                     state.changing(export, h.offset, h.offset + u64::from(h.length));
@@ -1879,6 +2301,13 @@ async fn transmission<R, W>(
                 });
             }
             CMD_DISC => break,
+            CMD_CACHE => {
+                let f = Failure::new(
+                    EINVAL,
+                    "NBD_CMD_CACHE is not supported (the server does not advertise NBD_FLAG_SEND_CACHE)",
+                );
+                let _ = tx.send(reply(f)).await;
+            }
             _ => {
                 let f = Failure::new(EINVAL, format!("unknown command {}", h.command));
                 let _ = tx.send(reply(f)).await;
@@ -1891,6 +2320,68 @@ async fn transmission<R, W>(
     let _ = writer.await;
     state.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&queue);
     engine.remove_queue(queue);
+}
+
+/// One read from the client into `buf`: as long as it takes while the server runs; once it stops
+/// (`draining`, set here when `stopped` changes meanwhile), at most [`SHUTDOWN_GRACE`] of silence,
+/// then `TimedOut`. `read` loses no bytes when the stop interrupts it (`read_exact` could, and the
+/// stream would be out of step).
+async fn read_some<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut [u8],
+    stopped: &mut watch::Receiver<bool>,
+    draining: &mut bool,
+) -> std::io::Result<usize> {
+    loop {
+        if *draining {
+            return match tokio::time::timeout(SHUTDOWN_GRACE, rd.read(buf)).await {
+                Ok(r) => r,
+                Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+            };
+        }
+        tokio::select! {
+            r = rd.read(buf) => return r,
+            _ = stopped.changed() => *draining = true,
+        }
+    }
+}
+
+/// Fills `buf` from the client with [`read_some`]: a header, or a write's payload. A payload cut
+/// short by a stop belongs to a write that was never acknowledged: closing loses nothing
+/// acknowledged.
+async fn read_full<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut [u8],
+    stopped: &mut watch::Receiver<bool>,
+    draining: &mut bool,
+) -> std::io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match read_some(rd, &mut buf[got..], stopped, draining).await? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => got += n,
+        }
+    }
+    Ok(())
+}
+
+/// Reads and drops a payload of `len` bytes (of a refused write), with [`read_some`].
+async fn skip<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    len: u32,
+    stopped: &mut watch::Receiver<bool>,
+    draining: &mut bool,
+) -> std::io::Result<()> {
+    let mut left = len as usize;
+    let mut scratch = vec![0u8; left.min(64 << 10)];
+    while left > 0 {
+        let n = left.min(scratch.len());
+        match read_some(rd, &mut scratch[..n], stopped, draining).await? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => left -= n,
+        }
+    }
+    Ok(())
 }
 
 /// Most extents in one block status reply (a client asks again from where a reply ends).
@@ -2126,7 +2617,7 @@ impl Direct {
 /// writes nothing.
 async fn write_replies<W: AsyncWrite + Unpin>(
     wr: W,
-    socket: Option<std::os::fd::OwnedFd>,
+    socket: Option<Arc<std::os::fd::OwnedFd>>,
     mut rx: mpsc::Receiver<Reply>,
     direct: Direct,
     pool: BufPool,
@@ -2166,7 +2657,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(
             }
         }
         if !broken {
-            broken = batch.send(&mut wr, socket.as_ref(), &replies, structured).await.is_err();
+            broken = batch.send(&mut wr, socket.as_deref(), &replies, structured).await.is_err();
         }
         for r in replies.drain(..) {
             if let Ok(Body::Data { buf: DataBuf::Owned(buf), .. }) = r.body {

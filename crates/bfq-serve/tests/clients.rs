@@ -506,21 +506,35 @@ fn a_reload_changes_the_weight_of_open_connections_without_dropping_them() {
     assert_eq!((before[0].export.as_str(), before[0].export_weight, before[0].bytes_read), ("a", 300, 4096));
     // Inside its export's group the connection has the default weight: connections share the export.
     assert_eq!(before[0].weight, 100);
-    let (a, b, ro) = (&files.0[0], &files.0[1], &files.0[2]);
+    let (a, b, ro, sock) = (&files.0[0], &files.0[1], &files.0[2], &files.0[3]);
     let text = format!(
-        "listen = [\"127.0.0.1:0\"]\n[[export]]\nname = \"a\"\npath = \"{}\"\nweight = 700\n[[export]]\nname = \"b\"\npath = \"{}\"\ncache = \"read\"\n[[export]]\nname = \"ro\"\npath = \"{}\"\nread_only = true\n[[export]]\nname = \"new\"\npath = \"/var/tmp/never-created\"\nsize = \"1MiB\"\n",
+        "listen = [\"127.0.0.1:0\", \"unix:{}\"]\n[[export]]\nname = \"a\"\npath = \"{}\"\nweight = 700\n[[export]]\nname = \"b\"\npath = \"{}\"\ncache = \"read\"\n[[export]]\nname = \"ro\"\npath = \"{}\"\nread_only = true\n[[export]]\nname = \"new\"\npath = \"/var/tmp/never-created\"\nsize = \"1MiB\"\n",
+        sock.display(),
         a.display(),
         b.display(),
         ro.display()
     );
-    let notes = server.reload(Config::from_toml(&text, "reload.toml").unwrap());
+    let notes = server.reload(Config::from_toml(&text, "reload.toml").unwrap()).unwrap();
     assert_eq!(
         notes,
         vec![
-            "export `b`: path, read_only and cache change only with a restart".to_string(),
+            "export `a`: description changes only with a restart; not applied".to_string(),
+            "export `b`: cache changes only with a restart; not applied".to_string(),
             "export `new` is new: restart to serve it".to_string()
         ]
     );
+    // Two exports on one file (here through a symbolic link): refused whole, nothing of it applied.
+    let link = PathBuf::from(format!("{}.link", a.display()));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(a, &link).unwrap();
+    let _link = Files(vec![link.clone()]);
+    let same = text.replace("weight = 700", "weight = 900").replace(
+        "[[export]]\nname = \"new\"\npath = \"/var/tmp/never-created\"",
+        &format!("[[export]]\nname = \"new\"\npath = \"{}\"\nread_only = true", link.display()),
+    );
+    let refused = server.reload(Config::from_toml(&same, "reload.toml").unwrap()).unwrap_err();
+    assert!(refused.message.contains("`a`") && refused.message.contains("`new`"), "{refused}");
+    assert_eq!(server.connections()[0].export_weight, 700, "a refused reload applies nothing");
     let after = server.connections();
     assert_eq!((after[0].queue, after[0].export_weight), (before[0].queue, 700));
     c.request(0, 2, 4096, 4096, &[]);
@@ -1317,6 +1331,11 @@ fn structured_replies_carry_data_errors_and_status_in_chunks_when_negotiated() {
     let (error, message) = c.error_done(7);
     assert_eq!(error, 22, "unknown command: EINVAL");
     assert!(message.contains("42"), "{message}");
+    // NBD_CMD_CACHE is named, not an unknown number: it is not advertised.
+    c.request(5, 7, 0, 4096, &[]);
+    let (error, message) = c.error_done(7);
+    assert_eq!(error, 22, "NBD_CMD_CACHE: EINVAL");
+    assert!(message.contains("NBD_CMD_CACHE is not supported"), "{message}");
     c.request(7, 8, 0, 4096, &[]);
     assert_eq!(c.error_done(8).0, 22, "block status without a metadata context: EINVAL");
     // Flush, trim, write-zeroes and a read of nothing: NONE + DONE.

@@ -1,0 +1,289 @@
+//! What a start checks before it makes anything, what it leaves behind when it fails (nothing it
+//! did not find), whose Unix socket it may replace (a stale one only), and how a stop ends
+//! connections that would otherwise keep it alive: one still negotiating, one in the middle of a
+//! write's payload, one that keeps sending or never reads its replies.
+//!
+//! Small files in a directory of each test's own under /var/tmp, removed at the end.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bfq_serve::{check, start, Config, ServeError};
+
+/// A directory of the test's own, removed at the end (also when the test fails).
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let dir = PathBuf::from(format!("/var/tmp/bfq-serve-startup-{tag}-{}", std::process::id()));
+        // Ours only if this process makes it.
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e} (not touched)", dir.display()));
+        Dir(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// A file of `len` bytes of data.
+    fn file(&self, name: &str, len: usize) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, vec![0x5au8; len]).unwrap();
+        p
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn config(text: &str) -> Config {
+    Config::from_toml(text, "test.toml").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A configuration listening on `listen` (TOML list items) with one export `a` on `path`, and
+/// `extra` lines in the export.
+fn one_export(listen: &str, path: &Path, extra: &str) -> String {
+    format!(
+        "listen = [{listen}]\nsummary_interval = \"off\"\n[[export]]\nname = \"a\"\npath = \"{}\"\n{extra}\n",
+        path.display()
+    )
+}
+
+fn inode(path: &Path) -> Option<u64> {
+    std::fs::symlink_metadata(path).ok().map(|m| m.ino())
+}
+
+/// Whether a server answers on the Unix socket (its greeting).
+fn answers(socket: &Path) -> bool {
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket) else { return false };
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).is_ok() && &hello[..8] == b"NBDMAGIC"
+}
+
+#[test]
+fn a_unix_socket_in_use_is_refused_and_left_alone_and_only_a_stale_one_is_replaced() {
+    let dir = Dir::new("sockets");
+    let (image, socket) = (dir.file("a.img", 1 << 20), dir.path("s.sock"));
+    let listen = format!("\"unix:{}\"", socket.display());
+    let first = start(config(&one_export(&listen, &image, ""))).unwrap();
+    let ours = inode(&socket);
+    // A second server on the same socket, with an export it would create: refused before anything.
+    let fresh = dir.path("fresh.img");
+    let second = start(config(&one_export(&listen, &fresh, "size = \"1MiB\""))).err().expect("refused");
+    assert!(matches!(second, ServeError::Socket { .. }), "{second}");
+    assert_eq!(second.to_string(), format!("unix socket {} is in use by another server", socket.display()));
+    assert_eq!(inode(&socket), ours, "the running server's socket is untouched");
+    assert!(!fresh.exists(), "the refused start created no file");
+    assert!(answers(&socket), "the first server still answers on its socket");
+    first.stop().unwrap();
+    assert!(!socket.exists(), "a stop removes the socket it made");
+
+    // A socket whose server is gone (nothing answers): replaced.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    assert!(socket.exists());
+    let replaced = start(config(&one_export(&listen, &image, ""))).unwrap();
+    assert!(answers(&socket));
+    // Another server took the path meanwhile: a stop leaves its socket alone.
+    std::fs::remove_file(&socket).unwrap();
+    let other = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let theirs = inode(&socket);
+    replaced.stop().unwrap();
+    assert_eq!(inode(&socket), theirs, "the other server's socket is still there");
+    drop(other);
+
+    // A file that is not a socket: never touched.
+    std::fs::remove_file(&socket).unwrap();
+    std::fs::write(&socket, b"not a socket").unwrap();
+    let e = start(config(&one_export(&listen, &image, ""))).err().expect("refused");
+    assert!(e.to_string().contains("not a socket"), "{e}");
+    assert_eq!(std::fs::read(&socket).unwrap(), b"not a socket");
+}
+
+#[test]
+fn a_start_that_fails_removes_the_files_it_created_and_nothing_else() {
+    let dir = Dir::new("undo");
+    let (fresh, socket) = (dir.path("fresh.img"), dir.path("s.sock"));
+    // The same socket twice (which a configuration file cannot say: put in by hand here) passes the
+    // checks, and the second fails after the export's file and the first socket are made.
+    let listen = format!("\"unix:{}\"", socket.display());
+    let mut twice = config(&one_export(&listen, &fresh, "size = \"1MiB\""));
+    twice.listen.push(twice.listen[0].clone());
+    let e = start(twice).err().expect("fails");
+    assert!(matches!(e, ServeError::Socket { .. }), "{e}");
+    assert!(!fresh.exists(), "the export's file it created is removed");
+    assert!(!socket.exists(), "the socket it made is removed");
+    // A TCP address in use fails the start before anything is made.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = format!("\"unix:{}\", \"{}\"", socket.display(), taken.local_addr().unwrap());
+    let e = start(config(&one_export(&listen, &fresh, "size = \"1MiB\""))).err().expect("fails");
+    assert!(e.to_string().starts_with("cannot listen on 127.0.0.1:"), "{e}");
+    assert!(!fresh.exists() && !socket.exists());
+    // An existing export file is never removed, whatever fails.
+    let image = dir.file("a.img", 1 << 20);
+    let e = start(config(&one_export(&listen, &image, ""))).err().expect("fails");
+    assert!(matches!(e, ServeError::Listen { .. }), "{e}");
+    assert_eq!(std::fs::read(&image).unwrap(), vec![0x5au8; 1 << 20]);
+}
+
+#[test]
+fn check_finds_what_a_start_would_fail_on_and_makes_nothing() {
+    let dir = Dir::new("check");
+    let socket = dir.path("s.sock");
+    let listen = format!("\"unix:{}\"", socket.display());
+    let image = dir.file("a.img", 1 << 20);
+    let failing = |text: String| -> String {
+        let e = check(&config(&text)).err().unwrap_or_else(|| panic!("check passed:\n{text}"));
+        e.to_string()
+    };
+    let missing_dir = dir.path("no-such-dir/a.img");
+    let e = failing(one_export(&listen, &missing_dir, "size = \"1MiB\""));
+    assert!(e.contains("no-such-dir does not exist"), "{e}");
+    let missing = dir.path("missing.img");
+    let e = failing(one_export(&listen, &missing, "size = \"1MiB\"\nread_only = true"));
+    assert!(e.contains("read-only export is not created"), "{e}");
+    let e = failing(one_export(&listen, &missing, ""));
+    assert!(e.contains("no `size`"), "{e}");
+    let e = failing(one_export(&listen, &dir.0, ""));
+    assert!(e.contains("is a directory"), "{e}");
+    let e = failing(one_export(&listen, Path::new("/dev/null"), ""));
+    assert!(e.contains("is a character device"), "{e}");
+    for (name, len) in [("empty.img", 0), ("small.img", 100)] {
+        let e = failing(one_export(&listen, &dir.file(name, len), ""));
+        assert!(e.contains(&format!("has {len} bytes: less than one 4 KiB block")), "{e}");
+    }
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap();
+    let e = failing(one_export(&format!("\"{port}\""), &image, ""));
+    assert!(e.starts_with(&format!("cannot listen on {port}")), "{e}");
+    let e = failing(format!("metrics = \"{port}\"\n{}", one_export(&listen, &image, "")));
+    assert!(e.starts_with(&format!("cannot listen on {port}")), "{e}");
+    std::fs::write(&socket, b"x").unwrap();
+    let e = failing(one_export(&listen, &image, ""));
+    assert!(e.contains("is taken by a regular file, not a socket"), "{e}");
+    std::fs::remove_file(&socket).unwrap();
+    // A configuration a start can serve passes, and the check made nothing.
+    check(&config(&one_export(&listen, &missing, "size = \"1MiB\""))).unwrap();
+    assert!(!missing.exists() && !socket.exists());
+}
+
+/// A client over TCP: (stream, reads time out after 10 s).
+fn tcp(addr: &str) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Through the handshake to export `a` (fixed newstyle, `NBD_OPT_EXPORT_NAME`, no zeroes).
+fn handshake(s: &mut std::net::TcpStream) {
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).unwrap();
+    s.write_all(&3u32.to_be_bytes()).unwrap();
+    let mut opt = b"IHAVEOPT".to_vec();
+    opt.extend_from_slice(&1u32.to_be_bytes());
+    opt.extend_from_slice(&1u32.to_be_bytes());
+    opt.push(b'a');
+    s.write_all(&opt).unwrap();
+    let mut info = [0u8; 10];
+    s.read_exact(&mut info).unwrap();
+}
+
+fn request(command: u16, handle: u64, offset: u64, length: u32) -> Vec<u8> {
+    let mut b = 0x2560_9513u32.to_be_bytes().to_vec();
+    b.extend_from_slice(&0u16.to_be_bytes());
+    b.extend_from_slice(&command.to_be_bytes());
+    b.extend_from_slice(&handle.to_be_bytes());
+    b.extend_from_slice(&offset.to_be_bytes());
+    b.extend_from_slice(&length.to_be_bytes());
+    b
+}
+
+/// Whether the server closed the connection: reads reach its end (replies before it are skipped).
+fn closed(s: &mut std::net::TcpStream) -> bool {
+    let mut b = [0u8; 65536];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Stops `server` on a thread of its own; returns how long the stop took, or panics if it has not
+/// finished within 20 s (it never did before the fix: the server stayed as long as its clients).
+fn stop_within(server: bfq_serve::ServerHandle) -> Duration {
+    let began = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(server.stop());
+    });
+    rx.recv_timeout(Duration::from_secs(20)).expect("the stop finishes").unwrap();
+    began.elapsed()
+}
+
+#[test]
+fn a_stop_closes_connections_still_negotiating_or_in_the_middle_of_a_payload() {
+    let dir = Dir::new("negotiating");
+    let image = dir.file("a.img", 4 << 20);
+    let server = start(config(&one_export("\"127.0.0.1:0\"", &image, ""))).unwrap();
+    let addr = server.addresses()[0].clone();
+    // Connected, nothing sent.
+    let mut silent = tcp(&addr);
+    // Greeted, no option sent.
+    let mut greeted = tcp(&addr);
+    greeted.read_exact(&mut [0u8; 18]).unwrap();
+    greeted.write_all(&3u32.to_be_bytes()).unwrap();
+    // A write of 1 MiB whose payload stops after 1,000 bytes.
+    let mut writing = tcp(&addr);
+    handshake(&mut writing);
+    writing.write_all(&request(1, 1, 0, 1 << 20)).unwrap();
+    writing.write_all(&[7u8; 1000]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let took = stop_within(server);
+    eprintln!("the stop took {took:?}");
+    let mut hello = [0u8; 18];
+    silent.read_exact(&mut hello).unwrap();
+    assert!(closed(&mut silent) && closed(&mut greeted) && closed(&mut writing));
+    // The write was never acknowledged, and none of it was written.
+    assert_eq!(std::fs::read(&image).unwrap()[..1000], [0x5au8; 1000]);
+}
+
+#[test]
+fn a_stop_closes_connections_still_open_after_stop_timeout() {
+    let dir = Dir::new("stop-timeout");
+    let image = dir.file("a.img", 4 << 20);
+    let text = format!("stop_timeout = \"1s\"\n{}", one_export("\"127.0.0.1:0\"", &image, ""));
+    let server = start(config(&text)).unwrap();
+    let addr = server.addresses()[0].clone();
+    // A client that keeps sending reads after the stop, every 100 ms (each answered, ESHUTDOWN).
+    let mut busy = tcp(&addr);
+    handshake(&mut busy);
+    let keep_sending = {
+        let mut s = busy.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut h = 0;
+            while s.write_all(&request(0, h, 0, 4096)).is_ok() && h < 300 {
+                h += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    // A client that sends 64 reads of 1 MiB and reads no reply.
+    let mut deaf = tcp(&addr);
+    handshake(&mut deaf);
+    for h in 0..64 {
+        deaf.write_all(&request(0, h, 0, 1 << 20)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let took = stop_within(server);
+    eprintln!("the stop took {took:?}");
+    assert!(closed(&mut busy) && closed(&mut deaf));
+    keep_sending.join().unwrap();
+}
