@@ -994,7 +994,8 @@ pub const MAX_PROCESSES: u32 = 10_000;
 pub const MAX_WINDOW: u32 = 1024;
 
 /// The shortest period of an application's own rhythm: `on`, `off`, `every`, and one frame or chunk
-/// (so at most [`MAX_FPS`] per second). See [`PERIOD_REASON`].
+/// (so at most [`MAX_FPS`] per second). Shorter periods are below one seek and a scheduler's idling
+/// window, so no scheduler could see them, and each costs simulator events.
 pub const MIN_PERIOD: Nanos = bfq_sched::MSEC;
 
 /// Why [`MIN_PERIOD`] is 1 ms, for the messages that refuse a shorter period.
