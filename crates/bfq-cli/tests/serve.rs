@@ -241,19 +241,7 @@ impl Served {
 
     /// Waits for a line of standard error that contains `what`; returns it.
     fn line_with(&mut self, what: &str, within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok((_, line)) if line.contains(what) => return line,
-                Ok((_, line)) => seen.push(line),
-                Err(_) => panic!(
-                    "no line with {what:?} from bfq serve within {within:?}; it said:\n{}",
-                    seen.join("\n")
-                ),
-            }
-        }
+        self.next_with(what, within).1
     }
 
     /// The lines of standard error that came so far.
@@ -263,12 +251,18 @@ impl Served {
 
     /// Waits for a line of standard error that contains `what`; returns when it came.
     fn wait_for(&mut self, what: &str, within: Duration) -> Instant {
+        self.next_with(what, within).0
+    }
+
+    /// The next line of standard error that contains `what`, and when it came; panics with what
+    /// came instead if none does within `within`.
+    fn next_with(&mut self, what: &str, within: Duration) -> (Instant, String) {
         let deadline = Instant::now() + within;
         let mut seen = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok((at, line)) if line.contains(what) => return at,
+                Ok((at, line)) if line.contains(what) => return (at, line),
                 Ok((_, line)) => seen.push(line),
                 Err(_) => panic!(
                     "no line with {what:?} from bfq serve within {within:?}; it said:\n{}",

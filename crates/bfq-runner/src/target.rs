@@ -260,12 +260,24 @@ pub fn prepare_target(target: &Path, needs: &TargetNeeds) -> Result<PreparedTarg
 
 /// Creates the target, fills it, records it as ours; removes it again if any step fails.
 fn create(target: &Path, bytes: u64, read_only: bool) -> Result<PreparedTarget, TargetError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(target)
-        .map_err(io_err(target, "cannot create it"))?;
+    let file = OpenOptions::new().read(true).write(true).create_new(true).open(target).map_err(|e| {
+        // `exists()` follows links: a link to a missing file looks absent, and creating through it
+        // fails with "File exists".
+        let dangling = std::fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_symlink());
+        let what = if dangling {
+            match std::fs::read_link(target) {
+                Ok(to) => format!(
+                    "cannot create it: it is a symbolic link to {}, which does not exist (bfq does not \
+                         create files through links: give the path the link points to, or remove the link)",
+                    to.display()
+                ),
+                Err(_) => "cannot create it: it is a symbolic link to a missing file".to_string(),
+            }
+        } else {
+            "cannot create it".to_string()
+        };
+        io_err(target, &what)(e)
+    })?;
     let result = (|| {
         check_space(&file, target, bytes)?;
         file.set_len(bytes).map_err(io_err(target, "cannot size it"))?;
@@ -374,6 +386,17 @@ mod tests {
         assert!(holes(&file, 3 << 20).unwrap().is_empty());
         assert_eq!(file.metadata().unwrap().len(), 3 << 20);
         assert!(is_ours(&t.0));
+    }
+
+    #[test]
+    fn a_symbolic_link_to_a_missing_file_is_refused_naming_the_link_and_creates_nothing() {
+        let t = Temp::new("dangling");
+        let missing = t.0.with_extension("missing");
+        std::os::unix::fs::symlink(&missing, &t.0).unwrap();
+        let needs = TargetNeeds { bytes: 1 << 20, ..TargetNeeds::default() };
+        let text = prepare_target(&t.0, &needs).unwrap_err().to_string();
+        assert!(text.contains("symbolic link to") && text.contains("does not exist"), "{text}");
+        assert!(!missing.exists());
     }
 
     #[test]

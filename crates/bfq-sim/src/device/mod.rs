@@ -103,9 +103,9 @@ pub fn build_device(name: &str, params: &[(String, String)]) -> Result<Box<dyn D
             for (key, value) in params {
                 match key.as_str() {
                     "service_time_us" => {
-                        service_time = params::integer(value, 1, u64::MAX / 1_000)
-                            .map_err(|e| invalid(key, value, e))?
-                            * 1_000
+                        // Up to 10 s a command: enough for any device, and a range a person can read.
+                        service_time =
+                            params::integer(value, 1, 10_000_000).map_err(|e| invalid(key, value, e))? * 1_000
                     }
                     "queue_depth" => {
                         depth = params::integer(value, 1, 1024).map_err(|e| invalid(key, value, e))? as u32
