@@ -7,7 +7,6 @@
 //! runs runs here; the differences (O_DIRECT alignment, no page cache) are the driver's.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -26,7 +25,6 @@ use bfq_io::{Client, Engine, EngineError};
 /// slot to shut it down, and holds the slot's lock until the engine has drained.
 type EngineSlot = Arc<Mutex<Option<Engine>>>;
 static RUNNING: Mutex<Vec<EngineSlot>> = Mutex::new(Vec::new());
-static QUIESCED: AtomicBool = AtomicBool::new(false);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves a valid value: keep using it.
@@ -56,7 +54,6 @@ impl Drop for Running {
 /// modification time: a write landing a few milliseconds later made the next run refuse its own
 /// file). The runs never return afterwards: the caller is expected to end the process.
 pub fn quiesce_runs() {
-    QUIESCED.store(true, Ordering::SeqCst);
     let slots: Vec<EngineSlot> = lock(&RUNNING).clone();
     for slot in slots {
         // Waits for a run that is shutting its engine down itself.
@@ -167,7 +164,6 @@ pub fn run_job(
     let apps = bfq_workload::apps::build(job, places)
         .map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
     let running = Running::register(builder.build()?);
-
     let clock = Arc::new(Clock { start: Instant::now(), warmup: job.warmup.0, end: job.duration.0 });
     // Queue 0 is no one's; each application's queues follow the previous one's, as in the simulator.
     let mut next_queue = 1u32;
