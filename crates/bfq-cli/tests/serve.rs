@@ -157,13 +157,17 @@ impl Served {
             }
             f.sync_all().unwrap();
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))
-            .args(["serve", "--config"])
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("bfq serve starts");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_bfq"));
+        command.args(["serve", "--config"]).arg(&config);
+        let mut served = Self::spawn(command, dir, config, socket);
+        served.wait_for("bfq serve: listening on", Duration::from_secs(30));
+        served
+    }
+
+    /// Starts `command` (a `bfq serve` of `config` in `dir`), its standard error read line by line.
+    fn spawn(mut command: Command, dir: PathBuf, config: PathBuf, socket: PathBuf) -> Served {
+        let mut child =
+            command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("bfq serve starts");
         let stderr = child.stderr.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -173,9 +177,7 @@ impl Served {
         });
         // For `sweep_killed_runs`, should this test process be killed before `Drop` can end the server.
         std::fs::write(dir.join("server.pid"), child.id().to_string()).unwrap();
-        let mut served = Served { child: Some(child), lines, dir, config, socket };
-        served.wait_for("bfq serve: listening on", Duration::from_secs(30));
-        served
+        Served { child: Some(child), lines, dir, config, socket }
     }
 
     /// A server of one export `a` on a small file (1 MiB), listening on its Unix socket and on a TCP
@@ -198,7 +200,7 @@ impl Served {
         )
         .unwrap();
         let bfq = env!("CARGO_BIN_EXE_bfq");
-        let mut command = match files {
+        let command = match files {
             Some(n) => {
                 let mut c = Command::new("bash");
                 c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" serve --config \"$1\"")])
@@ -212,17 +214,7 @@ impl Served {
                 c
             }
         };
-        let mut child =
-            command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("bfq serve starts");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send((Instant::now(), line));
-            }
-        });
-        std::fs::write(dir.join("server.pid"), child.id().to_string()).unwrap();
-        let mut served = Served { child: Some(child), lines, dir, config, socket };
+        let mut served = Self::spawn(command, dir, config, socket);
         let listening = served.line_with("bfq serve: listening on", Duration::from_secs(30));
         let tcp = listening.rsplit(", ").next().unwrap().to_string();
         (served, tcp)
