@@ -317,14 +317,18 @@ impl<T> Core<T> {
             .map_err(EngineError::from)
     }
 
-    /// Places a queue in a group (see `Scheduler::set_queue_group`).
+    /// Places a queue in a group (see `Scheduler::set_queue_group`). A removal of the queue still
+    /// waiting for its requests is cancelled, as [`Core::configure`] does: the caller wants the
+    /// queue in that group, and its removal would drop the placement with it.
     pub(crate) fn set_queue_group(
         &mut self,
         queue: QueueId,
         group: GroupId,
         now: Nanos,
     ) -> Result<(), EngineError> {
-        self.sched.set_queue_group(queue, group, SchedInstant::from_nanos(now)).map_err(EngineError::from)
+        self.sched.set_queue_group(queue, group, SchedInstant::from_nanos(now)).map_err(EngineError::from)?;
+        self.removing.retain(|&q| q != queue);
+        Ok(())
     }
 
     /// Hands one request to the scheduler (offset and buffer already checked by the front end), or,

@@ -60,6 +60,16 @@ pub enum EngineError {
         /// report that prints the chain of causes would show it twice.
         error: std::io::Error,
     },
+    /// O_DIRECT could not be cleared on a caller's file given to
+    /// [`EngineBuilder::target_file_cached`], which reads and writes it through the page cache. Not
+    /// [`EngineError::Open`]: nothing is opened there, and O_DIRECT is what it takes away.
+    #[error("cannot clear O_DIRECT on {path} to use it through the page cache: {error}")]
+    Cached {
+        /// The target.
+        path: String,
+        /// The OS error, in the message only (as for [`EngineError::Open`]).
+        error: std::io::Error,
+    },
     /// io_uring or eventfd setup failed.
     #[error("cannot set up io_uring: {0}")]
     Ring(std::io::Error),
@@ -636,6 +646,7 @@ impl Engine {
     /// if it holds none); requests issued on it after its removal create it anew with the default
     /// weight. Configuring it again before its removal has happened ([`Engine::client`],
     /// [`Engine::client_on`]) cancels the removal: the queue stays, with the new weight and class.
+    /// Placing it in a group meanwhile ([`Engine::set_queue_group`]) cancels it too.
     pub fn remove_queue(&self, queue: QueueId) {
         self.shared.send(Cmd::Remove(queue));
     }
@@ -661,7 +672,8 @@ impl Engine {
     }
 
     /// Places `queue` in `group` (every queue starts in `ROOT_GROUP`); a queue with requests in the
-    /// scheduler moves when it next has none. Waits for the engine thread's answer.
+    /// scheduler moves when it next has none. Cancels a removal of it that is still waiting for its
+    /// requests ([`Engine::remove_queue`]). Waits for the engine thread's answer.
     pub fn set_queue_group(&self, queue: QueueId, group: GroupId) -> Result<(), EngineError> {
         if let Some(worker) = &self.driven {
             return self.with_worker(worker, |w, now| w.core.set_queue_group(queue, group, now));
@@ -1521,7 +1533,7 @@ impl EngineBuilder {
                     f
                 }
                 TargetSource::CachedFile(f) => {
-                    crate::core::set_cached(&f).map_err(|error| EngineError::Open {
+                    crate::core::set_cached(&f).map_err(|error| EngineError::Cached {
                         path: "a caller's file descriptor".into(),
                         error,
                     })?;

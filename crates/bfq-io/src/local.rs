@@ -54,7 +54,8 @@ impl LocalEngine {
     }
 
     /// Removes `queue` from the scheduler once its requests are done (at once if it holds none).
-    /// Configuring it again before then ([`LocalEngine::configure_queue`]) cancels the removal.
+    /// Configuring it again before then ([`LocalEngine::configure_queue`]) or placing it in a group
+    /// ([`LocalEngine::set_queue_group`]) cancels the removal.
     pub fn remove_queue(&mut self, queue: QueueId) {
         let now = self.core.now();
         self.core.remove_queue(queue, now);
@@ -80,7 +81,8 @@ impl LocalEngine {
         self.core.configure_group(group, parent, spec, now)
     }
 
-    /// Places `queue` in `group` (see [`crate::Engine::set_queue_group`]).
+    /// Places `queue` in `group` (see [`crate::Engine::set_queue_group`]), and cancels a removal of
+    /// it that is still waiting for its requests ([`LocalEngine::remove_queue`]).
     pub fn set_queue_group(&mut self, queue: QueueId, group: GroupId) -> Result<(), EngineError> {
         let now = self.core.now();
         self.core.set_queue_group(queue, group, now)

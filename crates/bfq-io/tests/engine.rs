@@ -206,6 +206,33 @@ fn an_unopenable_target_names_the_os_error_in_the_message() {
     }
 }
 
+/// A caller's file that `target_file_cached` cannot switch to the page cache is reported as what
+/// failed: clearing O_DIRECT, not opening with it (the message once said "cannot open ... with
+/// O_DIRECT"). A descriptor opened with O_PATH takes no file status flags (EBADF).
+#[test]
+fn a_cached_target_that_cannot_leave_o_direct_says_so_in_the_message() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::env::temp_dir();
+    let path_only = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::PATH.bits() as i32)
+        .open(&dir)
+        .unwrap();
+    let Err(e) = Engine::builder().target_file_cached(path_only).build() else {
+        panic!("an O_PATH descriptor of {} became a target", dir.display());
+    };
+    let text = e.to_string();
+    assert!(
+        text.starts_with(
+            "cannot clear O_DIRECT on a caller's file descriptor to use it through the page cache: \
+             Bad file descriptor (os error 9)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("open"), "{text}");
+    assert!(std::error::Error::source(&e).is_none(), "{text}");
+}
+
 /// Shutdown drains: requests still queued when shutdown is called all get their result, and tickets
 /// can be awaited as futures without any runtime (a minimal executor polls them).
 #[test]

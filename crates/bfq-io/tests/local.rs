@@ -1,7 +1,9 @@
 //! Integration tests of the engine driven from the caller's thread ([`LocalEngine`], issue 7 part 2),
 //! on temporary files: data integrity, BFQ's weighted shares, per-request errors, drain.
 
-use bfq_io::{AlignedBuf, EngineConfig, IoError, LocalCompletion, LocalEngine, QueueId, QueueSpec};
+use bfq_io::{
+    AlignedBuf, EngineConfig, GroupId, IoError, LocalCompletion, LocalEngine, QueueId, QueueSpec, ROOT_GROUP,
+};
 use bfq_sched::Op;
 
 mod common;
@@ -160,6 +162,29 @@ fn configuring_a_queue_after_its_removal_was_asked_cancels_the_removal() {
     // A removal asked after the configuration still happens.
     engine.read(QueueId(1), 8192, AlignedBuf::zeroed(4096), true, 3);
     engine.remove_queue(QueueId(1));
+    assert_eq!(drain(&mut engine).len(), 1);
+    assert_eq!(weight_of(&engine, QueueId(1)), None);
+}
+
+/// Placing a queue in a group after its removal was asked, while it is busy, cancels the removal as
+/// configuring it does: the queue, its weight and its group outlive its idle moment (the removal
+/// once went ahead and the placement was lost with the queue).
+#[test]
+fn placing_a_queue_in_a_group_after_its_removal_was_asked_cancels_the_removal() {
+    let file = TempFile::new("regroup", 64 * 4096);
+    let mut engine = LocalEngine::open(&file.0, config("bfq", 4)).unwrap();
+    engine.configure_group(GroupId(1), ROOT_GROUP, QueueSpec::with_weight(200)).unwrap();
+    engine.configure_queue(QueueId(1), QueueSpec::with_weight(300)).unwrap();
+    engine.read(QueueId(1), 0, AlignedBuf::zeroed(4096), true, 1);
+    // Busy: the removal waits for the read.
+    engine.remove_queue(QueueId(1));
+    engine.set_queue_group(QueueId(1), GroupId(1)).unwrap();
+    assert_eq!(drain(&mut engine).len(), 1);
+    assert_eq!(weight_of(&engine, QueueId(1)), Some(300), "the queue outlives its idle moment");
+    // A refused placement (unknown group) leaves a pending removal alone.
+    engine.read(QueueId(1), 4096, AlignedBuf::zeroed(4096), true, 2);
+    engine.remove_queue(QueueId(1));
+    assert!(engine.set_queue_group(QueueId(1), GroupId(9)).is_err());
     assert_eq!(drain(&mut engine).len(), 1);
     assert_eq!(weight_of(&engine, QueueId(1)), None);
 }

@@ -340,6 +340,23 @@ impl Scheduler for HeldBfq {
     fn remove_queue(&mut self, queue: QueueId, now: Instant) -> Result<(), SchedError> {
         self.inner.remove_queue(queue, now)
     }
+    fn configure_group(
+        &mut self,
+        group: bfq_io::GroupId,
+        parent: bfq_io::GroupId,
+        spec: QueueSpec,
+        now: Instant,
+    ) -> Result<(), SchedError> {
+        self.inner.configure_group(group, parent, spec, now)
+    }
+    fn set_queue_group(
+        &mut self,
+        queue: QueueId,
+        group: bfq_io::GroupId,
+        now: Instant,
+    ) -> Result<(), SchedError> {
+        self.inner.set_queue_group(queue, group, now)
+    }
     fn insert(&mut self, request: Request, now: Instant) {
         self.inner.insert(request, now)
     }
@@ -408,6 +425,31 @@ fn configuring_a_queue_after_its_removal_was_asked_cancels_the_removal() {
     engine.remove_queue(QueueId(1));
     last.wait().unwrap();
     assert_eq!(weight(&engine), None);
+    engine.shutdown().unwrap();
+}
+
+/// Placing a queue in a group after its removal was asked, while it is busy, cancels the removal as
+/// configuring it does: the queue and its weight outlive its idle moment.
+#[test]
+fn placing_a_queue_in_a_group_after_its_removal_was_asked_cancels_the_removal() {
+    use bfq_io::{GroupId, ROOT_GROUP};
+    let file = Temp::new("regroup", 1 << 20, true);
+    let open = Arc::new(AtomicBool::new(false));
+    let bfq = bfq_sched::build("bfq", DeviceInfo { rotational: false, queue_depth: 8 }, &[]).unwrap();
+    let sched = HeldBfq { inner: bfq, open: open.clone() };
+    let engine = Engine::builder().scheduler(Box::new(sched)).target_path(&file.0).build().unwrap();
+    let weight = |engine: &Engine| {
+        let stats = engine.stats().unwrap();
+        stats.queues.iter().find(|s| s.queue == QueueId(1)).map(|s| s.weight)
+    };
+    engine.configure_group(GroupId(1), ROOT_GROUP, QueueSpec::with_weight(200)).unwrap();
+    let c = engine.client(QueueId(1), QueueSpec::with_weight(300)).unwrap();
+    let held = c.read(0, AlignedBuf::zeroed(4096), true);
+    engine.remove_queue(QueueId(1));
+    engine.set_queue_group(QueueId(1), GroupId(1)).unwrap();
+    open.store(true, Ordering::SeqCst);
+    held.wait().unwrap();
+    assert_eq!(weight(&engine), Some(300), "the queue outlives its idle moment");
     engine.shutdown().unwrap();
 }
 

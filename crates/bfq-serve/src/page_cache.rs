@@ -88,10 +88,16 @@ pub fn forget(file: &std::fs::File, offset: u64, len: u64) {
 pub fn prepare(file: &std::fs::File) -> Result<(), String> {
     rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::Random)
         .map_err(|e| format!("cannot turn the kernel's read-ahead off on it: {e}"))?;
-    all_cached(file, 0, 1).map_err(|e| {
-        format!("cannot ask which of its pages are cached (cachestat, Linux 6.5 or later): {e}")
-    })?;
-    Ok(())
+    check_cachestat(file)
+}
+
+/// Whether `cachestat` answers on `file` (the kernel has it: Linux 6.5 or later), with the error
+/// [`prepare`] gives when it does not: `bfq serve --check` asks it too, of a file that a start would
+/// create on the directory it would be created in.
+pub fn check_cachestat(file: &std::fs::File) -> Result<(), String> {
+    all_cached(file, 0, 1)
+        .map(|_| ())
+        .map_err(|e| format!("cannot ask which of its pages are cached (cachestat, Linux 6.5 or later): {e}"))
 }
 
 #[cfg(test)]

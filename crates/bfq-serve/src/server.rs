@@ -61,9 +61,14 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(500
 /// Why the server could not start or run.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// An export cannot be opened or created.
-    #[error("export `{export}` ({path}): {message}")]
+    /// An export cannot be opened or created. The message starts with the configuration's file and
+    /// the line of the export's `path`, as the configuration's own errors do (`serve.toml:7: `).
+    #[error("{}export `{export}` ({path}): {message}", config_line(file, *line))]
     Export {
+        /// The configuration file, as its errors name it.
+        file: String,
+        /// The line of the export's `path` in it, when known.
+        line: Option<usize>,
         /// The export.
         export: String,
         /// Its path.
@@ -104,6 +109,23 @@ pub enum ServeError {
         /// What is there.
         message: String,
     },
+}
+
+/// `serve.toml:7: `: where an export's error comes from in the configuration (nothing for an export
+/// whose line is not known, one built by code rather than read from a file).
+fn config_line(file: &str, line: Option<usize>) -> String {
+    line.map(|l| format!("{file}:{l}: ")).unwrap_or_default()
+}
+
+/// An error about export `e`'s file, naming the line of its `path` in the configuration `file`.
+fn export_error(file: &str, e: &Export, message: String) -> ServeError {
+    ServeError::Export {
+        file: file.into(),
+        line: e.line,
+        export: e.name.clone(),
+        path: e.path.display().to_string(),
+        message,
+    }
 }
 
 struct ExportState {
@@ -388,9 +410,10 @@ pub struct Started {
 
 /// Checks what `bfq serve --check` checks and a start checks before it creates anything: the
 /// exports' files (present, or creatable; regular files or block devices of at least one block;
-/// openable as the export needs; no two exports on one file), the `--events` file (must not
-/// exist), the Unix sockets' paths (a stale socket or nothing, in an existing directory) and the
-/// TCP and metrics addresses (bound for a moment, then let go). Changes nothing.
+/// openable as the export needs; no two exports on one file; `cachestat` for `cache = "read"`),
+/// the `--events` file (must not exist), the Unix sockets' paths (a stale socket or nothing, in an
+/// existing directory) and the TCP and metrics addresses (bound for a moment, then let go). Changes
+/// nothing.
 pub fn check(config: &Config) -> Result<(), ServeError> {
     check_files(config)?;
     let _ = bind_tcp(config)?;
@@ -606,13 +629,13 @@ fn file_kind(m: &std::fs::Metadata) -> &'static str {
 
 /// Checks an export's file without changing anything: an existing one is a regular file or a block
 /// device of at least one 4 KiB block that opens as the export needs; a missing one can be created
-/// (a `size`, not read-only, in a directory that exists and may be written).
-fn check_export(e: &Export) -> Result<(), ServeError> {
-    let fail = |message: String| ServeError::Export {
-        export: e.name.clone(),
-        path: e.path.display().to_string(),
-        message,
-    };
+/// (a `size`, not read-only, in a directory that exists and may be written). With `cache = "read"`,
+/// `cachestat` must answer on it (on its directory for a missing one), as a start needs.
+fn check_export(config_file: &str, e: &Export) -> Result<(), ServeError> {
+    let fail = |message: String| export_error(config_file, e, message);
+    // In the words of the start's own refusal (`open_exports`).
+    let page_cache =
+        |ready: Result<(), String>| ready.map_err(|err| fail(format!("cache = \"read\": {err}")));
     match std::fs::metadata(&e.path) {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             if e.read_only {
@@ -639,6 +662,14 @@ fn check_export(e: &Export) -> Result<(), ServeError> {
             }
             rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK)
                 .map_err(|err| fail(format!("cannot be created in {}: {err}", dir.display())))?;
+            // A kernel without cachestat refuses it on any file: the directory tells as well as the
+            // file that is not there yet (one that cannot be read, which a start does not need, tells
+            // nothing).
+            if e.cache == Cache::Read {
+                if let Ok(opened) = std::fs::File::open(&dir) {
+                    page_cache(crate::page_cache::check_cachestat(&opened))?;
+                }
+            }
             Ok(())
         }
         Err(err) => Err(fail(err.to_string())),
@@ -665,6 +696,11 @@ fn check_export(e: &Export) -> Result<(), ServeError> {
             };
             if len < BLOCK {
                 return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
+            }
+            if e.cache == Cache::Read {
+                // A descriptor of the check's own, without O_DIRECT as the start's buffered one: the
+                // advice `prepare` gives goes with it.
+                page_cache(crate::page_cache::prepare(&file))?;
             }
             Ok(())
         }
@@ -718,7 +754,7 @@ fn file_kind_any(m: &std::fs::Metadata) -> &'static str {
 fn check_files(config: &Config) -> Result<(), ServeError> {
     config.check_shared_files()?;
     for e in &config.exports {
-        check_export(e)?;
+        check_export(&config.file, e)?;
     }
     if let Some(path) = &config.event_log {
         // One file, or one per device (`FILE.N`): none may exist.
@@ -1175,7 +1211,7 @@ fn open_exports(config: &Config, made: &mut Made) -> Result<(State, Vec<Driver>)
     let mut by_device: HashMap<u64, Vec<usize>> = HashMap::new();
     let mut opened = Vec::new();
     for (i, e) in config.exports.iter().enumerate() {
-        let (file, size, device, rotational, allocation) = open_export(e, made)?;
+        let (file, size, device, rotational, allocation) = open_export(&config.file, e, made)?;
         by_device.entry(device).or_default().push(i);
         let read_cached = config.read_cache > 0 && e.cache == Cache::None && !bfq_io::in_memory(&file);
         opened.push((Some(file), size, rotational, allocation, read_cached));
@@ -1218,17 +1254,13 @@ fn open_exports(config: &Config, made: &mut Made) -> Result<(State, Vec<Driver>)
                     target
                 }
                 Cache::Read => {
-                    let fail = |message: String| ServeError::Export {
-                        export: config.exports[i].name.clone(),
-                        path: config.exports[i].path.display().to_string(),
-                        message,
-                    };
+                    let fail = |message: String| export_error(&config.file, &config.exports[i], message);
                     // Two descriptors of one file: O_DIRECT for what changes the data, buffered for
                     // the reads (without the kernel's read-ahead: the server's windows read ahead,
                     // through the scheduler). The kernel keeps them coherent: a direct write writes
                     // back and then drops the cached pages it replaces, and waits for a buffered read
                     // in progress on them (their pages are locked) before dropping those.
-                    let buffered = reopen(&config.exports[i], &file)?;
+                    let buffered = reopen(&config.file, &config.exports[i], &file)?;
                     crate::page_cache::prepare(&buffered)
                         .map_err(|err| fail(format!("cache = \"read\": {err}")))?;
                     let probe = buffered
@@ -1315,12 +1347,8 @@ fn open_exports(config: &Config, made: &mut Made) -> Result<(State, Vec<Driver>)
 
 /// A second, independent open of an export's file (its own file status flags: the engine sets
 /// O_DIRECT on the first and not on this one), checked to be the same file.
-fn reopen(e: &Export, first: &std::fs::File) -> Result<std::fs::File, ServeError> {
-    let fail = |message: String| ServeError::Export {
-        export: e.name.clone(),
-        path: e.path.display().to_string(),
-        message,
-    };
+fn reopen(config_file: &str, e: &Export, first: &std::fs::File) -> Result<std::fs::File, ServeError> {
+    let fail = |message: String| export_error(config_file, e, message);
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(!e.read_only)
@@ -1341,14 +1369,11 @@ fn reopen(e: &Export, first: &std::fs::File) -> Result<std::fs::File, ServeError
 /// file); an existing one keeps its size, rounded down to whole 4 KiB blocks.
 #[allow(clippy::type_complexity)]
 fn open_export(
+    config_file: &str,
     e: &Export,
     made: &mut Made,
 ) -> Result<(std::fs::File, u64, u64, bool, Option<std::fs::File>), ServeError> {
-    let fail = |message: String| ServeError::Export {
-        export: e.name.clone(),
-        path: e.path.display().to_string(),
-        message,
-    };
+    let fail = |message: String| export_error(config_file, e, message);
     let meta = match std::fs::metadata(&e.path) {
         Ok(m) => m,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
