@@ -928,3 +928,28 @@ fn equal_deep_random_queues_keep_a_queueing_device_full_as_under_fifo() {
         assert!(depth > 31.5, "{name} {params:?}: {depth:.2} requests in a device of 32 on average");
     }
 }
+
+#[test]
+fn a_reader_served_between_its_turns_keeps_its_place_when_its_next_request_comes_in_time() {
+    // `inject_in_time` (beyond the seeds; seed 000 sec. 3.1's back-shifting, docs/fast-devices.md
+    // "Two synchronous readers weighted 1:3 on the RAM file"): two sequential readers with one
+    // 128 KiB read outstanding each, weights 1:3, on a device that serves one request at a time and
+    // that either could fill alone. The light one is served mostly by injection into the heavy one's
+    // turns, and its process is descheduled now and then (3 ms about every 5 ms, as a client thread
+    // on a busy machine). Each time its last read completes it leaves B-WF2Q+; restarting at the
+    // virtual time, it lost the lag of every stall and kept every lead, and got 1:4.8. Back-shifted
+    // when its next request comes within `slice_idle`, as an in-service queue's would during its
+    // idle window, it keeps 1:3.
+    let serial = Device { units: 1, depth: 32, overhead: 10_000, unit_rate: 1_600_000_000 };
+    let apps = [App { window: 1, ..seq(100) }, App { window: 1, ..seq(300) }];
+    let clients = Clients { turnaround: 50_000, stall_every: 5 * MSEC, stall: 3 * MSEC, batch: false };
+    let ratio = |in_time: &str| {
+        let (b, _) =
+            run_clients(&mut bfq(NVME, &[("inject_in_time", in_time)]), serial, &apps, 4 * SEC, clients);
+        eprintln!("inject_in_time={in_time}: {:.0} / {:.0} MiB", mib(b[0]), mib(b[1]));
+        b[1] as f64 / b[0] as f64
+    };
+    let (with, without) = (ratio("1"), ratio("0"));
+    assert!((2.55..=3.45).contains(&with), "with the rule 1:{with:.2}, weights 1:3");
+    assert!(without > 4.0, "without it 1:{without:.2}: the light reader loses its lag at each stall");
+}

@@ -177,6 +177,15 @@ pub struct BfqConfig {
     /// time as well. 0 = the latency from dispatch to completion alone, as the kernel measures it
     /// (docs/fast-devices.md, "Think time in the inject limit").
     pub inject_think_time: bool,
+    /// `inject_in_time` (1): a synchronous queue drained while waiting (its requests served by
+    /// injection into other queues' turns) whose next request arrives within `slice_idle` keeps its
+    /// place in B-WF2Q+: it is back-shifted as an in-service queue whose request comes "in time"
+    /// during its idle window (seed 000 sec. 3.1), instead of restarting at the system's virtual time.
+    /// Without it a reader with one request outstanding, served between its own turns, loses its lag
+    /// at each completion and keeps any lead: it ratchets ahead of its share, is never eligible at
+    /// the others' expiries, and gets only what injection gives it (two readers weighted 1:3 on the
+    /// RAM file: 1:4 to 1:6.5). 0 = restart at the virtual time, as any queue that emptied.
+    pub inject_in_time: bool,
     /// `raised_idle_shallow_only` (1): while every busy queue is weight-raised, a raised queue is
     /// idled for against a loaded device (others' requests in flight, kernel: at least 4) only if it
     /// is shallow (at most 4 requests outstanding lately): idling protects a queue's next request
@@ -190,7 +199,8 @@ pub struct BfqConfig {
     /// `waker_detection` (1): a queue that keeps becoming backlogged just after another queue's
     /// completions (3 times within 4 ms) is that queue's wakee; wakers and wakees are injected first
     /// and without the latency limit while the other waits with nothing in the device (kernel-bfq-
-    /// reference.md "Waker/wakee").
+    /// reference.md "Waker/wakee"). A wake-up after which the waker issued again before the woken
+    /// queue's request completed is no hand-over and does not count (`injection::WakerState::refute`).
     pub waker_detection: bool,
     /// `fair_charge` (1): a slot charged by its time (budget timeout, slow slot) is split among the
     /// in-service queue and the queues injected in it by their sectors; with injection the device was
@@ -271,6 +281,7 @@ impl Default for BfqConfig {
             inject_reserve: true,
             inject_within_share: true,
             inject_think_time: true,
+            inject_in_time: true,
             raised_idle_shallow_only: true,
             waker_detection: true,
             fair_charge: true,
@@ -321,6 +332,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "inject_reserve",
     "inject_within_share",
     "inject_think_time",
+    "inject_in_time",
     "raised_idle_shallow_only",
     "waker_detection",
     "fair_charge",
@@ -406,6 +418,7 @@ impl BfqConfig {
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
             "inject_within_share" => self.inject_within_share = parse_bool(NAME, key, value)?,
             "inject_think_time" => self.inject_think_time = parse_bool(NAME, key, value)?,
+            "inject_in_time" => self.inject_in_time = parse_bool(NAME, key, value)?,
             "raised_idle_shallow_only" => self.raised_idle_shallow_only = parse_bool(NAME, key, value)?,
             "inject_latency_ratio" => {
                 self.inject_latency_ratio = parse_u64(NAME, key, value, 100, 1000)? as u32
@@ -483,6 +496,7 @@ impl BfqConfig {
             ("inject_reserve", b(self.inject_reserve)),
             ("inject_within_share", b(self.inject_within_share)),
             ("inject_think_time", b(self.inject_think_time)),
+            ("inject_in_time", b(self.inject_in_time)),
             ("raised_idle_shallow_only", b(self.raised_idle_shallow_only)),
             ("waker_detection", b(self.waker_detection)),
             ("fair_charge", b(self.fair_charge)),

@@ -459,6 +459,9 @@ pub struct WakerState {
     since: Instant,
     /// The detected waker.
     pub waker: Option<QueueId>,
+    /// The last wake-up counted, by which queue and the time of its completion that preceded the
+    /// arrival: checked when this queue's woken request completes ([`WakerState::refute`]).
+    unchecked: Option<(QueueId, Instant)>,
 }
 
 impl WakerState {
@@ -480,6 +483,7 @@ impl WakerState {
         if !waited || by == me || now.saturating_since(at) > WAKE_WINDOW {
             return;
         }
+        self.unchecked = Some((by, at));
         if self.candidate == Some(by) && now.saturating_since(self.since) <= window {
             self.hits = self.hits.saturating_add(1);
         } else {
@@ -490,6 +494,30 @@ impl WakerState {
         if self.hits >= WAKER_HITS {
             // A queue that wakes this one three times in a row replaces any earlier waker.
             self.waker = Some(by);
+            self.candidate = None;
+            self.hits = 0;
+        }
+    }
+
+    /// The wake-up still to be checked, if any (taken: one check per wake-up), as the waker and the
+    /// time of its completion that preceded this queue's arrival.
+    pub fn take_unchecked(&mut self) -> Option<(QueueId, Instant)> {
+        self.unchecked.take()
+    }
+
+    /// The queue `by` issued a request of its own after the completion taken for a wake-up, before
+    /// this queue's woken request completed: it did not hand the device over, it is busy by itself, as
+    /// this queue is. Two such queues (two synchronous readers, one request outstanding each, on a
+    /// device so fast that each one's arrivals follow the other's completions by microseconds) are
+    /// neither's waker: taken for one, the light reader of two weighted 1:3 on the RAM file was
+    /// injected without the inject limit into each of the heavy one's turns (1:1.0 to 1:1.9). A
+    /// hand-over waits: a starting application's process that wakes the next one, a server thread
+    /// that answers its client, issues nothing until the woken one's I/O is done.
+    pub fn refute(&mut self, by: QueueId) {
+        if self.waker == Some(by) {
+            self.waker = None;
+        }
+        if self.candidate == Some(by) {
             self.candidate = None;
             self.hits = 0;
         }
@@ -1571,5 +1599,69 @@ mod tests {
             );
         }
         assert_eq!(w.waker, Some(c));
+    }
+
+    /// Queue 2 becomes backlogged three times, each 10 us after a completion of queue 1 (1 ms apart,
+    /// `slice_idle` 0 so that nothing is idled for): queue 1 issues its next request either 20 us
+    /// after its completion (`waker_busy`) or only once queue 2's read has completed (a hand-over).
+    /// The waker queue 2 is found to have.
+    fn waker_of_two(waker_busy: bool) -> Option<QueueId> {
+        use crate::{Decision, DeviceInfo, Op, QueueId, Request, RequestId, Scheduler};
+        let mut cfg = BfqConfig::default();
+        cfg.set("slice_idle", "0").unwrap();
+        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 32 }, cfg);
+        let read = |id: u64, q: u32| Request {
+            id: RequestId(id),
+            queue: QueueId(q),
+            op: Op::Read,
+            offset: (u64::from(q) << 32) + id * 4096,
+            len: 4096,
+            sync: true,
+            meta: false,
+        };
+        let t = |us: u64| Instant::ZERO.saturating_add(us * 1000);
+        let next = |b: &mut Bfq, at: Instant| match b.dispatch(at) {
+            Decision::Dispatch(r) => r,
+            other => panic!("a request enters the idle device: {other:?}"),
+        };
+        let mut id = 0;
+        let mut a = {
+            id += 1;
+            b.insert(read(id, 1), t(0));
+            next(&mut b, t(0))
+        };
+        for round in 0..3u64 {
+            let base = round * 1000;
+            b.complete(&a, t(base + 100));
+            id += 1;
+            b.insert(read(id, 2), t(base + 110));
+            let woken = next(&mut b, t(base + 110));
+            if waker_busy {
+                id += 1;
+                b.insert(read(id, 1), t(base + 120));
+                a = next(&mut b, t(base + 120));
+                b.complete(&woken, t(base + 200));
+                b.complete(&a, t(base + 300));
+            } else {
+                b.complete(&woken, t(base + 200));
+            }
+            id += 1;
+            b.insert(read(id, 1), t(base + 1000));
+            a = next(&mut b, t(base + 1000));
+        }
+        let w = b.index.get(QueueId(2)).expect("queue 2 exists");
+        b.queues[w as usize].waker.waker
+    }
+
+    #[test]
+    fn a_queue_that_issues_again_before_its_wakees_read_completes_is_not_its_waker() {
+        // kernel-bfq-reference.md "Waker/wakee" (beyond the seeds): three arrivals, each just after
+        // another queue's completion, make that queue the waker, injected without the inject limit.
+        // A waker hands over: it issues nothing until the woken queue's I/O is done. Two synchronous
+        // readers on a fast device each arrive microseconds after the other's completions, and both
+        // keep issuing: taken for each other's wakers, the lighter of two weighted 1:3 on the RAM
+        // file was injected without limit into the heavier one's turns (1:1.0 to 1:1.9).
+        assert_eq!(waker_of_two(false), Some(QueueId(1)), "a hand-over three times makes a waker");
+        assert_eq!(waker_of_two(true), None, "a queue busy by itself wakes no one");
     }
 }

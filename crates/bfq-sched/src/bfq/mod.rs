@@ -766,6 +766,7 @@ impl Scheduler for Bfq {
         let s = self.slot_of(request.queue);
         self.live.insert(request.id, InFlight::queued(s, request.sync));
         self.queues[s as usize].first_io.get_or_insert(now);
+        self.queues[s as usize].last_arrival = Some(now);
         let mut target = s;
         let mut recorded = false;
         if let Some(t) = self.queues[s as usize].merged_into {
@@ -1008,10 +1009,18 @@ impl Scheduler for Bfq {
             let o = &mut self.queues[owner as usize];
             o.own_in_flight = o.own_in_flight.saturating_sub(1);
             o.completed += 1;
+            let wake_up = o.waker.take_unchecked();
             if o.own_in_flight == 0 && o.own_queued == 0 {
                 // Its next request's think time starts here, with the count of dispatches then: the
                 // same count at its arrival says nothing of others was dispatched meanwhile.
                 o.drained = Some((now, self.dispatched_total));
+            }
+            // The first of its requests to complete after a wake-up: did the waker wait for it?
+            if let Some((by, woke_at)) = wake_up {
+                let busy = self.index.get(by).and_then(|w| self.queues[w as usize].last_arrival);
+                if busy.is_some_and(|arrived| arrived >= woke_at) {
+                    self.queues[owner as usize].waker.refute(by);
+                }
             }
         }
         self.sample_hw_tag(now);
@@ -1042,6 +1051,10 @@ impl Scheduler for Bfq {
                     self.wf2q.deactivate(s);
                     self.set_busy(s, false);
                     self.became_idle(s, now);
+                    // Its next request "in time" keeps its place (`inject_in_time`).
+                    if self.cfg.inject_in_time && self.queues[s as usize].sync {
+                        self.queues[s as usize].waited_until = Some(now.saturating_add(self.cfg.slice_idle));
+                    }
                 } else if drained && state != EntityState::InService {
                     self.became_idle(s, now);
                 }

@@ -154,6 +154,8 @@ pub(super) struct Queue {
     pub(super) drained: Option<(crate::types::Instant, u64)>,
     /// The think time before its next request to dispatch, and whether nothing was dispatched in it.
     pub(super) pending_think: Option<(crate::types::Nanos, bool)>,
+    /// When its last request arrived (waker detection checks whether a waker waited for its wakee).
+    pub(super) last_arrival: Option<crate::types::Instant>,
 }
 
 impl Queue {
@@ -223,6 +225,7 @@ impl Queue {
             waker: WakerState::default(),
             drained: None,
             pending_think: None,
+            last_arrival: None,
         }
     }
 }
