@@ -19,6 +19,7 @@ const JOBS: &[(&str, &str)] = &[
     ("fast-rand-weights-1-3", include_str!("../../../../examples/fast-rand-weights-1-3.toml")),
     ("fast-startup-mixed", include_str!("../../../../examples/fast-startup-mixed.toml")),
     ("fast-new-tenants", include_str!("../../../../examples/fast-new-tenants.toml")),
+    ("fast-sync-pair-1-3", include_str!("../../../../examples/fast-sync-pair-1-3.toml")),
 ];
 
 /// A scheduler compared: label, registry name, tunables.
