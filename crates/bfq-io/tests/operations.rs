@@ -395,20 +395,29 @@ impl Scheduler for HeldBfq {
     }
 }
 
+/// An engine over `file` whose BFQ holds every request back until the flag returned is set.
+fn held_engine(file: &Temp) -> (Engine, Arc<AtomicBool>) {
+    let open = Arc::new(AtomicBool::new(false));
+    let bfq = bfq_sched::build("bfq", DeviceInfo { rotational: false, queue_depth: 8 }, &[]).unwrap();
+    let sched = HeldBfq { inner: bfq, open: open.clone() };
+    let engine = Engine::builder().scheduler(Box::new(sched)).target_path(&file.0).build().unwrap();
+    (engine, open)
+}
+
+/// The weight the engine's statistics give `queue`, if it exists.
+fn queue_weight(engine: &Engine, queue: QueueId) -> Option<u32> {
+    let stats = engine.stats().unwrap();
+    stats.queues.iter().find(|s| s.queue == queue).map(|s| s.weight)
+}
+
 /// A queue removed while busy is removed once its requests are done, unless a client configures it
 /// again meanwhile: that cancels the removal, and the new weight stays in force for the requests
 /// after the busy ones (it was once lost, and they ran at the default weight 100).
 #[test]
 fn configuring_a_queue_after_its_removal_was_asked_cancels_the_removal() {
     let file = Temp::new("reconfigure", 1 << 20, true);
-    let open = Arc::new(AtomicBool::new(false));
-    let bfq = bfq_sched::build("bfq", DeviceInfo { rotational: false, queue_depth: 8 }, &[]).unwrap();
-    let sched = HeldBfq { inner: bfq, open: open.clone() };
-    let engine = Engine::builder().scheduler(Box::new(sched)).target_path(&file.0).build().unwrap();
-    let weight = |engine: &Engine| {
-        let stats = engine.stats().unwrap();
-        stats.queues.iter().find(|s| s.queue == QueueId(1)).map(|s| s.weight)
-    };
+    let (engine, open) = held_engine(&file);
+    let weight = |engine: &Engine| queue_weight(engine, QueueId(1));
     let c = engine.client(QueueId(1), QueueSpec::with_weight(300)).unwrap();
     let held = c.read(0, AlignedBuf::zeroed(4096), true);
     engine.remove_queue(QueueId(1));
@@ -434,14 +443,8 @@ fn configuring_a_queue_after_its_removal_was_asked_cancels_the_removal() {
 fn placing_a_queue_in_a_group_after_its_removal_was_asked_cancels_the_removal() {
     use bfq_io::{GroupId, ROOT_GROUP};
     let file = Temp::new("regroup", 1 << 20, true);
-    let open = Arc::new(AtomicBool::new(false));
-    let bfq = bfq_sched::build("bfq", DeviceInfo { rotational: false, queue_depth: 8 }, &[]).unwrap();
-    let sched = HeldBfq { inner: bfq, open: open.clone() };
-    let engine = Engine::builder().scheduler(Box::new(sched)).target_path(&file.0).build().unwrap();
-    let weight = |engine: &Engine| {
-        let stats = engine.stats().unwrap();
-        stats.queues.iter().find(|s| s.queue == QueueId(1)).map(|s| s.weight)
-    };
+    let (engine, open) = held_engine(&file);
+    let weight = |engine: &Engine| queue_weight(engine, QueueId(1));
     engine.configure_group(GroupId(1), ROOT_GROUP, QueueSpec::with_weight(200)).unwrap();
     let c = engine.client(QueueId(1), QueueSpec::with_weight(300)).unwrap();
     let held = c.read(0, AlignedBuf::zeroed(4096), true);

@@ -1606,19 +1606,12 @@ mod tests {
     /// after its completion (`waker_busy`) or only once queue 2's read has completed (a hand-over).
     /// The waker queue 2 is found to have.
     fn waker_of_two(waker_busy: bool) -> Option<QueueId> {
-        use crate::{Decision, DeviceInfo, Op, QueueId, Request, RequestId, Scheduler};
+        use crate::{Decision, DeviceInfo, QueueId, Scheduler};
         let mut cfg = BfqConfig::default();
         cfg.set("slice_idle", "0").unwrap();
         let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 32 }, cfg);
-        let read = |id: u64, q: u32| Request {
-            id: RequestId(id),
-            queue: QueueId(q),
-            op: Op::Read,
-            offset: (u64::from(q) << 32) + id * 4096,
-            len: 4096,
-            sync: true,
-            meta: false,
-        };
+        // Each queue reads its own region, 4 KiB after 4 KiB.
+        let read = |id: u64, q: u32| crate::testing::read_4k(id, q, (u64::from(q) << 23) + id * 8);
         let t = |us: u64| Instant::ZERO.saturating_add(us * 1000);
         let next = |b: &mut Bfq, at: Instant| match b.dispatch(at) {
             Decision::Dispatch(r) => r,
