@@ -358,7 +358,7 @@ fn detach_loop(device: &std::path::Path, backing: &std::path::Path) {
     let sys = PathBuf::from(format!("/sys/block/{name}/loop/backing_file"));
     let current = std::fs::read_to_string(&sys).unwrap_or_default();
     let ours = std::fs::canonicalize(backing).unwrap_or_else(|_| backing.to_path_buf());
-    if current.trim() != ours.to_string_lossy() {
+    if !backed_by(&current, &ours.to_string_lossy()) {
         return;
     }
     // The kernel may still hold the device briefly after the last opener closed it: retry a little.
@@ -373,6 +373,14 @@ fn detach_loop(device: &std::path::Path, backing: &std::path::Path) {
         }
     }
     eprintln!("bfq: could not detach {}; detach it with: losetup -d {}", device.display(), device.display());
+}
+
+/// Whether a loop device's `backing_file` (sysfs) names our file: its path, or its path with the
+/// " (deleted)" the kernel adds once the file is unlinked. A run whose target was removed under it
+/// (its caller stopped and cleaned up its scratch files) otherwise left the device attached.
+fn backed_by(current: &str, ours: &str) -> bool {
+    let current = current.trim();
+    current == ours || current.strip_suffix(" (deleted)") == Some(ours)
 }
 
 /// Pids listed in a cgroup's `cgroup.procs`.
@@ -445,6 +453,17 @@ fn end_process(pid: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loop_device_over_our_file_is_ours_also_once_the_file_is_deleted() {
+        // sysfs `loop/backing_file` as the kernel writes it, newline included.
+        assert!(backed_by("/dev/shm/t.img\n", "/dev/shm/t.img"));
+        assert!(backed_by("/dev/shm/t.img (deleted)\n", "/dev/shm/t.img"));
+        // Another file, or none (the device detached or reused): not ours.
+        assert!(!backed_by("/dev/shm/other.img\n", "/dev/shm/t.img"));
+        assert!(!backed_by("/dev/shm/other.img (deleted)\n", "/dev/shm/t.img"));
+        assert!(!backed_by("", "/dev/shm/t.img"));
+    }
 
     #[test]
     fn a_dropped_guard_undoes_its_action_and_leaves_the_registry() {
