@@ -410,13 +410,19 @@ pub struct Started {
 
 /// Checks what `bfq serve --check` checks and a start checks before it creates anything: the
 /// exports' files (present, or creatable; regular files or block devices of at least one block;
-/// openable as the export needs; no two exports on one file; `cachestat` for `cache = "read"`),
+/// openable as the export needs, read-only for a read-only export, and with O_DIRECT as the engine
+/// opens them unless `cache = "writeback"`: for a file a start would create, on a file without a name
+/// in its directory, gone when closed; no two exports on one file; `cachestat` for `cache = "read"`),
 /// the `--events` file (must not exist), the Unix sockets' paths (a stale socket or nothing, in an
 /// existing directory) and the TCP and metrics addresses (bound for a moment, then let go). Changes
-/// nothing.
+/// nothing. What it could not try (O_DIRECT where no file without a name can be made) it says on
+/// standard error.
 pub fn check(config: &Config) -> Result<(), ServeError> {
-    check_files(config)?;
+    let notes = check_files(config)?;
     let _ = bind_tcp(config)?;
+    for note in notes {
+        eprintln!("bfq serve: {note}");
+    }
     Ok(())
 }
 
@@ -627,11 +633,52 @@ fn file_kind(m: &std::fs::Metadata) -> &'static str {
     }
 }
 
+/// Whether the engine reads and writes export `e`'s file with O_DIRECT (`target_file`): with
+/// `cache = "none"`, and with `"read"` for everything but the buffered reads; `"writeback"` goes
+/// through the page cache (`target_file_cached`), which any file system takes.
+fn direct(e: &Export) -> bool {
+    e.cache != Cache::Writeback
+}
+
+/// Sets O_DIRECT on an open descriptor of an export's file, as the engine's `target_file` does (fcntl
+/// on the descriptor it is given). A file system without direct I/O (ramfs, for one; tmpfs before
+/// Linux 6.6) refuses it with EINVAL. A start does it before handing the file to the engine, so that
+/// the refusal names the export; `check` does it on a descriptor of its own.
+fn set_direct(file: &std::fs::File) -> std::io::Result<()> {
+    let flags = rustix::fs::fcntl_getfl(file)?;
+    Ok(rustix::fs::fcntl_setfl(file, flags | rustix::fs::OFlags::DIRECT)?)
+}
+
+/// [`set_direct`]'s refusal `err` after `what` (`cannot open it with O_DIRECT`), and for EINVAL what
+/// it means: the file system does not do direct I/O, and the `cache` that does without it.
+fn direct_refused(what: &str, err: &std::io::Error) -> String {
+    let hint = if err.raw_os_error() == Some(Errno::INVAL.raw_os_error()) {
+        " (its file system may not support O_DIRECT; `cache = \"writeback\"` reads and writes it \
+         through the page cache instead)"
+    } else {
+        ""
+    };
+    format!("{what}: {err}{hint}")
+}
+
+/// Whether a file made in `dir` takes O_DIRECT as [`set_direct`] sets it, for an export whose file a
+/// start would create there: tried on a file without a name (O_TMPFILE), which is gone when it is
+/// closed, so that nothing is left behind. `Ok(false)` when no such file can be made there (a file
+/// system without O_TMPFILE): not known.
+fn dir_takes_direct(dir: &std::path::Path) -> Result<bool, std::io::Error> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(dir, flags, Mode::RUSR | Mode::WUSR) else { return Ok(false) };
+    set_direct(&std::fs::File::from(fd)).map(|()| true)
+}
+
 /// Checks an export's file without changing anything: an existing one is a regular file or a block
-/// device of at least one 4 KiB block that opens as the export needs; a missing one can be created
-/// (a `size`, not read-only, in a directory that exists and may be written). With `cache = "read"`,
-/// `cachestat` must answer on it (on its directory for a missing one), as a start needs.
-fn check_export(config_file: &str, e: &Export) -> Result<(), ServeError> {
+/// device of at least one 4 KiB block that opens as the export needs (O_DIRECT included, [`direct`]);
+/// a missing one can be created (a `size`, not read-only, in a directory that exists and may be
+/// written, where a file takes O_DIRECT if the export needs it: [`dir_takes_direct`], or a note in
+/// `notes` when that cannot be tried). With `cache = "read"`, `cachestat` must answer on it (on its
+/// directory for a missing one), as a start needs.
+fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Result<(), ServeError> {
     let fail = |message: String| export_error(config_file, e, message);
     // In the words of the start's own refusal (`open_exports`).
     let page_cache =
@@ -662,6 +709,25 @@ fn check_export(config_file: &str, e: &Export) -> Result<(), ServeError> {
             }
             rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK)
                 .map_err(|err| fail(format!("cannot be created in {}: {err}", dir.display())))?;
+            if direct(e) {
+                match dir_takes_direct(&dir) {
+                    Ok(true) => {}
+                    Ok(false) => notes.push(format!(
+                        "{}export `{}` ({}): not checked: whether a file created in {} can be \
+                         opened with O_DIRECT (no file without a name can be made there to try it); \
+                         a start finds out",
+                        config_line(config_file, e.line),
+                        e.name,
+                        e.path.display(),
+                        dir.display()
+                    )),
+                    Err(err) => {
+                        let what =
+                            format!("a file created in {} cannot be opened with O_DIRECT", dir.display());
+                        return Err(fail(direct_refused(&what, &err)));
+                    }
+                }
+            }
             // A kernel without cachestat refuses it on any file: the directory tells as well as the
             // file that is not there yet (one that cannot be read, which a start does not need, tells
             // nothing).
@@ -697,10 +763,16 @@ fn check_export(config_file: &str, e: &Export) -> Result<(), ServeError> {
             if len < BLOCK {
                 return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
             }
+            if direct(e) {
+                // The check's own descriptor, opened as a start opens the engine's (read-only for a
+                // read-only export): O_DIRECT on it changes nothing in the file.
+                set_direct(&file)
+                    .map_err(|err| fail(direct_refused("cannot open it with O_DIRECT", &err)))?;
+            }
             if e.cache == Cache::Read {
-                // A descriptor of the check's own, without O_DIRECT as the start's buffered one: the
-                // advice `prepare` gives goes with it.
-                page_cache(crate::page_cache::prepare(&file))?;
+                // A second descriptor without O_DIRECT, as the start's buffered one: the advice
+                // `prepare` gives goes with it.
+                page_cache(crate::page_cache::prepare(&reopen(config_file, e, &file)?))?;
             }
             Ok(())
         }
@@ -750,11 +822,13 @@ fn file_kind_any(m: &std::fs::Metadata) -> &'static str {
     }
 }
 
-/// Everything about the files a start needs that can be checked without making anything.
-fn check_files(config: &Config) -> Result<(), ServeError> {
+/// Everything about the files a start needs that can be checked without making anything; with
+/// notes on what could not be checked (`check` says them; a start goes on and finds out).
+fn check_files(config: &Config) -> Result<Vec<String>, ServeError> {
     config.check_shared_files()?;
+    let mut notes = Vec::new();
     for e in &config.exports {
-        check_export(&config.file, e)?;
+        check_export(&config.file, e, &mut notes)?;
     }
     if let Some(path) = &config.event_log {
         // One file, or one per device (`FILE.N`): none may exist.
@@ -777,7 +851,7 @@ fn check_files(config: &Config) -> Result<(), ServeError> {
             unix_socket_stale(path)?;
         }
     }
-    Ok(())
+    Ok(notes)
 }
 
 /// The TCP listeners (with the address each is bound to) and the metrics listener, bound (before
@@ -810,7 +884,8 @@ impl Bound {
     /// Checks everything it can, binds the TCP addresses, then opens (or creates) the exports and
     /// makes the Unix sockets; a start that fails on the way removes what it made.
     async fn bind(config: &Config) -> Result<Bound, ServeError> {
-        check_files(config)?;
+        // What `check` could not check (its notes), the start finds out by doing it.
+        let _not_checked = check_files(config)?;
         let (tcp, metrics) = bind_tcp(config)?;
         let mut made = Made::default();
         let bound = Self::make(config, tcp, metrics, &mut made);
@@ -1427,6 +1502,12 @@ fn open_export(
     }
     if size == 0 {
         return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
+    }
+    if direct(e) {
+        // As the engine's `target_file` will (again, then without effect): here its refusal names
+        // the export, its path and its line, where the engine's names only "a caller's file
+        // descriptor".
+        set_direct(&file).map_err(|err| fail(direct_refused("cannot open it with O_DIRECT", &err)))?;
     }
     let device = if block { meta.rdev() } else { meta.dev() };
     let rotational = bfq_io::is_rotational(&file);

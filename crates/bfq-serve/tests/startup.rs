@@ -6,7 +6,7 @@
 //! Small files in a directory of each test's own under /var/tmp, removed at the end.
 
 use std::io::{Read, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -211,19 +211,10 @@ fn an_exports_file_error_names_the_line_of_its_path_in_the_configuration() {
     assert!(e.to_string().starts_with(&format!("test.toml:5: export `a` ({}): ", small.display())), "{e}");
 }
 
-/// Makes `cachestat` fail with ENOSYS, as on a kernel before 6.5, for the calling thread and the
-/// threads it starts from then on: a seccomp filter binds the thread that installs it, not the rest
-/// of the test binary. cachestat is 451 on every architecture (the table shared from 424 on), so the
-/// filter needs no look at the architecture.
-fn without_cachestat_on_this_thread() {
-    let op = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter { code: code as u16, jt, jf, k };
-    let mut filter = [
-        // The system call's number (`seccomp_data.nr`, at offset 0).
-        op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
-        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 451, 0, 1),
-        op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32, 0, 0),
-        op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW, 0, 0),
-    ];
+/// Installs the seccomp `filter` (classic BPF over `seccomp_data`) on the calling thread and the
+/// threads it starts from then on: a filter binds the thread that installs it, not the rest of the
+/// test binary.
+fn seccomp_on_this_thread(filter: &mut [libc::sock_filter]) {
     let program = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_mut_ptr() };
     // SAFETY: prctl with these options reads only `program`, which points at `filter`; both outlive
     // the calls (the kernel copies the filter).
@@ -233,6 +224,55 @@ fn without_cachestat_on_this_thread() {
         let r = libc::prctl(libc::PR_SET_SECCOMP, mode, &program as *const libc::sock_fprog);
         assert_eq!(r, 0, "seccomp: {}", std::io::Error::last_os_error());
     }
+}
+
+/// One instruction of a seccomp filter.
+fn op(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter { code: code as u16, jt, jf, k }
+}
+
+/// Makes `cachestat` fail with ENOSYS, as on a kernel before 6.5 ([`seccomp_on_this_thread`]).
+/// cachestat is 451 on every architecture (the table shared from 424 on), so the filter needs no
+/// look at the architecture.
+fn without_cachestat_on_this_thread() {
+    seccomp_on_this_thread(&mut [
+        // The system call's number (`seccomp_data.nr`, at offset 0).
+        op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 451, 0, 1),
+        op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32, 0, 0),
+        op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW, 0, 0),
+    ]);
+}
+
+/// Makes an open of a file without a name (O_TMPFILE) fail with EOPNOTSUPP, as on a file system
+/// without them ([`seccomp_on_this_thread`]); every other open goes through. Both system calls that
+/// open: `openat` (the flags in `args[2]`) and, where there is one, `open` (in `args[1]`, which rustix
+/// uses on x86-64).
+fn without_o_tmpfile_on_this_thread() {
+    // `seccomp_data.args[n]` is at offset 16 + 8n; its low half first on a little-endian machine.
+    let arg = |n: u32| 16 + 8 * n + if cfg!(target_endian = "big") { 4 } else { 0 };
+    #[cfg(target_arch = "x86_64")]
+    let open = libc::SYS_open as u32;
+    #[cfg(not(target_arch = "x86_64"))]
+    let open = u32::MAX;
+    let tmpfile = (libc::O_TMPFILE & !libc::O_DIRECTORY) as u32;
+    let (ld, jeq, jset, ret) = (
+        libc::BPF_LD | libc::BPF_W | libc::BPF_ABS,
+        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+        libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K,
+        libc::BPF_RET | libc::BPF_K,
+    );
+    seccomp_on_this_thread(&mut [
+        op(ld, 0, 0, 0),
+        op(jeq, libc::SYS_openat as u32, 0, 2),
+        op(ld, arg(2), 0, 0),
+        op(libc::BPF_JMP | libc::BPF_JA, 2, 0, 0),
+        op(jeq, open, 0, 3),
+        op(ld, arg(1), 0, 0),
+        op(jset, tmpfile, 0, 1),
+        op(ret, libc::SECCOMP_RET_ERRNO | libc::EOPNOTSUPP as u32, 0, 0),
+        op(ret, libc::SECCOMP_RET_ALLOW, 0, 0),
+    ]);
 }
 
 /// `cache = "read"` needs `cachestat` (Linux 6.5): without it a start is refused, and `check` refuses
@@ -274,6 +314,165 @@ fn check_refuses_cache_read_without_cachestat_in_the_words_of_a_start() {
     })
     .join()
     .unwrap();
+}
+
+/// A ramfs mounted on a directory of the test's own: a file system that refuses O_DIRECT (EINVAL),
+/// as some do that a start must then refuse to serve with `cache = "none"` or `"read"`. Unmounted at
+/// the end, also when the test fails, and its directory removed (`Dir`).
+struct Ramfs {
+    mnt: PathBuf,
+    _dir: Dir,
+}
+
+impl Ramfs {
+    /// `None`, with the reason on standard error, where there is none to be had: not root, no ramfs
+    /// (a mount refused), or a kernel whose ramfs takes O_DIRECT after all.
+    fn mount(tag: &str) -> Option<Ramfs> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: not root (the test mounts a ramfs)");
+            return None;
+        }
+        let dir = Dir::new(tag);
+        let mnt = dir.path("ramfs");
+        std::fs::create_dir(&mnt).unwrap();
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let target = c(mnt.to_str().unwrap());
+        // SAFETY: every pointer is to a NUL-terminated string that outlives the call; no data.
+        let r = unsafe {
+            libc::mount(c("ramfs").as_ptr(), target.as_ptr(), c("ramfs").as_ptr(), 0, std::ptr::null())
+        };
+        if r != 0 {
+            eprintln!(
+                "skipped: cannot mount a ramfs on {}: {}",
+                mnt.display(),
+                std::io::Error::last_os_error()
+            );
+            return None;
+        }
+        let fs = Ramfs { mnt, _dir: dir };
+        let probe = fs.mnt.join("probe");
+        std::fs::write(&probe, [0u8; 4096]).unwrap();
+        let direct = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&probe);
+        std::fs::remove_file(&probe).unwrap();
+        if direct.is_ok() {
+            eprintln!("skipped: this kernel's ramfs takes O_DIRECT");
+            return None;
+        }
+        Some(fs)
+    }
+
+    /// The names in the file system.
+    fn names(&self) -> Vec<String> {
+        let names = std::fs::read_dir(&self.mnt).unwrap();
+        names.map(|n| n.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    }
+}
+
+impl Drop for Ramfs {
+    fn drop(&mut self) {
+        let target = std::ffi::CString::new(self.mnt.to_str().unwrap()).unwrap();
+        // SAFETY: `target` is a NUL-terminated string that outlives the calls. Detached if still
+        // busy (a descriptor a failed assertion left open), so that the directory can go.
+        unsafe {
+            if libc::umount2(target.as_ptr(), 0) != 0 {
+                libc::umount2(target.as_ptr(), libc::MNT_DETACH);
+            }
+        }
+    }
+}
+
+/// The refusal of a file system without O_DIRECT after `what`, in the words of `check` and a start.
+fn no_direct(what: &str) -> String {
+    format!(
+        "{what}: Invalid argument (os error 22) (its file system may not support O_DIRECT; \
+         `cache = \"writeback\"` reads and writes it through the page cache instead)"
+    )
+}
+
+/// `check` opens an existing export's file as a start does, with O_DIRECT unless `cache =
+/// "writeback"` (read-only for a read-only export): on a file system that refuses O_DIRECT it refuses
+/// `cache = "none"` and `"read"` in a start's words (it once passed them, and the start failed),
+/// passes `"writeback"`, which a start then serves, and leaves the file as it was.
+#[test]
+fn check_refuses_an_export_whose_file_system_refuses_o_direct_as_a_start_does() {
+    let Some(fs) = Ramfs::mount("no-direct") else { return };
+    let image = fs.mnt.join("a.img");
+    std::fs::write(&image, vec![0x5au8; 1 << 20]).unwrap();
+    let expected = format!(
+        "test.toml:5: export `a` ({}): {}",
+        image.display(),
+        no_direct("cannot open it with O_DIRECT")
+    );
+    for extra in ["", "cache = \"none\"", "cache = \"read\"", "read_only = true"] {
+        let text = one_export("\"127.0.0.1:0\"", &image, extra);
+        let checked = check(&config(&text)).err().unwrap_or_else(|| panic!("check passed:\n{text}"));
+        assert_eq!(checked.to_string(), expected, "{extra}");
+        let started = start(config(&text)).err().unwrap_or_else(|| panic!("start passed:\n{text}"));
+        assert_eq!(started.to_string(), expected, "{extra}");
+    }
+    let writeback = config(&one_export("\"127.0.0.1:0\"", &image, "cache = \"writeback\""));
+    check(&writeback).unwrap();
+    start(writeback).unwrap().stop().unwrap();
+    assert_eq!(std::fs::read(&image).unwrap(), vec![0x5au8; 1 << 20], "nothing was written");
+    assert_eq!(fs.names(), ["a.img"]);
+}
+
+/// For an export whose file a start would create, `check` tries O_DIRECT in its directory, on a
+/// file without a name that is gone when closed: refused there (it once passed, and a start created
+/// the file, failed on it and removed it), as a start now refuses before creating anything; passed
+/// with `cache = "writeback"`; and nothing is left in the directory.
+#[test]
+fn check_tries_o_direct_where_a_start_would_create_the_file_and_leaves_nothing_there() {
+    let Some(fs) = Ramfs::mount("no-direct-fresh") else { return };
+    let fresh = fs.mnt.join("fresh.img");
+    let text = one_export("\"127.0.0.1:0\"", &fresh, "size = \"1MiB\"");
+    let checked = check(&config(&text)).err().unwrap_or_else(|| panic!("check passed:\n{text}"));
+    let what = format!("a file created in {} cannot be opened with O_DIRECT", fs.mnt.display());
+    assert_eq!(
+        checked.to_string(),
+        format!("test.toml:5: export `a` ({}): {}", fresh.display(), no_direct(&what))
+    );
+    assert!(fs.names().is_empty(), "check left {:?}", fs.names());
+    let started = start(config(&text)).err().unwrap_or_else(|| panic!("start passed:\n{text}"));
+    assert_eq!(started.to_string(), checked.to_string(), "a start checks first");
+    assert!(fs.names().is_empty(), "the refused start created nothing");
+    check(&config(&one_export("\"127.0.0.1:0\"", &fresh, "size = \"1MiB\"\ncache = \"writeback\""))).unwrap();
+    assert!(fs.names().is_empty(), "check left {:?}", fs.names());
+}
+
+/// A start that fails to open an export's file with O_DIRECT (which the engine would have refused,
+/// saying only "cannot open a caller's file descriptor with O_DIRECT") names the export, its path
+/// and the line of its `path`, as its other file errors do: here the second export of two, a file
+/// the start creates in a directory where `check` could not try O_DIRECT (no O_TMPFILE: it passes,
+/// saying so), and which the failed start removes.
+#[test]
+fn a_start_refused_o_direct_names_the_export_its_path_and_the_line_of_its_path() {
+    let Some(fs) = Ramfs::mount("no-direct-line") else { return };
+    let dir = Dir::new("no-direct-line-good");
+    let (good, fresh) = (dir.file("good.img", 1 << 20), fs.mnt.join("b.img"));
+    // Line 5: the first export's path; line 10: the second's (after an empty line 6 and one in b).
+    let text = format!(
+        "{}[[export]]\nname = \"b\"\n\npath = \"{}\"\nsize = \"1MiB\"\n",
+        one_export("\"127.0.0.1:0\"", &good, ""),
+        fresh.display()
+    );
+    let expected = format!(
+        "test.toml:10: export `b` ({}): {}",
+        fresh.display(),
+        no_direct("cannot open it with O_DIRECT")
+    );
+    std::thread::spawn(move || {
+        without_o_tmpfile_on_this_thread();
+        check(&config(&text)).unwrap();
+        let e = start(config(&text)).err().unwrap_or_else(|| panic!("start passed:\n{text}"));
+        assert!(matches!(e, ServeError::Export { line: Some(10), .. }), "{e:?}");
+        assert_eq!(e.to_string(), expected);
+    })
+    .join()
+    .unwrap();
+    assert!(fs.names().is_empty(), "the refused start removed the file it created: {:?}", fs.names());
+    assert_eq!(std::fs::read(&good).unwrap(), vec![0x5au8; 1 << 20]);
 }
 
 /// A client over TCP: (stream, reads time out after 10 s).
