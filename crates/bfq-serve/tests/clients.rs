@@ -12,6 +12,8 @@ use std::process::Command;
 
 use bfq_serve::{start, Config, ServerHandle};
 
+mod common;
+
 /// Tests that move a lot of memory, one at a time: the memory-bound test measures this process's
 /// resident size, which the others' image buffers would inflate.
 static BIG_MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -304,12 +306,7 @@ impl Raw {
     }
 
     fn request(&mut self, command: u16, handle: u64, offset: u64, length: u32, payload: &[u8]) {
-        let mut b = 0x2560_9513u32.to_be_bytes().to_vec();
-        b.extend_from_slice(&0u16.to_be_bytes());
-        b.extend_from_slice(&command.to_be_bytes());
-        b.extend_from_slice(&handle.to_be_bytes());
-        b.extend_from_slice(&offset.to_be_bytes());
-        b.extend_from_slice(&length.to_be_bytes());
+        let mut b = common::request_header(0, command, handle, offset, length);
         b.extend_from_slice(payload);
         self.0.write_all(&b).unwrap();
     }
@@ -341,13 +338,7 @@ impl Raw {
 
     /// A request with command flags.
     fn request_flags(&mut self, flags: u16, command: u16, handle: u64, offset: u64, length: u32) {
-        let mut b = 0x2560_9513u32.to_be_bytes().to_vec();
-        b.extend_from_slice(&flags.to_be_bytes());
-        b.extend_from_slice(&command.to_be_bytes());
-        b.extend_from_slice(&handle.to_be_bytes());
-        b.extend_from_slice(&offset.to_be_bytes());
-        b.extend_from_slice(&length.to_be_bytes());
-        self.0.write_all(&b).unwrap();
+        self.0.write_all(&common::request_header(flags, command, handle, offset, length)).unwrap();
     }
 
     /// One structured reply chunk (magic 0x668e33ef checked).
@@ -915,12 +906,7 @@ fn cached_reads_come_from_memory_and_a_read_after_a_write_sees_the_write() {
         let writing = std::thread::spawn(move || {
             let mut b = Vec::new();
             for (i, (offset, value)) in sent.iter().enumerate() {
-                b.extend_from_slice(&0x2560_9513u32.to_be_bytes());
-                b.extend_from_slice(&0u16.to_be_bytes());
-                b.extend_from_slice(&1u16.to_be_bytes());
-                b.extend_from_slice(&(10_000 + i as u64).to_be_bytes());
-                b.extend_from_slice(&offset.to_be_bytes());
-                b.extend_from_slice(&(block as u32).to_be_bytes());
+                b.extend_from_slice(&common::request_header(0, 1, 10_000 + i as u64, *offset, block as u32));
                 b.extend_from_slice(&vec![*value; block]);
             }
             w.write_all(&b).unwrap();
@@ -1097,12 +1083,7 @@ fn a_client_that_never_reads_its_replies_cannot_make_the_server_grow_without_bou
         let mut s = c.0.try_clone().unwrap();
         std::thread::spawn(move || {
             for i in 0..2048u64 {
-                let mut b = 0x2560_9513u32.to_be_bytes().to_vec();
-                b.extend_from_slice(&0u16.to_be_bytes());
-                b.extend_from_slice(&0u16.to_be_bytes());
-                b.extend_from_slice(&i.to_be_bytes());
-                b.extend_from_slice(&((i % 63) << 20).to_be_bytes());
-                b.extend_from_slice(&(1u32 << 20).to_be_bytes());
+                let b = common::request_header(0, 0, i, (i % 63) << 20, 1 << 20);
                 if s.write_all(&b).is_err() {
                     break;
                 }

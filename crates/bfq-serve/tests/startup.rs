@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use bfq_serve::{check, start, Config, ServeError};
 
+mod common;
+
 /// A directory of the test's own, removed at the end (also when the test fails).
 struct Dir(PathBuf);
 
@@ -497,13 +499,7 @@ fn handshake(s: &mut std::net::TcpStream) {
 }
 
 fn request(command: u16, handle: u64, offset: u64, length: u32) -> Vec<u8> {
-    let mut b = 0x2560_9513u32.to_be_bytes().to_vec();
-    b.extend_from_slice(&0u16.to_be_bytes());
-    b.extend_from_slice(&command.to_be_bytes());
-    b.extend_from_slice(&handle.to_be_bytes());
-    b.extend_from_slice(&offset.to_be_bytes());
-    b.extend_from_slice(&length.to_be_bytes());
-    b
+    common::request_header(0, command, handle, offset, length)
 }
 
 /// Whether the server closed the connection: reads reach its end (replies before it are skipped).

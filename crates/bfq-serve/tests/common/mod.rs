@@ -1,0 +1,19 @@
+//! What the integration tests of `bfq serve` share: the NBD request header, written here from the
+//! protocol document (NetworkBlockDevice/nbd, doc/proto.md, "Transmission phase") rather than with
+//! the server's own code, so that a mistake in one does not hide in the other.
+
+/// `NBD_REQUEST_MAGIC`.
+const REQUEST_MAGIC: u32 = 0x2560_9513;
+
+/// A request header: magic, command flags, type, handle (cookie), offset and length, big-endian;
+/// a write's payload follows it on the wire.
+pub fn request_header(flags: u16, command: u16, handle: u64, offset: u64, length: u32) -> Vec<u8> {
+    let mut b = Vec::with_capacity(28);
+    b.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
+    b.extend_from_slice(&flags.to_be_bytes());
+    b.extend_from_slice(&command.to_be_bytes());
+    b.extend_from_slice(&handle.to_be_bytes());
+    b.extend_from_slice(&offset.to_be_bytes());
+    b.extend_from_slice(&length.to_be_bytes());
+    b
+}
