@@ -49,15 +49,24 @@ impl Default for EngineConfig {
 /// Errors setting up or talking to the engine.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The target could not be opened with O_DIRECT (or O_DIRECT could not be set on a caller's
-    /// file). The message names the OS error, and for EINVAL says that the file system may not
-    /// support O_DIRECT.
+    /// The target could not be opened with O_DIRECT. The message names the OS error, and for EINVAL
+    /// says that the file system may not support O_DIRECT.
     #[error("cannot open {path} with O_DIRECT: {error}{}", o_direct_hint(error))]
     Open {
         /// The target.
         path: String,
         /// The OS error. Already in the message, so it is not also the error's `source()`: a
         /// report that prints the chain of causes would show it twice.
+        error: std::io::Error,
+    },
+    /// O_DIRECT could not be set on a caller's file given to [`EngineBuilder::target_file`]. Not
+    /// [`EngineError::Open`]: the caller opened it; the engine only asks for direct I/O on it. The
+    /// message names the OS error and, for EINVAL, what it means (as for [`EngineError::Open`]).
+    #[error("cannot set O_DIRECT on {path}: {error}{}", o_direct_hint(error))]
+    Direct {
+        /// The target.
+        path: String,
+        /// The OS error, in the message only (as for [`EngineError::Open`]).
         error: std::io::Error,
     },
     /// O_DIRECT could not be cleared on a caller's file given to
@@ -90,7 +99,8 @@ pub enum EngineError {
     Thread(String),
 }
 
-/// What [`EngineError::Open`] adds to the OS error: EINVAL from an open or fcntl asking for O_DIRECT
+/// What [`EngineError::Open`] and [`EngineError::Direct`] add to the OS error: EINVAL from an open or
+/// fcntl asking for O_DIRECT
 /// is how a file system without direct I/O refuses it (procfs, for one).
 fn o_direct_hint(error: &std::io::Error) -> &'static str {
     if error.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
@@ -1526,7 +1536,7 @@ impl EngineBuilder {
             files.push(match t {
                 TargetSource::Path(p) => crate::core::open_direct(&p, self.read_only)?,
                 TargetSource::File(f) => {
-                    crate::core::set_direct(&f).map_err(|error| EngineError::Open {
+                    crate::core::set_direct(&f).map_err(|error| EngineError::Direct {
                         path: "a caller's file descriptor".into(),
                         error,
                     })?;

@@ -233,6 +233,31 @@ fn a_cached_target_that_cannot_leave_o_direct_says_so_in_the_message() {
     assert!(std::error::Error::source(&e).is_none(), "{text}");
 }
 
+/// A caller's file on which O_DIRECT cannot be set (`target_file`) is refused in those words, not as
+/// a file the engine failed to open (the caller opened it), and the OS error is in the message only.
+#[test]
+fn a_callers_file_that_refuses_o_direct_is_named_as_such_in_the_message() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::env::temp_dir();
+    let path_only = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::PATH.bits() as i32)
+        .open(&dir)
+        .unwrap();
+    let Err(e) = Engine::builder().target_file(path_only).build() else {
+        panic!("an O_PATH descriptor of {} became a target", dir.display());
+    };
+    let text = e.to_string();
+    assert!(
+        text.starts_with(
+            "cannot set O_DIRECT on a caller's file descriptor: Bad file descriptor (os error 9)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("open"), "{text}");
+    assert!(std::error::Error::source(&e).is_none(), "{text}");
+}
+
 /// Shutdown drains: requests still queued when shutdown is called all get their result, and tickets
 /// can be awaited as futures without any runtime (a minimal executor polls them).
 #[test]
