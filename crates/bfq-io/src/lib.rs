@@ -29,6 +29,13 @@ pub fn is_rotational(file: &std::fs::File) -> bool {
     core::rotational(file)
 }
 
+/// Sets O_DIRECT on an open file or block device, as [`EngineBuilder::target_file`] does: a caller
+/// that hands the engine a file it opened can try this first and report a refusal in its own terms
+/// (a file system without direct I/O answers EINVAL).
+pub fn set_direct(file: &std::fs::File) -> std::io::Result<()> {
+    core::set_direct(file)
+}
+
 /// Whether `file` lives in memory (tmpfs): reading it is a copy, not device work.
 pub fn in_memory(file: &std::fs::File) -> bool {
     core::in_memory(file)

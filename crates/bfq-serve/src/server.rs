@@ -640,13 +640,12 @@ fn direct(e: &Export) -> bool {
     e.cache != Cache::Writeback
 }
 
-/// Sets O_DIRECT on an open descriptor of an export's file, as the engine's `target_file` does (fcntl
-/// on the descriptor it is given). A file system without direct I/O (ramfs, for one; tmpfs before
-/// Linux 6.6) refuses it with EINVAL. A start does it before handing the file to the engine, so that
-/// the refusal names the export; `check` does it on a descriptor of its own.
+/// Sets O_DIRECT on an open descriptor of an export's file, as the engine's `target_file` does
+/// ([`bfq_io::set_direct`]). A file system without direct I/O (ramfs, for one; tmpfs before Linux 6.6)
+/// refuses it with EINVAL. A start does it before handing the file to the engine, so that the refusal
+/// names the export; `check` does it on a descriptor of its own.
 fn set_direct(file: &std::fs::File) -> std::io::Result<()> {
-    let flags = rustix::fs::fcntl_getfl(file)?;
-    Ok(rustix::fs::fcntl_setfl(file, flags | rustix::fs::OFlags::DIRECT)?)
+    bfq_io::set_direct(file)
 }
 
 /// [`set_direct`]'s refusal `err` after `what` (`cannot open it with O_DIRECT`), and for EINVAL what
