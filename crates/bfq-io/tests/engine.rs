@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use bfq_io::{AlignedBuf, Engine, EngineConfig, IoError, QueueId, QueueSpec};
+use bfq_io::{AlignedBuf, Engine, EngineBuilder, EngineConfig, IoError, QueueId, QueueSpec};
 
 mod common;
 use common::TempFile;
@@ -206,11 +206,11 @@ fn an_unopenable_target_names_the_os_error_in_the_message() {
     }
 }
 
-/// A caller's file that `target_file_cached` cannot switch to the page cache is reported as what
-/// failed: clearing O_DIRECT, not opening with it (the message once said "cannot open ... with
-/// O_DIRECT"). A descriptor opened with O_PATH takes no file status flags (EBADF).
-#[test]
-fn a_cached_target_that_cannot_leave_o_direct_says_so_in_the_message() {
+/// The message of the engine's refusal of a caller's file given by `add` (`target_file` or
+/// `target_file_cached`), for a descriptor opened with O_PATH, which takes no file status flags
+/// (EBADF); checked to name no failed open (the caller opened the file) and to carry the OS error in
+/// the message only.
+fn refusal_of_a_path_only_descriptor(add: fn(EngineBuilder, std::fs::File) -> EngineBuilder) -> String {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = std::env::temp_dir();
     let path_only = std::fs::OpenOptions::new()
@@ -218,10 +218,21 @@ fn a_cached_target_that_cannot_leave_o_direct_says_so_in_the_message() {
         .custom_flags(rustix::fs::OFlags::PATH.bits() as i32)
         .open(&dir)
         .unwrap();
-    let Err(e) = Engine::builder().target_file_cached(path_only).build() else {
+    let Err(e) = add(Engine::builder(), path_only).build() else {
         panic!("an O_PATH descriptor of {} became a target", dir.display());
     };
     let text = e.to_string();
+    assert!(!text.contains("open"), "{text}");
+    assert!(std::error::Error::source(&e).is_none(), "{text}");
+    text
+}
+
+/// A caller's file that `target_file_cached` cannot switch to the page cache is reported as what
+/// failed: clearing O_DIRECT, not opening with it (the message once said "cannot open ... with
+/// O_DIRECT").
+#[test]
+fn a_cached_target_that_cannot_leave_o_direct_says_so_in_the_message() {
+    let text = refusal_of_a_path_only_descriptor(EngineBuilder::target_file_cached);
     assert!(
         text.starts_with(
             "cannot clear O_DIRECT on a caller's file descriptor to use it through the page cache: \
@@ -229,33 +240,19 @@ fn a_cached_target_that_cannot_leave_o_direct_says_so_in_the_message() {
         ),
         "{text}"
     );
-    assert!(!text.contains("open"), "{text}");
-    assert!(std::error::Error::source(&e).is_none(), "{text}");
 }
 
 /// A caller's file on which O_DIRECT cannot be set (`target_file`) is refused in those words, not as
-/// a file the engine failed to open (the caller opened it), and the OS error is in the message only.
+/// a file the engine failed to open (the message once said "cannot open ... with O_DIRECT").
 #[test]
 fn a_callers_file_that_refuses_o_direct_is_named_as_such_in_the_message() {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = std::env::temp_dir();
-    let path_only = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::PATH.bits() as i32)
-        .open(&dir)
-        .unwrap();
-    let Err(e) = Engine::builder().target_file(path_only).build() else {
-        panic!("an O_PATH descriptor of {} became a target", dir.display());
-    };
-    let text = e.to_string();
+    let text = refusal_of_a_path_only_descriptor(EngineBuilder::target_file);
     assert!(
         text.starts_with(
             "cannot set O_DIRECT on a caller's file descriptor: Bad file descriptor (os error 9)"
         ),
         "{text}"
     );
-    assert!(!text.contains("open"), "{text}");
-    assert!(std::error::Error::source(&e).is_none(), "{text}");
 }
 
 /// Shutdown drains: requests still queued when shutdown is called all get their result, and tickets
