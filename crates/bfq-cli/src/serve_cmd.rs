@@ -33,7 +33,9 @@ pub fn execute(args: ServeArgs) -> Result<()> {
     config.event_log = args.events.clone();
     if args.check {
         // What a start would find wrong before it creates anything: files, sockets, ports.
-        bfq_serve::check(&config)?;
+        for note in bfq_serve::check(&config)? {
+            eprintln!("bfq serve: {note}");
+        }
         println!(
             "{}: {} export(s), scheduler {}: ready to serve",
             args.config.as_ref().map_or("<embedded default>".into(), |p| p.display().to_string()),

@@ -415,15 +415,12 @@ pub struct Started {
 /// in its directory, gone when closed; no two exports on one file; `cachestat` for `cache = "read"`),
 /// the `--events` file (must not exist), the Unix sockets' paths (a stale socket or nothing, in an
 /// existing directory) and the TCP and metrics addresses (bound for a moment, then let go). Changes
-/// nothing. What it could not try (O_DIRECT where no file without a name can be made) it says on
-/// standard error.
-pub fn check(config: &Config) -> Result<(), ServeError> {
+/// nothing. Returns what it could not try (O_DIRECT where no file without a name can be made), one
+/// note each, naming the export and the line of its `path`, for the caller to show.
+pub fn check(config: &Config) -> Result<Vec<String>, ServeError> {
     let notes = check_files(config)?;
     let _ = bind_tcp(config)?;
-    for note in notes {
-        eprintln!("bfq serve: {note}");
-    }
-    Ok(())
+    Ok(notes)
 }
 
 /// Opens the exports, binds the listeners and serves on a thread of its own until stopped.

@@ -444,10 +444,10 @@ fn check_tries_o_direct_where_a_start_would_create_the_file_and_leaves_nothing_t
 }
 
 /// A start that fails to open an export's file with O_DIRECT (which the engine would have refused,
-/// saying only "cannot open a caller's file descriptor with O_DIRECT") names the export, its path
-/// and the line of its `path`, as its other file errors do: here the second export of two, a file
-/// the start creates in a directory where `check` could not try O_DIRECT (no O_TMPFILE: it passes,
-/// saying so), and which the failed start removes.
+/// naming only "a caller's file descriptor") names the export, its path and the line of its `path`,
+/// as its other file errors do: here the second export of two, a file the start creates in a
+/// directory where `check` could not try O_DIRECT (no O_TMPFILE: it passes, with a note naming the
+/// export and its line), and which the failed start removes.
 #[test]
 fn a_start_refused_o_direct_names_the_export_its_path_and_the_line_of_its_path() {
     let Some(fs) = Ramfs::mount("no-direct-line") else { return };
@@ -466,7 +466,12 @@ fn a_start_refused_o_direct_names_the_export_its_path_and_the_line_of_its_path()
     );
     std::thread::spawn(move || {
         without_o_tmpfile_on_this_thread();
-        check(&config(&text)).unwrap();
+        let notes = check(&config(&text)).unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with(&format!("test.toml:10: export `b` ({}): not checked", fresh.display())),
+            "{notes:?}"
+        );
         let e = start(config(&text)).err().unwrap_or_else(|| panic!("start passed:\n{text}"));
         assert!(matches!(e, ServeError::Export { line: Some(10), .. }), "{e:?}");
         assert_eq!(e.to_string(), expected);
