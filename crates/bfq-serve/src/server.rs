@@ -637,16 +637,9 @@ fn direct(e: &Export) -> bool {
     e.cache != Cache::Writeback
 }
 
-/// Sets O_DIRECT on an open descriptor of an export's file, as the engine's `target_file` does
-/// ([`bfq_io::set_direct`]). A file system without direct I/O (ramfs, for one; tmpfs before Linux 6.6)
-/// refuses it with EINVAL. A start does it before handing the file to the engine, so that the refusal
-/// names the export; `check` does it on a descriptor of its own.
-fn set_direct(file: &std::fs::File) -> std::io::Result<()> {
-    bfq_io::set_direct(file)
-}
-
-/// [`set_direct`]'s refusal `err` after `what` (`cannot open it with O_DIRECT`), and for EINVAL what
-/// it means: the file system does not do direct I/O, and the `cache` that does without it.
+/// [`bfq_io::set_direct`]'s refusal `err` after `what` (`cannot open it with O_DIRECT`), and for
+/// EINVAL what it means: the file system does not do direct I/O (ramfs; tmpfs before Linux 6.6), and
+/// the `cache` that does without it.
 fn direct_refused(what: &str, err: &std::io::Error) -> String {
     let hint = if err.raw_os_error() == Some(Errno::INVAL.raw_os_error()) {
         " (its file system may not support O_DIRECT; `cache = \"writeback\"` reads and writes it \
@@ -657,15 +650,15 @@ fn direct_refused(what: &str, err: &std::io::Error) -> String {
     format!("{what}: {err}{hint}")
 }
 
-/// Whether a file made in `dir` takes O_DIRECT as [`set_direct`] sets it, for an export whose file a
-/// start would create there: tried on a file without a name (O_TMPFILE), which is gone when it is
+/// Whether a file made in `dir` takes O_DIRECT as [`bfq_io::set_direct`] sets it, for an export whose
+/// file a start would create there: tried on a file without a name (O_TMPFILE), which is gone when it is
 /// closed, so that nothing is left behind. `Ok(false)` when no such file can be made there (a file
 /// system without O_TMPFILE): not known.
 fn dir_takes_direct(dir: &std::path::Path) -> Result<bool, std::io::Error> {
     use rustix::fs::{Mode, OFlags};
     let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
     let Ok(fd) = rustix::fs::open(dir, flags, Mode::RUSR | Mode::WUSR) else { return Ok(false) };
-    set_direct(&std::fs::File::from(fd)).map(|()| true)
+    bfq_io::set_direct(&std::fs::File::from(fd)).map(|()| true)
 }
 
 /// Checks an export's file without changing anything: an existing one is a regular file or a block
@@ -762,7 +755,7 @@ fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Resul
             if direct(e) {
                 // The check's own descriptor, opened as a start opens the engine's (read-only for a
                 // read-only export): O_DIRECT on it changes nothing in the file.
-                set_direct(&file)
+                bfq_io::set_direct(&file)
                     .map_err(|err| fail(direct_refused("cannot open it with O_DIRECT", &err)))?;
             }
             if e.cache == Cache::Read {
@@ -1503,7 +1496,8 @@ fn open_export(
         // As the engine's `target_file` will (again, then without effect): here its refusal names
         // the export, its path and its line, where the engine's names only "a caller's file
         // descriptor".
-        set_direct(&file).map_err(|err| fail(direct_refused("cannot open it with O_DIRECT", &err)))?;
+        bfq_io::set_direct(&file)
+            .map_err(|err| fail(direct_refused("cannot open it with O_DIRECT", &err)))?;
     }
     let device = if block { meta.rdev() } else { meta.dev() };
     let rotational = bfq_io::is_rotational(&file);
