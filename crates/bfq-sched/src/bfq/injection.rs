@@ -271,7 +271,9 @@ impl InjectLimit {
     /// A window in which the queue's latency exceeds the ratio still counts as good when the queue got
     /// at least its weight's share of all the sectors dispatched meanwhile (`service`): weighted
     /// max-min fairness owes a queue its share or what it can use alone, whichever is less, and a queue
-    /// that gets its share is owed no protection beyond it (docs/fast-devices.md).
+    /// that gets its share is owed no protection beyond it (docs/fast-devices.md). `service` is asked
+    /// for only when it is needed (a window ends, or a sample alone starts one): its share costs a
+    /// division per level of groups, and most completions need none.
     #[allow(clippy::too_many_arguments)]
     pub fn on_completion(
         &mut self,
@@ -281,7 +283,7 @@ impl InjectLimit {
         now: Instant,
         ratio_pct: u32,
         max: u32,
-        service: ServiceSnapshot,
+        service: impl FnOnce() -> ServiceSnapshot,
     ) {
         self.think_part = (7 * self.think_part + if think.time > 0 { 1024 } else { 0 }) / 8;
         if think.alone && think.time > 0 {
@@ -319,6 +321,7 @@ impl InjectLimit {
                 (7 * self.base + latency.min(2 * self.base)) / 8
             };
             self.base_at = now;
+            let service = service();
             self.window_start = (service.own, service.total, service.time);
             // Served alone: nothing dispatched under an earlier limit is still in the device.
             self.holdoff = 0;
@@ -376,6 +379,7 @@ impl InjectLimit {
         self.window_sum = 0;
         self.window_len = 0;
         let start = self.window_start;
+        let service = service();
         self.window_start = (service.own, service.total, service.time);
         let own = u128::from(service.own.saturating_sub(start.0));
         let total = u128::from(service.total.saturating_sub(start.1));
@@ -776,22 +780,37 @@ impl Bfq {
         };
         let latency = now.saturating_since(f.dispatched_at);
         let (ratio, max) = (self.cfg.inject_latency_ratio, self.inject_max());
-        let service = self.service_snapshot(s, now);
+        // The snapshot's share (a division per level of groups) is worked out only when a window ends
+        // or a sample alone restarts it, not at every completion.
+        let service = self.service_snapshot_parts(s, now);
+        let weight = self.effective_weight(s);
+        let wf2q = &self.wf2q;
+        let snapshot = move || ServiceSnapshot { share: wf2q.path_share(s, weight), ..service };
         let before = self.queues[s as usize].inject.limit;
-        self.queues[s as usize].inject.on_completion(latency, think, alone, now, ratio, max, service);
+        self.queues[s as usize].inject.on_completion(latency, think, alone, now, ratio, max, snapshot);
         let limit = self.queues[s as usize].inject.limit;
         if limit != before {
             self.event(now, s, EventKind::InjectLimit { limit });
         }
     }
 
-    /// What queue `s` got in its turns so far, and its share by its weights along its path of groups.
+    /// What queue `s` got in its turns so far, and its share by its weights along its path of groups:
+    /// what `learn_inject_limit` hands to [`InjectLimit::on_completion`] when it asks.
+    #[cfg(test)]
     pub(super) fn service_snapshot(&self, s: u32, now: Instant) -> ServiceSnapshot {
+        ServiceSnapshot {
+            share: self.wf2q.path_share(s, self.effective_weight(s)),
+            ..self.service_snapshot_parts(s, now)
+        }
+    }
+
+    /// What queue `s` got in its turns so far, without its share (left 0): the cheap part.
+    fn service_snapshot_parts(&self, s: u32, now: Instant) -> ServiceSnapshot {
         let q = &self.queues[s as usize];
         ServiceSnapshot {
             own: q.serving_sectors,
             total: q.turn_total_sectors,
-            share: self.wf2q.path_share(s, self.effective_weight(s)),
+            share: 0,
             time: q.turn_time
                 + self
                     .service
@@ -850,7 +869,7 @@ mod tests {
             Instant::ZERO,
             cfg.inject_latency_ratio,
             max,
-            ServiceSnapshot::default(),
+            ServiceSnapshot::default,
         );
         for &x in samples {
             l.on_completion(
@@ -860,7 +879,7 @@ mod tests {
                 Instant::ZERO,
                 cfg.inject_latency_ratio,
                 max,
-                ServiceSnapshot::default(),
+                ServiceSnapshot::default,
             );
         }
         l.limit
@@ -883,12 +902,12 @@ mod tests {
                     Instant::ZERO,
                     115,
                     32,
-                    ServiceSnapshot::default(),
+                    ServiceSnapshot::default,
                 );
             }
         };
         let mut l = InjectLimit::default();
-        l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default());
+        l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default);
         feed(&mut l, 105 * us, 10 * w);
         assert_eq!(l.limit, 11);
         feed(&mut l, 130 * us, w);
@@ -918,13 +937,13 @@ mod tests {
             // The part of its requests that follow a think time is filtered (by eighths): 32 reads.
             let mut l = InjectLimit::default();
             for _ in 0..32 {
-                l.on_completion(2 * us, think_alone, true, Instant::ZERO, 115, 32, snapshot);
+                l.on_completion(2 * us, think_alone, true, Instant::ZERO, 115, 32, || snapshot);
             }
             l
         };
         let feed = |l: &mut InjectLimit, latency: Nanos, think: Think, n: usize| {
             for _ in 0..n {
-                l.on_completion(latency, think, false, Instant::ZERO, 115, 32, snapshot);
+                l.on_completion(latency, think, false, Instant::ZERO, 115, 32, || snapshot);
             }
         };
         let shared = Think { time: 40 * us, alone: false };
@@ -953,7 +972,7 @@ mod tests {
         let mut batch = InjectLimit::default();
         for i in 0..(16 * BASE_SAMPLES as usize) {
             let think = if i % 16 == 0 { alone } else { Think::NONE };
-            batch.on_completion(2 * us, think, true, Instant::ZERO, 115, 32, snapshot);
+            batch.on_completion(2 * us, think, true, Instant::ZERO, 115, 32, || snapshot);
         }
         assert!(batch.time_alone() < 2 * us + 40 * us / 8, "time alone {} ns", batch.time_alone());
     }
@@ -965,7 +984,7 @@ mod tests {
         // understated one only holds injection back.
         let us = 1000;
         let alone = |l: &mut InjectLimit, latency: Nanos| {
-            l.on_completion(latency, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default());
+            l.on_completion(latency, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default);
         };
         let mut l = InjectLimit::default();
         alone(&mut l, 233 * us);
@@ -1000,7 +1019,7 @@ mod tests {
                     Instant::ZERO,
                     115,
                     32,
-                    ServiceSnapshot::default(),
+                    ServiceSnapshot::default,
                 );
             }
         }
@@ -1017,19 +1036,19 @@ mod tests {
         let us = 1000;
         let ms = |n: u64| Instant::ZERO.saturating_add(n * MSEC);
         let mut l = InjectLimit::default();
-        l.on_completion(138 * us, Think::NONE, true, ms(0), 115, 32, ServiceSnapshot::default());
+        l.on_completion(138 * us, Think::NONE, true, ms(0), 115, 32, ServiceSnapshot::default);
         for _ in 0..4 * WINDOW {
-            l.on_completion(100 * us, Think::NONE, false, ms(1), 115, 32, ServiceSnapshot::default());
+            l.on_completion(100 * us, Think::NONE, false, ms(1), 115, 32, ServiceSnapshot::default);
         }
         assert_eq!(l.limit, 5, "100 us is within 115 % of 138 us: the limit grew");
         assert!(l.allows(4, ms(SETTLE_REFRESH / MSEC)));
         assert!(!l.allows(0, ms(SETTLE_REFRESH / MSEC + 1)), "a first baseline is measured again soon");
-        l.on_completion(41 * us, Think::NONE, true, ms(11), 115, 32, ServiceSnapshot::default());
+        l.on_completion(41 * us, Think::NONE, true, ms(11), 115, 32, ServiceSnapshot::default);
         assert_eq!(l.base, 41 * us, "the least of the first two samples");
         assert_eq!(l.limit, 1, "learned against a baseline beyond the ratio: learned again");
         // A later sample within the ratio of the baseline changes nothing of the limit.
         l.limit = 3;
-        l.on_completion(45 * us, Think::NONE, true, ms(40), 115, 32, ServiceSnapshot::default());
+        l.on_completion(45 * us, Think::NONE, true, ms(40), 115, 32, ServiceSnapshot::default);
         assert_eq!((l.base, l.limit), (45 * us, 3), "the middle one of three");
     }
 
@@ -1048,10 +1067,10 @@ mod tests {
             sequential: true,
         };
         let mut l = InjectLimit::default();
-        l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, snap(1, 1));
+        l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, || snap(1, 1));
         // Slowed to 1.3x in every window below.
         let slowed = |l: &mut InjectLimit, service| {
-            l.on_completion(130 * us, Think::NONE, false, Instant::ZERO, 115, 32, service)
+            l.on_completion(130 * us, Think::NONE, false, Instant::ZERO, 115, 32, || service)
         };
         // With half of all sectors for a quarter of the weight: good windows.
         for i in 1..=(2 * WINDOW as u64) {
@@ -1082,52 +1101,34 @@ mod tests {
             sequential: true,
         };
         let mut l = InjectLimit::default();
-        l.on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
+        l.on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, || snap(256, 256, 600 * us));
         assert_eq!(l.limit, 1, "the first sample alone arms the limit");
         // One request slowed to 17 ms by one injected read: 512 sectors in 17 ms, 30,000 sectors/s.
         let at = Instant::ZERO.saturating_add(20 * MSEC);
-        l.on_completion(17_000 * us, Think::NONE, false, at, 115, 32, snap(512, 768, 17_600 * us));
+        l.on_completion(17_000 * us, Think::NONE, false, at, 115, 32, || snap(512, 768, 17_600 * us));
         assert_eq!(l.limit, 0, "half its turns' sectors, but the device fell to a tenth: not excused");
         assert_eq!(l.retry_after, RETRY_MIN);
         // Served alone again at once: the limit stays at 0 until the wait is over.
-        l.on_completion(
-            600 * us,
-            Think::NONE,
-            true,
-            at.saturating_add(MSEC),
-            115,
-            32,
-            snap(768, 1024, 18_200 * us),
-        );
+        l.on_completion(600 * us, Think::NONE, true, at.saturating_add(MSEC), 115, 32, || {
+            snap(768, 1024, 18_200 * us)
+        });
         assert_eq!(l.limit, 0, "retried only after retry_after");
         let later = at.saturating_add(RETRY_MIN + MSEC);
-        l.on_completion(600 * us, Think::NONE, true, later, 115, 32, snap(1024, 1280, 18_800 * us));
+        l.on_completion(600 * us, Think::NONE, true, later, 115, 32, || snap(1024, 1280, 18_800 * us));
         assert_eq!(l.limit, 1, "tried again once the wait is over");
         // The retry costs the device throughput again: the wait doubles.
-        l.on_completion(
-            17_000 * us,
-            Think::NONE,
-            false,
-            later.saturating_add(17 * MSEC),
-            115,
-            32,
-            snap(1280, 1792, 35_800 * us),
-        );
+        l.on_completion(17_000 * us, Think::NONE, false, later.saturating_add(17 * MSEC), 115, 32, || {
+            snap(1280, 1792, 35_800 * us)
+        });
         assert_eq!((l.limit, l.retry_after), (0, 2 * RETRY_MIN));
         // The same share with the device keeping up (a parallel device: 1,536 sectors in 2 ms) is
         // excused.
         let mut fast = InjectLimit::default();
-        fast.on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, snap(256, 256, 600 * us));
+        fast.on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, || snap(256, 256, 600 * us));
         for i in 1..=u64::from(WINDOW) {
-            fast.on_completion(
-                2_000 * us,
-                Think::NONE,
-                false,
-                at,
-                115,
-                32,
-                snap(256 + i * 256, 256 + i * 1536, (600 + i * 2_000) * us),
-            );
+            fast.on_completion(2_000 * us, Think::NONE, false, at, 115, 32, || {
+                snap(256 + i * 256, 256 + i * 1536, (600 + i * 2_000) * us)
+            });
         }
         assert_eq!(fast.limit, 2, "good window: the device delivered more than the queue alone");
         assert_eq!(fast.retry_after, 0);
@@ -1137,8 +1138,9 @@ mod tests {
         // the device stalled, and a back-off held the others out of their turns for 100 ms at a time.
         let mut random = InjectLimit::default();
         let rsnap = |own, total, time| ServiceSnapshot { sequential: false, ..snap(own, total, time) };
-        random.on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, rsnap(256, 256, 600 * us));
-        random.on_completion(17_000 * us, Think::NONE, false, at, 115, 32, rsnap(512, 768, 17_600 * us));
+        random
+            .on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, || rsnap(256, 256, 600 * us));
+        random.on_completion(17_000 * us, Think::NONE, false, at, 115, 32, || rsnap(512, 768, 17_600 * us));
         assert_eq!((random.limit, random.retry_after), (2, 0), "a random queue's share excuses it");
     }
 
@@ -1447,14 +1449,14 @@ mod tests {
         let mut l = InjectLimit::default();
         assert!(!l.allows(0, Instant::ZERO));
         let mut at = Instant::from_nanos(10);
-        l.on_completion(50_000, Think::NONE, true, at, 115, 32, ServiceSnapshot::default());
+        l.on_completion(50_000, Think::NONE, true, at, 115, 32, ServiceSnapshot::default);
         assert!(l.allows(0, at) && !l.allows(1, at), "limit 1 after the first measure");
         // A new baseline is measured again after 10, 20 and 40 ms, then every second.
         for refresh in [SETTLE_REFRESH, 2 * SETTLE_REFRESH, 4 * SETTLE_REFRESH] {
             assert!(l.allows(0, at.saturating_add(refresh)));
             assert!(!l.allows(0, at.saturating_add(refresh + 1)), "measured again after {refresh} ns");
             at = at.saturating_add(refresh + 1);
-            l.on_completion(50_000, Think::NONE, true, at, 115, 32, ServiceSnapshot::default());
+            l.on_completion(50_000, Think::NONE, true, at, 115, 32, ServiceSnapshot::default);
         }
         assert!(l.allows(0, at.saturating_add(BASE_REFRESH)));
         assert!(!l.allows(0, at.saturating_add(BASE_REFRESH + 1)), "measured again every second");
