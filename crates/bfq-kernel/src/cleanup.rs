@@ -28,6 +28,11 @@ pub enum Action {
         device: PathBuf,
         /// The file it was attached to.
         backing: PathBuf,
+        /// That file's identity when it was attached: a device still over a file of that path but
+        /// another identity is someone else's (the file was replaced and attached again by its
+        /// owner after this run's device went away). `None` in journals of builds that did not
+        /// record it: the path alone decides, as it did then.
+        backing_id: Option<FileId>,
     },
     /// Remove this cgroup directory, first ending the processes left in it.
     RemoveCgroup(PathBuf),
@@ -35,6 +40,52 @@ pub enum Action {
     EndProcess(u32),
     /// Remove this scratch file or directory tree.
     RemovePath(PathBuf),
+}
+
+/// A file's identity: the device of the file system that holds it and its inode number. Two files
+/// at one path one after another (one deleted or renamed over, another created) differ in it while
+/// both exist; an inode number freed by a deletion may be given again to a later file, which only
+/// the path and this together cannot tell apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    /// Major number of the file system's device.
+    pub major: u32,
+    /// Minor number of the file system's device.
+    pub minor: u32,
+    /// Inode number.
+    pub inode: u64,
+}
+
+impl FileId {
+    /// The identity of the file at `path` (symbolic links followed).
+    pub fn of(path: &std::path::Path) -> std::io::Result<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path)?;
+        let dev = meta.dev();
+        Ok(FileId { major: rustix::fs::major(dev), minor: rustix::fs::minor(dev), inode: meta.ino() })
+    }
+
+    /// The identity of the file backing loop device `device`, as losetup reports it (also for a
+    /// backing file deleted since), or `None` if the device backs nothing or losetup cannot say.
+    pub fn backing(device: &std::path::Path) -> Option<FileId> {
+        let out = Command::new("losetup")
+            .args(["--list", "--noheadings", "--output", "BACK-MAJ:MIN,BACK-INO"])
+            .arg(device)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        Self::parse_losetup(&String::from_utf8_lossy(&out.stdout))
+    }
+
+    /// Parses losetup's `BACK-MAJ:MIN BACK-INO` line ("0:27 4302").
+    fn parse_losetup(line: &str) -> Option<FileId> {
+        let mut fields = line.split_whitespace();
+        let (major, minor) = fields.next()?.split_once(':')?;
+        let inode = fields.next()?.parse().ok()?;
+        Some(FileId { major: major.parse().ok()?, minor: minor.parse().ok()?, inode })
+    }
 }
 
 /// Where the journals of pending actions live (tmpfs: gone on reboot, as loop devices and cgroups are).
@@ -94,7 +145,7 @@ fn write_journal(reg: &[(u64, Action)]) {
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Action::DetachLoop { device, backing } => {
+            Action::DetachLoop { device, backing, .. } => {
                 write!(f, "loop device {} over {}", device.display(), backing.display())
             }
             Action::RemoveCgroup(dir) => write!(f, "cgroup {}", dir.display()),
@@ -108,9 +159,12 @@ impl Action {
     fn to_json(&self) -> serde_json::Value {
         use serde_json::json;
         match self {
-            Action::DetachLoop { device, backing } => {
-                json!({ "detach_loop": device.display().to_string(), "backing": backing.display().to_string() })
-            }
+            Action::DetachLoop { device, backing, backing_id } => json!({
+                "detach_loop": device.display().to_string(),
+                "backing": backing.display().to_string(),
+                "backing_dev": backing_id.map(|id| format!("{}:{}", id.major, id.minor)),
+                "backing_ino": backing_id.map(|id| id.inode),
+            }),
             Action::RemoveCgroup(dir) => json!({ "remove_cgroup": dir.display().to_string() }),
             // The start time tells the process from a later one that reuses its pid.
             Action::EndProcess(pid) => json!({ "end_process": pid, "start_time": process_start_time(*pid) }),
@@ -122,7 +176,16 @@ impl Action {
     fn from_json(v: &serde_json::Value) -> Option<Action> {
         let path = |k: &str| v.get(k).and_then(|x| x.as_str()).map(PathBuf::from);
         if let Some(device) = path("detach_loop") {
-            return Some(Action::DetachLoop { device, backing: path("backing")? });
+            let dev = v.get("backing_dev").and_then(|x| x.as_str());
+            let ino = v.get("backing_ino").and_then(|x| x.as_u64());
+            let backing_id = match (dev, ino) {
+                (Some(dev), Some(ino)) => Some(FileId::parse_losetup(&format!("{dev} {ino}"))?),
+                // Written by a build that did not record it: the path alone, as then.
+                (None, None) => None,
+                // Half of it: not a journal this build wrote; leave the device alone.
+                _ => return None,
+            };
+            return Some(Action::DetachLoop { device, backing: path("backing")?, backing_id });
         }
         if let Some(dir) = path("remove_cgroup") {
             return Some(Action::RemoveCgroup(dir));
@@ -197,8 +260,9 @@ pub fn recover_leftovers(cgroup_roots: &[PathBuf], scratch_dir: &std::path::Path
             }
             // Newest first, as the handler would have: processes, cgroups, loop device, files.
             for action in actions.iter().rev().filter_map(Action::from_json) {
-                out.removed.push(format!("{action} (left by process {pid})"));
-                undo(&action);
+                if undo(&action) {
+                    out.removed.push(format!("{action} (left by process {pid})"));
+                }
             }
             let _ = std::fs::remove_file(&path);
         }
@@ -340,39 +404,63 @@ pub fn park_if_interrupted() {
     }
 }
 
-/// Undoes one action, best effort: failures are reported on standard error, never panics.
-fn undo(action: &Action) {
+/// Undoes one action, best effort: failures are reported on standard error, never panics. False if
+/// a loop device was not detached (see [`detach_loop`]); the other actions say true.
+fn undo(action: &Action) -> bool {
     match action {
-        Action::DetachLoop { device, backing } => detach_loop(device, backing),
+        Action::DetachLoop { device, backing, backing_id } => {
+            return detach_loop(device, backing, *backing_id)
+        }
         Action::RemoveCgroup(dir) => remove_cgroup(dir),
         Action::EndProcess(pid) => end_process(*pid),
         Action::RemovePath(path) => {
             let _ = if path.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
         }
     }
+    true
 }
 
-fn detach_loop(device: &std::path::Path, backing: &std::path::Path) {
-    // Only detach if the device still serves our file: the number may have been reused otherwise.
+/// Whether it detached the device: not if it serves another file or nothing (no longer this run's),
+/// nor if losetup failed (said on standard error).
+fn detach_loop(device: &std::path::Path, backing: &std::path::Path, backing_id: Option<FileId>) -> bool {
+    // Only detach if the device still serves our file: the number may have been reused otherwise,
+    // by its owner for a file at the same path (the identity tells that one apart).
     let name = device.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let sys = PathBuf::from(format!("/sys/block/{name}/loop/backing_file"));
     let current = std::fs::read_to_string(&sys).unwrap_or_default();
     let ours = std::fs::canonicalize(backing).unwrap_or_else(|_| backing.to_path_buf());
     if !backed_by(&current, &ours.to_string_lossy()) {
-        return;
+        return false;
+    }
+    if let Some(id) = backing_id {
+        match FileId::backing(device) {
+            Some(now) if now == id => {}
+            Some(_) => return false,
+            None => {
+                eprintln!(
+                    "bfq: left {} attached: losetup cannot say which file backs it now; if it is this \
+                     run's, over {}, detach it with: losetup -d {}",
+                    device.display(),
+                    backing.display(),
+                    device.display()
+                );
+                return false;
+            }
+        }
     }
     // The kernel may still hold the device briefly after the last opener closed it: retry a little.
     for _ in 0..20 {
         match Command::new("losetup").arg("-d").arg(device).output() {
-            Ok(out) if out.status.success() => return,
+            Ok(out) if out.status.success() => return true,
             Ok(_) => std::thread::sleep(Duration::from_millis(100)),
             Err(e) => {
                 eprintln!("bfq: cannot run losetup to detach {}: {e}", device.display());
-                return;
+                return false;
             }
         }
     }
     eprintln!("bfq: could not detach {}; detach it with: losetup -d {}", device.display(), device.display());
+    false
 }
 
 /// Whether a loop device's `backing_file` (sysfs) names our file: its path, or its path with the
@@ -463,6 +551,48 @@ mod tests {
         assert!(!backed_by("/dev/shm/other.img\n", "/dev/shm/t.img"));
         assert!(!backed_by("/dev/shm/other.img (deleted)\n", "/dev/shm/t.img"));
         assert!(!backed_by("", "/dev/shm/t.img"));
+    }
+
+    #[test]
+    fn a_loop_action_keeps_its_backing_files_identity_through_the_journal() {
+        // Issue 14's journal: a killed run's loop device is detached by the next run only if it is
+        // still over the same file, which the journal must carry the identity of.
+        let id = FileId { major: 0, minor: 27, inode: 4302 };
+        let ours = Action::DetachLoop {
+            device: PathBuf::from("/dev/loop7"),
+            backing: PathBuf::from("/dev/shm/t.img"),
+            backing_id: Some(id),
+        };
+        assert_eq!(Action::from_json(&ours.to_json()), Some(ours.clone()));
+        // A journal of a build that recorded no identity: the path alone, as that build did.
+        let mut old = ours.to_json();
+        old.as_object_mut().unwrap().retain(|k, _| k == "detach_loop" || k == "backing");
+        let expected = Action::DetachLoop {
+            device: PathBuf::from("/dev/loop7"),
+            backing: PathBuf::from("/dev/shm/t.img"),
+            backing_id: None,
+        };
+        assert_eq!(Action::from_json(&old), Some(expected));
+        // Half an identity, or one that does not parse: not ours to judge, the device is left alone.
+        let mut half = ours.to_json();
+        half.as_object_mut().unwrap().remove("backing_ino");
+        assert_eq!(Action::from_json(&half), None);
+        let mut odd = ours.to_json();
+        odd["backing_dev"] = serde_json::json!("27");
+        assert_eq!(Action::from_json(&odd), None);
+    }
+
+    #[test]
+    fn losetups_backing_identity_is_read_from_its_columns() {
+        assert_eq!(
+            FileId::parse_losetup("   0:27 4302\n"),
+            Some(FileId { major: 0, minor: 27, inode: 4302 })
+        );
+        assert_eq!(FileId::parse_losetup("254:1 12\n"), Some(FileId { major: 254, minor: 1, inode: 12 }));
+        // A detached device prints nothing; losetup without the columns prints something else.
+        assert_eq!(FileId::parse_losetup(" \n"), None);
+        assert_eq!(FileId::parse_losetup("0:27\n"), None);
+        assert_eq!(FileId::parse_losetup("/dev/shm/t.img 4302\n"), None);
     }
 
     #[test]

@@ -38,14 +38,20 @@ impl LoopDevice {
                 backing.display()
             )));
         }
+        // Before attaching: the identity the clean-up will want to find behind the device.
+        let backing_id = cleanup::FileId::of(&backing)
+            .map_err(|e| KernelError::Io { path: backing.clone(), message: e.to_string() })?;
         let first = losetup(&["--find", "--show", "--direct-io=on"], &backing);
         let device = match first {
             Ok(dev) => dev,
             // Old losetup without --direct-io, or a file system refusing O_DIRECT at attach time.
             Err(_) => losetup(&["--find", "--show"], &backing)?,
         };
-        let guard =
-            cleanup::register(Action::DetachLoop { device: device.clone(), backing: backing.clone() });
+        let guard = cleanup::register(Action::DetachLoop {
+            device: device.clone(),
+            backing: backing.clone(),
+            backing_id: Some(backing_id),
+        });
         let name = device
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
