@@ -79,8 +79,8 @@ pub enum EngineError {
         /// The OS error, in the message only (as for [`EngineError::Open`]).
         error: std::io::Error,
     },
-    /// io_uring or eventfd setup failed.
-    #[error("cannot set up io_uring: {0}")]
+    /// io_uring or eventfd setup failed (or, rarely, a later submission).
+    #[error("cannot set up io_uring: {error}{hint}", error = .0, hint = ring_hint(.0))]
     Ring(std::io::Error),
     /// The scheduler could not be built or configured.
     #[error(transparent)]
@@ -102,6 +102,20 @@ pub enum EngineError {
 /// What [`EngineError::Open`] and [`EngineError::Direct`] add to the OS error: EINVAL from an open or
 /// fcntl asking for O_DIRECT
 /// is how a file system without direct I/O refuses it (procfs, for one).
+/// What an io_uring error usually means when the ring cannot be made at all.
+fn ring_hint(error: &std::io::Error) -> &'static str {
+    match error.raw_os_error().map(rustix::io::Errno::from_raw_os_error) {
+        Some(rustix::io::Errno::PERM) => {
+            " (io_uring is refused to this process: the sysctl kernel.io_uring_disabled, or a seccomp \
+             profile such as a container runtime's default one, may forbid it)"
+        }
+        Some(rustix::io::Errno::NOSYS) => {
+            " (this kernel has no io_uring: Linux 5.6 or later built with CONFIG_IO_URING is needed)"
+        }
+        _ => "",
+    }
+}
+
 fn o_direct_hint(error: &std::io::Error) -> &'static str {
     if error.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
         " (the file system may not support O_DIRECT)"

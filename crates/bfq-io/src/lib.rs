@@ -36,6 +36,13 @@ pub fn set_direct(file: &std::fs::File) -> std::io::Result<()> {
     core::set_direct(file)
 }
 
+/// Makes and drops a one-entry io_uring: whether this process may use io_uring at all (the sysctl
+/// `kernel.io_uring_disabled` and seccomp profiles can forbid it), for a caller that checks its
+/// set-up before it starts anything ([`EngineError::Ring`] says what a refusal usually means).
+pub fn probe_ring() -> Result<(), EngineError> {
+    io_uring::IoUring::new(1).map(drop).map_err(EngineError::Ring)
+}
+
 /// Whether `file` lives in memory (tmpfs): reading it is a copy, not device work.
 pub fn in_memory(file: &std::fs::File) -> bool {
     core::in_memory(file)

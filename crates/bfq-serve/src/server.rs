@@ -87,6 +87,14 @@ pub enum ServeError {
     /// The engine could not be started.
     #[error(transparent)]
     Engine(#[from] bfq_io::EngineError),
+    /// The I/O engine of these exports (one engine per device) could not be started.
+    #[error("cannot start the I/O engine of {exports}")]
+    EngineStart {
+        /// The exports it would serve, as text (`export `a``, `exports `a`, `b``).
+        exports: String,
+        /// Why.
+        source: bfq_io::EngineError,
+    },
     /// The event log cannot be created (it must not exist yet).
     #[error("--events {path}: cannot create it")]
     Events {
@@ -118,6 +126,13 @@ fn config_line(file: &str, line: Option<usize>) -> String {
 }
 
 /// An error about export `e`'s file, naming the line of its `path` in the configuration `file`.
+/// `export `a`` or `exports `a`, `b``, for a message about several exports at once.
+fn export_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let names: Vec<String> = names.into_iter().map(|n| format!("`{n}`")).collect();
+    let plural = if names.len() == 1 { "" } else { "s" };
+    format!("export{plural} {}", names.join(", "))
+}
+
 fn export_error(file: &str, e: &Export, message: String) -> ServeError {
     ServeError::Export {
         file: file.into(),
@@ -815,6 +830,12 @@ fn file_kind_any(m: &std::fs::Metadata) -> &'static str {
 /// notes on what could not be checked (`check` says them; a start goes on and finds out).
 fn check_files(config: &Config) -> Result<Vec<String>, ServeError> {
     config.check_shared_files()?;
+    // Every export is served through io_uring: a machine or container that forbids it fails here,
+    // before anything is made, rather than after the export files are.
+    bfq_io::probe_ring().map_err(|source| ServeError::EngineStart {
+        exports: export_names(config.exports.iter().map(|e| e.name.as_str())),
+        source,
+    })?;
     let mut notes = Vec::new();
     for e in &config.exports {
         check_export(&config.file, e, &mut notes)?;
@@ -1339,12 +1360,16 @@ fn open_exports(config: &Config, made: &mut Made) -> Result<(State, Vec<Driver>)
             targets += 1;
             slots[i] = Some((engines.len(), target, read_target));
         }
+        let failed = |source| ServeError::EngineStart {
+            exports: export_names(members.iter().map(|&i| config.exports[i].name.as_str())),
+            source,
+        };
         if driven {
-            let (engine, driver) = builder.build_driven()?;
+            let (engine, driver) = builder.build_driven().map_err(failed)?;
             engines.push(engine);
             drivers.push(driver);
         } else {
-            engines.push(builder.build()?);
+            engines.push(builder.build().map_err(failed)?);
         }
     }
     // Each export is a group of its engine's scheduler with the export's weight and class; its

@@ -233,17 +233,22 @@ fn op(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code: code as u16, jt, jf, k }
 }
 
-/// Makes `cachestat` fail with ENOSYS, as on a kernel before 6.5 ([`seccomp_on_this_thread`]).
-/// cachestat is 451 on every architecture (the table shared from 424 on), so the filter needs no
-/// look at the architecture.
-fn without_cachestat_on_this_thread() {
+/// Makes system call `nr` fail with `errno` ([`seccomp_on_this_thread`]). For numbers from 424 on
+/// (the table every architecture shares), the filter needs no look at the architecture.
+fn refuse_on_this_thread(nr: u32, errno: i32) {
+    assert!(nr >= 424, "a number of the shared table");
     seccomp_on_this_thread(&mut [
         // The system call's number (`seccomp_data.nr`, at offset 0).
         op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
-        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 451, 0, 1),
-        op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32, 0, 0),
+        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, nr, 0, 1),
+        op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | errno as u32, 0, 0),
         op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW, 0, 0),
     ]);
+}
+
+/// Makes `cachestat` (451) fail with ENOSYS, as on a kernel before 6.5.
+fn without_cachestat_on_this_thread() {
+    refuse_on_this_thread(451, libc::ENOSYS);
 }
 
 /// Makes an open of a file without a name (O_TMPFILE) fail with EOPNOTSUPP, as on a file system
@@ -480,6 +485,46 @@ fn a_start_refused_o_direct_names_the_export_its_path_and_the_line_of_its_path()
     .unwrap();
     assert!(fs.names().is_empty(), "the refused start removed the file it created: {:?}", fs.names());
     assert_eq!(std::fs::read(&good).unwrap(), vec![0x5au8; 1 << 20]);
+}
+
+/// A machine or container that forbids io_uring (`kernel.io_uring_disabled`, a seccomp profile such
+/// as a container runtime's default) refuses `io_uring_setup` (425) with EPERM. `check` says so as a
+/// start does, naming the exports and what the refusal usually means, and a start makes nothing
+/// first (it once created the export files, then failed with "cannot set up io_uring: Operation not
+/// permitted" and no export named).
+#[test]
+fn a_machine_that_forbids_io_uring_is_named_by_check_and_start_before_anything_is_made() {
+    let dir = Dir::new("no-io-uring");
+    let (image, fresh) = (dir.file("a.img", 1 << 20), dir.path("b.img"));
+    let text = format!(
+        "{}[[export]]\nname = \"b\"\npath = \"{}\"\nsize = \"1MiB\"\n",
+        one_export("\"127.0.0.1:0\"", &image, ""),
+        fresh.display()
+    );
+    let chain = |e: &ServeError| {
+        let mut text = e.to_string();
+        let mut cause = std::error::Error::source(e);
+        while let Some(c) = cause {
+            text = format!("{text}: {c}");
+            cause = c.source();
+        }
+        text
+    };
+    std::thread::spawn(move || {
+        refuse_on_this_thread(425, libc::EPERM);
+        let expected = "cannot start the I/O engine of exports `a`, `b`: cannot set up io_uring: Operation \
+                        not permitted (os error 1) (io_uring is refused to this process: the sysctl \
+                        kernel.io_uring_disabled, or a seccomp profile such as a container runtime's \
+                        default one, may forbid it)";
+        let checked = check(&config(&text)).err().unwrap_or_else(|| panic!("check passed:\n{text}"));
+        assert_eq!(chain(&checked), expected);
+        let started = start(config(&text)).err().unwrap_or_else(|| panic!("start passed:\n{text}"));
+        assert_eq!(chain(&started), expected);
+        assert!(!fresh.exists(), "the refused start made the export file {}", fresh.display());
+    })
+    .join()
+    .unwrap();
+    assert_eq!(std::fs::read(&image).unwrap(), vec![0x5au8; 1 << 20]);
 }
 
 /// A client over TCP: (stream, reads time out after 10 s).
