@@ -84,6 +84,9 @@ pub fn execute(args: RunArgs) -> Result<()> {
         eprintln!("bfq run: {note}");
     }
     bfq_runner::check_job(&job).with_context(|| format!("{}", args.job.display()))?;
+    // The engine needs io_uring: a machine or container that forbids it is found before the target
+    // is created or filled.
+    bfq_io::probe_ring()?;
     let mut options = RunOptions {
         depth: args.depth,
         overwrite_existing_data: args.overwrite_existing_data,

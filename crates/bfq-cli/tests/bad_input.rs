@@ -44,7 +44,10 @@ impl Case {
 
     /// Runs the command, which must fail naming `needle`, without creating the target.
     fn refused(&self, command: &str, args: &[&str], needle: &str) {
-        let out = self.bfq(command, args);
+        self.refused_by(self.bfq(command, args), command, args, needle);
+    }
+
+    fn refused_by(&self, out: Output, command: &str, args: &[&str], needle: &str) {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{command} {args:?} succeeded");
         assert!(stderr.contains(needle), "{command} {args:?}: {needle:?} not in:\n{stderr}");
@@ -76,6 +79,52 @@ fn run_refuses_bad_options_before_touching_the_target() {
         "starts at 1.5 s, at or after the end of the run (1s, from --duration)",
     );
     case.refused("run", &["--params", "=3"], "a key is missing before `=`");
+}
+
+/// `bfq command job --target T args` in a process whose `io_uring_setup` (425, a number every
+/// architecture shares) fails with EPERM, as where the sysctl `kernel.io_uring_disabled` or a
+/// container's seccomp profile forbids io_uring.
+fn without_io_uring(case: &Case, command: &str, args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt;
+    let op = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter { code: code as u16, jt, jf, k };
+    let filter = [
+        op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 425, 0, 1),
+        op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32, 0, 0),
+        op(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW, 0, 0),
+    ];
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bfq"));
+    cmd.arg(command).arg(&case.job).arg("--target").arg(&case.target).args(args);
+    // SAFETY: between fork and exec the closure calls only prctl, which is async-signal-safe, and
+    // reads `filter`, which the parent keeps alive and unchanged until the child has exec'd.
+    unsafe {
+        cmd.pre_exec(move || {
+            let program = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0 as libc::c_ulong, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                    &program as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn run_and_compare_refuse_a_machine_without_io_uring_before_touching_the_target() {
+    // The engine runs through io_uring; without it a run once created and filled the target, then
+    // failed. Now it is refused first, with what the refusal usually means.
+    let case = Case::new("no-io-uring");
+    let needle = "cannot set up io_uring: Operation not permitted (os error 1) (io_uring is refused";
+    for (command, args) in [("run", vec![]), ("compare", vec!["--kernel", ""])] {
+        let out = without_io_uring(&case, command, &args);
+        case.refused_by(out, command, &args, needle);
+    }
 }
 
 #[test]
