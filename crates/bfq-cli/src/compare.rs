@@ -94,8 +94,10 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     let job_name = args.job.display().to_string();
     if !engine.is_empty() {
         bfq_runner::check_job(&job).with_context(|| job_name.clone())?;
-        // The engine's runs need io_uring: refused before the target is created or filled.
+        // The engine's runs need io_uring and O_DIRECT on the target: refused before the target is
+        // created or filled.
         bfq_io::probe_ring()?;
+        bfq_runner::check_target_direct(&args.target)?;
     }
     if !kernel.is_empty() {
         bfq_kernel::check_job(&job).with_context(|| job_name.clone())?;

@@ -87,6 +87,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
     // The engine needs io_uring: a machine or container that forbids it is found before the target
     // is created or filled.
     bfq_io::probe_ring()?;
+    bfq_runner::check_target_direct(&args.target)?;
     let mut options = RunOptions {
         depth: args.depth,
         overwrite_existing_data: args.overwrite_existing_data,

@@ -127,6 +127,68 @@ fn run_and_compare_refuse_a_machine_without_io_uring_before_touching_the_target(
     }
 }
 
+/// A ramfs (no direct I/O on any kernel) mounted on a directory of the test's own, unmounted and
+/// removed when dropped. `None` where none can be had (not root, the mount refused).
+struct Ramfs(PathBuf);
+
+impl Ramfs {
+    fn mount(tag: &str) -> Option<Ramfs> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root: this test must run there");
+            eprintln!("skipped: not root (the test mounts a ramfs)");
+            return None;
+        }
+        let dir = PathBuf::from(format!("/var/tmp/bfq-bad-input-{tag}-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e} (not touched)", dir.display()));
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let target = c(dir.to_str().unwrap());
+        // SAFETY: every pointer is to a NUL-terminated string that outlives the call; no data.
+        let r = unsafe {
+            libc::mount(c("ramfs").as_ptr(), target.as_ptr(), c("ramfs").as_ptr(), 0, std::ptr::null())
+        };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            std::fs::remove_dir(&dir).ok();
+            panic!("cannot mount a ramfs on {}: {e}", dir.display());
+        }
+        Some(Ramfs(dir))
+    }
+}
+
+impl Drop for Ramfs {
+    fn drop(&mut self) {
+        let c = std::ffi::CString::new(self.0.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path that outlives the call.
+        unsafe { libc::umount(c.as_ptr()) };
+        std::fs::remove_dir(&self.0).ok();
+    }
+}
+
+#[test]
+fn run_and_compare_refuse_a_target_without_direct_io_before_creating_or_filling_it() {
+    // The engine opens its target with O_DIRECT. On a file system without direct I/O a run once
+    // created the target, filled it (a gigabyte for some jobs; here ramfs's "0 free" stopped it
+    // first, with a message about space) and only then failed at the engine's open.
+    let Some(fs) = Ramfs::mount("no-direct") else { return };
+    let mut case = Case::new("no-direct");
+    case.target = fs.0.join("t.img");
+    for (command, args) in [("run", vec![]), ("compare", vec!["--kernel", ""])] {
+        case.refused(command, &args, "not created: a file made in");
+    }
+    // An existing file there: the engine's own words, before anything else.
+    let existing = fs.0.join("e.img");
+    std::fs::write(&existing, vec![7u8; 1 << 20]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["run", case.job.to_str().unwrap(), "--target", existing.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("with O_DIRECT: Invalid argument"), "{stderr}");
+    assert_eq!(std::fs::read(&existing).unwrap(), vec![7u8; 1 << 20], "the file was changed");
+    std::fs::remove_file(&existing).unwrap();
+}
+
 #[test]
 fn compare_refuses_bad_options_before_touching_the_target() {
     let case = Case::new("compare");

@@ -43,6 +43,25 @@ pub fn probe_ring() -> Result<(), EngineError> {
     io_uring::IoUring::new(1).map(drop).map_err(EngineError::Ring)
 }
 
+/// Opens an existing file or block device with O_DIRECT for reading, as [`EngineBuilder::target_path`]
+/// opens it, and closes it again: for a caller that checks a target before anything expensive (a file
+/// system without direct I/O, such as ramfs or tmpfs before Linux 6.6, refuses it with EINVAL). Only
+/// for regular files and block devices (a named pipe's open would wait for a writer).
+pub fn probe_direct(path: &std::path::Path) -> Result<(), EngineError> {
+    core::open_direct(path, true).map(drop)
+}
+
+/// Whether a file made in directory `dir` takes O_DIRECT as [`set_direct`] sets it, for a target that
+/// does not exist yet: tried on a file without a name (O_TMPFILE), which is gone when it is closed, so
+/// that nothing is left behind. `Ok(false)` when no such file can be made there (a file system
+/// without O_TMPFILE, or no right to write there): not known.
+pub fn dir_takes_direct(dir: &std::path::Path) -> std::io::Result<bool> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(dir, flags, Mode::RUSR | Mode::WUSR) else { return Ok(false) };
+    set_direct(&std::fs::File::from(fd)).map(|()| true)
+}
+
 /// Whether `file` lives in memory (tmpfs): reading it is a copy, not device work.
 pub fn in_memory(file: &std::fs::File) -> bool {
     core::in_memory(file)

@@ -126,6 +126,42 @@ pub fn check_job(job: &Job) -> Result<(), RunError> {
     Ok(())
 }
 
+/// Checks that the engine can open `target` with O_DIRECT, as it will, before the target is created
+/// or filled: an existing regular file or block device is opened that way for reading and closed; for
+/// a path that does not exist, a file without a name is made in its directory (O_TMPFILE, gone when
+/// closed) and O_DIRECT set on it. A file system without direct I/O (ramfs; tmpfs before Linux 6.6)
+/// refuses it, and a run used to create and fill the target (a gigabyte, for some jobs) before the
+/// engine found out. Where no such file can be made, nothing is said here (the engine's own error
+/// comes at its start).
+pub fn check_target_direct(target: &Path) -> Result<(), RunError> {
+    match std::fs::metadata(target) {
+        Ok(meta) => {
+            use std::os::unix::fs::FileTypeExt;
+            if meta.is_file() || meta.file_type().is_block_device() {
+                bfq_io::probe_direct(target)?;
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match target.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => std::path::PathBuf::from("."),
+            };
+            bfq_io::dir_takes_direct(&dir).map_err(|source| TargetError::Io {
+                path: target.display().to_string(),
+                what: format!(
+                    "not created: a file made in {} refuses O_DIRECT, which the engine reads and writes \
+                     with (ramfs, and tmpfs before Linux 6.6, have no direct I/O)",
+                    dir.display()
+                ),
+                source,
+            })?;
+        }
+        // Anything else is for the preparation of the target to report.
+        Err(_) => {}
+    }
+    Ok(())
+}
+
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// Runs a simulator job file against a real file/device; same report type and JSON schema as `bfq sim`.
@@ -141,6 +177,7 @@ pub fn run_job(
     let (places, _) =
         bfq_workload::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
     let ours_before = crate::target::is_ours(target);
+    check_target_direct(target)?;
     let prepared = prepare_target(target, &needs)?;
     if prepared.filled > 0 {
         eprintln!(

@@ -9,7 +9,9 @@ mod driver;
 pub mod engine_run;
 pub mod target;
 
-pub use engine_run::{check_job, quiesce_runs, run_job, target_needs, RunError, RunOptions};
+pub use engine_run::{
+    check_job, check_target_direct, quiesce_runs, run_job, target_needs, RunError, RunOptions,
+};
 pub use target::{
     is_ours, owner_record_path, prepare_target, record_ours, PreparedTarget, TargetError, TargetNeeds,
     WriteRegion,

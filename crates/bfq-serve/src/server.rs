@@ -665,21 +665,10 @@ fn direct_refused(what: &str, err: &std::io::Error) -> String {
     format!("{what}: {err}{hint}")
 }
 
-/// Whether a file made in `dir` takes O_DIRECT as [`bfq_io::set_direct`] sets it, for an export whose
-/// file a start would create there: tried on a file without a name (O_TMPFILE), which is gone when it is
-/// closed, so that nothing is left behind. `Ok(false)` when no such file can be made there (a file
-/// system without O_TMPFILE): not known.
-fn dir_takes_direct(dir: &std::path::Path) -> Result<bool, std::io::Error> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
-    let Ok(fd) = rustix::fs::open(dir, flags, Mode::RUSR | Mode::WUSR) else { return Ok(false) };
-    bfq_io::set_direct(&std::fs::File::from(fd)).map(|()| true)
-}
-
 /// Checks an export's file without changing anything: an existing one is a regular file or a block
 /// device of at least one 4 KiB block that opens as the export needs (O_DIRECT included, [`direct`]);
 /// a missing one can be created (a `size`, not read-only, in a directory that exists and may be
-/// written, where a file takes O_DIRECT if the export needs it: [`dir_takes_direct`], or a note in
+/// written, where a file takes O_DIRECT if the export needs it: [`bfq_io::dir_takes_direct`], or a note in
 /// `notes` when that cannot be tried). With `cache = "read"`, `cachestat` must answer on it (on its
 /// directory for a missing one), as a start needs.
 fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Result<(), ServeError> {
@@ -714,7 +703,7 @@ fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Resul
             rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK)
                 .map_err(|err| fail(format!("cannot be created in {}: {err}", dir.display())))?;
             if direct(e) {
-                match dir_takes_direct(&dir) {
+                match bfq_io::dir_takes_direct(&dir) {
                     Ok(true) => {}
                     Ok(false) => notes.push(format!(
                         "{}export `{}` ({}): not checked: whether a file created in {} can be \
