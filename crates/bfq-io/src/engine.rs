@@ -100,8 +100,15 @@ pub enum EngineError {
 }
 
 /// What [`EngineError::Open`] and [`EngineError::Direct`] add to the OS error: EINVAL from an open or
-/// fcntl asking for O_DIRECT
-/// is how a file system without direct I/O refuses it (procfs, for one).
+/// fcntl asking for O_DIRECT is how a file system without direct I/O refuses it (procfs, for one).
+fn o_direct_hint(error: &std::io::Error) -> &'static str {
+    if error.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
+        " (the file system may not support O_DIRECT)"
+    } else {
+        ""
+    }
+}
+
 /// What an io_uring error usually means when the ring cannot be made at all.
 fn ring_hint(error: &std::io::Error) -> &'static str {
     match error.raw_os_error().map(rustix::io::Errno::from_raw_os_error) {
@@ -113,14 +120,6 @@ fn ring_hint(error: &std::io::Error) -> &'static str {
             " (this kernel has no io_uring: Linux 5.6 or later built with CONFIG_IO_URING is needed)"
         }
         _ => "",
-    }
-}
-
-fn o_direct_hint(error: &std::io::Error) -> &'static str {
-    if error.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
-        " (the file system may not support O_DIRECT)"
-    } else {
-        ""
     }
 }
 
