@@ -3,6 +3,11 @@
 
 use bfq_kernel::loopdev::LoopDevice;
 
+/// One scenario at a time: two of them read the journal directory (neither may recover the other's
+/// journal halfway through its scenario), and one detaches a device and attaches the same number
+/// again (another test's `losetup --find` in between would take it).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_loop_device_whose_file_was_deleted_under_it_is_still_detached() {
     // A caller that stops its run and removes its scratch files (a benchmark script's clean-up) can
@@ -14,6 +19,7 @@ fn a_loop_device_whose_file_was_deleted_under_it_is_still_detached() {
         eprintln!("skipped: attaching a loop device needs root");
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let path = std::path::PathBuf::from(format!("/dev/shm/bfq-loop-deleted-{}.img", std::process::id()));
     std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
     let device = match LoopDevice::attach(&path) {
@@ -36,10 +42,6 @@ fn a_loop_device_whose_file_was_deleted_under_it_is_still_detached() {
     }
     assert!(!left.contains("bfq-loop-deleted"), "{name} was left attached: {left:?}");
 }
-
-/// The tests below both read the journal directory; one at a time, so that neither recovers the
-/// other's journal halfway through its scenario.
-static JOURNALS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A pid that no process has now: the "killed run" whose journal the next run recovers.
 fn dead_pid() -> u32 {
@@ -121,7 +123,7 @@ fn a_killed_runs_loop_device_still_over_its_file_is_detached_by_the_next_run() {
     if !root_or_skip() {
         return;
     }
-    let _one = JOURNALS.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let run = KilledRun::new("killed");
     let recovery = bfq_kernel::cleanup::recover_leftovers(&[], &no_scratch());
     assert_eq!(backing_of(&run.device), "", "{} still attached; recovery: {recovery:?}", run.device);
@@ -136,7 +138,7 @@ fn a_killed_runs_loop_device_that_its_owner_attached_again_to_a_new_file_at_that
     if !root_or_skip() {
         return;
     }
-    let _one = JOURNALS.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let run = KilledRun::new("reused");
     // The owner detaches it, replaces the file (a new inode: made while the old one still exists)
     // and attaches the same device to the new file.
