@@ -190,6 +190,35 @@ fn run_and_compare_refuse_a_target_without_direct_io_before_creating_or_filling_
 }
 
 #[test]
+fn compare_without_losetup_is_refused_before_the_target_is_made() {
+    // The kernel runs put a loop device over the target. Without losetup (or without loop devices, in
+    // a container) `bfq compare` used to create and fill the target first.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/fio").exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root with fio: this test must run there");
+        eprintln!("skipped: needs root and /usr/bin/fio");
+        return;
+    }
+    let case = Case::new("no-losetup");
+    // fio is found in /usr/bin; losetup lives in /usr/sbin or /sbin, left out.
+    let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .arg("compare")
+        .arg(&case.job)
+        .arg("--target")
+        .arg(&case.target)
+        .args(["--engine", "", "--kernel", "none"])
+        .env("PATH", "/usr/bin")
+        .output()
+        .unwrap();
+    case.refused_by(
+        out,
+        "compare",
+        &["PATH=/usr/bin"],
+        "losetup is not installed; install it with: apt-get install mount",
+    );
+}
+
+#[test]
 fn compare_refuses_bad_options_before_touching_the_target() {
     let case = Case::new("compare");
     case.refused("compare", &["--engine", "bfq,nosuch", "--kernel", ""], "unknown scheduler \"nosuch\"");

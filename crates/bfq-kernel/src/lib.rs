@@ -84,12 +84,15 @@ pub fn recover_leftovers(scratch_dir: &std::path::Path) -> cleanup::Recovery {
     cleanup::recover_leftovers(&roots, scratch_dir)
 }
 
-/// Checks that this process is root and that fio is installed, with a message saying what to do.
+/// Checks that this process is root, that fio is installed and that a loop device can be had, with
+/// a message saying what to do; returns fio's version line.
 pub fn check_prerequisites(what: &str) -> Result<String, KernelError> {
     if !rustix::process::geteuid().is_root() {
         return Err(KernelError::NotRoot { what: what.to_string() });
     }
-    fio_version()
+    let version = fio_version()?;
+    loopdev::check_available()?;
+    Ok(version)
 }
 
 /// The installed fio's version line.

@@ -81,6 +81,28 @@ impl LoopDevice {
     }
 }
 
+/// Checks that losetup is installed and that a loop device can be had (`losetup --find`, which only
+/// names the first free device, attaching nothing), before a run prepares its target: in a container
+/// without /dev/loop-control, or without losetup, a kernel run used to fail only after the target had
+/// been created and filled.
+pub fn check_available() -> Result<(), KernelError> {
+    let out = Command::new("losetup").arg("--find").output().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            KernelError::ToolMissing { tool: "losetup", package: "mount" }
+        } else {
+            KernelError::Setup(format!("cannot run losetup: {e}"))
+        }
+    })?;
+    if !out.status.success() {
+        return Err(KernelError::Setup(format!(
+            "no loop device can be had (`losetup --find`: {}); the kernel runs put one over the target \
+             (in a container, /dev/loop-control and the loop devices may be missing)",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
 /// Runs losetup with `args` and the file, returning the device it printed.
 fn losetup(args: &[&str], file: &Path) -> Result<PathBuf, KernelError> {
     let out = Command::new("losetup").args(args).arg(file).output().map_err(|e| {
