@@ -110,7 +110,7 @@ fn qemu_img_copies_an_image_in_and_out_identically_on_a_threaded_server() {
 fn copy_in_and_out(tag: &str, threads: usize) {
     let _memory = big_memory();
     if !have("qemu-img") {
-        eprintln!("SKIPPED: qemu-img missing (apt-get install qemu-utils)");
+        common::skipped("qemu-img missing (apt-get install qemu-utils)");
         return;
     }
     let (server, files, tcp) = server_on(tag, threads, "none");
@@ -158,7 +158,7 @@ fn qemu_io_patterns_read_back_through_the_read_cache_and_after_a_restart_without
 
 fn patterns(tag: &str, cache: &str) {
     if !have("qemu-io") {
-        eprintln!("SKIPPED: qemu-io missing (apt-get install qemu-utils)");
+        common::skipped("qemu-io missing (apt-get install qemu-utils)");
         return;
     }
     let (server, files, tcp) = server_on(tag, 1, cache);
@@ -231,7 +231,7 @@ fn patterns(tag: &str, cache: &str) {
 #[test]
 fn nbdinfo_lists_every_export_with_size_description_and_flags() {
     if !have("nbdinfo") {
-        eprintln!("SKIPPED: nbdinfo missing (apt-get install libnbd-bin)");
+        common::skipped("nbdinfo missing (apt-get install libnbd-bin)");
         return;
     }
     let (server, _files, tcp) = server("info");
@@ -1115,9 +1115,13 @@ fn nbdcopy_and_fio_nbd_verify_their_data() {
         .arg("--enghelp")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("nbd"));
-    if !have_nbdcopy && !have_fio {
-        eprintln!("SKIPPED: nbdcopy (libnbd-bin) and fio with its nbd engine are missing");
-        return;
+    if !have_nbdcopy || !have_fio {
+        let missing = [(!have_nbdcopy, "nbdcopy (libnbd-bin)"), (!have_fio, "fio with its nbd engine")];
+        let missing: Vec<&str> = missing.iter().filter(|m| m.0).map(|m| m.1).collect();
+        common::skipped(&format!("{} missing", missing.join(" and ")));
+        if !have_nbdcopy && !have_fio {
+            return;
+        }
     }
     let (server, _files, tcp) = server("copy");
     let pid = std::process::id();
@@ -1181,7 +1185,7 @@ fn two_fio_clients_on_exports_weighted_3_to_1_get_3_to_1_of_the_bytes() {
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("nbd"));
     if !have_fio {
-        eprintln!("SKIPPED: fio with its nbd engine is missing");
+        common::skipped("fio with its nbd engine is missing");
         return;
     }
     let _memory = big_memory();
@@ -1512,7 +1516,7 @@ fn metadata_contexts_are_negotiated_and_block_status_reports_holes_and_data() {
 #[test]
 fn nbdinfo_and_qemu_img_see_structured_replies_and_the_holes_of_an_export() {
     if !have("nbdinfo") {
-        eprintln!("SKIPPED: nbdinfo missing (apt-get install libnbd-bin)");
+        common::skipped("nbdinfo missing (apt-get install libnbd-bin)");
         return;
     }
     let (server, _files, tcp) = server("sinfo");

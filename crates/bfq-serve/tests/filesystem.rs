@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use bfq_serve::{start, Config, ServerHandle};
 
 fn have(tool: &str, arg: &str) -> bool {
@@ -357,7 +359,7 @@ fn verify(mnt: &Path, files: &[(PathBuf, Vec<u8>)], from: &Path) {
 /// `cache_after`, every file reads back, and the backing file checks clean on its own.
 fn file_system(tag: &str, threads: usize, connections: u32, cache: &str, cache_after: &str) {
     if let Some(why) = missing() {
-        eprintln!("SKIPPED: {why}");
+        common::skipped(&why);
         return;
     }
     sweep_killed_runs();

@@ -337,7 +337,7 @@ impl Ramfs {
     fn mount(tag: &str) -> Option<Ramfs> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: not root (the test mounts a ramfs)");
+            common::skipped("not root (the test mounts a ramfs)");
             return None;
         }
         let dir = Dir::new(tag);
@@ -350,11 +350,8 @@ impl Ramfs {
             libc::mount(c("ramfs").as_ptr(), target.as_ptr(), c("ramfs").as_ptr(), 0, std::ptr::null())
         };
         if r != 0 {
-            eprintln!(
-                "skipped: cannot mount a ramfs on {}: {}",
-                mnt.display(),
-                std::io::Error::last_os_error()
-            );
+            let e = std::io::Error::last_os_error();
+            common::skipped(&format!("cannot mount a ramfs on {}: {e}", mnt.display()));
             return None;
         }
         let fs = Ramfs { mnt, _dir: dir };
