@@ -522,6 +522,43 @@ impl<T> Core<T> {
         }
     }
 
+    /// A write that ended short after `done` bytes: the rest written now, on this thread, until it is
+    /// all written (the result is then the whole length) or the file system says why not (the
+    /// result is then its errno, negated). A file system that runs out of space ends the first write
+    /// that does not fit short, and only the next one answers ENOSPC (or EDQUOT, EFBIG): reported as
+    /// a short write, an NBD client heard EIO, where on ENOSPC qemu pauses a virtual machine rather
+    /// than passing an I/O error to its guest. With O_DIRECT the rest must start on a 4 KiB boundary;
+    /// where it would not, the write stays short. Rare (a device or file system in trouble), so done
+    /// at once rather than through the ring.
+    fn write_rest(files: &[std::fs::File], slot: &mut Slot<T>, done: u32) -> i32 {
+        let file = &files[slot.target as usize];
+        let direct = rustix::fs::fcntl_getfl(file).is_ok_and(|f| f.contains(OFlags::DIRECT));
+        let flags = if slot.fua { ReadWriteFlags::DSYNC } else { ReadWriteFlags::empty() };
+        let (ptr, len) = (Self::data_ptr(slot), slot.req.len);
+        let mut done = done;
+        while done < len {
+            if direct && done as usize % crate::buf::ALIGN != 0 {
+                break;
+            }
+            // SAFETY: as in `io_now`: the slot's buffer holds `len` bytes at `ptr`, alive and unmoved
+            // while the slot is held, and `done < len`.
+            let rest = unsafe {
+                std::slice::from_raw_parts(ptr.add(done as usize) as *const u8, (len - done) as usize)
+            };
+            match rustix::io::pwritev2(
+                file,
+                &[std::io::IoSlice::new(rest)],
+                slot.offset + u64::from(done),
+                flags,
+            ) {
+                Ok(0) => break,
+                Ok(n) => done += n as u32,
+                Err(e) => return -e.raw_os_error(),
+            }
+        }
+        done as i32
+    }
+
     /// Where a slot's data starts.
     fn data_ptr(slot: &mut Slot<T>) -> *mut u8 {
         match &mut slot.data {
@@ -594,13 +631,18 @@ impl<T> Core<T> {
                     }
                 }
             }
-            let Some(slot) = self.slab.try_remove(idx) else { continue };
+            let Some(mut slot) = self.slab.try_remove(idx) else { continue };
             self.in_flight -= 1;
             self.sched.complete(&slot.req, SchedInstant::from_nanos(now));
             let req = slot.req;
             let op = op_name(req.op);
             // Reads and writes move their whole length; the other operations return 0 on success.
             let expected = if matches!(req.op, Op::Read | Op::Write) { req.len } else { 0 };
+            let res = if req.op == Op::Write && res >= 0 && (res as u32) < expected {
+                Self::write_rest(&self.files, &mut slot, res as u32)
+            } else {
+                res
+            };
             let failure = if res < 0 {
                 Some(IoError::Os { op, offset: slot.offset, len: req.len, errno: -res })
             } else if (res as u32) < expected {
