@@ -2004,10 +2004,17 @@ impl Reply {
     }
 }
 
+/// The NBD error for an engine error: the protocol's own values pass through, and the protocol
+/// document's "SHOULD map the EDQUOT and EFBIG errors to ENOSPC" is followed (a quota or file size
+/// limit is no room to a client: qemu pauses a virtual machine on ENOSPC rather than passing an
+/// I/O error to its guest), as is a read-only file system to EPERM (what a write to a read-only
+/// export gets); anything else is EIO.
 fn errno_of(e: &IoError) -> u32 {
     match e {
         IoError::Os { errno, .. } => match *errno as u32 {
             x @ (EPERM | EIO | ENOMEM | EINVAL | ENOSPC | EOVERFLOW | ENOTSUP | ESHUTDOWN) => x,
+            _ if [Errno::DQUOT, Errno::FBIG].contains(&Errno::from_raw_os_error(*errno)) => ENOSPC,
+            _ if Errno::from_raw_os_error(*errno) == Errno::ROFS => EPERM,
             _ => EIO,
         },
         IoError::OutOfRange { .. } | IoError::Unaligned { .. } | IoError::NoTarget(_) => EINVAL,
@@ -2976,6 +2983,21 @@ async fn send_cached<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_errors_map_to_the_protocols_error_values() {
+        // doc/proto.md "Error values": EDQUOT and EFBIG SHOULD be ENOSPC; only the listed values go out.
+        let os =
+            |errno: Errno| IoError::Os { op: "write", offset: 0, len: 4096, errno: errno.raw_os_error() };
+        assert_eq!(errno_of(&os(Errno::NOSPC)), ENOSPC);
+        assert_eq!(errno_of(&os(Errno::DQUOT)), ENOSPC);
+        assert_eq!(errno_of(&os(Errno::FBIG)), ENOSPC);
+        assert_eq!(errno_of(&os(Errno::ROFS)), EPERM);
+        assert_eq!(errno_of(&os(Errno::PERM)), EPERM);
+        assert_eq!(errno_of(&os(Errno::IO)), EIO);
+        assert_eq!(errno_of(&os(Errno::NXIO)), EIO);
+        assert_eq!(errno_of(&IoError::ShutDown), ESHUTDOWN);
+    }
 
     #[test]
     fn allocation_extents_follow_holes_and_data_and_their_limits() {
