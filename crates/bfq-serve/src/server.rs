@@ -629,6 +629,25 @@ fn parent_dir(path: &std::path::Path) -> PathBuf {
     }
 }
 
+/// A writable export on a block device the kernel holds read-only (`blockdev --setro`, `losetup -r`, a
+/// write-protected disk): it opens for writing, and every write then fails. Served as writable, its
+/// clients (a virtual machine's disk) would learn that at their first write; refused instead, with
+/// the setting that serves it read-only, which clients are told at the handshake.
+fn refuse_read_only_device(e: &Export, meta: &std::fs::Metadata) -> Result<(), String> {
+    if e.read_only || !meta.file_type().is_block_device() {
+        return Ok(());
+    }
+    let rdev = meta.rdev();
+    let (major, minor) = (rustix::fs::major(rdev), rustix::fs::minor(rdev));
+    let ro = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/ro")).unwrap_or_default();
+    if ro.trim() == "1" {
+        return Err("is a read-only block device, and its writes would fail; set `read_only = true` to \
+                    serve it read-only"
+            .into());
+    }
+    Ok(())
+}
+
 /// What a file that is neither a regular file nor a block device is, for an error.
 fn file_kind(m: &std::fs::Metadata) -> &'static str {
     let t = m.file_type();
@@ -756,6 +775,7 @@ fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Resul
             if len < BLOCK {
                 return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
             }
+            refuse_read_only_device(e, &m).map_err(fail)?;
             if direct(e) {
                 // The check's own descriptor, opened as a start opens the engine's (read-only for a
                 // read-only export): O_DIRECT on it changes nothing in the file.
@@ -1506,6 +1526,7 @@ fn open_export(
     if size == 0 {
         return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
     }
+    refuse_read_only_device(e, &meta).map_err(fail)?;
     if direct(e) {
         // As the engine's `target_file` will (again, then without effect): here its refusal names
         // the export, its path and its line, where the engine's names only "a caller's file

@@ -524,6 +524,47 @@ fn a_machine_that_forbids_io_uring_is_named_by_check_and_start_before_anything_i
     assert_eq!(std::fs::read(&image).unwrap(), vec![0x5au8; 1 << 20]);
 }
 
+/// A loop device over a file, read-only (`losetup -r`), detached when dropped.
+struct ReadOnlyLoop(String);
+
+impl Drop for ReadOnlyLoop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup").args(["-d", &self.0]).status();
+    }
+}
+
+/// A block device the kernel holds read-only opens for writing and fails every write: a writable
+/// export on one is refused by `check` and by a start alike, naming the setting that serves it; with
+/// `read_only = true` it is served (and its clients are told at the handshake).
+#[test]
+fn a_writable_export_on_a_read_only_block_device_is_refused_with_the_setting_that_serves_it() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        common::skipped("not root (the test attaches a loop device)");
+        return;
+    }
+    let dir = Dir::new("ro-device");
+    let image = dir.file("ro.img", 1 << 20);
+    let out =
+        std::process::Command::new("losetup").args(["-r", "--find", "--show"]).arg(&image).output().unwrap();
+    assert!(out.status.success(), "losetup: {}", String::from_utf8_lossy(&out.stderr));
+    let device = ReadOnlyLoop(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    let text = one_export("\"127.0.0.1:0\"", Path::new(&device.0), "");
+    let expected = format!(
+        "test.toml:5: export `a` ({}): is a read-only block device, and its writes would fail; set \
+         `read_only = true` to serve it read-only",
+        device.0
+    );
+    let checked = check(&config(&text)).err().unwrap_or_else(|| panic!("check passed:\n{text}"));
+    assert_eq!(checked.to_string(), expected);
+    let started = start(config(&text)).err().unwrap_or_else(|| panic!("start passed:\n{text}"));
+    assert_eq!(started.to_string(), expected);
+    let text = one_export("\"127.0.0.1:0\"", Path::new(&device.0), "read_only = true");
+    check(&config(&text)).unwrap();
+    start(config(&text)).unwrap().stop().unwrap();
+    assert_eq!(std::fs::read(&image).unwrap(), vec![0x5au8; 1 << 20]);
+}
+
 /// A client over TCP: (stream, reads time out after 10 s).
 fn tcp(addr: &str) -> std::net::TcpStream {
     let s = std::net::TcpStream::connect(addr).unwrap();
