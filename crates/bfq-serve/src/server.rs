@@ -648,6 +648,37 @@ fn refuse_read_only_device(e: &Export, meta: &std::fs::Metadata) -> Result<(), S
     Ok(())
 }
 
+/// Locks an export's file for this server while the descriptor is open: an open file description
+/// lock on the whole file (F_OFD_SETLK), exclusive for a writable export and shared for a read-only
+/// one. Two servers writing one image (each with its own read-ahead windows and read cache), or one
+/// writing what another serves, would hand their clients stale data and corrupt the image; qemu and
+/// its tools (qemu-nbd, qemu-img, a virtual machine) lock the images they open with locks of this
+/// kind, so they and `bfq serve` keep each other out. Not a process lock (F_SETLK): that one goes
+/// away when the process closes any descriptor of the file, which the server does.
+fn lock_export(e: &Export, file: &std::fs::File) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed `flock` is a valid value of this plain C struct; the fields that matter are set
+    // below (an OFD lock needs l_pid 0).
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = if e.read_only { libc::F_RDLCK } else { libc::F_WRLCK } as _;
+    lock.l_whence = libc::SEEK_SET as _;
+    // SAFETY: `file` is an open descriptor for the call's duration; `lock` is read by the kernel only.
+    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
+    if r == -1 {
+        let err = std::io::Error::last_os_error();
+        return Err(match Errno::from_io_error(&err) {
+            Some(Errno::AGAIN | Errno::ACCESS) => format!(
+                "is in use: another process holds a lock on it ({err}): another `bfq serve`, or qemu and its \
+                 tools, which lock the images they open; serving it {} would corrupt it or hand out stale \
+                 data",
+                if e.read_only { "while another writes it" } else { "from two places" }
+            ),
+            _ => format!("cannot lock it for this server: {err}"),
+        });
+    }
+    Ok(())
+}
+
 /// What a file that is neither a regular file nor a block device is, for an error.
 fn file_kind(m: &std::fs::Metadata) -> &'static str {
     let t = m.file_type();
@@ -776,6 +807,8 @@ fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Resul
                 return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
             }
             refuse_read_only_device(e, &m).map_err(fail)?;
+            // On the check's own descriptor: released when it is closed, at the end of the check.
+            lock_export(e, &file).map_err(fail)?;
             if direct(e) {
                 // The check's own descriptor, opened as a start opens the engine's (read-only for a
                 // read-only export): O_DIRECT on it changes nothing in the file.
@@ -1527,6 +1560,8 @@ fn open_export(
         return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
     }
     refuse_read_only_device(e, &meta).map_err(fail)?;
+    // Held as long as this descriptor, the engine's, is open: until the server stops.
+    lock_export(e, &file).map_err(fail)?;
     if direct(e) {
         // As the engine's `target_file` will (again, then without effect): here its refusal names
         // the export, its path and its line, where the engine's names only "a caller's file

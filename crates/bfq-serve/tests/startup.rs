@@ -565,6 +565,38 @@ fn a_writable_export_on_a_read_only_block_device_is_refused_with_the_setting_tha
     assert_eq!(std::fs::read(&image).unwrap(), vec![0x5au8; 1 << 20]);
 }
 
+/// Two servers on one image would each keep their own read-ahead windows and read cache and corrupt
+/// it: an export's file is locked (an OFD lock, the kind qemu's tools take too) while it is served,
+/// exclusively for a writable export, shared for a read-only one. A second server is refused by
+/// `check` and by a start while the first runs, and starts once it has stopped; two read-only ones
+/// share the file.
+#[test]
+fn an_image_another_server_has_open_is_refused_while_it_serves_it() {
+    let dir = Dir::new("locked");
+    let image = dir.file("a.img", 1 << 20);
+    let writable = one_export("\"127.0.0.1:0\"", &image, "");
+    let read_only = one_export("\"127.0.0.1:0\"", &image, "read_only = true");
+    let first = start(config(&writable)).unwrap();
+    for text in [&writable, &read_only] {
+        let checked = check(&config(text)).err().unwrap_or_else(|| panic!("check passed:\n{text}"));
+        assert!(
+            checked.to_string().contains("): is in use: another process holds a lock on it"),
+            "{checked}"
+        );
+        let started = start(config(text)).err().unwrap_or_else(|| panic!("start passed:\n{text}"));
+        assert_eq!(started.to_string(), checked.to_string());
+    }
+    first.stop().unwrap();
+    let readers = [start(config(&read_only)).unwrap(), start(config(&read_only)).unwrap()];
+    let refused = start(config(&writable)).err().unwrap_or_else(|| panic!("a writer started beside readers"));
+    assert!(refused.to_string().contains("is in use"), "{refused}");
+    for r in readers {
+        r.stop().unwrap();
+    }
+    start(config(&writable)).unwrap().stop().unwrap();
+    assert_eq!(std::fs::read(&image).unwrap(), vec![0x5au8; 1 << 20]);
+}
+
 /// A client over TCP: (stream, reads time out after 10 s).
 fn tcp(addr: &str) -> std::net::TcpStream {
     let s = std::net::TcpStream::connect(addr).unwrap();
