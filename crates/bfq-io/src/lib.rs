@@ -62,6 +62,26 @@ pub fn dir_takes_direct(dir: &std::path::Path) -> std::io::Result<bool> {
     set_direct(&std::fs::File::from(fd)).map(|()| true)
 }
 
+/// Takes an open file description lock on the whole of `file` (F_OFD_SETLK): shared, or exclusive
+/// (which needs `file` open for writing). It is held until every descriptor of this open file
+/// description is closed; a conflicting lock of another open file description, of this process or
+/// another, makes it fail at once with EAGAIN. qemu and its tools take locks of this kind on the
+/// images they open, so each keeps the other out. Not a process lock (F_SETLK): that one goes away
+/// when the process closes any descriptor of the file.
+pub fn lock_whole_file(file: &std::fs::File, shared: bool) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed `flock` is a valid value of this plain C struct; the fields that matter are
+    // set below (an OFD lock needs l_pid 0; l_start and l_len 0 cover the whole file, as it grows).
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = if shared { libc::F_RDLCK } else { libc::F_WRLCK } as _;
+    lock.l_whence = libc::SEEK_SET as _;
+    // SAFETY: `file` is an open descriptor for the call's duration; the kernel only reads `lock`.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Whether `file` lives in memory (tmpfs): reading it is a copy, not device work.
 pub fn in_memory(file: &std::fs::File) -> bool {
     core::in_memory(file)

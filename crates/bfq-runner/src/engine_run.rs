@@ -162,6 +162,30 @@ pub fn check_target_direct(target: &Path) -> Result<(), RunError> {
     Ok(())
 }
 
+/// Locks the target for a run (an OFD lock on the whole file, [`bfq_io::lock_whole_file`]: exclusive
+/// for a job that writes, shared for one that only reads), held as long as the returned descriptor:
+/// an image that `bfq serve` serves, or that qemu or its tools have open, is refused rather than
+/// written under them or measured beside their I/O. `None` where the target cannot be opened for it
+/// (it does not exist yet, is not a regular file or block device, or cannot be opened so: the
+/// target's preparation says why).
+fn lock_target(target: &Path, writes: bool) -> Result<Option<std::fs::File>, RunError> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::metadata(target) else { return Ok(None) };
+    if !meta.is_file() && !meta.file_type().is_block_device() {
+        return Ok(None);
+    }
+    let Ok(file) = std::fs::OpenOptions::new().read(true).write(writes).open(target) else { return Ok(None) };
+    bfq_io::lock_whole_file(&file, !writes).map_err(|source| TargetError::Io {
+        path: target.display().to_string(),
+        what: "is in use: another process holds a lock on it (`bfq serve` serving it, or qemu and its \
+               tools, which lock the images they open); a run would write under them or measure their \
+               I/O with its own"
+            .into(),
+        source,
+    })?;
+    Ok(Some(file))
+}
+
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// Runs a simulator job file against a real file/device; same report type and JSON schema as `bfq sim`.
@@ -178,7 +202,14 @@ pub fn run_job(
         bfq_workload::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
     let ours_before = crate::target::is_ours(target);
     check_target_direct(target)?;
+    let writes = !needs.writes.is_empty();
+    // Before anything is written to an existing target, and at once after a new one is made.
+    let existing = lock_target(target, writes)?;
     let prepared = prepare_target(target, &needs)?;
+    let _lock = match existing {
+        Some(file) => Some(file),
+        None => lock_target(target, writes)?,
+    };
     if prepared.filled > 0 {
         eprintln!(
             "bfq: wrote {} MiB of data into {} so that its reads reach the device",

@@ -152,3 +152,23 @@ file_size = "8MiB"
     let json = serde_json::to_string(&report).unwrap();
     assert!(json.contains("\"error\""), "the error is in the JSON report");
 }
+
+/// An image another process holds locked (`bfq serve` serving it, qemu or its tools) is refused, and
+/// nothing is written to it: a job with writers needs the whole file to itself, one that only reads
+/// a lock shared with other readers. Released with the run: the next run may take it.
+#[test]
+fn a_target_another_process_holds_locked_is_refused_before_anything_is_written() {
+    let file = temp_file("locked");
+    let job = Job::from_toml(JOB, "small-real.toml").unwrap();
+    // Made by a first run (and so bfq's own, which a writer may write).
+    run_job(&job, &file.0, "fifo", &[], &RunOptions::default()).unwrap();
+    let before = std::fs::read(&file.0).unwrap();
+    // The other process's lock: another open file description, exclusive, as `bfq serve` takes it.
+    let holder = std::fs::OpenOptions::new().read(true).write(true).open(&file.0).unwrap();
+    bfq_io::lock_whole_file(&holder, false).unwrap();
+    let err = run_job(&job, &file.0, "fifo", &[], &RunOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("is in use: another process holds a lock on it"), "{err}");
+    assert!(std::fs::read(&file.0).unwrap() == before, "the refused run changed the target");
+    drop(holder);
+    run_job(&job, &file.0, "fifo", &[], &RunOptions::default()).unwrap();
+}

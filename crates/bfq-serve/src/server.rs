@@ -648,24 +648,14 @@ fn refuse_read_only_device(e: &Export, meta: &std::fs::Metadata) -> Result<(), S
     Ok(())
 }
 
-/// Locks an export's file for this server while the descriptor is open: an open file description
-/// lock on the whole file (F_OFD_SETLK), exclusive for a writable export and shared for a read-only
-/// one. Two servers writing one image (each with its own read-ahead windows and read cache), or one
-/// writing what another serves, would hand their clients stale data and corrupt the image; qemu and
-/// its tools (qemu-nbd, qemu-img, a virtual machine) lock the images they open with locks of this
-/// kind, so they and `bfq serve` keep each other out. Not a process lock (F_SETLK): that one goes
-/// away when the process closes any descriptor of the file, which the server does.
+/// Locks an export's file for this server while the descriptor is open ([`bfq_io::lock_whole_file`]:
+/// an OFD lock, exclusive for a writable export and shared for a read-only one). Two servers writing
+/// one image (each with its own read-ahead windows and read cache), or one writing what another
+/// serves, would hand their clients stale data and corrupt the image; qemu and its tools (qemu-nbd,
+/// qemu-img, a virtual machine) lock the images they open with locks of this kind, so they and
+/// `bfq serve` keep each other out.
 fn lock_export(e: &Export, file: &std::fs::File) -> Result<(), String> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a zeroed `flock` is a valid value of this plain C struct; the fields that matter are set
-    // below (an OFD lock needs l_pid 0).
-    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = if e.read_only { libc::F_RDLCK } else { libc::F_WRLCK } as _;
-    lock.l_whence = libc::SEEK_SET as _;
-    // SAFETY: `file` is an open descriptor for the call's duration; `lock` is read by the kernel only.
-    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
-    if r == -1 {
-        let err = std::io::Error::last_os_error();
+    if let Err(err) = bfq_io::lock_whole_file(file, e.read_only) {
         return Err(match Errno::from_io_error(&err) {
             Some(Errno::AGAIN | Errno::ACCESS) => format!(
                 "is in use: another process holds a lock on it ({err}): another `bfq serve`, or qemu and its \
