@@ -453,7 +453,7 @@ impl<T> Core<T> {
             Ok(_) => Ok(()),
             Err(e) => match Errno::from_io_error(&e) {
                 Some(Errno::TIME | Errno::INTR | Errno::BUSY | Errno::AGAIN) => Ok(()),
-                _ => Err(EngineError::Ring(e)),
+                _ => Err(EngineError::Submit(e)),
             },
         }
     }
@@ -463,7 +463,7 @@ impl<T> Core<T> {
         // SAFETY: every buffer an SQE references (request buffers in the slab, a front end's control
         // buffer) stays alive and unmoved until its completion is reaped.
         while unsafe { self.ring.submission().push(sqe) }.is_err() {
-            self.ring.submit().map_err(EngineError::Ring)?;
+            self.ring.submit().map_err(EngineError::Submit)?;
         }
         Ok(())
     }
@@ -494,7 +494,7 @@ impl<T> Core<T> {
         let sqe = Self::sqe(&self.files, slot, idx);
         self.push_sqe(&sqe)?;
         if self.submit_each[target] {
-            self.ring.submit().map_err(EngineError::Ring)?;
+            self.ring.submit().map_err(EngineError::Submit)?;
         }
         self.in_flight += 1;
         Ok(())

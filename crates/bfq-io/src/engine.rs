@@ -79,9 +79,13 @@ pub enum EngineError {
         /// The OS error, in the message only (as for [`EngineError::Open`]).
         error: std::io::Error,
     },
-    /// io_uring or eventfd setup failed (or, rarely, a later submission).
+    /// io_uring or eventfd setup failed.
     #[error("cannot set up io_uring: {error}{hint}", error = .0, hint = ring_hint(.0))]
     Ring(std::io::Error),
+    /// Submitting to (or waiting on) a ring that was set up failed: the ring's own error, not a
+    /// request's (those are [`IoError`]s of the requests).
+    #[error("io_uring submission failed: {0}")]
+    Submit(std::io::Error),
     /// The scheduler could not be built or configured.
     #[error(transparent)]
     Sched(#[from] bfq_sched::SchedError),
@@ -1618,5 +1622,25 @@ impl EngineBuilder {
     pub fn build_local(self) -> Result<crate::LocalEngine, EngineError> {
         let (core, _) = self.core(0, RingDriver::Creator)?;
         Ok(crate::LocalEngine::from_core(core))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_that_cannot_be_made_says_why_and_a_failed_submission_is_not_called_a_set_up() {
+        let os = |e: rustix::io::Errno| std::io::Error::from_raw_os_error(e.raw_os_error());
+        let refused = EngineError::Ring(os(rustix::io::Errno::PERM)).to_string();
+        assert!(refused.starts_with("cannot set up io_uring: "), "{refused}");
+        assert!(refused.contains("kernel.io_uring_disabled"), "{refused}");
+        let missing = EngineError::Ring(os(rustix::io::Errno::NOSYS)).to_string();
+        assert!(missing.contains("Linux 5.6 or later"), "{missing}");
+        // Other set-up failures carry no guess.
+        let other = EngineError::Ring(os(rustix::io::Errno::NOMEM)).to_string();
+        assert_eq!(other, "cannot set up io_uring: Cannot allocate memory (os error 12)");
+        let submit = EngineError::Submit(os(rustix::io::Errno::BADF)).to_string();
+        assert!(submit.starts_with("io_uring submission failed: "), "{submit}");
     }
 }
