@@ -300,6 +300,11 @@ fn create(target: &Path, bytes: u64, read_only: bool) -> Result<PreparedTarget, 
 fn check_space(file: &File, target: &Path, needs: u64) -> Result<(), TargetError> {
     let st = rustix::fs::fstatvfs(file)
         .map_err(|e| io_err(target, "cannot read its file system's free space")(e.into()))?;
+    // ramfs has no size: it reports no blocks and none free, and grows until memory runs out. Its
+    // "0 free" refused every target there, with a reason that was not one.
+    if st.f_blocks == 0 {
+        return Ok(());
+    }
     let free = st.f_bavail.saturating_mul(st.f_frsize);
     if needs > free {
         return Err(TargetError::NoSpace { path: target.display().to_string(), needs, free });
@@ -459,6 +464,34 @@ mod tests {
         assert!(matches!(err, TargetError::NoSpace { .. }), "{err}");
         assert!(!t.0.exists());
         assert!(!owner_record_path(&t.0).exists());
+    }
+
+    #[test]
+    fn a_file_system_without_a_size_is_not_taken_for_a_full_one() {
+        // ramfs reports 0 blocks and 0 free; a target there is created and filled.
+        if !rustix::process::geteuid().is_root() {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root: this test must run there");
+            eprintln!("skipped: mounting a ramfs needs root");
+            return;
+        }
+        let dir = std::path::PathBuf::from(format!("/var/tmp/bfq-runner-ramfs-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        struct Mounted(std::path::PathBuf);
+        impl Drop for Mounted {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount").arg(&self.0).status();
+                let _ = std::fs::remove_dir(&self.0);
+            }
+        }
+        let ok = std::process::Command::new("mount").args(["-t", "ramfs", "ramfs"]).arg(&dir).status();
+        let mounted = Mounted(dir);
+        assert!(ok.is_ok_and(|s| s.success()), "mount -t ramfs {}", mounted.0.display());
+        let target = mounted.0.join("t.img");
+        let prepared =
+            prepare_target(&target, &TargetNeeds { bytes: 1 << 20, ..TargetNeeds::default() }).unwrap();
+        assert!(prepared.created && prepared.filled == 1 << 20, "{prepared:?}");
+        let _ = std::fs::remove_file(owner_record_path(&target));
+        std::fs::remove_file(&target).unwrap();
     }
 
     #[test]
