@@ -598,7 +598,11 @@ fn a_server_out_of_descriptors_closes_new_connections_and_says_so_about_once_a_s
             Ok(n) if n > 0 => greeted += 1,
             Ok(_) => closed += 1,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => closed += 1,
-            Err(e) => panic!("client {}: neither served nor closed: {e}", greeted + closed),
+            Err(e) => panic!(
+                "client {}: neither served nor closed: {e}; the server said:\n{}",
+                greeted + closed,
+                served.lines_so_far().join("\n")
+            ),
         }
         clients.push(c);
     }

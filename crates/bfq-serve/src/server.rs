@@ -1194,10 +1194,21 @@ impl AcceptTrouble {
     }
 
     /// An accept succeeded (or, `end`, the loop ends): failures not yet said are said, once a
-    /// second has passed since the last line (at the end, at once).
+    /// second has passed since the last line (at the end, at once); a reserve lost to a race is
+    /// taken again.
     fn passed(&mut self, end: bool) {
+        self.regain();
         if self.unsaid > 0 && (end || self.due()) {
             self.say();
+        }
+    }
+
+    /// The reserve descriptor, if it is not held: taken again as soon as one is free. Lost for good
+    /// (opening it again failed once, a descriptor freed for the pending connection having gone to
+    /// something else), every later connection would wait in the backlog until a client left.
+    fn regain(&mut self) {
+        if self.reserve.is_none() {
+            self.reserve = std::fs::File::open("/dev/null").ok();
         }
     }
 
@@ -1226,6 +1237,7 @@ impl AcceptTrouble {
     async fn after(&mut self, listener: &Listener, e: std::io::Error) {
         self.unsaid += 1;
         let out_of_descriptors = matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE));
+        self.regain();
         if out_of_descriptors {
             if let Some(reserve) = self.reserve.take() {
                 drop(reserve);
