@@ -125,7 +125,6 @@ fn config_line(file: &str, line: Option<usize>) -> String {
     line.map(|l| format!("{file}:{l}: ")).unwrap_or_default()
 }
 
-/// An error about export `e`'s file, naming the line of its `path` in the configuration `file`.
 /// `export `a`` or `exports `a`, `b``, for a message about several exports at once.
 fn export_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let names: Vec<String> = names.into_iter().map(|n| format!("`{n}`")).collect();
@@ -133,6 +132,7 @@ fn export_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     format!("export{plural} {}", names.join(", "))
 }
 
+/// An error about export `e`'s file, naming the line of its `path` in the configuration `file`.
 fn export_error(file: &str, e: &Export, message: String) -> ServeError {
     ServeError::Export {
         file: file.into(),
