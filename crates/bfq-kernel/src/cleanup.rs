@@ -45,7 +45,8 @@ pub enum Action {
 /// A file's identity: the device of the file system that holds it and its inode number. Two files
 /// at one path one after another (one deleted or renamed over, another created) differ in it while
 /// both exist; an inode number freed by a deletion may be given again to a later file, which only
-/// the path and this together cannot tell apart.
+/// the path and this together cannot tell apart. A loop device is matched by path and inode (see
+/// `detach_loop`); the device numbers are kept in the journal for a person reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileId {
     /// Major number of the file system's device.
@@ -434,8 +435,17 @@ fn detach_loop(device: &std::path::Path, backing: &std::path::Path, backing_id: 
     }
     if let Some(id) = backing_id {
         match FileId::backing(device) {
-            Some(now) if now == id => {}
-            Some(_) => return false,
+            // The inode, not the device too: the loop driver reports the file system's own device,
+            // where stat reports a subvolume's on btrfs; the path matched already.
+            Some(now) if now.inode == id.inode => {}
+            Some(_) => {
+                eprintln!(
+                    "bfq: left {} attached: it now serves another file at {} than the one this run attached",
+                    device.display(),
+                    backing.display()
+                );
+                return false;
+            }
             None => {
                 eprintln!(
                     "bfq: left {} attached: losetup cannot say which file backs it now; if it is this \
