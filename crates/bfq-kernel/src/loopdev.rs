@@ -86,13 +86,7 @@ impl LoopDevice {
 /// without /dev/loop-control, or without losetup, a kernel run used to fail only after the target had
 /// been created and filled.
 pub fn check_available() -> Result<(), KernelError> {
-    let out = Command::new("losetup").arg("--find").output().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            KernelError::ToolMissing { tool: "losetup", package: "mount" }
-        } else {
-            KernelError::Setup(format!("cannot run losetup: {e}"))
-        }
-    })?;
+    let out = run_losetup(Command::new("losetup").arg("--find"))?;
     if !out.status.success() {
         return Err(KernelError::Setup(format!(
             "no loop device can be had (`losetup --find`: {}); the kernel runs put one over the target \
@@ -103,15 +97,20 @@ pub fn check_available() -> Result<(), KernelError> {
     Ok(())
 }
 
-/// Runs losetup with `args` and the file, returning the device it printed.
-fn losetup(args: &[&str], file: &Path) -> Result<PathBuf, KernelError> {
-    let out = Command::new("losetup").args(args).arg(file).output().map_err(|e| {
+/// Runs a losetup command; a losetup that is not installed says which package has it.
+fn run_losetup(command: &mut Command) -> Result<std::process::Output, KernelError> {
+    command.output().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             KernelError::ToolMissing { tool: "losetup", package: "mount" }
         } else {
             KernelError::Setup(format!("cannot run losetup: {e}"))
         }
-    })?;
+    })
+}
+
+/// Runs losetup with `args` and the file, returning the device it printed.
+fn losetup(args: &[&str], file: &Path) -> Result<PathBuf, KernelError> {
+    let out = run_losetup(Command::new("losetup").args(args).arg(file))?;
     if !out.status.success() {
         return Err(KernelError::Setup(format!(
             "losetup {} {} failed: {}",
