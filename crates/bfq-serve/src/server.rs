@@ -587,6 +587,15 @@ enum Listener {
     Unix(tokio::net::UnixListener, PathBuf, Option<(u64, u64)>),
 }
 
+impl Listener {
+    fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Listener::Tcp(t) => std::os::fd::AsFd::as_fd(t),
+            Listener::Unix(u, _, _) => std::os::fd::AsFd::as_fd(u),
+        }
+    }
+}
+
 /// Exports opened and listeners bound: ready to serve.
 struct Bound {
     state: Arc<State>,
@@ -1001,7 +1010,7 @@ impl Bound {
         for listener in self.listeners {
             let (tx, mut stop) = (conn_tx.clone(), stopped.clone());
             accepts.spawn(async move {
-                let mut trouble = AcceptTrouble::new();
+                let mut trouble = AcceptTrouble::new(&listener);
                 loop {
                     let conn = tokio::select! {
                         _ = stop.changed() => break,
@@ -1009,7 +1018,7 @@ impl Bound {
                     };
                     match conn {
                         Ok(c) => {
-                            trouble.passed(false);
+                            trouble.passed(&listener, false);
                             if tx.send(c).await.is_err() {
                                 break;
                             }
@@ -1017,7 +1026,7 @@ impl Bound {
                         Err(e) => trouble.after(&listener, e).await,
                     }
                 }
-                trouble.passed(true);
+                trouble.passed(&listener, true);
                 if let Listener::Unix(_, path, made) = &listener {
                     // Only the socket this server made: another server may own the path by now.
                     if made.is_some() && identity(path) == *made {
@@ -1174,7 +1183,9 @@ impl Bound {
 /// descriptor kept in reserve for it and closes it at once, so that the client is told (the
 /// connection closes) rather than left waiting in the backlog, and the loop does not spin.
 struct AcceptTrouble {
-    reserve: Option<std::fs::File>,
+    /// A duplicate of the listener's own socket: it needs no path to open (a sandbox may have no
+    /// `/dev/null` to open), only a free descriptor.
+    reserve: Option<std::os::fd::OwnedFd>,
     said: Option<std::time::Instant>,
     /// Failures since the last line that said so, and the last one's error.
     unsaid: u64,
@@ -1183,32 +1194,28 @@ struct AcceptTrouble {
 }
 
 impl AcceptTrouble {
-    fn new() -> AcceptTrouble {
-        AcceptTrouble {
-            reserve: std::fs::File::open("/dev/null").ok(),
-            said: None,
-            unsaid: 0,
-            last: None,
-            closed: 0,
-        }
+    fn new(listener: &Listener) -> AcceptTrouble {
+        let mut trouble = AcceptTrouble { reserve: None, said: None, unsaid: 0, last: None, closed: 0 };
+        trouble.regain(listener);
+        trouble
     }
 
     /// An accept succeeded (or, `end`, the loop ends): failures not yet said are said, once a
     /// second has passed since the last line (at the end, at once); a reserve lost to a race is
     /// taken again.
-    fn passed(&mut self, end: bool) {
-        self.regain();
+    fn passed(&mut self, listener: &Listener, end: bool) {
+        self.regain(listener);
         if self.unsaid > 0 && (end || self.due()) {
             self.say();
         }
     }
 
     /// The reserve descriptor, if it is not held: taken again as soon as one is free. Lost for good
-    /// (opening it again failed once, a descriptor freed for the pending connection having gone to
-    /// something else), every later connection would wait in the backlog until a client left.
-    fn regain(&mut self) {
+    /// (a descriptor freed for the pending connection having gone to something else), every later
+    /// connection would wait in the backlog until a client left.
+    fn regain(&mut self, listener: &Listener) {
         if self.reserve.is_none() {
-            self.reserve = std::fs::File::open("/dev/null").ok();
+            self.reserve = listener.socket().try_clone_to_owned().ok();
         }
     }
 
@@ -1237,27 +1244,41 @@ impl AcceptTrouble {
     async fn after(&mut self, listener: &Listener, e: std::io::Error) {
         self.unsaid += 1;
         let out_of_descriptors = matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE));
-        self.regain();
-        if out_of_descriptors {
-            if let Some(reserve) = self.reserve.take() {
-                drop(reserve);
-                let pending =
-                    tokio::time::timeout(std::time::Duration::from_millis(100), accept(listener)).await;
-                if let Ok(Ok(conn)) = pending {
-                    drop(conn);
-                    self.closed += 1;
-                }
-                self.reserve = std::fs::File::open("/dev/null").ok();
-            }
+        self.regain(listener);
+        if out_of_descriptors && self.reserve.is_some() {
+            self.close_pending(listener);
         }
         self.last = Some(e);
         if self.due() {
             self.say();
         }
-        if self.reserve.is_none() || !out_of_descriptors {
-            // Nothing to accept with until a connection closes (or the error passes): not a busy loop.
+        if out_of_descriptors || self.reserve.is_none() {
+            // Out of descriptors, accept fails whether a connection waits or not (the descriptor is
+            // allocated first), and readiness cannot tell: a pending connection is closed within
+            // 50 ms, without a busy loop. Without a reserve, nothing can take it until a
+            // connection closes.
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
+    }
+
+    /// Frees the reserve, accepts and closes every connection pending, and takes the reserve again,
+    /// all without yielding: a descriptor freed across an `await` would go to whatever task asks
+    /// first (a new connection's duplicate of its socket, say), and the reserve be lost.
+    fn close_pending(&mut self, listener: &Listener) {
+        drop(self.reserve.take());
+        let socket = listener.socket();
+        let flags = rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK;
+        // Bounded: a flood of connections does not keep this task from the others.
+        for _ in 0..64 {
+            match rustix::net::accept_with(socket, flags) {
+                Ok(conn) => {
+                    drop(conn);
+                    self.closed += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        self.regain(listener);
     }
 }
 
