@@ -91,8 +91,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
     let mut options = RunOptions {
         depth: args.depth,
         overwrite_existing_data: args.overwrite_existing_data,
-        event_log: None,
-        request_log: None,
+        ..RunOptions::default()
     };
     // Interrupted (SIGINT, SIGTERM, SIGHUP): the runs measured so far are printed and written as JSON
     // (`"complete": false`), and a target bfq created keeps its ownership record current (otherwise

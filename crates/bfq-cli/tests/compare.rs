@@ -229,6 +229,11 @@ fn sigint_sigterm_and_sighup_during_a_kernel_run_leave_nothing_behind() {
     for signal in ["INT", "TERM", "HUP"] {
         let (mut child, job, target) = start_long_kernel_run(&format!("sig{signal}"));
         let pid = child.id();
+        // The comparison holds the target's lock through its kernel runs too (fio writes through a
+        // loop device, which takes none): `bfq serve` or qemu cannot take the image for writing.
+        let other = std::fs::OpenOptions::new().read(true).write(true).open(&target).unwrap();
+        let locked = bfq_io::lock_whole_file(&other, false);
+        drop(other);
         let killed = Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status().unwrap();
         assert!(killed.success());
         let status = child.wait().unwrap();
@@ -241,6 +246,7 @@ fn sigint_sigterm_and_sighup_during_a_kernel_run_leave_nothing_behind() {
         let mut stderr = String::new();
         std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
         assert_eq!(status.code(), Some(130), "SIG{signal}: expected the interrupt exit status:\n{stderr}");
+        assert!(locked.is_err(), "SIG{signal}: another process could lock the target during the kernel run");
         assert!(leftover_loops.is_empty(), "SIG{signal}: loop device left: {leftover_loops:?}");
         assert!(leftover_cgroups.is_empty(), "SIG{signal}: cgroups left: {leftover_cgroups:?}");
         assert!(leftover_scratch.is_empty(), "SIG{signal}: scratch left: {leftover_scratch:?}");
@@ -296,6 +302,47 @@ name = "w"
 kind = "seq-writer"
 file_size = "4MiB"
 "#;
+
+/// An image another process holds locked (`bfq serve` serving it, qemu or its tools) is refused by
+/// `bfq compare` before anything is written to it, even with `--overwrite-existing-data`, and no loop
+/// device is put over it.
+#[test]
+fn compare_refuses_a_target_another_process_holds_locked_before_writing_anything() {
+    let _serial = one_at_a_time();
+    let tag = std::process::id();
+    let job = std::env::temp_dir().join(format!("compare-locked-{tag}.toml"));
+    std::fs::write(&job, WRITER_JOB).unwrap();
+    let target = std::env::temp_dir().join(format!("compare-locked-{tag}.img"));
+    remove_target(&target);
+    let pattern: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&target, &pattern).unwrap();
+    let kernel = if is_root() && Command::new("fio").arg("--version").output().is_ok() { "none" } else { "" };
+    let holder = std::fs::OpenOptions::new().read(true).write(true).open(&target).unwrap();
+    bfq_io::lock_whole_file(&holder, false).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .arg("compare")
+        .arg(&job)
+        .arg("--target")
+        .arg(&target)
+        // The kernel's run alone where it can run: the engine's runs take the lock themselves.
+        .args(["--engine", if kernel.is_empty() { "fifo" } else { "" }, "--kernel", kernel])
+        .arg("--overwrite-existing-data")
+        .output()
+        .unwrap();
+    let after = std::fs::read(&target).unwrap();
+    let loops = loops_over(&target);
+    drop(holder);
+    remove_target(&target);
+    std::fs::remove_file(&job).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "bfq compare ran on a locked target");
+    assert!(stderr.contains("is in use: another process holds a lock on it"), "{stderr}");
+    assert!(after == pattern, "the refused comparison changed the target");
+    assert!(loops.is_empty(), "a loop device was left over the target: {loops:?}");
+    if kernel.is_empty() {
+        skipped("the kernel side needs root and fio (apt-get install fio)");
+    }
+}
 
 /// Issue 14, data safety: a writer job on a file bfq did not create leaves a known pattern intact and
 /// is refused, saying what it would overwrite; with --overwrite-existing-data the writes happen (the

@@ -77,11 +77,21 @@ pub struct RunOptions {
     /// per application: `application queue op offset length` (queue: the application's own index of
     /// the process; op: `read` or `write`; offset and length in bytes, as aligned for O_DIRECT).
     pub request_log: Option<std::path::PathBuf>,
+    /// The caller holds the target's lock ([`lock_target`]) for the run, as `bfq compare` does across
+    /// all its runs: the run does not take it again (a second open file description of this process
+    /// would conflict with the first).
+    pub target_locked: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { depth: 32, overwrite_existing_data: false, event_log: None, request_log: None }
+        RunOptions {
+            depth: 32,
+            overwrite_existing_data: false,
+            event_log: None,
+            request_log: None,
+            target_locked: false,
+        }
     }
 }
 
@@ -168,7 +178,7 @@ pub fn check_target_direct(target: &Path) -> Result<(), RunError> {
 /// written under them or measured beside their I/O. `None` where the target cannot be opened for it
 /// (it does not exist yet, is not a regular file or block device, or cannot be opened so: the
 /// target's preparation says why).
-fn lock_target(target: &Path, writes: bool) -> Result<Option<std::fs::File>, RunError> {
+pub fn lock_target(target: &Path, writes: bool) -> Result<Option<std::fs::File>, RunError> {
     use std::os::unix::fs::FileTypeExt;
     let Ok(meta) = std::fs::metadata(target) else { return Ok(None) };
     if !meta.is_file() && !meta.file_type().is_block_device() {
@@ -204,11 +214,12 @@ pub fn run_job(
     check_target_direct(target)?;
     let writes = !needs.writes.is_empty();
     // Before anything is written to an existing target, and at once after a new one is made.
-    let existing = lock_target(target, writes)?;
+    let take_lock = |target| if options.target_locked { Ok(None) } else { lock_target(target, writes) };
+    let existing = take_lock(target)?;
     let prepared = prepare_target(target, &needs)?;
     let _lock = match existing {
         Some(file) => Some(file),
-        None => lock_target(target, writes)?,
+        None => take_lock(target)?,
     };
     if prepared.filled > 0 {
         eprintln!(
