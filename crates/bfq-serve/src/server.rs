@@ -95,6 +95,15 @@ pub enum ServeError {
         /// Why.
         source: bfq_io::EngineError,
     },
+    /// The I/O engine of these exports failed while serving (its requests were answered with an
+    /// I/O error from then on).
+    #[error("the I/O engine of {exports} failed")]
+    EngineFailed {
+        /// The exports it served, as text (`export `a``, `exports `a`, `b``).
+        exports: String,
+        /// Why.
+        source: bfq_io::EngineError,
+    },
     /// The event log cannot be created (it must not exist yet).
     #[error("--events {path}: cannot create it")]
     Events {
@@ -174,6 +183,13 @@ struct ExportState {
     /// A descriptor of its own on the file (not the engine's), to find holes and data with
     /// `SEEK_HOLE`/`SEEK_DATA` for `base:allocation`; `None` for a block device (all data).
     allocation: Option<std::fs::File>,
+}
+
+impl State {
+    /// The exports engine `engine` serves, as text for a message (`export `a``).
+    fn exports_of(&self, engine: usize) -> String {
+        export_names(self.exports.iter().filter(|e| e.engine == engine).map(|e| e.name.as_str()))
+    }
 }
 
 struct State {
@@ -600,7 +616,8 @@ impl Listener {
 struct Bound {
     state: Arc<State>,
     /// The tasks driving the engines when they share the runtime's thread (`threads = 1`).
-    drivers: Vec<tokio::task::JoinHandle<Result<EngineStats, EngineError>>>,
+    /// Each ends with its engine's figures, or with its error and the exports it served.
+    drivers: Vec<tokio::task::JoinHandle<Result<EngineStats, (String, EngineError)>>>,
     listeners: Vec<Listener>,
     metrics: Option<tokio::net::TcpListener>,
     started: Started,
@@ -995,7 +1012,25 @@ impl Bound {
             metrics: metrics_address,
             read_cached: state.exports.iter().map(|e| e.read_cached).collect(),
         };
-        let drivers = drivers.into_iter().map(|d| tokio::spawn(drive(d))).collect();
+        // Driven engines are in the engines' order (`open_exports`). One that fails says so at once:
+        // its requests are answered with an I/O error from then on, while the others serve on.
+        let drivers = drivers
+            .into_iter()
+            .enumerate()
+            .map(|(engine, d)| {
+                let exports = state.exports_of(engine);
+                tokio::spawn(async move {
+                    let ran = drive(d).await;
+                    if let Err(e) = &ran {
+                        eprintln!(
+                            "bfq serve: the I/O engine of {exports} failed: {e}; their requests are answered \
+                             with an I/O error until the server is restarted"
+                        );
+                    }
+                    ran.map_err(|source| (exports, source))
+                })
+            })
+            .collect();
         Ok(Bound { state: Arc::new(state), drivers, listeners, metrics, started })
     }
 
@@ -1163,16 +1198,20 @@ impl Bound {
             }
         };
         let driven = !self.drivers.is_empty();
-        for engine in state.engines {
+        let names: Vec<String> = (0..state.engines.len()).map(|i| state.exports_of(i)).collect();
+        for (engine, exports) in state.engines.into_iter().zip(names) {
             if driven {
                 // Its driver answers what it holds, then finishes.
                 engine.close();
             } else {
-                engine.shutdown()?;
+                engine.shutdown().map_err(|source| ServeError::EngineFailed { exports, source })?;
             }
         }
         for driver in self.drivers {
-            driver.await.map_err(|e| EngineError::Thread(format!("engine driver: {e}")))??;
+            driver
+                .await
+                .map_err(|e| EngineError::Thread(format!("engine driver: {e}")))?
+                .map_err(|(exports, source)| ServeError::EngineFailed { exports, source })?;
         }
         Ok(Stopped { closed: closed.unwrap_or(0) })
     }
