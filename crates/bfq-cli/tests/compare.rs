@@ -303,20 +303,28 @@ kind = "seq-writer"
 file_size = "4MiB"
 "#;
 
+/// The writer job and a 4 MiB file of a known pattern that bfq did not create, both under the temp
+/// directory and named after `tag`; and the kernel scheduler to compare with (`none` where root and
+/// fio allow kernel runs, else none at all).
+fn writer_job_on_a_users_file(tag: &str) -> (PathBuf, PathBuf, Vec<u8>, &'static str) {
+    let pid = std::process::id();
+    let job = std::env::temp_dir().join(format!("compare-{tag}-{pid}.toml"));
+    std::fs::write(&job, WRITER_JOB).unwrap();
+    let target = std::env::temp_dir().join(format!("compare-{tag}-{pid}.img"));
+    remove_target(&target);
+    let pattern: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&target, &pattern).unwrap();
+    let kernel = if is_root() && Command::new("fio").arg("--version").output().is_ok() { "none" } else { "" };
+    (job, target, pattern, kernel)
+}
+
 /// An image another process holds locked (`bfq serve` serving it, qemu or its tools) is refused by
 /// `bfq compare` before anything is written to it, even with `--overwrite-existing-data`, and no loop
 /// device is put over it.
 #[test]
 fn compare_refuses_a_target_another_process_holds_locked_before_writing_anything() {
     let _serial = one_at_a_time();
-    let tag = std::process::id();
-    let job = std::env::temp_dir().join(format!("compare-locked-{tag}.toml"));
-    std::fs::write(&job, WRITER_JOB).unwrap();
-    let target = std::env::temp_dir().join(format!("compare-locked-{tag}.img"));
-    remove_target(&target);
-    let pattern: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
-    std::fs::write(&target, &pattern).unwrap();
-    let kernel = if is_root() && Command::new("fio").arg("--version").output().is_ok() { "none" } else { "" };
+    let (job, target, pattern, kernel) = writer_job_on_a_users_file("locked");
     let holder = std::fs::OpenOptions::new().read(true).write(true).open(&target).unwrap();
     bfq_io::lock_whole_file(&holder, false).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
@@ -350,14 +358,7 @@ fn compare_refuses_a_target_another_process_holds_locked_before_writing_anything
 #[test]
 fn a_writer_job_never_overwrites_a_users_file_without_the_flag() {
     let _serial = one_at_a_time();
-    let tag = std::process::id();
-    let job = std::env::temp_dir().join(format!("compare-writer-{tag}.toml"));
-    std::fs::write(&job, WRITER_JOB).unwrap();
-    let target = std::env::temp_dir().join(format!("compare-writer-{tag}.img"));
-    remove_target(&target);
-    let pattern: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
-    std::fs::write(&target, &pattern).unwrap();
-    let kernel = if is_root() && Command::new("fio").arg("--version").output().is_ok() { "none" } else { "" };
+    let (job, target, pattern, kernel) = writer_job_on_a_users_file("writer");
     let compare = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_bfq"))
             .arg("compare")
