@@ -132,17 +132,10 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     }
     let needs = bfq_runner::target_needs(&job, args.overwrite_existing_data)?;
     let ours_before = bfq_runner::is_ours(&args.target);
-    // One lock for the whole comparison, taken before anything is written to an existing target and
-    // at once after a new one is made: an image that `bfq serve` serves or qemu has open is refused,
-    // and none of them can take it between two runs (the kernel's runs write through a loop device,
-    // which takes no lock of its own).
-    let writes = !needs.writes.is_empty();
-    let existing = bfq_runner::lock_target(&args.target, writes)?;
-    let prepared = bfq_runner::prepare_target(&args.target, &needs)?;
-    let _lock = match existing {
-        Some(file) => Some(file),
-        None => bfq_runner::lock_target(&args.target, writes)?,
-    };
+    // One lock for the whole comparison: an image that `bfq serve` serves or qemu has open is
+    // refused, and none of them can take it between two runs (the kernel's runs write through a loop
+    // device, which takes no lock of its own).
+    let (prepared, _lock) = bfq_runner::prepare_locked(&args.target, &needs)?;
     if prepared.filled > 0 {
         eprintln!(
             "bfq: wrote {} MiB of data into {} so that its reads reach the device",

@@ -91,6 +91,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
     let mut options = RunOptions {
         depth: args.depth,
         overwrite_existing_data: args.overwrite_existing_data,
+        target_locked: true,
         ..RunOptions::default()
     };
     // Interrupted (SIGINT, SIGTERM, SIGHUP): the runs measured so far are printed and written as JSON
@@ -98,6 +99,17 @@ pub fn execute(args: RunArgs) -> Result<()> {
     // the next run would not recognise it).
     let done: Arc<Mutex<Vec<RunReport>>> = Arc::default();
     let ours = bfq_runner::is_ours(&args.target) || !args.target.exists();
+    // The target made ready once, and locked for all the runs: no other process (`bfq serve`, qemu)
+    // takes the image between two of them.
+    let needs = bfq_runner::target_needs(&job, args.overwrite_existing_data)?;
+    let (prepared, _lock) = bfq_runner::prepare_locked(&args.target, &needs)?;
+    if prepared.filled > 0 {
+        eprintln!(
+            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
+            prepared.filled >> 20,
+            args.target.display()
+        );
+    }
     let job_file = args.job.display().to_string();
     let target_name = args.target.display().to_string();
     {

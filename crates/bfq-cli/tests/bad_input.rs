@@ -232,3 +232,23 @@ fn compare_refuses_bad_options_before_touching_the_target() {
         "at or after the end of the run (1s, from --duration)",
     );
 }
+
+/// A target another process holds locked (`bfq serve` serving it, qemu or its tools) is refused by
+/// `bfq run` before its first run, and left as it was; once the lock is gone the same command runs.
+#[test]
+fn run_refuses_a_target_another_process_holds_locked() {
+    let case = Case::new("locked");
+    let made = case.bfq("run", &["--scheduler", "fifo", "--duration", "2s", "--quiet"]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let before = std::fs::read(&case.target).unwrap();
+    let holder = std::fs::OpenOptions::new().read(true).write(true).open(&case.target).unwrap();
+    bfq_io::lock_whole_file(&holder, false).unwrap();
+    let out = case.bfq("run", &["--scheduler", "bfq,fifo", "--duration", "2s", "--quiet"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "bfq run ran on a locked target");
+    assert!(stderr.contains("is in use: another process holds a lock on it"), "{stderr}");
+    assert!(std::fs::read(&case.target).unwrap() == before, "the refused run changed the target");
+    drop(holder);
+    let again = case.bfq("run", &["--scheduler", "fifo", "--duration", "2s", "--quiet"]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+}

@@ -18,7 +18,7 @@ use bfq_workload::report::{AppReport, QueueReport, RunReport, Totals, SCHEMA};
 use bfq_workload::rng::SimRng;
 
 use crate::driver::{queue_id, AppStats, Clock, Driver};
-use crate::target::{prepare_target, record_ours, TargetError, TargetNeeds, WriteRegion};
+use crate::target::{prepare_target, record_ours, PreparedTarget, TargetError, TargetNeeds, WriteRegion};
 use bfq_io::{Client, Engine, EngineError};
 
 /// The engine of each run in progress, for [`quiesce_runs`]: a run takes its engine back out of its
@@ -196,6 +196,25 @@ pub fn lock_target(target: &Path, writes: bool) -> Result<Option<std::fs::File>,
     Ok(Some(file))
 }
 
+/// Prepares `target` for a job's `needs` ([`prepare_target`]) under its lock ([`lock_target`]): taken
+/// before anything is written to an existing target, and at once after a new one is made. The lock is
+/// held as long as the returned descriptor: a caller that runs several jobs on the target (`bfq
+/// compare`, `bfq run` with several schedulers) keeps it across them and tells each run so
+/// ([`RunOptions::target_locked`]), so that no other process takes the image between two runs.
+pub fn prepare_locked(
+    target: &Path,
+    needs: &TargetNeeds,
+) -> Result<(PreparedTarget, Option<std::fs::File>), RunError> {
+    let writes = !needs.writes.is_empty();
+    let existing = lock_target(target, writes)?;
+    let prepared = prepare_target(target, needs)?;
+    let lock = match existing {
+        Some(file) => Some(file),
+        None => lock_target(target, writes)?,
+    };
+    Ok((prepared, lock))
+}
+
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// Runs a simulator job file against a real file/device; same report type and JSON schema as `bfq sim`.
@@ -212,14 +231,10 @@ pub fn run_job(
         bfq_workload::real_layout(job).map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
     let ours_before = crate::target::is_ours(target);
     check_target_direct(target)?;
-    let writes = !needs.writes.is_empty();
-    // Before anything is written to an existing target, and at once after a new one is made.
-    let take_lock = |target| if options.target_locked { Ok(None) } else { lock_target(target, writes) };
-    let existing = take_lock(target)?;
-    let prepared = prepare_target(target, &needs)?;
-    let _lock = match existing {
-        Some(file) => Some(file),
-        None => take_lock(target)?,
+    let (prepared, _lock) = if options.target_locked {
+        (prepare_target(target, &needs)?, None)
+    } else {
+        prepare_locked(target, &needs)?
     };
     if prepared.filled > 0 {
         eprintln!(

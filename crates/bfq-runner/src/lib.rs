@@ -10,7 +10,8 @@ pub mod engine_run;
 pub mod target;
 
 pub use engine_run::{
-    check_job, check_target_direct, lock_target, quiesce_runs, run_job, target_needs, RunError, RunOptions,
+    check_job, check_target_direct, lock_target, prepare_locked, quiesce_runs, run_job, target_needs,
+    RunError, RunOptions,
 };
 pub use target::{
     is_ours, owner_record_path, prepare_target, record_ours, PreparedTarget, TargetError, TargetNeeds,
