@@ -136,13 +136,6 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     // refused, and none of them can take it between two runs (the kernel's runs write through a loop
     // device, which takes no lock of its own).
     let (prepared, _lock) = bfq_runner::prepare_locked(&args.target, &needs)?;
-    if prepared.filled > 0 {
-        eprintln!(
-            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
-            prepared.filled >> 20,
-            args.target.display()
-        );
-    }
     let keep_ours = !prepared.read_only && (prepared.created || ours_before);
     // The runs measured so far, printed by the signal handler if the comparison is interrupted.
     let done: Arc<Mutex<Vec<RunReport>>> = Arc::default();

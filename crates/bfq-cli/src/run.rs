@@ -102,14 +102,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
     // The target made ready once, and locked for all the runs: no other process (`bfq serve`, qemu)
     // takes the image between two of them.
     let needs = bfq_runner::target_needs(&job, args.overwrite_existing_data)?;
-    let (prepared, _lock) = bfq_runner::prepare_locked(&args.target, &needs)?;
-    if prepared.filled > 0 {
-        eprintln!(
-            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
-            prepared.filled >> 20,
-            args.target.display()
-        );
-    }
+    let (_, _lock) = bfq_runner::prepare_locked(&args.target, &needs)?;
     let job_file = args.job.display().to_string();
     let target_name = args.target.display().to_string();
     {

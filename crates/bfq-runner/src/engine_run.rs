@@ -207,12 +207,24 @@ pub fn prepare_locked(
 ) -> Result<(PreparedTarget, Option<std::fs::File>), RunError> {
     let writes = !needs.writes.is_empty();
     let existing = lock_target(target, writes)?;
-    let prepared = prepare_target(target, needs)?;
+    let prepared = prepared(target, prepare_target(target, needs)?);
     let lock = match existing {
         Some(file) => Some(file),
         None => lock_target(target, writes)?,
     };
     Ok((prepared, lock))
+}
+
+/// Says what preparing `target` wrote, if anything (a fill can take a while and uses space).
+fn prepared(target: &Path, prepared: PreparedTarget) -> PreparedTarget {
+    if prepared.filled > 0 {
+        eprintln!(
+            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
+            prepared.filled >> 20,
+            target.display()
+        );
+    }
+    prepared
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -232,17 +244,10 @@ pub fn run_job(
     let ours_before = crate::target::is_ours(target);
     check_target_direct(target)?;
     let (prepared, _lock) = if options.target_locked {
-        (prepare_target(target, &needs)?, None)
+        (prepared(target, prepare_target(target, &needs)?), None)
     } else {
         prepare_locked(target, &needs)?
     };
-    if prepared.filled > 0 {
-        eprintln!(
-            "bfq: wrote {} MiB of data into {} so that its reads reach the device",
-            prepared.filled >> 20,
-            target.display()
-        );
-    }
     let mut builder = Engine::builder()
         .scheduler_name(scheduler, params)
         .target_path(target)
