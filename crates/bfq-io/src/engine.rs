@@ -460,6 +460,8 @@ struct Shared {
     closed: AtomicBool,
     /// Set (under the inbox lock) when the engine thread stops taking commands.
     dead: AtomicBool,
+    /// Why the engine failed while running, once it has ([`Engine::failure`]).
+    failure: Mutex<Option<String>>,
     wake_fd: OwnedFd,
     /// A driven engine's worker ([`EngineBuilder::build_driven`]): a thread that has to wait for the
     /// engine (back-pressure, [`Ticket::wait`]) drives it meanwhile, since the driver may be a task
@@ -597,6 +599,7 @@ impl Engine {
             pending: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             dead: AtomicBool::new(false),
+            failure: Mutex::new(None),
             wake_fd,
             driven: std::sync::OnceLock::new(),
         })
@@ -747,6 +750,15 @@ impl Engine {
     /// its driver then reports [`Step::Finished`].
     pub fn shutdown(mut self) -> Result<EngineStats, EngineError> {
         self.stop()
+    }
+
+    /// Why the engine failed while running (an error of its ring, a panic in its scheduler, a driver
+    /// dropped before the engine shut down), once it has: every request it held was failed with
+    /// [`IoError::EngineFailed`], and later ones are refused. `None` while it runs and after a
+    /// shutdown. A server polls it to say which of its engines stopped serving, rather than only at
+    /// the end.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Stops accepting requests without waiting: a driven engine's driver drains what is held and
@@ -1301,6 +1313,7 @@ impl Worker {
     /// one held (in the inbox, in the scheduler, on the device) is answered with the reason. Requests
     /// still on the device complete into buffers the core keeps until the ring is torn down.
     fn fail_everything(&mut self, why: &str) {
+        self.shared.failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| why.to_string());
         let inbox = {
             let mut inbox = self.shared.inbox.lock().unwrap_or_else(|e| e.into_inner());
             self.shared.closed.store(true, Ordering::SeqCst);

@@ -213,8 +213,10 @@ fn dropping_the_driver_fails_what_the_engine_holds() {
     // One step takes the request into the scheduler, which holds it for an hour.
     assert!(matches!(driver.step().unwrap(), Step::Wait(Some(_))));
     assert!(!held.is_done());
+    assert_eq!(engine.failure(), None);
     drop(driver);
     assert!(matches!(held.wait(), Err(IoError::EngineFailed(_))));
+    assert!(engine.failure().is_some_and(|why| why.contains("driver was dropped")), "{:?}", engine.failure());
     let later = client.read(4096, AlignedBuf::zeroed(4096), true).wait();
     assert!(matches!(later, Err(IoError::ShutDown | IoError::EngineFailed(_))), "{later:?}");
 }

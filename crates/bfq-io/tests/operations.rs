@@ -560,7 +560,8 @@ fn the_kernels_scheduler_below_a_target_is_read_from_sysfs() {
 }
 
 /// A scheduler that panics takes the engine thread down, but no client waits forever: every request
-/// held is answered with the reason, later ones are refused, and `shutdown` reports the panic.
+/// held is answered with the reason, later ones are refused, `Engine::failure` says why while the
+/// engine is still up, and `shutdown` reports the panic.
 #[test]
 fn a_panicking_scheduler_fails_every_request_held_instead_of_leaving_clients_waiting() {
     let file = Temp::new("panic", 1 << 20, true);
@@ -568,6 +569,7 @@ fn a_panicking_scheduler_fails_every_request_held_instead_of_leaving_clients_wai
     let gate = Gate { open, queued: Default::default(), in_flight: 0, panic_at: 10, dispatched: 0 };
     let engine = Engine::builder().scheduler(Box::new(gate)).target_path(&file.0).depth(4).build().unwrap();
     let client = engine.client(QueueId(1), QueueSpec::default()).unwrap();
+    assert_eq!(engine.failure(), None, "a running engine has not failed");
     let tickets: Vec<_> = (0..64u64).map(|i| client.read(i * 4096, AlignedBuf::zeroed(4096), true)).collect();
     // Waited for on another thread, so that a regression fails here instead of hanging the suite.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -584,6 +586,9 @@ fn a_panicking_scheduler_fails_every_request_held_instead_of_leaving_clients_wai
     assert!(failed.iter().any(|e| e.contains("the scheduler panics at dispatch 10")), "{failed:?}");
     let later = client.read(0, AlignedBuf::zeroed(4096), true).wait();
     assert!(later.is_err(), "a request after the failure is refused");
+    // Said while the engine is still there, so that a server can name the failure before its stop.
+    let failure = engine.failure().expect("the engine says it failed");
+    assert!(failure.contains("the scheduler panics at dispatch 10"), "{failure}");
     let stop = engine.shutdown().unwrap_err().to_string();
     assert!(stop.contains("panicked"), "{stop}");
 }

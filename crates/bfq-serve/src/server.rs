@@ -1022,10 +1022,7 @@ impl Bound {
                 tokio::spawn(async move {
                     let ran = drive(d).await;
                     if let Err(e) = &ran {
-                        eprintln!(
-                            "bfq serve: the I/O engine of {exports} failed: {e}; their requests are answered \
-                             with an I/O error until the server is restarted"
-                        );
+                        say_engine_failed(&exports, e);
                     }
                     ran.map_err(|source| (exports, source))
                 })
@@ -1071,6 +1068,27 @@ impl Bound {
             });
         }
         drop(conn_tx);
+        if self.drivers.is_empty() {
+            // Engines on threads of their own (`threads` > 1): one that fails says so within a
+            // second, as a driven one does at once (`Bound::drivers`).
+            let (state, mut stop) = (self.state.clone(), stopped.clone());
+            accepts.spawn(async move {
+                let mut said = vec![false; state.engines.len()];
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+                loop {
+                    tokio::select! {
+                        _ = stop.changed() => break,
+                        _ = tick.tick() => {}
+                    }
+                    for (i, engine) in state.engines.iter().enumerate() {
+                        if let (false, Some(why)) = (said[i], engine.failure()) {
+                            said[i] = true;
+                            say_engine_failed(&state.exports_of(i), &why);
+                        }
+                    }
+                }
+            });
+        }
         if let Some(listener) = self.metrics {
             let (state, mut stop) = (self.state.clone(), stopped.clone());
             accepts.spawn(async move {
@@ -1379,6 +1397,14 @@ async fn accept(l: &Listener) -> std::io::Result<Conn> {
         }
         Listener::Unix(u, _, _) => Ok(Conn::Unix(u.accept().await?.0)),
     }
+}
+
+/// Says that the engine of `exports` failed while serving, and what that means for their clients.
+fn say_engine_failed(exports: &str, why: &dyn std::fmt::Display) {
+    eprintln!(
+        "bfq serve: the I/O engine of {exports} failed: {why}; their requests are answered with an I/O \
+         error until the server is restarted"
+    );
 }
 
 /// The scheduling group of export `i` (group ids are unique across the engines).
