@@ -1402,8 +1402,8 @@ async fn accept(l: &Listener) -> std::io::Result<Conn> {
 /// Says that the engine of `exports` failed while serving, and what that means for their clients.
 fn say_engine_failed(exports: &str, why: &dyn std::fmt::Display) {
     eprintln!(
-        "bfq serve: the I/O engine of {exports} failed: {why}; their requests are answered with an I/O \
-         error until the server is restarted"
+        "bfq serve: the I/O engine of {exports} failed: {why}; their requests fail (EIO for those it \
+         held, ESHUTDOWN for later ones) until the server is restarted"
     );
 }
 
