@@ -1309,13 +1309,11 @@ impl AcceptTrouble {
         if self.due() {
             self.say();
         }
-        if out_of_descriptors || self.reserve.is_none() {
-            // Out of descriptors, accept fails whether a connection waits or not (the descriptor is
-            // allocated first), and readiness cannot tell: a pending connection is closed within
-            // 50 ms, without a busy loop. Without a reserve, nothing can take it until a
-            // connection closes.
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        // Not a busy loop, whatever the error. Out of descriptors, accept fails whether a connection
+        // waits or not (the descriptor is allocated first) and readiness cannot tell: a pending
+        // connection is closed within 50 ms. Without a reserve, nothing can take it until a
+        // connection closes.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 
     /// Frees the reserve, accepts and closes every connection pending, and takes the reserve again,
