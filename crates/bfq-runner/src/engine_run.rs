@@ -207,7 +207,7 @@ pub fn prepare_locked(
 ) -> Result<(PreparedTarget, Option<std::fs::File>), RunError> {
     let writes = !needs.writes.is_empty();
     let existing = lock_target(target, writes)?;
-    let prepared = prepared(target, prepare_target(target, needs)?);
+    let prepared = say_filled(target, prepare_target(target, needs)?);
     let lock = match existing {
         Some(file) => Some(file),
         None => lock_target(target, writes)?,
@@ -216,7 +216,7 @@ pub fn prepare_locked(
 }
 
 /// Says what preparing `target` wrote, if anything (a fill can take a while and uses space).
-fn prepared(target: &Path, prepared: PreparedTarget) -> PreparedTarget {
+fn say_filled(target: &Path, prepared: PreparedTarget) -> PreparedTarget {
     if prepared.filled > 0 {
         eprintln!(
             "bfq: wrote {} MiB of data into {} so that its reads reach the device",
@@ -244,7 +244,7 @@ pub fn run_job(
     let ours_before = crate::target::is_ours(target);
     check_target_direct(target)?;
     let (prepared, _lock) = if options.target_locked {
-        (prepared(target, prepare_target(target, &needs)?), None)
+        (say_filled(target, prepare_target(target, &needs)?), None)
     } else {
         prepare_locked(target, &needs)?
     };

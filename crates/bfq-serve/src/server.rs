@@ -185,13 +185,6 @@ struct ExportState {
     allocation: Option<std::fs::File>,
 }
 
-impl State {
-    /// The exports engine `engine` serves, as text for a message (`export `a``).
-    fn exports_of(&self, engine: usize) -> String {
-        export_names(self.exports.iter().filter(|e| e.engine == engine).map(|e| e.name.as_str()))
-    }
-}
-
 struct State {
     exports: Vec<ExportState>,
     engines: Vec<Engine>,
@@ -218,6 +211,11 @@ struct State {
 }
 
 impl State {
+    /// The exports engine `engine` serves, as text for a message (`export `a``).
+    fn exports_of(&self, engine: usize) -> String {
+        export_names(self.exports.iter().filter(|e| e.engine == engine).map(|e| e.name.as_str()))
+    }
+
     /// `[start, end)` of `export` is being written (called when a write, trim or write-zeroes is
     /// submitted, and again when it completes, before its reply): read-ahead windows read before
     /// are not used (`readahead`), and the read cache lets go of what it held of the range.
@@ -604,6 +602,7 @@ enum Listener {
 }
 
 impl Listener {
+    /// The listening socket's descriptor.
     fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
         match self {
             Listener::Tcp(t) => std::os::fd::AsFd::as_fd(t),
