@@ -99,10 +99,6 @@ pub fn execute(args: RunArgs) -> Result<()> {
     // the next run would not recognise it).
     let done: Arc<Mutex<Vec<RunReport>>> = Arc::default();
     let ours = bfq_runner::is_ours(&args.target) || !args.target.exists();
-    // The target made ready once, and locked for all the runs: no other process (`bfq serve`, qemu)
-    // takes the image between two of them.
-    let needs = bfq_runner::target_needs(&job, args.overwrite_existing_data)?;
-    let (_, _lock) = bfq_runner::prepare_locked(&args.target, &needs)?;
     let job_file = args.job.display().to_string();
     let target_name = args.target.display().to_string();
     {
@@ -135,6 +131,11 @@ pub fn execute(args: RunArgs) -> Result<()> {
             }
         });
     }
+    // The target made ready once, and locked for all the runs: no other process (`bfq serve`, qemu)
+    // takes the image between two of them. After the interrupt handler is in place, as when each run
+    // prepared it: a signal during a fill goes through the handler's hook.
+    let needs = bfq_runner::target_needs(&job, args.overwrite_existing_data)?;
+    let (_, _lock) = bfq_runner::prepare_locked(&args.target, &needs)?;
     let mode = crate::output::progress_mode(args.quiet);
     for (i, name) in schedulers.iter().enumerate() {
         let ticker =
