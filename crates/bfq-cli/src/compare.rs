@@ -132,6 +132,10 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     }
     let needs = bfq_runner::target_needs(&job, args.overwrite_existing_data)?;
     let ours_before = bfq_runner::is_ours(&args.target);
+    // A signal during the target's fill stops it and leaves a target of ours recorded as ours (the
+    // next run fills the rest); the hook that prints the runs replaces this one once there are runs.
+    bfq_kernel::cleanup::install_interrupt_handler();
+    bfq_kernel::cleanup::set_interrupt_hook(bfq_runner::stop_fills);
     // One lock for the whole comparison: an image that `bfq serve` serves or qemu has open is
     // refused, and none of them can take it between two runs (the kernel's runs write through a loop
     // device, which takes no lock of its own).
@@ -146,7 +150,6 @@ pub fn execute(args: CompareArgs) -> Result<()> {
         keep_ours,
         quiet: args.quiet,
     });
-    bfq_kernel::cleanup::install_interrupt_handler();
     {
         let (done, output) = (done.clone(), output.clone());
         bfq_kernel::cleanup::set_interrupt_hook(move || {

@@ -107,7 +107,9 @@ pub fn execute(args: RunArgs) -> Result<()> {
         let (job_file, target_name) = (job_file.clone(), target_name.clone());
         bfq_kernel::cleanup::install_interrupt_handler();
         bfq_kernel::cleanup::set_interrupt_hook(move || {
-            // The run's writes in flight land first: the record holds the file's modification time.
+            // A fill of the target, or the run's writes in flight, land first: the record holds the
+            // file's modification time.
+            bfq_runner::stop_fills();
             bfq_runner::quiesce_runs();
             if ours && target.exists() {
                 let _ = bfq_runner::record_ours(&target);

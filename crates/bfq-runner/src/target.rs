@@ -17,7 +17,10 @@
 //!   `overwrite_existing_data` (the CLI's `--overwrite-existing-data`);
 //! - a block device is never written without that flag either (nothing records who wrote it);
 //! - the refusal says which byte ranges would be overwritten, by which application, and how to go on;
-//! - a file created by a preparation that then fails is removed again.
+//! - a file created by a preparation that then fails is removed again;
+//! - a fill cut short by a signal ([`stop_fills`], from the CLI's interrupt handler) leaves a file of
+//!   ours recorded as ours, so that the next run fills the rest instead of refusing a half-filled
+//!   file as someone else's.
 //!
 //! A job that only reads gets its target opened read-only, so a read-only file or device works.
 
@@ -25,10 +28,58 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use rustix::io::Errno;
 
 const CHUNK: usize = 1 << 20;
+
+/// The target being filled, if any, and whether it is ours (to be recorded as ours if the fill is
+/// stopped). Each chunk of a fill is written under this lock, so that [`stop_fills`] waits for the
+/// chunk in progress.
+static FILLING: Mutex<Option<(PathBuf, bool)>> = Mutex::new(None);
+/// Set by [`stop_fills`]: a fill that sees it writes nothing more.
+static STOP_FILLING: AtomicBool = AtomicBool::new(false);
+
+fn lock_filling() -> MutexGuard<'static, Option<(PathBuf, bool)>> {
+    // A panic while holding the lock leaves a valid value: keep using it.
+    FILLING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// For a signal handler about to end the process: stops a fill in progress after the chunk it is
+/// writing and, if the target is ours (created by this process, or recorded as ours before), records
+/// it as ours as it is now. Without this, a SIGTERM during the fill of a new target left a
+/// half-filled file without a record, which the next run refused as one bfq did not create; with it
+/// the next run fills the holes that are left. The fill never returns afterwards: the caller is
+/// expected to end the process.
+pub fn stop_fills() {
+    STOP_FILLING.store(true, Ordering::SeqCst);
+    // Waits for the chunk being written; the fill then parks for good.
+    let filling = lock_filling().take();
+    if let Some((target, true)) = filling {
+        if let Err(e) = record_ours(&target) {
+            eprintln!("bfq: cannot record {} as bfq's own after its fill was stopped: {e}", target.display());
+        }
+    }
+}
+
+/// A fill of `target` in progress, in [`FILLING`] until it is dropped (after the target is synced
+/// and, if ours, recorded).
+struct Filling;
+
+impl Filling {
+    fn start(target: &Path, ours: bool) -> Filling {
+        *lock_filling() = Some((target.to_path_buf(), ours));
+        Filling
+    }
+}
+
+impl Drop for Filling {
+    fn drop(&mut self) {
+        lock_filling().take();
+    }
+}
 
 /// A byte range an application of the job writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -245,6 +296,7 @@ pub fn prepare_target(target: &Path, needs: &TargetNeeds) -> Result<PreparedTarg
     if short {
         file.set_len(needs.bytes).map_err(io_err(target, "cannot grow it"))?;
     }
+    let _filling = Filling::start(target, ours);
     let mut filled = 0;
     let tail = if short { vec![(meta.len(), needs.bytes)] } else { Vec::new() };
     for (start, end) in holes.into_iter().chain(tail) {
@@ -280,6 +332,7 @@ fn create(target: &Path, bytes: u64, read_only: bool) -> Result<PreparedTarget, 
     })?;
     let result = (|| {
         check_space(&file, target, bytes)?;
+        let _filling = Filling::start(target, true);
         file.set_len(bytes).map_err(io_err(target, "cannot size it"))?;
         let filled = fill(&file, 0, bytes).map_err(io_err(target, "cannot fill it"))?;
         file.sync_all().map_err(io_err(target, "cannot sync it"))?;
@@ -349,7 +402,16 @@ fn fill(file: &File, start: u64, end: u64) -> io::Result<u64> {
     let mut pos = start;
     while pos < end {
         let n = ((end - pos) as usize).min(CHUNK);
+        let gate = lock_filling();
+        if STOP_FILLING.load(Ordering::SeqCst) {
+            // `stop_fills` is recording the file as it is now, and the process is ending.
+            drop(gate);
+            loop {
+                std::thread::park();
+            }
+        }
         file.write_all_at(&pattern[..n], pos)?;
+        drop(gate);
         pos += n as u64;
     }
     Ok(end - start)
