@@ -156,7 +156,11 @@ pub fn execute(args: CompareArgs) -> Result<()> {
             // An engine run's writes in flight land before the ownership record is taken.
             bfq_runner::quiesce_runs();
             let reports = done.lock().unwrap_or_else(|e| e.into_inner());
-            eprintln!("bfq compare: interrupted; the {} run(s) measured so far:", reports.len());
+            if reports.is_empty() {
+                eprintln!("bfq compare: interrupted before any run was measured");
+            } else {
+                eprintln!("bfq compare: interrupted; the {} run(s) measured so far:", reports.len());
+            }
             output.finish(&reports, false);
         });
     }
