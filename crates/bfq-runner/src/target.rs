@@ -293,10 +293,11 @@ pub fn prepare_target(target: &Path, needs: &TargetNeeds) -> Result<PreparedTarg
     let growth = needs.bytes.saturating_sub(meta.len());
     let to_fill: u64 = holes.iter().map(|(s, e)| e - s).sum::<u64>() + growth;
     check_space(&file, target, to_fill)?;
+    // Before the file changes: a signal from here on leaves it recorded as it is then.
+    let _filling = Filling::start(target, ours);
     if short {
         file.set_len(needs.bytes).map_err(io_err(target, "cannot grow it"))?;
     }
-    let _filling = Filling::start(target, ours);
     let mut filled = 0;
     let tail = if short { vec![(meta.len(), needs.bytes)] } else { Vec::new() };
     for (start, end) in holes.into_iter().chain(tail) {
