@@ -562,8 +562,12 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
     // BFQ gave 1.0-3.4x, median 2.0x, in 20 runs (loaded p99s of 0.23-0.67 ms), and 1.9-6.2x in 11
     // before them (0.8-1.6 ms). The median, which that noise hardly moves, shows the scheduler at
     // work: within 1.5x of alone under BFQ (0.98-1.18x), at 2.4-2.8x without the guard (whose p99s,
-    // 2.5-3.4x, the noise hides). FIFO gave 700x and more (170-470 ms), so BFQ's p99 beside the copy
-    // must also be under a twentieth of FIFO's.
+    // 2.5-3.4x, the noise hides). How bad FIFO is depends on the kernel's scheduler under the engine:
+    // with mq-deadline (which batches the copy's sequential reads and lets a distant read wait) FIFO
+    // gave 700x and more (150-470 ms); with none (NVMe's default) only the device's queue is ahead of
+    // the light read, 22-35x (2.9-4.5 ms, 2026-11-30), where BFQ's loaded p99 was 14-26x below
+    // FIFO's. So FIFO must miss the 2x by a margin (4x) and BFQ's p99 beside the copy be
+    // under a fifth of FIFO's, on either.
     assert!(
         ratio(bfq_loaded, bfq_alone) <= 4.0,
         "BFQ: the light client's p99 beside the copy is {bfq_loaded:?}, alone {bfq_alone:?}"
@@ -573,11 +577,11 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
         "BFQ: the light client's median beside the copy is {bfq_loaded50:?}, alone {bfq_alone50:?}"
     );
     assert!(
-        ratio(fifo_loaded, fifo_alone) >= 10.0,
+        ratio(fifo_loaded, fifo_alone) >= 4.0,
         "FIFO: the light client's p99 beside the copy is only {fifo_loaded:?}, alone {fifo_alone:?}"
     );
     assert!(
-        bfq_loaded * 20 < fifo_loaded,
+        bfq_loaded * 5 < fifo_loaded,
         "BFQ's p99 beside the copy ({bfq_loaded:?}) is not far below FIFO's ({fifo_loaded:?})"
     );
 }
