@@ -953,3 +953,35 @@ fn a_reader_served_between_its_turns_keeps_its_place_when_its_next_request_comes
     assert!((2.55..=3.45).contains(&with), "with the rule 1:{with:.2}, weights 1:3");
     assert!(without > 4.0, "without it 1:{without:.2}: the light reader loses its lag at each stall");
 }
+
+#[test]
+fn the_guard_by_share_holds_the_weights_of_shallow_sequential_readers() {
+    // `guard_by_share` (beyond the seeds; docs/fast-devices.md "Jobs that are not in this
+    // repository"): three sequential readers that keep two reads of 128 KiB outstanding each, at
+    // weights 1:2:4, beside two light random readers. By share, the guard lets latency-bound queues
+    // into the device as the bypass does; the sequential readers keep no more requests outstanding
+    // than a light reader (`bypass_depth`), so they counted as latency-bound and got 1:1:1, and with
+    // their reads split into pieces (which raise the count) which of them counted depended on the
+    // run's history. A queue counts as latency-bound only if it also keeps few bytes outstanding.
+    let serial = Device { units: 1, depth: 32, overhead: 10_000, unit_rate: 1_600_000_000 };
+    let reader = |weight| App { weight, request_bytes: 128 << 10, window: 2, random: false };
+    let light = App { weight: 100, request_bytes: 4 << 10, window: 1, random: true };
+    let apps = [reader(100), reader(200), reader(400), light, light];
+    for split in ["0", "64"] {
+        let params = [
+            ("low_latency", "0"),
+            ("latency_guard", "150"),
+            ("guard_by_share", "1"),
+            ("guard_split_kib", split),
+        ];
+        let b = run(&mut bfq(NVME, &params), serial, &apps, 4 * SEC);
+        eprintln!("guard_split_kib={split}: {:?} MiB", b.iter().map(|&x| mib(x).round()).collect::<Vec<_>>());
+        let (r1, r2, r4) = (b[0] as f64, b[1] as f64, b[2] as f64);
+        assert!(
+            (r2 / r1 - 2.0).abs() <= 0.2 && (r4 / r1 - 4.0).abs() <= 0.4,
+            "split {split}: the sequential readers at 1:{:.2}:{:.2}, not 1:2:4 ({b:?})",
+            r2 / r1,
+            r4 / r1
+        );
+    }
+}

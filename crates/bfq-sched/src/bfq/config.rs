@@ -237,9 +237,10 @@ pub struct BfqConfig {
     /// queue's share: over windows of 16 MiB completed while the guard is on, the limit shrinks when
     /// the queue completed less than its weight's share of them and grows when it completed at least
     /// that, so that it settles where the queue gets its weighted max-min share and the others keep
-    /// every byte of the device it does not need; the same limit bounds the others in its own turns
-    /// (`latency_guard` must be on; beyond the seeds: `bfq::guard`, docs/fast-devices.md "The guard
-    /// by share").
+    /// every byte of the device it does not need; the same limit bounds the others in its own turns,
+    /// and a queue counts as latency-bound only with at most 32 KiB outstanding per request it may
+    /// keep (`latency_guard` must be on; beyond the seeds: `bfq::guard`, docs/fast-devices.md "The
+    /// guard by share").
     pub guard_by_share: bool,
 }
 
