@@ -224,6 +224,49 @@ pub struct LiveQueueStats {
     pub latency_sum_ns: u64,
     /// The largest latency, in nanoseconds.
     pub latency_max_ns: u64,
+    /// The completed requests' latencies as a histogram: `latency_buckets[i]` counts those of at
+    /// most [`LATENCY_BUCKET_UPPER_US`]`[i]` microseconds (and above the one before), the last
+    /// entry those above every bound.
+    pub latency_buckets: [u64; LATENCY_BUCKETS],
+}
+
+/// Upper bounds of the latency histograms' buckets, in microseconds: powers of two from 16 us to
+/// about 8.4 s (the engine's per-queue histogram, [`LiveQueueStats::latency_buckets`], and `bfq
+/// serve`'s per-export one).
+pub const LATENCY_BUCKET_UPPER_US: [u64; 20] = {
+    let mut b = [0u64; 20];
+    let mut i = 0;
+    while i < 20 {
+        b[i] = 16 << i;
+        i += 1;
+    }
+    b
+};
+
+/// Buckets of a latency histogram: one per bound of [`LATENCY_BUCKET_UPPER_US`], and one beyond.
+pub const LATENCY_BUCKETS: usize = LATENCY_BUCKET_UPPER_US.len() + 1;
+
+/// The bucket of a latency of `us` microseconds.
+pub fn latency_bucket(us: u64) -> usize {
+    LATENCY_BUCKET_UPPER_US.iter().position(|&b| us <= b).unwrap_or(LATENCY_BUCKET_UPPER_US.len())
+}
+
+/// The latency below which a fraction `q` of a histogram's requests lies, as the upper bound of its
+/// bucket (so at most 2x high; `u64::MAX` past the last bound); `None` for an empty histogram.
+pub fn latency_quantile_us(buckets: &[u64; LATENCY_BUCKETS], q: f64) -> Option<u64> {
+    let n: u64 = buckets.iter().sum();
+    if n == 0 {
+        return None;
+    }
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let mut seen = 0;
+    for (i, c) in buckets.iter().enumerate() {
+        seen += c;
+        if seen >= rank {
+            return Some(LATENCY_BUCKET_UPPER_US.get(i).copied().unwrap_or(u64::MAX));
+        }
+    }
+    None
 }
 
 impl LiveQueueStats {
@@ -240,6 +283,7 @@ impl LiveQueueStats {
         self.completed += 1;
         self.latency_sum_ns = self.latency_sum_ns.saturating_add(latency_ns);
         self.latency_max_ns = self.latency_max_ns.max(latency_ns);
+        self.latency_buckets[latency_bucket(latency_ns / 1000)] += 1;
         match op {
             Op::Read => self.bytes_read += c.bytes as u64,
             Op::Write => self.bytes_written += c.bytes as u64,

@@ -17,9 +17,9 @@ pub mod local;
 pub use bfq_sched::{GroupId, IoClass, QueueId, QueueSpec, ROOT_GROUP};
 pub use buf::{AlignedBuf, ALIGN};
 pub use engine::{
-    Busy, Client, Completion, Completions, Driver, Engine, EngineBuilder, EngineConfig, EngineError,
-    EngineStats, IoError, LiveQueueStats, Ready, Step, Ticket, DEFAULT_OUTSTANDING_LIMIT,
-    IN_MEMORY_READS_AT_DISPATCH,
+    latency_bucket, latency_quantile_us, Busy, Client, Completion, Completions, Driver, Engine,
+    EngineBuilder, EngineConfig, EngineError, EngineStats, IoError, LiveQueueStats, Ready, Step, Ticket,
+    DEFAULT_OUTSTANDING_LIMIT, IN_MEMORY_READS_AT_DISPATCH, LATENCY_BUCKETS, LATENCY_BUCKET_UPPER_US,
 };
 pub use local::{LocalCompletion, LocalEngine};
 

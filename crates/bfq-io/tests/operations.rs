@@ -316,6 +316,13 @@ fn live_statistics_follow_each_queue_and_a_removed_queue_leaves_them() {
     assert_eq!((lr.queue, lr.completed, lr.bytes_read, lr.bytes_written), (QueueId(1), 4, 32768, 0));
     assert_eq!((lw.queue, lw.completed, lw.bytes_read, lw.bytes_written), (QueueId(2), 4, 0, 16384));
     assert!(lr.latency_max_ns > 0 && lr.mean_latency().as_nanos() > 0);
+    // Each completed request is in one bucket of its queue's latency histogram, the slowest one in
+    // the bucket of the largest latency.
+    for l in [lr, lw] {
+        assert_eq!(l.latency_buckets.iter().sum::<u64>(), l.completed, "{l:?}");
+        let top = l.latency_buckets.iter().rposition(|&n| n > 0).unwrap();
+        assert_eq!(top, bfq_io::latency_bucket(l.latency_max_ns / 1000), "{l:?}");
+    }
     assert_eq!((lr.queued, lr.in_flight), (0, 0));
     engine.remove_queue(QueueId(1));
     let stats = engine.stats().unwrap();

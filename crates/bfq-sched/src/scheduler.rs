@@ -134,7 +134,8 @@ pub struct QueueStats {
     /// Sectors dispatched for this queue so far.
     pub service_sectors: u64,
     /// Sectors charged (service plus any overcharge the scheduler applied; equal to service for
-    /// schedulers that do not overcharge).
+    /// schedulers that do not overcharge). BFQ charges a slot when it ends, so the slot in progress
+    /// is not in it yet; service out of the queue's turns (injected) is charged as it is dispatched.
     pub charged_sectors: u64,
     /// Requests dispatched so far.
     pub dispatched: u64,

@@ -312,10 +312,24 @@ fn injected_service_counts_against_the_injected_queues_share() {
     // whenever the heavier one has nothing queued.
     let dev = Device { units: 2, ..BANK };
     let apps = [App { window: 8, ..seq(100) }, App { window: 8, ..seq(300) }];
-    let b = run(&mut bfq(NVME, &[]), dev, &apps, 4 * SEC);
+    let mut sched = bfq(NVME, &[]);
+    let b = run(&mut sched, dev, &apps, 4 * SEC);
     let ratio = b[1] as f64 / b[0] as f64;
     eprintln!("{b:?} ratio {ratio:.2}");
     assert!((2.4..=3.6).contains(&ratio), "service ratio {ratio:.2}, weights 1:3");
+    // And its stats say so: what a queue was charged covers what it was served, in its turns and out
+    // of them, but for the slot in progress (charged at its end). Until 2026-11-30 the stats counted
+    // only slot charges, and a queue served mostly by injection showed a twentieth of its service
+    // as charged on `bfq serve`'s metrics page.
+    for q in [1, 2] {
+        let st = sched.queue_stats(QueueId(q)).unwrap();
+        assert!(
+            st.charged_sectors * 100 >= st.service_sectors * 95,
+            "queue {q}: charged {} sectors for {} served",
+            st.charged_sectors,
+            st.service_sectors
+        );
+    }
 }
 
 #[test]

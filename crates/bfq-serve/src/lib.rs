@@ -18,5 +18,6 @@ pub mod server;
 
 pub use config::{Cache, Config, ConfigError, Export, Listen, DEFAULT_CONFIG};
 pub use server::{
-    check, run_until_signal, start, ConnectionStats, ServeError, ServerHandle, Started, Stopped,
+    check, run_until_signal, start, ConnectionScheduling, ConnectionStats, ServeError, ServerHandle, Started,
+    Stopped,
 };

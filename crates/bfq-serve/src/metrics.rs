@@ -27,18 +27,40 @@ pub struct ConnectionStats {
     pub bytes_read: u64,
     /// Bytes written.
     pub bytes_written: u64,
+    /// The scheduler's state for it now.
+    pub sched: ConnectionScheduling,
+    /// Its requests' latency in the engine (arrival at the engine to completion: the scheduler's
+    /// and the device's time), as a histogram over [`BUCKET_UPPER_US`].
+    pub latency_buckets: [u64; bfq_io::LATENCY_BUCKETS],
+    /// The sum of those latencies, in nanoseconds.
+    pub latency_sum_ns: u64,
 }
 
-/// Upper bounds of the latency buckets, in microseconds: powers of two from 16 us to ~8.4 s.
-pub const BUCKET_UPPER_US: [u64; 20] = {
-    let mut b = [0u64; 20];
-    let mut i = 0;
-    while i < 20 {
-        b[i] = 16 << i;
-        i += 1;
-    }
-    b
-};
+/// What the scheduler has for one connection's queue at one moment (`Scheduler::stats`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionScheduling {
+    /// The weight in force: the configured one, times any weight raising.
+    pub effective_weight: u32,
+    /// Its I/O class (`be4`, `rt0`, `idle`...).
+    pub class: String,
+    /// Weight raising in force (`interactive`, `soft-rt`), if any.
+    pub raising: Option<&'static str>,
+    /// Requests waiting in the scheduler.
+    pub queued: u64,
+    /// Requests on the device.
+    pub in_flight: u64,
+    /// Its current budget in sectors, for a budget-based scheduler.
+    pub budget_sectors: Option<u64>,
+    /// Bytes the scheduler dispatched for it.
+    pub service_bytes: u64,
+    /// Bytes it charged it for them: more than the service where it overcharges (writes, a slot
+    /// that ended by its timeout).
+    pub charged_bytes: u64,
+}
+
+/// Upper bounds of the latency buckets, in microseconds: powers of two from 16 us to ~8.4 s (the
+/// engine's, so that the per-export and per-connection histograms have the same buckets).
+pub use bfq_io::LATENCY_BUCKET_UPPER_US as BUCKET_UPPER_US;
 
 /// Counters of one export.
 #[derive(Default)]
@@ -65,7 +87,7 @@ pub struct ExportCounters {
     /// Reads answered from the server's read cache without the scheduler (`read_cache`; counted in
     /// `reads` too).
     pub read_cache_hits: AtomicU64,
-    buckets: [AtomicU64; 21],
+    buckets: [AtomicU64; bfq_io::LATENCY_BUCKETS],
     latency_sum_us: AtomicU64,
 }
 
@@ -101,8 +123,7 @@ impl ExportCounters {
             }
         }
         let us = latency.as_micros().min(u128::from(u64::MAX)) as u64;
-        let bucket = BUCKET_UPPER_US.iter().position(|&b| us <= b).unwrap_or(BUCKET_UPPER_US.len());
-        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.buckets[bfq_io::latency_bucket(us)].fetch_add(1, Ordering::Relaxed);
         self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
     }
 
@@ -150,7 +171,7 @@ pub struct Snapshot {
     /// See [`ExportCounters`].
     pub read_cache_hits: u64,
     /// Requests per latency bucket ([`BUCKET_UPPER_US`], then the overflow bucket).
-    pub buckets: [u64; 21],
+    pub buckets: [u64; bfq_io::LATENCY_BUCKETS],
     /// Sum of the latencies, microseconds.
     pub latency_sum_us: u64,
 }
@@ -182,19 +203,7 @@ impl Snapshot {
     /// The latency below which a fraction `q` of the requests lies, as the upper bound of its bucket
     /// (so at most 2x high); `None` without requests.
     pub fn quantile_us(&self, q: f64) -> Option<u64> {
-        let n = self.requests();
-        if n == 0 {
-            return None;
-        }
-        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-        let mut seen = 0;
-        for (i, c) in self.buckets.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return Some(BUCKET_UPPER_US.get(i).copied().unwrap_or(u64::MAX));
-            }
-        }
-        None
+        bfq_io::latency_quantile_us(&self.buckets, q)
     }
 }
 
@@ -344,7 +353,89 @@ pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[Connection
             c.weight
         );
     }
+    connection_scheduling(&mut o, connections);
+    connection_latency(&mut o, connections);
     o
+}
+
+/// The scheduler's state of each open connection: gauges labelled by export and queue.
+fn connection_scheduling(o: &mut String, connections: &[ConnectionStats]) {
+    type Gauge = (&'static str, &'static str, fn(&ConnectionScheduling) -> Option<u64>);
+    let gauges: [Gauge; 7] = [
+        (
+            "bfq_serve_connection_effective_weight",
+            "The weight in force for each open connection: its weight times any weight raising.",
+            |s| Some(u64::from(s.effective_weight)),
+        ),
+        (
+            "bfq_serve_connection_raised",
+            "1 while each open connection's weight is raised (label kind: interactive, soft-rt), else 0.",
+            |s| Some(u64::from(s.raising.is_some())),
+        ),
+        ("bfq_serve_connection_queued", "Requests of each open connection waiting in the scheduler.", |s| {
+            Some(s.queued)
+        }),
+        ("bfq_serve_connection_in_flight", "Requests of each open connection on the device.", |s| {
+            Some(s.in_flight)
+        }),
+        ("bfq_serve_connection_budget_sectors", "Each open connection's current budget (BFQ), in sectors.", |s| {
+            s.budget_sectors
+        }),
+        (
+            "bfq_serve_connection_service_bytes",
+            "Bytes the scheduler dispatched for each open connection.",
+            |s| Some(s.service_bytes),
+        ),
+        (
+            "bfq_serve_connection_charged_bytes",
+            "Bytes the scheduler charged each open connection for what it dispatched (more than the service where it overcharges).",
+            |s| Some(s.charged_bytes),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        if connections.iter().all(|c| value(&c.sched).is_none()) {
+            continue;
+        }
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for c in connections {
+            let Some(v) = value(&c.sched) else { continue };
+            let extra = if name == "bfq_serve_connection_raised" {
+                format!(",kind=\"{}\"", c.sched.raising.unwrap_or("none"))
+            } else if name == "bfq_serve_connection_effective_weight" {
+                format!(",class=\"{}\"", label(&c.sched.class))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(o, "{name}{{export=\"{}\",queue=\"{}\"{extra}}} {v}", label(&c.export), c.queue);
+        }
+    }
+}
+
+/// Each open connection's latency in the engine (arrival to completion), as a histogram.
+fn connection_latency(o: &mut String, connections: &[ConnectionStats]) {
+    let name = "bfq_serve_connection_io_latency_seconds";
+    let _ = writeln!(
+        o,
+        "# HELP {name} Each open connection's requests, from their arrival at the engine to their completion \
+         (the scheduler's and the device's time; reads answered from read-ahead windows or a cache are not in it).\n\
+         # TYPE {name} histogram"
+    );
+    for c in connections {
+        let (e, q) = (label(&c.export), c.queue);
+        let mut cumulative = 0;
+        for (i, upper) in BUCKET_UPPER_US.iter().enumerate() {
+            cumulative += c.latency_buckets[i];
+            let _ = writeln!(
+                o,
+                "{name}_bucket{{export=\"{e}\",queue=\"{q}\",le=\"{}\"}} {cumulative}",
+                *upper as f64 / 1e6
+            );
+        }
+        let count: u64 = c.latency_buckets.iter().sum();
+        let _ = writeln!(o, "{name}_bucket{{export=\"{e}\",queue=\"{q}\",le=\"+Inf\"}} {count}");
+        let _ = writeln!(o, "{name}_sum{{export=\"{e}\",queue=\"{q}\"}} {}", c.latency_sum_ns as f64 / 1e9);
+        let _ = writeln!(o, "{name}_count{{export=\"{e}\",queue=\"{q}\"}} {count}");
+    }
 }
 
 /// Lines for the terminal, one per export: requests and bytes per second over `interval`, latency
@@ -412,6 +503,73 @@ mod tests {
         c.page_cache_hits.fetch_add(49, Ordering::Relaxed);
         let line = summary(&[("a".into(), c.snapshot(), 2)], Duration::from_secs(10));
         assert!(line.ends_with("2 conn 1 errors 50% of reads from the page cache"), "{line}");
+    }
+
+    #[test]
+    fn each_connection_shows_its_scheduling_state_and_its_latency_in_the_engine() {
+        let mut buckets = [0u64; bfq_io::LATENCY_BUCKETS];
+        buckets[bfq_io::latency_bucket(100)] = 9;
+        buckets[bfq_io::latency_bucket(5000)] = 1;
+        let raised = ConnectionStats {
+            export: "vm1".into(),
+            queue: 7,
+            weight: 100,
+            export_weight: 300,
+            completed: 10,
+            bytes_read: 40960,
+            bytes_written: 0,
+            sched: ConnectionScheduling {
+                effective_weight: 3000,
+                class: "be4".into(),
+                raising: Some("interactive"),
+                queued: 2,
+                in_flight: 3,
+                budget_sectors: Some(2621),
+                service_bytes: 40960,
+                charged_bytes: 40960,
+            },
+            latency_buckets: buckets,
+            latency_sum_ns: 5_900_000,
+        };
+        let plain = ConnectionStats {
+            queue: 8,
+            sched: ConnectionScheduling { effective_weight: 100, class: "idle".into(), ..Default::default() },
+            latency_buckets: [0; bfq_io::LATENCY_BUCKETS],
+            ..raised.clone()
+        };
+        let page = prometheus(&[], &[raised, plain]);
+        for line in [
+            "bfq_serve_connection_effective_weight{export=\"vm1\",queue=\"7\",class=\"be4\"} 3000",
+            "bfq_serve_connection_effective_weight{export=\"vm1\",queue=\"8\",class=\"idle\"} 100",
+            "bfq_serve_connection_raised{export=\"vm1\",queue=\"7\",kind=\"interactive\"} 1",
+            "bfq_serve_connection_raised{export=\"vm1\",queue=\"8\",kind=\"none\"} 0",
+            "bfq_serve_connection_queued{export=\"vm1\",queue=\"7\"} 2",
+            "bfq_serve_connection_in_flight{export=\"vm1\",queue=\"7\"} 3",
+            "bfq_serve_connection_budget_sectors{export=\"vm1\",queue=\"7\"} 2621",
+            "bfq_serve_connection_io_latency_seconds_bucket{export=\"vm1\",queue=\"7\",le=\"0.000128\"} 9",
+            "bfq_serve_connection_io_latency_seconds_bucket{export=\"vm1\",queue=\"7\",le=\"0.008192\"} 10",
+            "bfq_serve_connection_io_latency_seconds_bucket{export=\"vm1\",queue=\"7\",le=\"+Inf\"} 10",
+            "bfq_serve_connection_io_latency_seconds_sum{export=\"vm1\",queue=\"7\"} 0.0059",
+            "bfq_serve_connection_io_latency_seconds_count{export=\"vm1\",queue=\"8\"} 0",
+        ] {
+            assert!(page.lines().any(|l| l == line), "{line} missing:\n{page}");
+        }
+        // A queue without a budget has no budget line, and a scheduler without budgets (FIFO) no
+        // budget family.
+        assert!(!page.contains("bfq_serve_connection_budget_sectors{export=\"vm1\",queue=\"8\""), "{page}");
+        let fifo = ConnectionStats {
+            export: "f".into(),
+            queue: 1,
+            weight: 100,
+            export_weight: 100,
+            completed: 0,
+            bytes_read: 0,
+            bytes_written: 0,
+            sched: ConnectionScheduling::default(),
+            latency_buckets: [0; bfq_io::LATENCY_BUCKETS],
+            latency_sum_ns: 0,
+        };
+        assert!(!prometheus(&[], &[fifo]).contains("bfq_serve_connection_budget_sectors"));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
 use crate::config::{Cache, Config, ConfigError, Export, Listen};
-pub use crate::metrics::ConnectionStats;
+pub use crate::metrics::{ConnectionScheduling, ConnectionStats};
 use crate::metrics::{ExportCounters, Kind};
 use crate::protocol::*;
 use crate::read_cache::{ReadCache, Slab, Slabs};
@@ -291,11 +291,31 @@ impl State {
                     completed: live.map_or(0, |x| x.completed),
                     bytes_read: live.map_or(0, |x| x.bytes_read),
                     bytes_written: live.map_or(0, |x| x.bytes_written),
+                    sched: sched.map(connection_scheduling).unwrap_or_default(),
+                    latency_buckets: live.map_or([0; bfq_io::LATENCY_BUCKETS], |x| x.latency_buckets),
+                    latency_sum_ns: live.map_or(0, |x| x.latency_sum_ns),
                 }
             })
             .collect();
         out.sort_by_key(|c| c.queue);
         out
+    }
+}
+
+/// The scheduler's view of a connection's queue, for the metrics page.
+fn connection_scheduling(q: &bfq_sched::QueueStats) -> ConnectionScheduling {
+    ConnectionScheduling {
+        effective_weight: q.effective_weight,
+        class: q.class.to_string(),
+        raising: q.raising.map(|r| match r {
+            bfq_sched::RaiseKind::Interactive => "interactive",
+            bfq_sched::RaiseKind::SoftRealTime => "soft-rt",
+        }),
+        queued: q.queued as u64,
+        in_flight: q.in_flight as u64,
+        budget_sectors: q.budget,
+        service_bytes: q.service_sectors.saturating_mul(512),
+        charged_bytes: q.charged_sectors.saturating_mul(512),
     }
 }
 

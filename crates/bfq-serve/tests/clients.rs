@@ -573,6 +573,28 @@ fn the_metrics_page_counts_requests_bytes_and_connections() {
     ] {
         assert!(page.contains(needle), "{needle} missing:\n{page}");
     }
+    // Per connection, the scheduler's state and its requests' latency in the engine: the write and
+    // the read went through it (the error did not), and nothing is queued or in flight now.
+    let weight_line = page.lines().find(|l| l.starts_with("bfq_serve_connection_weight{")).unwrap();
+    let queue = weight_line.split("queue=\"").nth(1).unwrap().split('"').next().unwrap();
+    let at = format!("{{export=\"m\",queue=\"{queue}\"");
+    let completed = metric(&page, &format!("bfq_serve_connection_requests{at}}}"));
+    assert_eq!(completed, 2, "the write and the read:\n{page}");
+    assert_eq!(metric(&page, &format!("bfq_serve_connection_io_latency_seconds_count{at}}}")), completed);
+    assert_eq!(
+        metric(&page, &format!("bfq_serve_connection_io_latency_seconds_bucket{at},le=\"+Inf\"}}")),
+        completed
+    );
+    assert!(
+        metric(&page, &format!("bfq_serve_connection_io_latency_seconds_bucket{at},le=\"8.388608\"}}"))
+            <= completed
+    );
+    assert_eq!(metric(&page, &format!("bfq_serve_connection_queued{at}}}")), 0);
+    assert_eq!(metric(&page, &format!("bfq_serve_connection_in_flight{at}}}")), 0);
+    assert_eq!(metric(&page, &format!("bfq_serve_connection_raised{at},kind=\"none\"}}")), 0);
+    assert!(metric(&page, &format!("bfq_serve_connection_effective_weight{at},class=\"be4\"}}")) > 0);
+    assert!(metric(&page, &format!("bfq_serve_connection_budget_sectors{at}}}")) > 0);
+    assert!(metric(&page, &format!("bfq_serve_connection_service_bytes{at}}}")) >= 8192 + 4096);
     let mut other = std::net::TcpStream::connect(server.metrics_address().unwrap()).unwrap();
     other.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     let mut reply = String::new();

@@ -564,6 +564,9 @@ impl Bfq {
             let w = self.effective_weight(s);
             self.wf2q.reweight_waiting(s, w);
             self.wf2q.served_out_of_turn(s, cost, b);
+            // Charged as it is served (a slot's charge counts at its end, `expire`), so that the
+            // queue's stats count what it was charged out of its turns too.
+            self.queues[s as usize].charged += cost;
         }
         // Raising that ran out ends now (its weight leaves the tree at the next requeue, as for any
         // weight change, or at its next injected request for a waiting queue), so that stats and
