@@ -134,7 +134,7 @@ pub(crate) fn table(reports: &[RunReport]) -> String {
     row("read p99 (ms)", &|r| ms(r.totals.read_latency.p99_us));
     row("read max (ms)", &|r| ms(r.totals.read_latency.max_us));
     row("jain index", &|r| r.totals.jain_index.map_or("-".into(), |j| format!("{j:.4}")));
-    row("max lag (KiB)", &|r| format!("{:.0}", r.totals.max_lag_kib));
+    row("max lag (KiB)", &|r| r.totals.max_lag_kib.map_or_else(|| "-".to_string(), |v| format!("{v:.0}")));
     for (i, app) in first.apps.iter().enumerate() {
         let label = format!("{} (MiB/s)", app.name);
         row(&label, &|r| r.apps.get(i).map_or("-".into(), |a| format!("{:.2}", a.throughput_mib_s)));

@@ -422,8 +422,8 @@ fn build_report(
             throughput_mib_s: round3(bytes as f64 / MIB / secs),
             share: if total_bytes > 0 { round3(bytes as f64 / total_bytes as f64) } else { 0.0 },
             latency: lat.summary(),
-            max_lag_kib: 0.0,
-            min_lag_kib: 0.0,
+            max_lag_kib: None,
+            min_lag_kib: None,
             throughput_series_mib_s: Vec::new(),
             extra: AppExtra { startup, ..Default::default() },
         });
@@ -449,7 +449,7 @@ fn build_report(
             } else {
                 None
             },
-            max_lag_kib: 0.0,
+            max_lag_kib: None,
             dispatched_all: reports.iter().map(|a| a.requests).sum(),
         },
         bucket_s: 0.0,

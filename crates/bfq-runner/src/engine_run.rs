@@ -353,7 +353,7 @@ pub fn run_job(
                     completed: *completed,
                     bytes: *qbytes,
                     max_outstanding: *max_outstanding,
-                    max_lag_kib: 0.0,
+                    max_lag_kib: None,
                     sched_service_sectors: stats
                         .queues
                         .iter()
@@ -377,8 +377,8 @@ pub fn run_job(
             throughput_mib_s: round3(bytes as f64 / MIB / secs),
             share: if total > 0 { round3(bytes as f64 / total as f64) } else { 0.0 },
             latency: st.latency.summary(),
-            max_lag_kib: 0.0,
-            min_lag_kib: 0.0,
+            max_lag_kib: None,
+            min_lag_kib: None,
             throughput_series_mib_s: st.series.mib_per_s(),
             extra,
         });
@@ -415,7 +415,7 @@ pub fn run_job(
             read_latency: read_latency.summary(),
             write_latency: write_latency.summary(),
             jain_index: if greedy_norm.len() >= 2 { jain_index(&greedy_norm) } else { None },
-            max_lag_kib: 0.0,
+            max_lag_kib: None,
             dispatched_all: stats.completed + stats.failed,
         },
         bucket_s: job.bucket.0.max(MSEC) as f64 / 1e9,

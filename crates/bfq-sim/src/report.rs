@@ -41,8 +41,8 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
             throughput_mib_s: round3(bytes as f64 / MIB / secs),
             share: if total_bytes > 0 { round3(bytes as f64 / total_bytes as f64) } else { 0.0 },
             latency: stats.latency.summary(),
-            max_lag_kib: round3(lag_max / 1024.0),
-            min_lag_kib: round3(lag_min / 1024.0),
+            max_lag_kib: Some(round3(lag_max / 1024.0)),
+            min_lag_kib: Some(round3(lag_min / 1024.0)),
             throughput_series_mib_s: stats.series.mib_per_s(),
             extra: app.extra(outcome.end),
         });
@@ -62,14 +62,14 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
             completed: q.completed,
             bytes: q.bytes,
             max_outstanding: q.max_outstanding,
-            max_lag_kib: round3(outcome.lag.max_lag(i) / 1024.0),
+            max_lag_kib: Some(round3(outcome.lag.max_lag(i) / 1024.0)),
             sched_service_sectors: sched_stats
                 .iter()
                 .find(|s| s.queue.0 as usize == i)
                 .map_or(0, |s| s.service_sectors),
         })
         .collect();
-    let max_lag = queues.iter().map(|q| q.max_lag_kib).fold(0.0, f64::max);
+    let max_lag = queues.iter().filter_map(|q| q.max_lag_kib).fold(0.0, f64::max);
     let mut params: Vec<(String, String)> =
         outcome.scheduler.params().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     params.sort();
@@ -94,7 +94,7 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
             } else {
                 None
             },
-            max_lag_kib: max_lag,
+            max_lag_kib: Some(max_lag),
             dispatched_all: outcome.dispatched,
         },
         bucket_s: outcome.series.width() as f64 / 1e9,

@@ -63,8 +63,11 @@ pub struct Totals {
     /// Jain's fairness index over the greedy applications' throughput divided by weight (1 = each got
     /// exactly its weight's share); absent with fewer than two greedy applications.
     pub jain_index: Option<f64>,
-    /// The largest lag of any queue behind its fluid share, KiB.
-    pub max_lag_kib: f64,
+    /// The largest lag of any queue behind its fluid share, KiB; absent where it was not measured
+    /// (only the simulator follows each request against the fluid reference; runs through the
+    /// engine or the kernel have no such figure, and used to show 0 here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lag_kib: Option<f64>,
     /// Requests dispatched over the whole run, warm-up included.
     pub dispatched_all: u64,
 }
@@ -94,10 +97,12 @@ pub struct AppReport {
     pub share: f64,
     /// Latency of its own requests.
     pub latency: LatencySummary,
-    /// Largest lag of its queues behind their fluid share, KiB.
-    pub max_lag_kib: f64,
-    /// Largest advance of its queues over their fluid share, KiB (non-positive).
-    pub min_lag_kib: f64,
+    /// Largest lag of its queues behind their fluid share, KiB (simulator only, as the totals').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lag_kib: Option<f64>,
+    /// Largest advance of its queues over their fluid share, KiB (non-positive; simulator only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_lag_kib: Option<f64>,
     /// Throughput per bucket, MiB/s.
     pub throughput_series_mib_s: Vec<f64>,
     /// Workload-specific results.
@@ -118,8 +123,9 @@ pub struct QueueReport {
     pub bytes: u64,
     /// The most requests it ever had outstanding.
     pub max_outstanding: u64,
-    /// Largest lag behind its fluid share, KiB.
-    pub max_lag_kib: f64,
+    /// Largest lag behind its fluid share, KiB (simulator only, as the totals').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lag_kib: Option<f64>,
     /// Sectors the scheduler says it dispatched for it over the whole run.
     pub sched_service_sectors: u64,
 }
