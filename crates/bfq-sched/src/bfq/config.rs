@@ -219,8 +219,9 @@ pub struct BfqConfig {
     /// queue's slot to end; the service is charged to it as injected service is (beyond the seeds:
     /// the mirror image of injection, `bfq::bypass`). 0 = off, the seeds' and the kernel's BFQ.
     pub bypass_depth: u32,
-    /// `latency_guard` (0 = off; e.g. 150 %): while a latency-bound queue (see `bypass_depth`) that
-    /// may be served is active on a device with internal queueing, the other queues' requests in the
+    /// `latency_guard` (0 = off; e.g. 150 %): while a latency-bound queue (see `bypass_depth`; for
+    /// the guard also with at most 32 KiB outstanding per request) that may be served is active on a
+    /// device with internal queueing, the other queues' requests in the
     /// device are held to a limit learned so that its requests take at most this much of their
     /// baseline latency (beyond the seeds: `bfq::guard`). Off by default: it trades the greedy
     /// queues' throughput for the light queue's tail latency, which pays where a device queues
@@ -237,10 +238,9 @@ pub struct BfqConfig {
     /// queue's share: over windows of 16 MiB completed while the guard is on, the limit shrinks when
     /// the queue completed less than its weight's share of them and grows when it completed at least
     /// that, so that it settles where the queue gets its weighted max-min share and the others keep
-    /// every byte of the device it does not need; the same limit bounds the others in its own turns,
-    /// and a queue counts as latency-bound only with at most 32 KiB outstanding per request it may
-    /// keep (`latency_guard` must be on; beyond the seeds: `bfq::guard`, docs/fast-devices.md "The
-    /// guard by share").
+    /// every byte of the device it does not need; the same limit bounds the others in its own turns
+    /// (`latency_guard` must be on; beyond the seeds: `bfq::guard`, docs/fast-devices.md "The guard
+    /// by share").
     pub guard_by_share: bool,
 }
 

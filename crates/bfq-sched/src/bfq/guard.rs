@@ -47,10 +47,12 @@
 //! queue that cannot reach its weight's share at any limit (its share is what it reads alone) drives
 //! the limit to one, as the latency target would. The guard then stays on only [`SHARE_HOLD`] after
 //! a guarded request, and in a latency-bound queue's own turn its limit bounds the injected requests
-//! of the queues that are not latency-bound (`Bfq::try_inject`). Since latency-bound queues go in
-//! outside that limit, in this mode a queue counts as one only if it also keeps few bytes
-//! outstanding ([`LIGHT_REQUEST_SECTORS`] a request): a sequential reader with two reads of 128 KiB
-//! outstanding is bound by its latency too, but it is a greedy tenant, to be held to its weight.
+//! of the queues that are not latency-bound (`Bfq::try_inject`).
+//!
+//! Latency-bound, for the guard, means few requests outstanding *and* few bytes
+//! ([`LIGHT_REQUEST_SECTORS`] a request): a sequential reader with two reads of 128 KiB outstanding,
+//! or a writer of 256 KiB blocks one at a time, is bound by its latency too, but it is a greedy
+//! tenant, to be held to its weight, not a light client to hold the others back for.
 
 use super::hierarchy::SHARE_ONE;
 use super::*;
@@ -281,33 +283,34 @@ impl LatencyGuard {
     }
 }
 
-/// With `guard_by_share`, the most a latency-bound queue keeps in the device per request it may
-/// keep outstanding (`bypass_depth`), in sectors: 32 KiB, a database's page or a virtual machine's
-/// small read, not a sequential reader's 128 KiB. By share, latency-bound queues go into the device
-/// as the bypass lets them, outside the guard's limit; counted by requests alone, three sequential
-/// readers with two reads of 128 KiB outstanding each took each other's turns as latency-bound
-/// queues and their weights 1:2:4 came out 1:1:1 through the engine, and once their reads were split
-/// into pieces (which raises their count, not their bytes) which of them counted as latency-bound
-/// depended on the run's history (1:2:10.9 in the test model, inverted splits on the disk file).
+/// The most a latency-bound queue keeps in the device per request it may keep outstanding
+/// (`bypass_depth`), in sectors: 32 KiB, a database's page or a virtual machine's small read, not a
+/// sequential reader's 128 KiB or a writer's 256 KiB blocks. Counted by requests alone, a queue of
+/// one or two large requests outstanding passed for a light client: a writer of 256 KiB blocks one
+/// at a time turned the guard on, and two deep random readers beside it were held to the limit
+/// learned from its latency (through the engine, on the disk file, from 116-126 MiB/s each to 39-41);
+/// by share, where latency-bound queues go in outside the limit, three sequential readers with two
+/// reads of 128 KiB outstanding took each other's turns (weights 1:2:4 came out 1:1:1), and once
+/// their reads were split into pieces (which raises their count, not their bytes) which of them
+/// counted depended on the run's history (1:2:10.9 in the test model).
 pub const LIGHT_REQUEST_SECTORS: u64 = 64;
 
-/// [`Bfq::guard_latency_bound`] of queue `q`, with `bypass_depth`; `by_share` adds the bound on the
-/// bytes it keeps outstanding ([`LIGHT_REQUEST_SECTORS`]), which pieces of a split request do not
-/// escape as they escape a count of requests.
-pub(super) fn queue_latency_bound(q: &Queue, bypass_depth: usize, by_share: bool) -> bool {
+/// [`Bfq::guard_latency_bound`] of queue `q`, with `bypass_depth`: few requests outstanding, and few
+/// bytes ([`LIGHT_REQUEST_SECTORS`] a request; pieces of a split request do not escape that bound
+/// as they escape a count of requests).
+pub(super) fn queue_latency_bound(q: &Queue, bypass_depth: usize) -> bool {
     (1..=bypass_depth).contains(&q.demand)
         && super::bypass::kept_within(q, bypass_depth)
-        && (!by_share || q.demand_sectors() <= bypass_depth as u64 * LIGHT_REQUEST_SECTORS)
+        && q.demand_sectors() <= bypass_depth as u64 * LIGHT_REQUEST_SECTORS
 }
 
 impl Bfq {
     /// Whether queue `c` is latency-bound for the guard: as for the bypass, and also in its previous
     /// interval between turns (0 = it has not had a turn yet: not known), so that a greedy queue
     /// caught with few requests outstanding at the start of a turn is not taken for one (and the
-    /// others held back for it). With `guard_by_share`, also with few bytes outstanding
-    /// ([`LIGHT_REQUEST_SECTORS`]).
+    /// others held back for it); and with few bytes outstanding ([`LIGHT_REQUEST_SECTORS`]).
     pub(super) fn guard_latency_bound(&self, c: u32) -> bool {
-        queue_latency_bound(&self.queues[c as usize], self.cfg.bypass_depth as usize, self.cfg.guard_by_share)
+        queue_latency_bound(&self.queues[c as usize], self.cfg.bypass_depth as usize)
     }
 
     /// How long the guard stays on after a guarded queue's last request ([`HOLD`], [`SHARE_HOLD`]).

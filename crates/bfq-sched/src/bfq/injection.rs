@@ -619,7 +619,7 @@ impl Bfq {
             c != s
                 && !q.reqs.is_empty()
                 && (!sync_only || q.reqs.has_sync())
-                && (!only_latency_bound || guard::queue_latency_bound(q, bypass_depth, by_share))
+                && (!only_latency_bound || guard::queue_latency_bound(q, bypass_depth))
         })?;
         if !self.injectable(c) || self.slot_reserved_from(c, s, class) || self.beyond_share(c, s) {
             return None;
