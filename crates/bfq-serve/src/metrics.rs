@@ -287,27 +287,9 @@ pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[Connection
         "From a request's header read to its reply queued.",
     );
     for (e, _, s) in exports {
-        let e = label(e);
-        let mut cumulative = 0;
-        for (i, upper) in BUCKET_UPPER_US.iter().enumerate() {
-            cumulative += s.buckets[i];
-            let _ = writeln!(
-                o,
-                "bfq_serve_request_latency_seconds_bucket{{export=\"{e}\",le=\"{}\"}} {cumulative}",
-                *upper as f64 / 1e6
-            );
-        }
-        let _ = writeln!(
-            o,
-            "bfq_serve_request_latency_seconds_bucket{{export=\"{e}\",le=\"+Inf\"}} {}",
-            s.requests()
-        );
-        let _ = writeln!(
-            o,
-            "bfq_serve_request_latency_seconds_sum{{export=\"{e}\"}} {}",
-            s.latency_sum_us as f64 / 1e6
-        );
-        let _ = writeln!(o, "bfq_serve_request_latency_seconds_count{{export=\"{e}\"}} {}", s.requests());
+        let labels = format!("export=\"{}\"", label(e));
+        let sum_s = s.latency_sum_us as f64 / 1e6;
+        histogram(&mut o, "bfq_serve_request_latency_seconds", &labels, &s.buckets, s.requests(), sum_s);
     }
     family(
         &mut o,
@@ -360,52 +342,57 @@ pub fn prometheus(exports: &[(String, u32, Snapshot)], connections: &[Connection
 
 /// The scheduler's state of each open connection: gauges labelled by export and queue.
 fn connection_scheduling(o: &mut String, connections: &[ConnectionStats]) {
-    type Gauge = (&'static str, &'static str, fn(&ConnectionScheduling) -> Option<u64>);
+    // Name, help, value (none: no line for that connection), and any labels beyond export and queue.
+    type Gauge = (
+        &'static str,
+        &'static str,
+        fn(&ConnectionScheduling) -> Option<u64>,
+        fn(&ConnectionScheduling) -> String,
+    );
+    let none = |_: &ConnectionScheduling| String::new();
     let gauges: [Gauge; 7] = [
         (
             "bfq_serve_connection_effective_weight",
             "The weight in force for each open connection: its weight times any weight raising.",
             |s| Some(u64::from(s.effective_weight)),
+            |s| format!(",class=\"{}\"", label(&s.class)),
         ),
         (
             "bfq_serve_connection_raised",
             "1 while each open connection's weight is raised (label kind: interactive, soft-rt), else 0.",
             |s| Some(u64::from(s.raising.is_some())),
+            |s| format!(",kind=\"{}\"", s.raising.unwrap_or("none")),
         ),
         ("bfq_serve_connection_queued", "Requests of each open connection waiting in the scheduler.", |s| {
             Some(s.queued)
-        }),
+        }, none),
         ("bfq_serve_connection_in_flight", "Requests of each open connection on the device.", |s| {
             Some(s.in_flight)
-        }),
+        }, none),
         ("bfq_serve_connection_budget_sectors", "Each open connection's current budget (BFQ), in sectors.", |s| {
             s.budget_sectors
-        }),
+        }, none),
         (
             "bfq_serve_connection_service_bytes",
             "Bytes the scheduler dispatched for each open connection.",
             |s| Some(s.service_bytes),
+            none,
         ),
         (
             "bfq_serve_connection_charged_bytes",
             "Bytes the scheduler charged each open connection for what it dispatched (more than the service where it overcharges).",
             |s| Some(s.charged_bytes),
+            none,
         ),
     ];
-    for (name, help, value) in gauges {
+    for (name, help, value, extra) in gauges {
         if connections.iter().all(|c| value(&c.sched).is_none()) {
             continue;
         }
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
         for c in connections {
             let Some(v) = value(&c.sched) else { continue };
-            let extra = if name == "bfq_serve_connection_raised" {
-                format!(",kind=\"{}\"", c.sched.raising.unwrap_or("none"))
-            } else if name == "bfq_serve_connection_effective_weight" {
-                format!(",class=\"{}\"", label(&c.sched.class))
-            } else {
-                String::new()
-            };
+            let extra = extra(&c.sched);
             let _ = writeln!(o, "{name}{{export=\"{}\",queue=\"{}\"{extra}}} {v}", label(&c.export), c.queue);
         }
     }
@@ -421,21 +408,30 @@ fn connection_latency(o: &mut String, connections: &[ConnectionStats]) {
          # TYPE {name} histogram"
     );
     for c in connections {
-        let (e, q) = (label(&c.export), c.queue);
-        let mut cumulative = 0;
-        for (i, upper) in BUCKET_UPPER_US.iter().enumerate() {
-            cumulative += c.latency_buckets[i];
-            let _ = writeln!(
-                o,
-                "{name}_bucket{{export=\"{e}\",queue=\"{q}\",le=\"{}\"}} {cumulative}",
-                *upper as f64 / 1e6
-            );
-        }
-        let count: u64 = c.latency_buckets.iter().sum();
-        let _ = writeln!(o, "{name}_bucket{{export=\"{e}\",queue=\"{q}\",le=\"+Inf\"}} {count}");
-        let _ = writeln!(o, "{name}_sum{{export=\"{e}\",queue=\"{q}\"}} {}", c.latency_sum_ns as f64 / 1e9);
-        let _ = writeln!(o, "{name}_count{{export=\"{e}\",queue=\"{q}\"}} {count}");
+        let labels = format!("export=\"{}\",queue=\"{}\"", label(&c.export), c.queue);
+        let count = c.latency_buckets.iter().sum();
+        histogram(o, name, &labels, &c.latency_buckets, count, c.latency_sum_ns as f64 / 1e9);
     }
+}
+
+/// One histogram's series (`labels` without braces): the cumulative buckets over
+/// [`BUCKET_UPPER_US`], `+Inf` and the count (`count`), and the sum in seconds.
+fn histogram(
+    o: &mut String,
+    name: &str,
+    labels: &str,
+    buckets: &[u64; bfq_io::LATENCY_BUCKETS],
+    count: u64,
+    sum_s: f64,
+) {
+    let mut cumulative = 0;
+    for (i, upper) in BUCKET_UPPER_US.iter().enumerate() {
+        cumulative += buckets[i];
+        let _ = writeln!(o, "{name}_bucket{{{labels},le=\"{}\"}} {cumulative}", *upper as f64 / 1e6);
+    }
+    let _ = writeln!(o, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+    let _ = writeln!(o, "{name}_sum{{{labels}}} {sum_s}");
+    let _ = writeln!(o, "{name}_count{{{labels}}} {count}");
 }
 
 /// Lines for the terminal, one per export: requests and bytes per second over `interval`, latency

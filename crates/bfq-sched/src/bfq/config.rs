@@ -221,8 +221,8 @@ pub struct BfqConfig {
     pub bypass_depth: u32,
     /// `latency_guard` (0 = off; e.g. 150 %): while a latency-bound queue (see `bypass_depth`; for
     /// the guard also with at most 32 KiB outstanding per request) that may be served is active on a
-    /// device with internal queueing, the other queues' requests in the
-    /// device are held to a limit learned so that its requests take at most this much of their
+    /// device with internal queueing, the other queues' requests in the device are held to a limit
+    /// learned so that its requests take at most this much of their
     /// baseline latency (beyond the seeds: `bfq::guard`). Off by default: it trades the greedy
     /// queues' throughput for the light queue's tail latency, which pays where a device queues
     /// requests behind each other (docs/serve.md) and costs where it does not (docs/fast-devices.md).
