@@ -88,6 +88,8 @@ pub struct Hierarchy {
     place: Vec<(u32, u32)>,
     /// Queues waiting to move to another group once they are no longer backlogged.
     moves: HashMap<u32, u32>,
+    /// [`Wf2q::keep_idle_while_serving`], for every group's B-WF2Q+.
+    keep_idle_while_serving: bool,
 }
 
 impl Default for Hierarchy {
@@ -96,6 +98,7 @@ impl Default for Hierarchy {
             groups: vec![Group { weight: 100, class: 1, ..Group::default() }],
             place: Vec::new(),
             moves: HashMap::new(),
+            keep_idle_while_serving: false,
         }
     }
 }
@@ -123,7 +126,8 @@ impl Hierarchy {
             }
         };
         g.wf2q.ensure_slot(local as usize);
-        g.wf2q.entities[local as usize] = Entity::default();
+        g.wf2q.entities[local as usize] =
+            Entity { group: matches!(child, Child::Group(_)), ..Entity::default() };
         local
     }
 
@@ -219,6 +223,7 @@ impl Hierarchy {
         let weight = weight.max(1);
         if index as usize == self.groups.len() {
             self.groups.push(Group { weight, class, ..Group::default() });
+            self.groups[index as usize].wf2q.keep_idle_while_serving = self.keep_idle_while_serving;
             let local = self.alloc(parent, Child::Group(index));
             self.groups[index as usize].parent = Some((parent, local));
             return Ok(());
@@ -350,6 +355,14 @@ impl Hierarchy {
         self.groups[g as usize].wf2q.remove(l);
         self.apply_move(slot);
         self.settle(g);
+    }
+
+    /// Sets [`Wf2q::keep_idle_while_serving`] at every level, now and for groups made later.
+    pub fn set_keep_idle_while_serving(&mut self, on: bool) {
+        self.keep_idle_while_serving = on;
+        for g in &mut self.groups {
+            g.wf2q.keep_idle_while_serving = on;
+        }
     }
 
     /// A queue becomes backlogged (see [`Wf2q::activate`]); so do the groups above it that were not.

@@ -174,7 +174,7 @@ impl Bfq {
         } else {
             budget::max_budget(&cfg, peak.rate)
         };
-        Bfq {
+        let mut b = Bfq {
             device,
             queues: Vec::new(),
             free_slots: Vec::new(),
@@ -209,7 +209,18 @@ impl Bfq {
             events_on: false,
             events: VecDeque::new(),
             cfg,
-        }
+        };
+        b.sync_out_of_turn();
+        b
+    }
+
+    /// Whether queues may be served out of their turns (injection, the bypass): B-WF2Q+ then keeps
+    /// the idle entities' history while a group is in service
+    /// ([`wf2q::Wf2q::keep_idle_while_serving`]). The seeds' variants serve none out of turn and keep
+    /// the kernel's rule unchanged.
+    fn sync_out_of_turn(&mut self) {
+        let out_of_turn = self.cfg.v1_heuristics && (self.cfg.injection || self.cfg.bypass_depth > 0);
+        self.wf2q.set_keep_idle_while_serving(out_of_turn);
     }
 
     /// The tunables in force.
@@ -1088,6 +1099,7 @@ impl Scheduler for Bfq {
     fn set_param(&mut self, key: &str, value: &str) -> Result<(), ParamError> {
         self.cfg.set(key, value)?;
         self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
+        self.sync_out_of_turn();
         Ok(())
     }
 

@@ -65,6 +65,8 @@ pub struct Entity {
     pub state: EntityState,
     /// Its class index (0 RT, 1 BE, 2 IDLE).
     pub class: usize,
+    /// A group's entity (`super::hierarchy`), not a queue's: see [`Wf2q::keep_idle_while_serving`].
+    pub group: bool,
 }
 
 /// A heap entry: 16 bytes, four to a cache line (issue 7: the heaps' sift loops are bound by the
@@ -345,6 +347,14 @@ pub struct Wf2q {
     pub in_service: Option<u32>,
     /// When the IDLE class was last selected.
     pub idle_class_last_service: Instant,
+    /// Whether a group's entity in service counts as backlogged when V is about to jump past the
+    /// idle entities (see `ServiceTree::forget_idle`): set where queues are served out of their turns
+    /// (injection, the bypass), off for the seeds' BFQ. Only a group's: between queues, the
+    /// mechanisms that bound out-of-turn service (`inject_within_share`, `inject_in_time`, the drain
+    /// grace) were measured with the kernel's rule, and keeping the idle queues' history there moved
+    /// five of the fourteen rows of `scripts/bench-fast` the wrong way (docs/fast-devices.md
+    /// "A group's lead kept while another group is in service").
+    pub keep_idle_while_serving: bool,
 }
 
 fn live(e: &HeapEntry, entities: &[Entity], kind: HeapKind) -> bool {
@@ -434,7 +444,9 @@ impl ServiceTree {
     }
 
     /// Forgets the idle entities whose F <= V (their history no longer matters: S = V on return).
-    fn forget_idle(&mut self, entities: &mut [Entity]) {
+    /// `serving`: a group's entity of this tree is in service and counts as backlogged, so that V does
+    /// not jump past the idle entities while it is (see [`Wf2q::keep_idle_while_serving`]).
+    fn forget_idle(&mut self, entities: &mut [Entity], serving: bool) {
         if self.idle_count == 0 && self.idle.is_empty() {
             return;
         }
@@ -443,8 +455,14 @@ impl ServiceTree {
                 self.idle.pop();
                 continue;
             }
-            // With no active entity left, the kernel jumps V to the last idle F and forgets all.
-            if top.key > self.vtime && self.active > 0 {
+            // With no active entity left, the kernel jumps V to the last idle F and forgets all. Not
+            // while a group is in service where queues are served out of their turns: a group whose
+            // queue was served by injection or the bypass and then drained would lose its lead at
+            // once. With the in-service group the only other one backlogged at its level, a writer's
+            // group of weight 100 came back eligible after each of its writes, the bypass served it
+            // at will, and it took 6.5 times the bytes of a group of weight 400 (`bfq serve`, two
+            // exports; docs/serve.md "A writer's export beside a database's").
+            if top.key > self.vtime && (self.active > 0 || serving) {
                 break;
             }
             if top.key > self.vtime {
@@ -571,7 +589,8 @@ impl Wf2q {
         let class = self.entities[slot as usize].class;
         let tree = &mut self.trees[class];
         tree.vtime += vtime_delta(charge, tree.wsum.max(1));
-        tree.forget_idle(&mut self.entities);
+        let serving = self.serving_in(class);
+        self.trees[class].forget_idle(&mut self.entities, serving);
     }
 
     /// The in-service entity's service ends after `charged` sectors were charged to it. With
@@ -607,7 +626,7 @@ impl Wf2q {
                 tree.wsum -= ent.weight;
             }
         }
-        tree.forget_idle(&mut self.entities);
+        tree.forget_idle(&mut self.entities, false);
     }
 
     /// The queue that I/O injection would serve next (`super::injection`): in the highest class up to
@@ -656,7 +675,8 @@ impl Wf2q {
         if ent.state != EntityState::Active {
             return;
         }
-        let tree = &mut self.trees[ent.class];
+        let class = ent.class;
+        let tree = &mut self.trees[class];
         tree.vtime += vtime_delta(charge, tree.wsum.max(1));
         let delta = vtime_delta(charge, ent.weight);
         if delta > 0 {
@@ -674,7 +694,18 @@ impl Wf2q {
                 tree.pending.compact(|e| live(e, entities, HeapKind::Pending));
             }
         }
-        tree.forget_idle(&mut self.entities);
+        let serving = self.serving_in(class);
+        self.trees[class].forget_idle(&mut self.entities, serving);
+    }
+
+    /// Whether a group's entity of `class` is in service and counts as backlogged for
+    /// `ServiceTree::forget_idle` ([`Wf2q::keep_idle_while_serving`]).
+    fn serving_in(&self, class: usize) -> bool {
+        self.keep_idle_while_serving
+            && self.in_service.is_some_and(|s| {
+                let ent = &self.entities[s as usize];
+                ent.group && ent.class == class
+            })
     }
 
     /// A waiting (not in-service) entity's weight becomes `weight` (its raising ended or began) before
@@ -713,7 +744,17 @@ impl Wf2q {
             ent.state = EntityState::Forgotten;
             tree.wsum -= ent.weight;
         }
-        tree.forget_idle(&mut self.entities);
+        let class = ent.class;
+        let serving = self.serving_in(class);
+        self.trees[class].forget_idle(&mut self.entities, serving);
+        // A queue that drains after each request served out of turn leaves an idle entry each time;
+        // the older ones are stale and surface first, but one live entry of smaller key (another
+        // entity's) keeps them below it until V passes it: bound them as the active heaps are.
+        let tree = &mut self.trees[class];
+        if tree.idle.len() > 4 * (tree.active + tree.idle_count) + 64 {
+            let entities = &self.entities;
+            tree.idle.compact(|e| live(e, entities, HeapKind::Idle));
+        }
     }
 
     /// Whether any queue of class `class` is backlogged (waiting or in service).
@@ -812,6 +853,41 @@ mod tests {
         assert_eq!(w.entities[2].start - before, vtime_delta(1000, 10), "charged at the new weight");
         w.reweight_waiting(0, 1);
         assert_eq!(w.entities[0].weight, 3000, "the in-service entity changes weight at its requeue");
+    }
+
+    #[test]
+    fn a_group_in_service_keeps_the_lead_of_a_group_served_out_of_turn_and_the_idle_entries_stay_bounded() {
+        // `keep_idle_while_serving` (beyond the seeds; docs/serve.md "A writer's export beside a
+        // database's"): entity 0, a group, is in service; entity 2 is served out of turn and drains.
+        // With the kernel's rule V would jump to its finish time and forget it (nothing else is
+        // active); with the group in service counting as backlogged, its lead stays, and the idle
+        // entries it leaves behind, stale above a live one of entity 1, are bounded.
+        let run = |keep: bool| {
+            let mut w = wf2q(3);
+            w.keep_idle_while_serving = keep;
+            w.entities[0].group = true;
+            w.activate(0, 1, 400, 1000, None);
+            assert_eq!(w.select(Instant::ZERO, GUARD), Some(0));
+            // Entity 1 goes idle ahead of V, further than V gets in the run but behind where entity 2
+            // gets: entity 2's stale entries above it cannot surface.
+            w.activate(1, 1, 100, 1000, None);
+            w.served_out_of_turn(1, 2_000_000, 1000);
+            w.deactivate(1);
+            for _ in 0..10_000 {
+                w.activate(2, 1, 100, 1000, None);
+                w.served_out_of_turn(2, 512, 1000);
+                w.deactivate(2);
+            }
+            w
+        };
+        let kept = run(true);
+        assert_eq!(kept.entities[2].state, EntityState::Idle, "its lead is kept");
+        assert!(kept.entities[2].finish > kept.trees[1].vtime);
+        let bound = 4 * (kept.trees[1].active + kept.trees[1].idle_count) + 64;
+        assert!(kept.trees[1].idle.len() <= bound + 1, "{} idle entries", kept.trees[1].idle.len());
+        let kernel = run(false);
+        assert_eq!(kernel.entities[2].state, EntityState::Forgotten, "the kernel's rule forgets it");
+        assert!(kernel.trees[1].vtime >= kernel.entities[2].finish, "and V jumps past it");
     }
 
     #[test]
