@@ -1011,7 +1011,7 @@ fn a_group_served_out_of_turn_keeps_its_charge_while_another_group_is_in_service
     // database's group, in service, is backlogged. With the kernel's rule there (no active entity: V
     // jumps to the last idle F and the idle are forgotten) the charge was gone at once, its group
     // came back eligible every time, and the backup took 3,636 MiB against 229 for each database
-    // reader, who get about 590 with nothing served out of turn.
+    // reader, who get about 580 with nothing served out of turn.
     use bfq_sched::{GroupId, ROOT_GROUP};
     let serial = Device { units: 1, depth: 32, overhead: 10_000, unit_rate: 1_600_000_000 };
     let backup = App { weight: 100, request_bytes: 256 << 10, window: 1, random: false };
