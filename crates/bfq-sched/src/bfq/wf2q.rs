@@ -381,6 +381,12 @@ impl ServiceTree {
         }
     }
 
+    /// How many entries a heap of this tree may hold before its stale ones are dropped: re-filings
+    /// and repeated idling leave stale entries that normally surface and go, but need not.
+    fn stale_bound(&self) -> usize {
+        4 * (self.active + self.idle_count) + 64
+    }
+
     fn insert_active(&mut self, slot: u32, ent: &mut Entity) {
         ent.state = EntityState::Active;
         self.active += 1;
@@ -687,8 +693,7 @@ impl Wf2q {
             tree.insert_active(slot, ent);
             // Stale entries normally surface (their keys are the smaller ones) and are dropped on the
             // way; bound them anyway, so that many re-filings cannot grow the heaps without limit.
-            let bound = 4 * (tree.active + tree.idle_count) + 64;
-            if tree.eligible.len() + tree.pending.len() > bound {
+            if tree.eligible.len() + tree.pending.len() > tree.stale_bound() {
                 let entities = &self.entities;
                 tree.eligible.compact(|e| live(e, entities, HeapKind::Eligible));
                 tree.pending.compact(|e| live(e, entities, HeapKind::Pending));
@@ -751,7 +756,7 @@ impl Wf2q {
         // the older ones are stale and surface first, but one live entry of smaller key (another
         // entity's) keeps them below it until V passes it: bound them as the active heaps are.
         let tree = &mut self.trees[class];
-        if tree.idle.len() > 4 * (tree.active + tree.idle_count) + 64 {
+        if tree.idle.len() > tree.stale_bound() {
             let entities = &self.entities;
             tree.idle.compact(|e| live(e, entities, HeapKind::Idle));
         }
@@ -883,7 +888,7 @@ mod tests {
         let kept = run(true);
         assert_eq!(kept.entities[2].state, EntityState::Idle, "its lead is kept");
         assert!(kept.entities[2].finish > kept.trees[1].vtime);
-        let bound = 4 * (kept.trees[1].active + kept.trees[1].idle_count) + 64;
+        let bound = kept.trees[1].stale_bound();
         assert!(kept.trees[1].idle.len() <= bound + 1, "{} idle entries", kept.trees[1].idle.len());
         let kernel = run(false);
         assert_eq!(kernel.entities[2].state, EntityState::Forgotten, "the kernel's rule forgets it");
