@@ -1040,8 +1040,51 @@ fn a_group_served_out_of_turn_keeps_its_charge_while_another_group_is_in_service
             mib(t[reader])
         );
     }
-    // What is served out of turn is what the device has room for beside the database's readers
-    // (here about twice the backup's share by bytes: injection serves the group that is ahead when no
-    // other has a request queued, and the readers lose 6 % of their bytes to it).
-    assert!(b[0] >= t[0], "the backup gets at least its turns' worth: {b:?} against {t:?}");
+    // And the backup gets its group's share by bytes, a fifth (it got about twice that while it was
+    // bypassed as a light queue: one 256 KiB read at a time is no light queue, `bfq::bypass`).
+    let fifth = (b[0] + b[1] + b[2]) as f64 / 5.0;
+    assert!(
+        (0.9 * fifth..=1.2 * fifth).contains(&(b[0] as f64)),
+        "the backup {:.0} MiB, a fifth of all {:.0}",
+        mib(b[0]),
+        mib(fifth as u64)
+    );
+}
+
+#[test]
+fn a_reader_of_one_large_request_at_a_time_does_not_bypass_a_deep_reader_of_four_times_its_weight() {
+    // `bfq::bypass` (beyond the seeds; design/fast-devices.md "What fair can mean"): a backup reading
+    // 256 KiB blocks one at a time (weight 100) beside a database's random 4 KiB reads, 16
+    // outstanding (weight 400), on a device that serves one request at a time. The backup keeps one
+    // request outstanding, as a light client does, but each is 64 of the database's. Bypassed
+    // whenever eligible (and eligible after each read: its queue drains, the only other entity is
+    // in service, V jumps), it got FIFO's split here, 2,668 / 667 MiB, and on the simulated NVMe
+    // drive 1,238 / 310 MiB/s (the database alone: 500). Only queues of small requests
+    // (`LIGHT_REQUEST_SECTORS`) or raised ones bypass now: 1,901 / 833 here, 122 / 487 on the
+    // simulated drive. What the backup still gets here beyond its share by bytes (~250 MiB) comes
+    // from injection into the database's turns (open: docs/fast-devices.md, "The same mix between
+    // two queues, fixed").
+    let serial = Device { units: 1, depth: 32, overhead: 10_000, unit_rate: 1_600_000_000 };
+    let backup = App { weight: 100, request_bytes: 256 << 10, window: 1, random: false };
+    let db = App { weight: 400, request_bytes: 4 << 10, window: 16, random: true };
+    let d = 4 * SEC;
+    let alone = run(&mut bfq(NVME, &[]), serial, &[db], d)[0];
+    let b = run(&mut bfq(NVME, &[]), serial, &[backup, db], d);
+    let f = run(fifo().as_mut(), serial, &[backup, db], d);
+    eprintln!(
+        "database alone {:.0} MiB; beside the backup: bfq {:.0} (backup {:.0}), fifo {:.0} (backup {:.0})",
+        mib(alone),
+        mib(b[1]),
+        mib(b[0]),
+        mib(f[1]),
+        mib(f[0])
+    );
+    assert!(
+        b[1] as f64 >= 1.15 * f[1] as f64,
+        "database {:.0} MiB under BFQ, {:.0} under FIFO ({:.0} alone)",
+        mib(b[1]),
+        mib(f[1]),
+        mib(alone)
+    );
+    assert!(b[0] < f[0] * 4 / 5, "backup {:.0} MiB under BFQ, {:.0} under FIFO", mib(b[0]), mib(f[0]));
 }

@@ -292,7 +292,8 @@ impl LatencyGuard {
 /// by share, where latency-bound queues go in outside the limit, three sequential readers with two
 /// reads of 128 KiB outstanding took each other's turns (weights 1:2:4 came out 1:1:1), and once
 /// their reads were split into pieces (which raises their count, not their bytes) which of them
-/// counted depended on the run's history (1:2:10.9 in the test model).
+/// counted depended on the run's history (1:2:10.9 in the test model). The bypass uses the same
+/// bound (`Bfq::light`).
 pub const LIGHT_REQUEST_SECTORS: u64 = 64;
 
 /// [`Bfq::guard_latency_bound`] of queue `q`, with `bypass_depth`: few requests outstanding, and few

@@ -149,6 +149,9 @@ pub struct InjectLimit {
     think_part: u32,
     /// When `base` was last sampled.
     pub base_at: Instant,
+    /// When the last sample alone that could raise `base` (or join `first_samples`) completed: a
+    /// sample whose request was already in the device then shared its stall ([`Self::on_completion`]).
+    counted_at: Instant,
     /// Samples alone so far, counted up to [`BASE_SAMPLES`]: until then the baseline is their
     /// lower median (`first_samples`), measured again after [`SETTLE_REFRESH`] doubling.
     alone_samples: u32,
@@ -307,6 +310,23 @@ impl InjectLimit {
             // 1:3:6.5; on the RAM file one sample of 1.1 ms (an outlier on this shared machine)
             // doubled a 126 us baseline, the limit climbed to 32, and the weight-1000 reader got
             // half of its share.
+            //
+            // Samples of one queue's requests that were in the device together are one observation:
+            // a stall of the device (or of the machine) delays them all, and they are reaped
+            // together. Through the engine on the disk file, a random reader of 16 outstanding took
+            // its first 16 samples from one burst (425 us each, against 240 us later) and, in each
+            // stall, 16 samples of 1-3 ms raised its baseline by an eighth each, to 1.1-1.4 ms: the
+            // limit climbed to 25-32, and a sequential reader of a quarter of its weight took two
+            // thirds of the device from it. So a sample whose request was already in the device when
+            // the last counted one completed does not count, whichever way it would move the
+            // baseline (counted only when lower, they pulled it below the queue's latency alone: on
+            // the RAM file, where completions are reaped in batches, injection then stopped early).
+            let overlapped = self.alone_samples > 0 && now.saturating_since(self.counted_at) < latency;
+            if overlapped {
+                self.base_at = now;
+                return;
+            }
+            self.counted_at = now;
             self.alone_samples = self.alone_samples.saturating_add(1).min(BASE_SAMPLES + 1);
             let before = self.base;
             self.base = if self.alone_samples <= BASE_SAMPLES {
@@ -983,8 +1003,11 @@ mod tests {
         // overstated baseline lets injection slow the in-service queue beyond the ratio; an
         // understated one only holds injection back.
         let us = 1000;
-        let alone = |l: &mut InjectLimit, latency: Nanos| {
-            l.on_completion(latency, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default);
+        // Samples 10 ms apart: each request went in after the last one completed.
+        let mut clock = Instant::ZERO;
+        let mut alone = |l: &mut InjectLimit, latency: Nanos| {
+            clock = clock.saturating_add(10 * MSEC);
+            l.on_completion(latency, Think::NONE, true, clock, 115, 32, ServiceSnapshot::default);
         };
         let mut l = InjectLimit::default();
         alone(&mut l, 233 * us);
@@ -1025,6 +1048,43 @@ mod tests {
         }
         assert!(overstated.limit >= 8, "240 us is within 115% of 233 us");
         assert!(corrected.limit < 8, "and not of the latency alone measured since");
+    }
+
+    #[test]
+    fn samples_alone_of_requests_in_the_device_together_are_one_observation() {
+        // kernel-bfq-reference.md "Injection" (the latency alone). Through the engine on the disk
+        // file a random reader of 16 outstanding took its first 16 samples from one burst reaped
+        // together (425 us each, against 240 us later), and each stall of the device, 16 samples of
+        // 1-3 ms, raised its baseline by an eighth per sample, to 1.1-1.4 ms.
+        let us = 1000;
+        let at = |t_us: u64| Instant::ZERO.saturating_add(t_us * us);
+        let mut l = InjectLimit::default();
+        for _ in 0..16 {
+            l.on_completion(425 * us, Think::NONE, true, at(425), 115, 32, ServiceSnapshot::default);
+        }
+        assert_eq!((l.base, l.alone_samples), (425 * us, 1), "one burst is one sample");
+        // The next requests went in after that burst and complete 15 us apart, as a queue of 16
+        // outstanding does: one sample per latency counts.
+        let mut t = 425;
+        for _ in 0..64 {
+            t += 15;
+            l.on_completion(240 * us, Think::NONE, true, at(t), 115, 32, ServiceSnapshot::default);
+        }
+        assert_eq!(l.base, 240 * us, "the lower median of the bursts' samples");
+        assert_eq!(l.alone_samples, BASE_SAMPLES + 1);
+        // A stall: 16 requests complete together after 2 ms each. Before, each raised the baseline
+        // by an eighth (6.6 times in all).
+        t += 2000;
+        for i in 0..16 {
+            l.on_completion(2000 * us, Think::NONE, true, at(t + i), 115, 32, ServiceSnapshot::default);
+        }
+        assert!(l.base <= 240 * us * 9 / 8, "one stall raises it by an eighth at most: {}", l.base);
+        // Nor does a burst of low samples take it down more than one does.
+        t += 1000;
+        for i in 0..16 {
+            l.on_completion(100 * us, Think::NONE, true, at(t + i), 115, 32, ServiceSnapshot::default);
+        }
+        assert_eq!(l.base, (240 * us * 9 / 8 + 100 * us) / 2, "one burst of low samples, one step down");
     }
 
     #[test]
