@@ -149,8 +149,8 @@ pub struct InjectLimit {
     think_part: u32,
     /// When `base` was last sampled.
     pub base_at: Instant,
-    /// When the last sample alone that could raise `base` (or join `first_samples`) completed: a
-    /// sample whose request was already in the device then shared its stall ([`Self::on_completion`]).
+    /// When the last counted sample alone completed: a sample whose request was already in the device
+    /// then shared its stall, and does not count ([`Self::on_completion`]).
     counted_at: Instant,
     /// Samples alone so far, counted up to [`BASE_SAMPLES`]: until then the baseline is their
     /// lower median (`first_samples`), measured again after [`SETTLE_REFRESH`] doubling.
@@ -321,6 +321,8 @@ impl InjectLimit {
             // the last counted one completed does not count, whichever way it would move the
             // baseline (counted only when lower, they pulled it below the queue's latency alone: on
             // the RAM file, where completions are reaped in batches, injection then stopped early).
+            // It only keeps the baseline fresh: the counted sample before it did the rest (a limit at
+            // 0 tried again, the window restarted).
             let overlapped = self.alone_samples > 0 && now.saturating_since(self.counted_at) < latency;
             if overlapped {
                 self.base_at = now;
