@@ -1061,9 +1061,9 @@ fn a_reader_of_one_large_request_at_a_time_does_not_bypass_a_deep_reader_of_four
     // in service, V jumps), it got FIFO's split here, 2,668 / 667 MiB, and on the simulated NVMe
     // drive 1,238 / 310 MiB/s (the database alone: 500). Only queues of small requests
     // (`LIGHT_REQUEST_SECTORS`) or raised ones bypass now: 1,901 / 833 here, 122 / 487 on the
-    // simulated drive. What the backup still gets here beyond its share by bytes (~250 MiB) comes
-    // from injection into the database's turns (open: docs/fast-devices.md, "The same mix between
-    // two queues, fixed").
+    // simulated drive. What the backup still gets here beyond its share by bytes (about 1,350 MiB
+    // of its 1,901; a fifth of all is 547) comes from injection into the database's turns (open:
+    // docs/fast-devices.md, "The same mix between two queues, fixed").
     let serial = Device { units: 1, depth: 32, overhead: 10_000, unit_rate: 1_600_000_000 };
     let backup = App { weight: 100, request_bytes: 256 << 10, window: 1, random: false };
     let db = App { weight: 400, request_bytes: 4 << 10, window: 16, random: true };
