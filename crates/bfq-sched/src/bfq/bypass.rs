@@ -74,10 +74,9 @@ impl Bfq {
     /// every size BFQ serves first by design: seed 001 sec. 4.1).
     fn light(&self, c: u32) -> bool {
         let q = &self.queues[c as usize];
-        let depth = self.cfg.bypass_depth as usize;
-        kept_within(q, depth)
+        self.latency_bound(c)
             && ((self.raising_on() && q.raising.active())
-                || q.demand_sectors() <= depth as u64 * super::guard::LIGHT_REQUEST_SECTORS)
+                || super::guard::small_requests(q, self.cfg.bypass_depth as usize))
     }
 
     /// A request arrived for queue `t`: note it as a candidate if it could bypass the in-service queue.

@@ -302,7 +302,13 @@ pub const LIGHT_REQUEST_SECTORS: u64 = 64;
 pub(super) fn queue_latency_bound(q: &Queue, bypass_depth: usize) -> bool {
     (1..=bypass_depth).contains(&q.demand)
         && super::bypass::kept_within(q, bypass_depth)
-        && q.demand_sectors() <= bypass_depth as u64 * LIGHT_REQUEST_SECTORS
+        && small_requests(q, bypass_depth)
+}
+
+/// Whether queue `q` keeps at most [`LIGHT_REQUEST_SECTORS`] in the device per request it may keep
+/// outstanding (`bypass_depth`): the guard's and the bypass's bound on bytes.
+pub(super) fn small_requests(q: &Queue, bypass_depth: usize) -> bool {
+    q.demand_sectors() <= bypass_depth as u64 * LIGHT_REQUEST_SECTORS
 }
 
 impl Bfq {
