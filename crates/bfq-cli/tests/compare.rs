@@ -389,11 +389,7 @@ fn a_writer_job_never_overwrites_a_users_file_without_the_flag() {
     std::fs::write(&target, &pattern).unwrap();
     let allowed_compare = compare(&["--overwrite-existing-data"]);
     let after_allowed_compare = std::fs::read(&target).unwrap();
-    let record_left = {
-        let mut r = target.as_os_str().to_owned();
-        r.push(".bfq-owner");
-        PathBuf::from(r).exists()
-    };
+    let record_left = bfq_runner::owner_record(&target).is_some();
     remove_target(&target);
     std::fs::remove_file(&job).unwrap();
     for (what, out) in [("compare", &refused_compare), ("run", &refused_run)] {

@@ -14,6 +14,6 @@ pub use engine_run::{
     RunError, RunOptions,
 };
 pub use target::{
-    is_ours, owner_record_path, prepare_target, record_ours, stop_fills, PreparedTarget, TargetError,
-    TargetNeeds, WriteRegion,
+    is_ours, owner_record, owner_record_path, prepare_target, record_ours, stop_fills, OwnerRecord,
+    PreparedTarget, TargetError, TargetNeeds, WriteRegion, OWNER_ATTRIBUTE,
 };

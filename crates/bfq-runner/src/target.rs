@@ -9,8 +9,9 @@
 //!
 //! So the rules are:
 //! - a target that does not exist is created, filled with a pattern over the job's whole layout and
-//!   recorded as *ours* in an ownership record beside it (`<target>.bfq-owner`: device, inode, size,
-//!   modification time). Whatever a later run does to a file whose record still matches is fair game:
+//!   recorded as *ours* in an ownership record (device, inode, size, modification time), the file's
+//!   extended attribute `user.bfq.owner`, or `<target>.bfq-owner` beside it on a file system without
+//!   user attributes. Whatever a later run does to a file whose record still matches is fair game:
 //!   it may be grown, its holes filled and its writers' regions written;
 //! - a regular file that is not ours is used as it is: reads only, and only if it is long enough and
 //!   has no holes where the job reads. It is never grown, filled or written unless the caller passes
@@ -189,16 +190,26 @@ fn io_err(path: &Path, what: &str) -> impl FnOnce(io::Error) -> TargetError {
     move |source| TargetError::Io { path, what, source }
 }
 
-/// The ownership record of `target`: `<target>.bfq-owner`.
+/// The extended attribute that holds a target's ownership record, where its file system takes user
+/// attributes (ext4, xfs, btrfs, tmpfs): the record then goes with the file, and a user who deletes
+/// the file deletes it too.
+pub const OWNER_ATTRIBUTE: &str = "user.bfq.owner";
+
+/// The ownership record's file beside `target`, `<target>.bfq-owner`: where the file system takes no
+/// user attributes (ramfs, some network file systems), and where versions before 2026-12-01 wrote it.
 pub fn owner_record_path(target: &Path) -> PathBuf {
     let mut name = target.as_os_str().to_owned();
     name.push(".bfq-owner");
     PathBuf::from(name)
 }
 
+/// What every record this program writes begins with (and a file beside a target must begin with
+/// before it is removed as a stale record).
+const RECORD_HEADER: &str = "bfq-target-owner/1\n";
+
 fn fingerprint(meta: &std::fs::Metadata) -> String {
     format!(
-        "bfq-target-owner/1\ndev={}\nino={}\nsize={}\nmtime={}.{:09}\n",
+        "{RECORD_HEADER}dev={}\nino={}\nsize={}\nmtime={}.{:09}\n",
         meta.dev(),
         meta.ino(),
         meta.len(),
@@ -207,22 +218,81 @@ fn fingerprint(meta: &std::fs::Metadata) -> String {
     )
 }
 
+/// Whether an attribute call failed because the file system takes no user attributes on this file.
+fn attributes_unsupported(e: Errno) -> bool {
+    e == Errno::NOTSUP || e == Errno::PERM
+}
+
+/// Where the ownership record of `target` is, if it has one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OwnerRecord {
+    /// The file's extended attribute [`OWNER_ATTRIBUTE`].
+    Attribute(String),
+    /// A file beside it ([`owner_record_path`]).
+    File(PathBuf, String),
+}
+
+impl OwnerRecord {
+    /// The record's text.
+    pub fn text(&self) -> &str {
+        match self {
+            OwnerRecord::Attribute(text) | OwnerRecord::File(_, text) => text,
+        }
+    }
+
+    /// Where it is, for a message.
+    pub fn describe(&self) -> String {
+        match self {
+            OwnerRecord::Attribute(_) => format!("the file's extended attribute {OWNER_ATTRIBUTE}"),
+            OwnerRecord::File(path, _) => path.display().to_string(),
+        }
+    }
+}
+
+/// The ownership record of `target`: its attribute if it has one (the attribute is the record once
+/// written, whatever a file beside it says), else the file beside it.
+pub fn owner_record(target: &Path) -> Option<OwnerRecord> {
+    let mut value = [0u8; 256];
+    match rustix::fs::getxattr(target, OWNER_ATTRIBUTE, &mut value[..]) {
+        Ok(len) => return Some(OwnerRecord::Attribute(String::from_utf8_lossy(&value[..len]).into_owned())),
+        // Longer than any record: not one of ours, and not to be mistaken for a missing one.
+        Err(Errno::RANGE) => return Some(OwnerRecord::Attribute(String::new())),
+        Err(_) => {}
+    }
+    let path = owner_record_path(target);
+    std::fs::read_to_string(&path).ok().map(|text| OwnerRecord::File(path, text))
+}
+
 /// Whether `target` is a regular file this program created and last wrote (its ownership record
 /// matches the file as it is now).
 pub fn is_ours(target: &Path) -> bool {
     let Ok(meta) = std::fs::metadata(target) else { return false };
-    meta.is_file()
-        && std::fs::read_to_string(owner_record_path(target)).is_ok_and(|r| r == fingerprint(&meta))
+    meta.is_file() && owner_record(target).is_some_and(|r| r.text() == fingerprint(&meta))
 }
 
 /// Records `target` as ours as it is now: call it after a run wrote a file that [`prepare_target`]
-/// reported `created`, or that was ours before the run. Does nothing for other targets.
+/// reported `created`, or that was ours before the run. Does nothing for other targets. The record
+/// is the file's attribute [`OWNER_ATTRIBUTE`] (setting it changes the file's status time, not its
+/// modification time, which the record holds); a record beside the file that this program wrote
+/// before is removed then. Where the file system takes no user attributes, the record is a file
+/// beside the target, as before.
 pub fn record_ours(target: &Path) -> io::Result<()> {
     let meta = std::fs::metadata(target)?;
     if !meta.is_file() {
         return Ok(());
     }
-    std::fs::write(owner_record_path(target), fingerprint(&meta))
+    let record = fingerprint(&meta);
+    match rustix::fs::setxattr(target, OWNER_ATTRIBUTE, record.as_bytes(), rustix::fs::XattrFlags::empty()) {
+        Ok(()) => {
+            let beside = owner_record_path(target);
+            if std::fs::read_to_string(&beside).is_ok_and(|text| text.starts_with(RECORD_HEADER)) {
+                let _ = std::fs::remove_file(beside);
+            }
+            Ok(())
+        }
+        Err(e) if attributes_unsupported(e) => std::fs::write(owner_record_path(target), record),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Makes `target` ready for a run that needs `needs` of it, or says why it cannot be, having written
@@ -256,12 +326,12 @@ pub fn prepare_target(target: &Path, needs: &TargetNeeds) -> Result<PreparedTarg
     }
     let ours = is_ours(target);
     if !ours && !read_only && !needs.overwrite_existing_data {
-        let what = if owner_record_path(target).exists() {
+        let what = if let Some(record) = owner_record(target) {
             format!(
                 "it is a file of {} bytes that changed since bfq last wrote it (written by someone else, or \
                  by a run that was killed; its record is {})",
                 meta.len(),
-                owner_record_path(target).display()
+                record.describe()
             )
         } else {
             format!("it is a file of {} bytes that bfq did not create", meta.len())
@@ -457,6 +527,51 @@ mod tests {
     }
 
     #[test]
+    fn the_record_is_an_attribute_of_the_file_and_nothing_is_left_beside_it() {
+        // A user who deletes a target bfq created deletes its record with it (docs/safety.md).
+        let t = Temp::new("attribute");
+        prepare_target(&t.0, &TargetNeeds { bytes: 1 << 20, ..TargetNeeds::default() }).unwrap();
+        assert!(matches!(owner_record(&t.0), Some(OwnerRecord::Attribute(_))), "{:?}", owner_record(&t.0));
+        assert!(is_ours(&t.0));
+        assert!(!owner_record_path(&t.0).exists());
+        std::fs::remove_file(&t.0).unwrap();
+        assert_eq!(owner_record(&t.0), None);
+    }
+
+    #[test]
+    fn a_record_beside_the_file_from_before_is_honoured_then_replaced_by_the_attribute() {
+        // Targets created before 2026-12-01 have their record in `<target>.bfq-owner`.
+        let t = Temp::new("beside");
+        std::fs::write(&t.0, vec![7u8; 4096]).unwrap();
+        std::fs::write(owner_record_path(&t.0), fingerprint(&std::fs::metadata(&t.0).unwrap())).unwrap();
+        assert!(is_ours(&t.0));
+        record_ours(&t.0).unwrap();
+        assert!(!owner_record_path(&t.0).exists(), "the old record is removed once the attribute holds it");
+        assert!(matches!(owner_record(&t.0), Some(OwnerRecord::Attribute(_))));
+        assert!(is_ours(&t.0));
+        // A file of that name that is not a record of bfq's is someone else's: left alone.
+        std::fs::write(owner_record_path(&t.0), "notes\n").unwrap();
+        record_ours(&t.0).unwrap();
+        assert_eq!(std::fs::read_to_string(owner_record_path(&t.0)).unwrap(), "notes\n");
+    }
+
+    #[test]
+    fn an_attribute_that_no_longer_matches_is_not_overruled_by_a_record_beside_the_file() {
+        let t = Temp::new("stale");
+        std::fs::write(&t.0, vec![7u8; 4096]).unwrap();
+        let before = fingerprint(&std::fs::metadata(&t.0).unwrap());
+        record_ours(&t.0).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::fs::write(&t.0, vec![8u8; 8192]).unwrap();
+        std::fs::write(owner_record_path(&t.0), fingerprint(&std::fs::metadata(&t.0).unwrap())).unwrap();
+        assert_ne!(before, fingerprint(&std::fs::metadata(&t.0).unwrap()));
+        assert!(!is_ours(&t.0), "the attribute is the record; it says the file changed");
+        let needs = TargetNeeds { bytes: 4096, writes: writer(0, 4096), ..TargetNeeds::default() };
+        let text = prepare_target(&t.0, &needs).unwrap_err().to_string();
+        assert!(text.contains("changed since bfq last wrote it") && text.contains(OWNER_ATTRIBUTE), "{text}");
+    }
+
+    #[test]
     fn a_symbolic_link_to_a_missing_file_is_refused_naming_the_link_and_creates_nothing() {
         let t = Temp::new("dangling");
         let missing = t.0.with_extension("missing");
@@ -553,6 +668,9 @@ mod tests {
         let prepared =
             prepare_target(&target, &TargetNeeds { bytes: 1 << 20, ..TargetNeeds::default() }).unwrap();
         assert!(prepared.created && prepared.filled == 1 << 20, "{prepared:?}");
+        // ramfs takes no user attributes: the record is a file beside the target.
+        assert!(matches!(owner_record(&target), Some(OwnerRecord::File(..))), "{:?}", owner_record(&target));
+        assert!(is_ours(&target));
         let _ = std::fs::remove_file(owner_record_path(&target));
         std::fs::remove_file(&target).unwrap();
     }
