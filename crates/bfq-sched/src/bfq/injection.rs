@@ -652,7 +652,7 @@ impl Bfq {
     /// `inject_within_share`: whether waiting queue `c` is more than one maximum budget ahead of
     /// the in-service queue `s` in B-WF2Q+'s virtual time while `s` pays for what is injected: its
     /// requests are slower than the ratio allows (its limit holds only by its share of its turns),
-    /// and it keeps enough bytes in the device to fill it ([`Self::fills_device`]), so that what is
+    /// and it keeps enough in the device to fill it ([`Self::fills_device`]), so that what is
     /// injected is taken from it. A queue ahead of it has had more service for its weight; it may
     /// take only what `s` cannot use. The share of its turns says nothing of who takes the rest:
     /// three sequential readers of weights 100, 300 and 1,000, four reads outstanding each, on this
