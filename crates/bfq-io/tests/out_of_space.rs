@@ -19,6 +19,7 @@ struct SmallFs {
 impl SmallFs {
     /// `mount` with `args` (e.g. a tmpfs of a given size, or an ext4 image through a loop device).
     fn mount(tag: &str, image: Option<PathBuf>, args: &[&str]) -> SmallFs {
+        sweep_killed_runs();
         let dir = PathBuf::from(format!("/var/tmp/bfq-io-enospc-{tag}-{}", std::process::id()));
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e} (not touched)", dir.display()));
         let fs = SmallFs { dir, image };
@@ -34,6 +35,31 @@ impl Drop for SmallFs {
         let _ = std::fs::remove_dir(&self.dir);
         if let Some(image) = &self.image {
             let _ = std::fs::remove_file(image);
+        }
+    }
+}
+
+/// Unmounts and removes what runs of this test left when their process was killed (no `Drop` runs):
+/// `/var/tmp/bfq-io-enospc-TAG-PID` mounts and images whose process is gone. A tmpfs left mounted
+/// from a killed run stayed until the machine restarted.
+fn sweep_killed_runs() {
+    let Ok(entries) = std::fs::read_dir("/var/tmp") else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("bfq-io-enospc-") else { continue };
+        let Some(pid) = rest.trim_end_matches(".img").rsplit('-').next().and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        if path.is_dir() {
+            let _ = Command::new("umount").arg(&path).status();
+            let _ = std::fs::remove_dir(&path);
+        } else {
+            let _ = std::fs::remove_file(&path);
         }
     }
 }
