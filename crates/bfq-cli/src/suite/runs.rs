@@ -391,6 +391,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("waker_detection", "0"),
     ("fair_charge", "0"),
     ("drain_grace", "0"),
+    ("pattern_asymmetry", "0"),
     ("bypass_depth", "0"),
     ("latency_guard", "0"),
     ("raised_idle_shallow_only", "0"),
@@ -956,6 +957,7 @@ mod tests {
                 ("waker_detection", "0"),
                 ("fair_charge", "0"),
                 ("drain_grace", "0"),
+                ("pattern_asymmetry", "0"),
             ] {
                 assert_eq!(p.get(k).map(String::as_str), Some(v), "seed {paper} bfq: {k}");
             }

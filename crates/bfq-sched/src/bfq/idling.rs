@@ -16,11 +16,19 @@ pub const RAISED_IDLE: Nanos = 20 * MSEC;
 /// are in flight even if every busy queue is raised (kernel: in-driver requests >= the queue's + 4).
 pub const RAISED_LOAD_LIMIT: usize = 4;
 
+/// A request this far (sectors) from the end of the queue's previous one is a seek in
+/// [`SeekTracker::pattern`]'s history (the kernel's BFQQ_SEEK_THR, 8 x 100 sectors).
+pub const SEEK_DISTANCE: u64 = 800;
+
 /// Low-pass filtered seek distance of a queue (seed 000 sec. 4).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SeekTracker {
     mean: u64,
     last_end: Option<u64>,
+    /// Whether each of the last 32 distances was a seek (the newest in bit 0).
+    history: u32,
+    /// Distances recorded, up to 32.
+    samples: u8,
 }
 
 impl SeekTracker {
@@ -30,8 +38,32 @@ impl SeekTracker {
             // Capped so that one huge jump does not keep the queue random for ages.
             let dist = sector.abs_diff(last).min(1 << 20);
             self.mean = (self.mean * 7 + dist) / 8;
+            self.history = (self.history << 1) | u32::from(dist > SEEK_DISTANCE);
+            self.samples = self.samples.saturating_add(1).min(32);
         }
         self.last_end = Some(sector + sectors);
+    }
+
+    /// The queue's access pattern over its last (up to) 32 requests, for `pattern_asymmetry`
+    /// (`bfq::symmetry`): `Some(true)` random (at least three in four of them seeks),
+    /// `Some(false)` sequential (at most one in eight), `None` neither or too few to tell (under 8).
+    /// Unlike [`SeekTracker::seeky`], whose filtered mean a new queue starts at zero and one long jump
+    /// (a sequential reader wrapping round its file) keeps above the threshold for some 16 requests,
+    /// a share of seeks is not moved by one of them (the kernel's seek history, kernel-bfq-reference.md,
+    /// is a count of the last 32 too).
+    pub fn pattern(&self) -> Option<bool> {
+        let n = u32::from(self.samples);
+        if n < 8 {
+            return None;
+        }
+        let seeks = self.history.count_ones();
+        if 4 * seeks >= 3 * n {
+            Some(true)
+        } else if 8 * seeks <= n {
+            Some(false)
+        } else {
+            None
+        }
     }
 
     /// Whether the queue is "detected as random".

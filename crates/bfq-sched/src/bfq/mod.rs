@@ -130,6 +130,8 @@ pub struct Bfq {
     busy_non_raised: usize,
     /// Busy queues that are weight-raised.
     busy_raised: usize,
+    /// Busy synchronous queues that are not raised, random and sequential (`pattern_asymmetry`).
+    busy_patterns: [usize; 2],
     /// Queues that could take an Early Queue Merge partner, by where their I/O is (the kernel's
     /// position tree): bucket `last_end / merge_distance` -> slot, one queue per bucket. Lets an
     /// arriving queue find a close queue in O(1) instead of scanning every queue.
@@ -194,6 +196,7 @@ impl Bfq {
             hw_tag: HwTag::new(device.queue_depth),
             weight_counts: IdMap::default(),
             busy_non_raised: 0,
+            busy_patterns: [0; 2],
             busy_raised: 0,
             pos_index: IdMap::default(),
             burst: BurstDetector::default(),

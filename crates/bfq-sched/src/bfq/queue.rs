@@ -133,6 +133,9 @@ pub(super) struct Queue {
     /// The configured weight under which it is counted among the busy queues, and whether it was
     /// raised then, if busy.
     pub(super) counted_weight: Option<(u64, bool)>,
+    /// Whether it counts among the busy synchronous queues that are not raised, and as random
+    /// (`Some(true)`) or sequential (`Some(false)`): `pattern_asymmetry`, [`super::symmetry`].
+    pub(super) counted_pattern: Option<bool>,
     /// The bucket of `pos_index` this queue is filed under, if any.
     pub(super) pos_bucket: Option<u64>,
     /// Requests it dispatched as the serving queue, in its turn or injected.
@@ -216,6 +219,7 @@ impl Queue {
             merged_from: Vec::new(),
             first_io: None,
             counted_weight: None,
+            counted_pattern: None,
             pos_bucket: None,
             serving_dispatched: 0,
             serving_sectors: 0,

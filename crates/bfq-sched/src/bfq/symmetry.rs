@@ -27,6 +27,7 @@ impl Bfq {
     /// tenants of weights 1 and 3 that start together, both raised, would not be idled and would split
     /// a fast device by their request rates for the whole raising period.
     pub(super) fn set_busy(&mut self, s: u32, busy: bool) {
+        self.count_pattern(s, busy);
         let q = &self.queues[s as usize];
         let counted =
             busy.then(|| (u64::from(level_weight(q.spec)), self.raising_on() && q.raising.active()));
@@ -50,6 +51,62 @@ impl Bfq {
             self.busy_raised += usize::from(raised);
         }
         self.queues[s as usize].counted_weight = counted;
+    }
+
+    /// `pattern_asymmetry`: keeps the count of busy synchronous queues that are not raised, random
+    /// and sequential, each as it was when it last became busy or was requeued (at its activation
+    /// and at each expiry that leaves it backlogged). Raised queues are left out as they are of the
+    /// weight counts: their idling has its own rules (`idling::idle_window`); so are queues whose
+    /// pattern is not clear (`SeekTracker::pattern`: too new, or neither random nor sequential).
+    fn count_pattern(&mut self, s: u32, busy: bool) {
+        let q = &self.queues[s as usize];
+        let raised = self.raising_on() && q.raising.active();
+        let counted =
+            if busy && self.cfg.pattern_asymmetry && q.sync && !raised { q.seek.pattern() } else { None };
+        if let Some(random) = q.counted_pattern {
+            self.busy_patterns[usize::from(random)] -= 1;
+        }
+        if let Some(random) = counted {
+            self.busy_patterns[usize::from(random)] += 1;
+        }
+        self.queues[s as usize].counted_pattern = counted;
+    }
+
+    /// `pattern_asymmetry` (beyond the seeds and the kernel): whether queue `s`, not raised, is a
+    /// sequential queue while a random synchronous queue is busy, or a random queue that keeps more
+    /// requests outstanding than a latency-bound one (`bypass_depth`, at least two) while a
+    /// sequential one is busy. The kernel calls a scenario
+    /// symmetric when the busy queues' weights, classes and groups are alike, and then does not idle
+    /// for a random queue on a device that queues internally: with alike queues each gets its share
+    /// without it. Such queues are not alike. A deep random queue whose requests are all in the
+    /// device has nothing queued, ends its slot at once, and waits a sequential queue's whole slot
+    /// (its budget: milliseconds) for its next turn, so that of the same weight it got a third of
+    /// what it got with the weights 100 and 101 (docs/fast-devices.md "Equal weights, different
+    /// patterns"). Idling for it costs little: its own requests keep the device busy while it waits
+    /// for their completions. The sequential queue is idled for too, or it would lose its slots to
+    /// the random one in the same way (a reader of 1 MiB blocks two at a time, in the model of
+    /// `tests/fast_devices.rs`: 88 MiB against the random reader's 1,482). A latency-bound random
+    /// queue is left to the bypass: idling for one request at
+    /// a time would cost the device most of its time (a sequential and a random reader of two
+    /// requests each, one weight: 0.2 of FIFO's throughput instead of 0.86), and on a disk the
+    /// random readers' idle windows would keep a start-up waiting (the suite's 10r-rand start-up).
+    fn mixed_patterns(&self, s: u32) -> bool {
+        if !self.cfg.pattern_asymmetry {
+            return false;
+        }
+        let q = &self.queues[s as usize];
+        if self.raising_on() && q.raising.active() {
+            return false;
+        }
+        let Some(random) = q.seek.pattern() else { return false };
+        if random && q.outstanding_demand() <= (self.cfg.bypass_depth as usize).max(2) {
+            return false;
+        }
+        let mut busy = self.busy_patterns;
+        if let Some(counted) = q.counted_pattern {
+            busy[usize::from(counted)] -= 1;
+        }
+        busy[usize::from(!random)] > 0
     }
 
     pub(super) fn asymmetric(&self) -> bool {
@@ -88,7 +145,7 @@ impl Bfq {
             raised: self.raising_on() && q.raising.active(),
             hw_tag: self.hw_tag.detected,
             rotational: self.device.rotational,
-            asymmetric: self.asymmetric(),
+            asymmetric: self.asymmetric() || (q.sync && self.mixed_patterns(s)),
             non_raised_busy: self.busy_non_raised > 0,
             raised_busy: self.busy_raised > 0,
             deep: q.deep(),
@@ -152,6 +209,46 @@ mod tests {
         b.set_busy(s, false);
         assert!(b.weight_counts.is_empty());
         assert_eq!(b.busy_non_raised, 0);
+    }
+
+    #[test]
+    fn a_deep_random_queue_beside_a_sequential_one_of_one_weight_is_idled_for_once_their_patterns_are_known()
+    {
+        // `pattern_asymmetry` (beyond the seeds and the kernel): a random reader with many requests
+        // outstanding and a sequential reader, of one weight. New queues count for neither pattern
+        // until `SeekTracker::pattern` can tell.
+        let mut b = plain();
+        let (random, sequential) = (|i: u64| (i * 7919 % 1000) << 24, |i: u64| i << 3);
+        let mut id = 0;
+        let mut feed = |b: &mut Bfq, n: u64| {
+            for i in 0..n {
+                for (q, offset) in [(1, random(i)), (2, sequential(i))] {
+                    id += 1;
+                    b.insert(Request { id: RequestId(id), offset, ..read(0, q) }, Instant::ZERO);
+                }
+                while let crate::Decision::Dispatch(_) = b.dispatch(Instant::ZERO) {}
+            }
+        };
+        feed(&mut b, 2);
+        let (r, s) = (b.index.get(QueueId(1)).unwrap(), b.index.get(QueueId(2)).unwrap());
+        assert!(!b.mixed_patterns(r) && !b.mixed_patterns(s), "too new to tell");
+        feed(&mut b, 12);
+        for q in [r, s] {
+            b.set_busy(q, true);
+        }
+        assert!(b.mixed_patterns(r), "the deep random queue beside a sequential one: {:?}", b.busy_patterns);
+        assert!(b.mixed_patterns(s), "and the sequential one beside it");
+        assert!(!b.asymmetric(), "the weights, classes and groups alone are symmetric");
+        let mut off = Bfq::with_config(
+            DeviceInfo::default(),
+            BfqConfig { low_latency: false, pattern_asymmetry: false, ..BfqConfig::default() },
+        );
+        feed(&mut off, 14);
+        assert_eq!(off.busy_patterns, [0, 0], "0 = the kernel's rule");
+        for q in [r, s] {
+            b.set_busy(q, false);
+        }
+        assert_eq!(b.busy_patterns, [0, 0], "uncounted when no longer busy");
     }
 
     #[test]
