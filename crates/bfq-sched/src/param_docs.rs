@@ -43,6 +43,7 @@ pub const PARAM_DOCS: &[(&str, &str, &str)] = &[
     ("bfq", "raised_idle_shallow_only", "1 = while every busy queue is weight-raised, the others' load makes BFQ idle for a raised queue only if it keeps at most 4 requests outstanding; 0 = the kernel's rule, whatever its depth (beyond the seeds)"),
     ("bfq", "waker_detection", "1 = detect queues that wake each other and inject them first (kernel)"),
     ("bfq", "drain_grace", "1 = a deep random sync queue drained for a moment while cut off or injected keeps its place in B-WF2Q+ for slice_idle (beyond the seeds)"),
+    ("bfq", "burst_active_only", "1 = with large_burst, a burst member with nothing queued or in flight for more than slice_idle leaves the burst when another queue appears, so that processes handing over to each other one after another are not a large burst; 0 = the kernel's rule (beyond the seeds)"),
     ("bfq", "pattern_asymmetry", "1 = a random sync queue with more than bypass_depth requests outstanding is idled for while a sequential sync queue is busy, as if their weights differed; 0 = the kernel's rule (beyond the seeds)"),
     ("bfq", "fair_charge", "1 = a timed-out or slow slot's charge is split among the queues served in it by their sectors (beyond the seeds)"),
     ("bfq", "bypass_depth", "requests: a waiting sync queue with at most this many outstanding is served at once beside the in-service queue when B-WF2Q+-eligible, on devices with internal queueing; 0 = off (beyond the seeds)"),

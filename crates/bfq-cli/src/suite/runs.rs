@@ -392,6 +392,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("fair_charge", "0"),
     ("drain_grace", "0"),
     ("pattern_asymmetry", "0"),
+    ("burst_active_only", "0"),
     ("bypass_depth", "0"),
     ("latency_guard", "0"),
     ("raised_idle_shallow_only", "0"),

@@ -152,6 +152,15 @@ impl Bfq {
     /// Queue `t` appeared at `now`: files it in the current burst and, if the burst just became
     /// large, ends the interactive raising of its earlier members (kernel-bfq-reference.md "Burst").
     pub(super) fn handle_burst(&mut self, t: u32, now: Instant) {
+        if self.cfg.burst_active_only {
+            let (queues, slice_idle) = (&self.queues, self.cfg.slice_idle);
+            self.burst.keep_active(|m| {
+                let q = &queues[m as usize];
+                !q.reqs.is_empty()
+                    || q.serving_in_flight > 0
+                    || now.saturating_since(q.idle_since) <= slice_idle
+            });
+        }
         let outcome = self.burst.appeared(t, now);
         self.queues[t as usize].in_large_burst = outcome != BurstOutcome::Small;
         let BurstOutcome::BecameLarge(members) = outcome else { return };
@@ -235,5 +244,32 @@ mod tests {
         // Long after the burst, a new queue is raised again.
         b.insert(read(100, 100, 1 << 40), Instant::from_nanos(60_000_000_000));
         assert!(raised(&b, 100), "a queue appearing alone is raised");
+    }
+
+    #[test]
+    fn processes_that_hand_over_one_after_another_are_not_a_large_burst() {
+        // `burst_active_only` (beyond the kernel, `bfq::burst`): ten queues appearing 50 ms apart, each
+        // once the previous one's read has completed (the processes of one starting application,
+        // handing over), stay raised; under the kernel's rule the eighth makes a large burst.
+        for (active_only, raised_last) in [(true, true), (false, false)] {
+            let cfg = BfqConfig { burst_active_only: active_only, ..BfqConfig::default() };
+            let mut b = Bfq::with_config(DeviceInfo::default(), cfg);
+            for q in 1..=10u32 {
+                let now = Instant::from_nanos(u64::from(q) * 50_000_000);
+                b.insert(read(u64::from(q), q, u64::from(q) << 30), now);
+                let crate::Decision::Dispatch(r) = b.dispatch(now) else { panic!("queue {q} dispatches") };
+                b.complete(&r, Instant::from_nanos(now.as_nanos() + 1_000_000));
+            }
+            assert_eq!(raised(&b, 10), raised_last, "burst_active_only = {active_only}");
+        }
+        // Queues that keep I/O outstanding together are a large burst either way.
+        let mut b = Bfq::new(DeviceInfo::default());
+        for q in 1..=10u32 {
+            b.insert(
+                read(u64::from(q), q, u64::from(q) << 30),
+                Instant::from_nanos(u64::from(q) * 50_000_000),
+            );
+        }
+        assert!(!raised(&b, 10), "ten queues with reads outstanding at once");
     }
 }

@@ -9,6 +9,11 @@
 //! one form a burst; once a burst has [`LARGE_BURST_THRESHOLD`] members it is "large": its members lose
 //! their raising and later members of the same burst are not raised.
 //!
+//! Beyond the kernel (`burst_active_only`): a member with nothing queued or in the device for more
+//! than `slice_idle` when another queue appears leaves the burst. The processes of one starting
+//! application that hand over to each other (each starts as the previous one ends) then never make a
+//! large burst, however many they are, while queues that do I/O at the same time still do.
+//!
 //! A queue "appears" when it is backlogged for the first time, or again after the interactive idle time
 //! (`wr_min_idle_time`): those are the activations that would raise it as interactive. (The kernel
 //! creates a queue per process; this core keeps queues for application-defined ids, so a queue's
@@ -47,6 +52,12 @@ impl BurstDetector {
     /// A removed queue leaves the burst (its slot may be reused by an unrelated queue).
     pub fn forget(&mut self, slot: u32) {
         self.members.retain(|&m| m != slot);
+    }
+
+    /// `burst_active_only`: keeps only the members for which `active` holds (the others have done
+    /// their I/O and no longer compete with the burst's later members).
+    pub fn keep_active(&mut self, active: impl Fn(u32) -> bool) {
+        self.members.retain(|&m| active(m));
     }
 
     /// Queue `slot` appeared at `now`.
