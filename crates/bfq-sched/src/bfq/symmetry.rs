@@ -55,9 +55,9 @@ impl Bfq {
 
     /// `pattern_asymmetry`: keeps the count of busy synchronous queues that are not raised, random
     /// and sequential, each as it was when it last became busy or was requeued (at its activation
-    /// and at each expiry that leaves it backlogged). Raised queues are left out as they are of the
-    /// weight counts: their idling has its own rules (`idling::idle_window`); so are queues whose
-    /// pattern is not clear (`SeekTracker::pattern`: too new, or neither random nor sequential).
+    /// and at each expiry that leaves it backlogged). Raised queues are left out (their idling has its
+    /// own rules, `idling::idle_window`), and so are queues whose pattern is not clear
+    /// (`SeekTracker::pattern`: too new, or neither random nor sequential).
     fn count_pattern(&mut self, s: u32, busy: bool) {
         let q = &self.queues[s as usize];
         let raised = self.raising_on() && q.raising.active();
