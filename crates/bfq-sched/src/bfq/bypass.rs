@@ -68,6 +68,13 @@ impl Bfq {
         kept_within(&self.queues[c as usize], self.cfg.bypass_depth as usize)
     }
 
+    /// Whether queue `c` keeps more requests outstanding than a latency-bound queue may (more than
+    /// `bypass_depth`, and at least more than two): a deep queue whose next requests come with its
+    /// completions, the kind that `drain_grace` keeps in place and `pattern_asymmetry` idles for.
+    pub(super) fn deeper_than_latency_bound(&self, c: u32) -> bool {
+        self.queues[c as usize].outstanding_demand() > (self.cfg.bypass_depth as usize).max(2)
+    }
+
     /// Whether queue `c` may bypass: latency-bound ([`Self::latency_bound`]) with small requests
     /// ([`super::guard::LIGHT_REQUEST_SECTORS`] each), so that it takes little of the device beside the
     /// in-service queue; or latency-bound and weight-raised (a starting application, whose reads of

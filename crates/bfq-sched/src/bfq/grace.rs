@@ -38,7 +38,7 @@ impl Bfq {
             && self.cfg.slice_idle > 0
             && q.sync
             && q.seek.seeky(self.cfg.seeky_threshold)
-            && q.outstanding_demand() > (self.cfg.bypass_depth as usize).max(2)
+            && self.deeper_than_latency_bound(s)
     }
 
     /// Queue `s` drained at `now` and keeps its place until `slice_idle` from now.

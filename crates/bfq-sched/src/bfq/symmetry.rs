@@ -74,21 +74,20 @@ impl Bfq {
 
     /// `pattern_asymmetry` (beyond the seeds and the kernel): whether queue `s`, not raised, is a
     /// sequential queue while a random synchronous queue is busy, or a random queue that keeps more
-    /// requests outstanding than a latency-bound one (`bypass_depth`, at least two) while a
-    /// sequential one is busy. The kernel calls a scenario
-    /// symmetric when the busy queues' weights, classes and groups are alike, and then does not idle
-    /// for a random queue on a device that queues internally: with alike queues each gets its share
-    /// without it. Such queues are not alike. A deep random queue whose requests are all in the
-    /// device has nothing queued, ends its slot at once, and waits a sequential queue's whole slot
-    /// (its budget: milliseconds) for its next turn, so that of the same weight it got a third of
-    /// what it got with the weights 100 and 101 (docs/fast-devices.md "Equal weights, different
-    /// patterns"). Idling for it costs little: its own requests keep the device busy while it waits
-    /// for their completions. The sequential queue is idled for too, or it would lose its slots to
-    /// the random one in the same way (a reader of 1 MiB blocks two at a time, in the model of
-    /// `tests/fast_devices.rs`: 88 MiB against the random reader's 1,482). A latency-bound random
-    /// queue is left to the bypass: idling for one request at
-    /// a time would cost the device most of its time (a sequential and a random reader of two
-    /// requests each, one weight: 0.2 of FIFO's throughput instead of 0.86), and on a disk the
+    /// requests outstanding than a latency-bound one ([`Self::deeper_than_latency_bound`]) while a
+    /// sequential one is busy. The kernel calls a scenario symmetric when the busy queues' weights,
+    /// classes and groups are alike, and then does not idle for a random queue on a device that
+    /// queues internally: with alike queues each gets its share without it. Such queues are not
+    /// alike. A deep random queue whose requests are all in the device has nothing queued, ends its
+    /// slot at once, and waits a sequential queue's whole slot (its budget: milliseconds) for its
+    /// next turn, so that of the same weight it got a third of what it got with the weights 100 and
+    /// 101 (docs/fast-devices.md "Equal weights, different patterns"). Idling for it costs little:
+    /// its own requests keep the device busy while it waits for their completions. The sequential
+    /// queue is idled for too, or it would lose its slots to the random one in the same way (a
+    /// reader of 1 MiB blocks two at a time, in the model of `tests/fast_devices.rs`: 88 MiB against
+    /// the random reader's 1,482). A latency-bound random queue is left to the bypass: idling for one
+    /// request at a time would cost the device most of its time (a sequential and a random reader of
+    /// two requests each, one weight: 0.2 of FIFO's throughput instead of 0.86), and on a disk the
     /// random readers' idle windows would keep a start-up waiting (the suite's 10r-rand start-up).
     fn mixed_patterns(&self, s: u32) -> bool {
         if !self.cfg.pattern_asymmetry {
@@ -99,7 +98,7 @@ impl Bfq {
             return false;
         }
         let Some(random) = q.seek.pattern() else { return false };
-        if random && q.outstanding_demand() <= (self.cfg.bypass_depth as usize).max(2) {
+        if random && !self.deeper_than_latency_bound(s) {
             return false;
         }
         let mut busy = self.busy_patterns;
