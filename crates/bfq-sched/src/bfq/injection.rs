@@ -94,6 +94,9 @@ pub const WAKEE_MAX_DEMAND: usize = 4;
 /// How long [`DeviceRate`] counts the sectors of one window.
 const RATE_WINDOW: Nanos = 10 * MSEC;
 
+/// The index of the lowest class (idle), for a search of every class (`inject_lower_class`).
+const LOWEST_CLASS: usize = 2;
+
 /// What the device delivers at its busiest lately, all queues together: the sectors dispatched per
 /// window of `RATE_WINDOW` (10 ms, at least), as a maximum that decays by 1/64 per window (to half in
 /// about 0.45 s of quieter windows), so that it follows a device that got slower. Not the peak-rate
@@ -185,6 +188,22 @@ pub struct InjectLimit {
     /// latency within the ratio or not, and `inject_within_share` keeps the queues ahead of it out
     /// (`Bfq::beyond_share`).
     pub short_of_share: bool,
+    /// A queue of a lower class was injected in the current window (`inject_lower_class`).
+    pub lower_class_injected: bool,
+    /// Lower classes are not injected before this instant. A window in which one was and that
+    /// brought the limit to 0 (the queue slower than the ratio allows with one request of others in
+    /// the device) holds them out for `lower_retry_after`, doubled by each such fall from
+    /// `RETRY_MIN` (100 ms) up to `BASE_REFRESH` (1 s), and forgotten after a window with one injected and the
+    /// latency within the ratio; above 0 the limit's own probing bounds them. A lower class is owed
+    /// nothing while this queue's class is busy. Tried again at once after each fall (as a random
+    /// queue's limit is), a backup of 1 MiB reads in the idle class took a 1 MiB slot of the device
+    /// every few hundred microseconds, and a best-effort database of 8 random reads outstanding
+    /// beside it fell from 253 to 108 MiB/s on this machine's disk file. Holding the limit itself
+    /// instead (doubling its retries) kept out the database's own class too: an xterm starting up
+    /// waited out the database's 125 ms turns, 0.14 s instead of 0.01-0.02 (docs/fast-devices.md
+    /// "Classes on a fast device").
+    pub lower_class_held_until: Instant,
+    lower_retry_after: Nanos,
 }
 
 /// Sectors dispatched so far by the in-service queue in its turns and by all queues in those turns,
@@ -412,6 +431,10 @@ impl InjectLimit {
         let has_share = total > own && share_of_turns && kept_up != Some(false);
         self.over_latency = mean > allowed;
         self.short_of_share = total > own && !share_of_turns;
+        let lower_class_injected = std::mem::take(&mut self.lower_class_injected);
+        if lower_class_injected && !self.over_latency {
+            self.lower_retry_after = 0;
+        }
         // Additive increase after a run of good windows, decrease at once: a limit one too high makes
         // the in-service queue wait (a latency-bound queue loses much of its throughput), one too low
         // only leaves part of the device idle for a while. Each failed probe doubles the run of good
@@ -433,6 +456,11 @@ impl InjectLimit {
         // ratio otherwise means the device got slower or busier: halve.
         self.limit =
             if mean > 2 * allowed && !self.probing { self.limit / 2 } else { self.limit.saturating_sub(1) };
+        if self.limit == 0 && lower_class_injected {
+            // Lower classes are judged by the latency alone: no share of this queue's is theirs.
+            self.lower_retry_after = (2 * self.lower_retry_after).clamp(RETRY_MIN, BASE_REFRESH);
+            self.lower_class_held_until = now.saturating_add(self.lower_retry_after);
+        }
         if self.limit == 0 {
             self.zeroed_at = Some(now);
             self.retry_after = match kept_up {
@@ -636,15 +664,32 @@ impl Bfq {
         let sync_only = !self.async_may_enter();
         let queues = &self.queues;
         let bypass_depth = self.cfg.bypass_depth as usize;
-        let c = self.wf2q.peek_out_of_turn(class, |c| {
+        let accept = |c: u32| {
             let q = &queues[c as usize];
             c != s
                 && !q.reqs.is_empty()
                 && (!sync_only || q.reqs.has_sync())
                 && (!only_latency_bound || guard::queue_latency_bound(q, bypass_depth))
-        })?;
+        };
+        // Its own class and higher ones first; lower classes (`inject_lower_class`) only when none
+        // of those has a request to give: a second search, so that a lower-class queue of the
+        // in-service queue's group does not go before a same-class queue of another group. Held
+        // out for a while after they brought the limit to 0 (`InjectLimit::lower_class_held_until`).
+        let c = match self.wf2q.peek_out_of_turn(class, accept) {
+            Some(c) => c,
+            None if self.cfg.inject_lower_class
+                && class < LOWEST_CLASS
+                && now >= q.inject.lower_class_held_until =>
+            {
+                self.wf2q.peek_out_of_turn(LOWEST_CLASS, accept)?
+            }
+            None => return None,
+        };
         if !self.injectable(c) || self.slot_reserved_from(c, s, class) || self.beyond_share(c, s) {
             return None;
+        }
+        if self.queues[c as usize].spec.class.index() > class {
+            self.queues[s as usize].inject.lower_class_injected = true;
         }
         self.inject_from(c, now)
     }
@@ -674,7 +719,13 @@ impl Bfq {
     /// and 300 of this machine's disk file came out 1:1.6 and then, while the light one's group paid
     /// back the lead it had taken, 1:5.7, for seconds (`crates/bfq-cli/tests/serve.rs`).
     fn beyond_share(&self, c: u32, s: u32) -> bool {
-        if !self.cfg.inject_within_share {
+        // A queue of a lower class has no place in `s`'s tree to compare: the inject limit alone
+        // bounds what it takes. (Held out whenever `s` is over the ratio, it would stay out for good:
+        // with nothing injected no window ends to clear the mark, and `s` alone then sets the
+        // device's recent rate that `fills_device` measures against.)
+        if !self.cfg.inject_within_share
+            || self.queues[c as usize].spec.class.index() > self.queues[s as usize].spec.class.index()
+        {
             return false;
         }
         // Short of its share with its latency within the ratio, it is owed protection from deep
@@ -738,8 +789,11 @@ impl Bfq {
     /// errors 21-43 %) on this machine's disk file, 1-11 % with the slot kept (docs/fast-devices.md).
     /// A queue that is itself eligible is never held back: it is owed service as much as the other,
     /// and keeping the slot empty for one of two queues owed service would only cost throughput.
+    /// A queue of a lower class than `s` is eligible only in its own class's tree, where no queue
+    /// of `s`'s class competes: it never counts as owed service against them.
     fn slot_reserved_from(&mut self, c: u32, s: u32, class: usize) -> bool {
-        if !self.cfg.inject_reserve || self.wf2q.eligible(c) {
+        let lower = self.queues[c as usize].spec.class.index() > class;
+        if !self.cfg.inject_reserve || (!lower && self.wf2q.eligible(c)) {
             return false;
         }
         let queues = &self.queues;
