@@ -270,23 +270,50 @@ impl Output {
 
 /// Each greedy application's share error: its share of the greedy applications' bytes against its
 /// weight's share of their weights (seed 001 sec. 3: throughput proportional to weight), in percent.
+/// Weights divide the service within a class (seed 000 sec. 2: a class is served only while no
+/// higher one has work), so applications are compared with those of their own class only: a
+/// real-time reader beside best-effort ones has no weight's share of their bytes.
 pub fn share_errors(report: &RunReport) -> Vec<Option<f64>> {
-    let greedy = |kind: &str| !matches!(kind, "startup" | "video");
-    let weights: f64 = report.apps.iter().filter(|a| greedy(&a.kind)).map(|a| f64::from(a.weight)).sum();
-    let bytes: f64 =
-        report.apps.iter().filter(|a| greedy(&a.kind)).map(|a| (a.bytes_read + a.bytes_written) as f64).sum();
-    report
+    let apps: Vec<Served> = report
         .apps
         .iter()
+        .map(|a| Served {
+            greedy: !matches!(a.kind.as_str(), "startup" | "video"),
+            class: class_of(&a.class),
+            weight: f64::from(a.weight),
+            bytes: (a.bytes_read + a.bytes_written) as f64,
+        })
+        .collect();
+    share_errors_of(&apps)
+}
+
+/// What [`share_errors`] needs of an application.
+struct Served<'a> {
+    greedy: bool,
+    class: &'a str,
+    weight: f64,
+    bytes: f64,
+}
+
+fn share_errors_of(apps: &[Served]) -> Vec<Option<f64>> {
+    apps.iter()
         .map(|a| {
-            if !greedy(&a.kind) || bytes <= 0.0 || weights <= 0.0 {
+            let peers = || apps.iter().filter(|b| b.greedy && b.class == a.class);
+            let weights: f64 = peers().map(|b| b.weight).sum();
+            let bytes: f64 = peers().map(|b| b.bytes).sum();
+            if !a.greedy || bytes <= 0.0 || weights <= 0.0 {
                 return None;
             }
-            let ideal = f64::from(a.weight) / weights;
-            let got = (a.bytes_read + a.bytes_written) as f64 / bytes;
-            Some((got - ideal) / ideal * 100.0)
+            let ideal = a.weight / weights;
+            Some((a.bytes / bytes - ideal) / ideal * 100.0)
         })
         .collect()
+}
+
+/// A class as a report spells it ("rt0", "be4", "idle"), without its level: levels scale weights
+/// within a class (the reported weight is the application's own).
+fn class_of(class: &str) -> &str {
+    class.trim_end_matches(|c: char| c.is_ascii_digit())
 }
 
 /// The side-by-side table: one column per run.
@@ -367,4 +394,26 @@ pub fn table(reports: &[RunReport]) -> String {
 
 fn ms(us: u64) -> String {
     format!("{:.3}", us as f64 / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_errors_compare_applications_with_those_of_their_own_class() {
+        // Seed 000 sec. 2: weights divide the service within a class. A real-time reader that got
+        // 70 MiB beside best-effort readers of weights 100 and 300 that got 100 and 300 has no share
+        // error, nor have they; by weights across classes it would have +1,300 %.
+        let app = |class, weight, bytes| Served { greedy: true, class, weight, bytes };
+        let e = share_errors_of(&[app("rt", 100.0, 70.0), app("be", 100.0, 100.0), app("be", 300.0, 300.0)]);
+        assert_eq!(
+            e.iter().map(|x| x.map(|v| v.round())).collect::<Vec<_>>(),
+            [Some(0.0), Some(0.0), Some(0.0)]
+        );
+        let e = share_errors_of(&[app("be", 100.0, 200.0), app("be", 300.0, 200.0)]);
+        assert_eq!(e.iter().map(|x| x.map(|v| v.round())).collect::<Vec<_>>(), [Some(100.0), Some(-33.0)]);
+        assert_eq!(class_of("be4"), "be");
+        assert_eq!(class_of("idle"), "idle");
+    }
 }
