@@ -204,6 +204,9 @@ pub struct InjectLimit {
     /// "Classes on a fast device").
     pub lower_class_held_until: Instant,
     lower_retry_after: Nanos,
+    /// Since when injection has found the latency alone unmeasured or out of date in the queue's
+    /// turns, if it has ([`Self::overdue`]); cleared by the next sample alone.
+    unmeasured_since: Option<Instant>,
 }
 
 /// Sectors dispatched so far by the in-service queue in its turns and by all queues in those turns,
@@ -348,6 +351,7 @@ impl InjectLimit {
                 return;
             }
             self.counted_at = now;
+            self.unmeasured_since = None;
             self.alone_samples = self.alone_samples.saturating_add(1).min(BASE_SAMPLES + 1);
             let before = self.base;
             self.base = if self.alone_samples <= BASE_SAMPLES {
@@ -494,6 +498,23 @@ impl InjectLimit {
         }
     }
 
+    /// Injection looked at the queue in its turn at `now`: notes when it first found the latency
+    /// alone unmeasured or out of date ([`Self::allows`] refusing everything).
+    pub fn note_asked(&mut self, now: Instant) {
+        let usable = self.base > 0 && now.saturating_since(self.base_at) <= self.refresh();
+        if !usable && self.unmeasured_since.is_none() {
+            self.unmeasured_since = Some(now);
+        }
+    }
+
+    /// Whether the latency alone has been wanted for longer than `RETRY_MIN` (100 ms) without a
+    /// request of the queue running alone. What keeps the device from draining then is what
+    /// `allows` does not bound: a waker's requests, or another queue's completion just before each
+    /// of this one's (the first request after a switch is no sample, `Bfq::learn_inject_limit`).
+    pub fn overdue(&self, now: Instant) -> bool {
+        self.unmeasured_since.is_some_and(|at| now.saturating_since(at) > RETRY_MIN)
+    }
+
     /// Whether one more request of another queue may enter the device, with `others` of them in it.
     /// Nothing is injected before the queue's latency alone is known, nor when that measure is older
     /// than [`BASE_REFRESH`] ([`SETTLE_REFRESH`] and its doubles for the first [`BASE_SAMPLES`]
@@ -617,7 +638,15 @@ impl Bfq {
         // A deep in-service queue (more than WAKEE_MAX_DEMAND outstanding) waits for no one's I/O,
         // whatever waker was noted for it before its depth showed.
         let shallow = !q.deep();
-        if self.cfg.waker_detection && own_in_flight == 0 && shallow {
+        // Not while the queue's latency alone is overdue (`InjectLimit::overdue`): the limit then
+        // refuses every other queue until one of its requests runs alone, and a waker served beside
+        // each of them kept that from happening for good. Two random readers reading every 2 ms
+        // each (simulator, NVMe preset) took each other for wakers, and the two sequential readers
+        // beside them got nothing from 0.4 s into the run to its end (3,035 MiB/s with waker
+        // detection off). Held back, the waker waits for one request of the queue.
+        self.queues[s as usize].inject.note_asked(now);
+        let q = &self.queues[s as usize];
+        if self.cfg.waker_detection && own_in_flight == 0 && shallow && !q.inject.overdue(now) {
             let related = [q.waker.waker.and_then(|w| self.index.get(w)), self.wakee_ready.take()];
             for c in related.into_iter().flatten() {
                 // A waker noted before its depth showed is not injected without the limit once deep.
@@ -855,6 +884,11 @@ impl Bfq {
         if !self.cfg.injection {
             return;
         }
+        // The first request after another queue's completion is no sample (`settled`), unless the
+        // sample is overdue: raised random readers that take turns preempting each other never
+        // had a request follow one of their own, and injection beside them never started (the
+        // same two readers, with `low_latency` on).
+        let settled = settled || self.queues[s as usize].inject.overdue(now);
         let alone = settled
             && f.alone_mark != inflight::NOT_ALONE
             && f.alone_mark == self.dispatched_total - self.queues[s as usize].serving_dispatched;
@@ -1064,6 +1098,26 @@ mod tests {
             batch.on_completion(2 * us, think, true, Instant::ZERO, 115, 32, || snapshot);
         }
         assert!(batch.time_alone() < 2 * us + 40 * us / 8, "time alone {} ns", batch.time_alone());
+    }
+
+    #[test]
+    fn a_latency_alone_wanted_for_100_ms_is_overdue_until_a_sample_alone() {
+        // `InjectLimit::overdue`: injection asks for the latency alone (unmeasured, or out of date)
+        // at 1 s; 100 ms later it is overdue (the waker path holds back, and the first request after
+        // another queue's counts), and a sample alone ends that.
+        let mut l = InjectLimit::default();
+        let at = Instant::ZERO.saturating_add(SEC);
+        l.note_asked(at);
+        assert!(!l.overdue(at.saturating_add(RETRY_MIN)), "not before 100 ms");
+        l.note_asked(at.saturating_add(50 * MSEC));
+        assert!(l.overdue(at.saturating_add(RETRY_MIN + 1)), "counted from the first time it was wanted");
+        let done = at.saturating_add(2 * RETRY_MIN);
+        l.on_completion(40_000, Think::NONE, true, done, 115, 32, ServiceSnapshot::default);
+        assert!(!l.overdue(done.saturating_add(SEC)), "a sample alone ends it");
+        // The first sample is re-measured SETTLE_REFRESH (10 ms) later: asked within that, the
+        // baseline is fresh and not wanted.
+        l.note_asked(done.saturating_add(SETTLE_REFRESH / 2));
+        assert!(!l.overdue(done.saturating_add(SEC)), "a fresh baseline is not wanted");
     }
 
     #[test]
