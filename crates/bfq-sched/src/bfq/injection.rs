@@ -193,8 +193,8 @@ pub struct InjectLimit {
     /// Lower classes are not injected before this instant. A window in which one was and that
     /// brought the limit to 0 (the queue slower than the ratio allows with one request of others in
     /// the device) holds them out for `lower_retry_after`, doubled by each such fall from
-    /// `RETRY_MIN` (100 ms) up to `BASE_REFRESH` (1 s), and forgotten after a window with one injected and the
-    /// latency within the ratio; above 0 the limit's own probing bounds them. A lower class is owed
+    /// `RETRY_MIN` (100 ms) up to `BASE_REFRESH` (1 s), and forgotten after a window with one
+    /// injected and the latency within the ratio; above 0 the limit's own probing bounds them. A lower class is owed
     /// nothing while this queue's class is busy. Tried again at once after each fall (as a random
     /// queue's limit is), a backup of 1 MiB reads in the idle class took a 1 MiB slot of the device
     /// every few hundred microseconds, and a best-effort database of 8 random reads outstanding
@@ -501,8 +501,7 @@ impl InjectLimit {
     /// Injection looked at the queue in its turn at `now`: notes when it first found the latency
     /// alone unmeasured or out of date ([`Self::allows`] refusing everything).
     pub fn note_asked(&mut self, now: Instant) {
-        let usable = self.base > 0 && now.saturating_since(self.base_at) <= self.refresh();
-        if !usable && self.unmeasured_since.is_none() {
+        if !self.baseline_fresh(now) && self.unmeasured_since.is_none() {
             self.unmeasured_since = Some(now);
         }
     }
@@ -521,7 +520,12 @@ impl InjectLimit {
     /// samples): then the device drains, the queue's next request runs alone, and the
     /// measure is taken again (a device that got faster would otherwise be held to an old limit).
     pub fn allows(&self, others: usize, now: Instant) -> bool {
-        self.base > 0 && now.saturating_since(self.base_at) <= self.refresh() && others < self.limit as usize
+        self.baseline_fresh(now) && others < self.limit as usize
+    }
+
+    /// Whether the latency alone is measured and not yet due to be measured again.
+    fn baseline_fresh(&self, now: Instant) -> bool {
+        self.base > 0 && now.saturating_since(self.base_at) <= self.refresh()
     }
 }
 
@@ -655,7 +659,7 @@ impl Bfq {
                 // injected below: an IDLE-class wakee of a best-effort random reader took every
                 // injection slot of that reader's turns, and best-effort queues waiting beside it
                 // got nothing for the whole run.
-                let lower_class = self.queues.get(c as usize).is_some_and(|w| w.spec.class.index() > class);
+                let lower_class = (c as usize) < self.queues.len() && self.below_class(c, class);
                 if c != s && !deep && !lower_class && self.injectable(c) && self.within_share(c) {
                     return self.inject_from(c, now);
                 }
@@ -717,7 +721,7 @@ impl Bfq {
         if !self.injectable(c) || self.slot_reserved_from(c, s, class) || self.beyond_share(c, s) {
             return None;
         }
-        if self.queues[c as usize].spec.class.index() > class {
+        if self.below_class(c, class) {
             self.queues[s as usize].inject.lower_class_injected = true;
         }
         self.inject_from(c, now)
@@ -752,9 +756,7 @@ impl Bfq {
         // bounds what it takes. (Held out whenever `s` is over the ratio, it would stay out for good:
         // with nothing injected no window ends to clear the mark, and `s` alone then sets the
         // device's recent rate that `fills_device` measures against.)
-        if !self.cfg.inject_within_share
-            || self.queues[c as usize].spec.class.index() > self.queues[s as usize].spec.class.index()
-        {
+        if !self.cfg.inject_within_share || self.below_class(c, self.queues[s as usize].spec.class.index()) {
             return false;
         }
         // Short of its share with its latency within the ratio, it is owed protection from deep
@@ -821,7 +823,7 @@ impl Bfq {
     /// A queue of a lower class than `s` is eligible only in its own class's tree, where no queue
     /// of `s`'s class competes: it never counts as owed service against them.
     fn slot_reserved_from(&mut self, c: u32, s: u32, class: usize) -> bool {
-        let lower = self.queues[c as usize].spec.class.index() > class;
+        let lower = self.below_class(c, class);
         if !self.cfg.inject_reserve || (!lower && self.wf2q.eligible(c)) {
             return false;
         }
@@ -831,6 +833,11 @@ impl Bfq {
             r != s && (!q.reqs.is_empty() || q.refilling())
         });
         first.is_some_and(|r| r != c && self.queues[r as usize].refilling() && self.wf2q.eligible(r))
+    }
+
+    /// Whether queue `c` is of a lower class than the class of index `class` (RT 0, BE 1, IDLE 2).
+    fn below_class(&self, c: u32, class: usize) -> bool {
+        self.queues[c as usize].spec.class.index() > class
     }
 
     /// Whether waiting queue `c` (and each group above it) is within one maximum budget of its share
