@@ -125,8 +125,12 @@ impl Bfq {
     pub(super) fn sample_hw_tag(&mut self, now: Instant) {
         let (service, queues, guard_on, guard) =
             (self.service.as_ref(), &self.queues, self.guard_enabled(), &self.guard);
+        // With no queue in service BFQ has not been asked to dispatch yet (requests inserted
+        // together, before the first dispatch): few requests in flight then say nothing of the
+        // device. Counted, 32 inserts at once before the first dispatch took a queueing drive for a
+        // disk, and as BFQ then kept it at one queue's depth, nothing ever showed otherwise.
         let shallow_by_bfq = || {
-            service.is_some_and(|svc| {
+            service.map_or(true, |svc| {
                 let q = &queues[svc.slot as usize];
                 q.reqs.len() + q.serving_in_flight <= 3
                     || (guard_on && guard.limit <= 3 && guard.active_against(svc.slot, now))
