@@ -82,6 +82,45 @@ impl SeekTracker {
     }
 }
 
+/// How many of a queue's latest think times [`ThinkHistory`] keeps.
+pub const THINK_HISTORY: usize = 8;
+
+/// A queue's latest think times: from the completion that left it with nothing queued nor in
+/// flight to its next request (kernel-bfq-reference.md "Seeky / think time": the kernel keeps a
+/// filtered mean, and idles for throughput only a queue whose mean is short). Kept as the last
+/// [`THINK_HISTORY`] times rather than a mean so that a queue that mostly answers at once and
+/// sometimes pauses (a reader between two files) is told from one that always comes back late (a
+/// video player between frames): `idle_by_think_time` asks how many came within a window.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThinkHistory {
+    /// Think times in microseconds (saturating), oldest overwritten first.
+    times_us: [u32; THINK_HISTORY],
+    /// How many were recorded, up to [`THINK_HISTORY`].
+    count: u8,
+    /// Where the next one goes.
+    next: u8,
+}
+
+impl ThinkHistory {
+    /// Records one think time.
+    pub fn record(&mut self, think: Nanos) {
+        self.times_us[usize::from(self.next)] = u32::try_from(think / 1_000).unwrap_or(u32::MAX);
+        self.next = (self.next + 1) % THINK_HISTORY as u8;
+        self.count = (self.count + 1).min(THINK_HISTORY as u8);
+    }
+
+    /// Whether the queue comes back after `window` as a rule: all [`THINK_HISTORY`] latest think
+    /// times recorded and at most one of them within `window`. An idle window of that length would
+    /// then almost always expire before its next request.
+    pub fn late_for(&self, window: Nanos) -> bool {
+        if usize::from(self.count) < THINK_HISTORY {
+            return false;
+        }
+        let within = self.times_us.iter().filter(|t| u64::from(**t) * 1_000 <= window).count();
+        within <= 1
+    }
+}
+
 /// Internal-queueing detection: after 32 samples taken with enough work around (more than 3 requests
 /// queued or in flight), the device queues internally if more than 3 were ever in flight at once.
 #[derive(Clone, Copy, Debug)]
@@ -145,6 +184,8 @@ pub struct IdleInputs {
     pub deep: bool,
     /// Requests of other queues in flight in the device.
     pub others_in_flight: usize,
+    /// Its latest think times (`idle_by_think_time`).
+    pub think: ThinkHistory,
     /// No other queue has requests queued.
     pub only_busy: bool,
     /// Service received in this slot.
@@ -158,6 +199,20 @@ pub fn idle_window(cfg: &BfqConfig, i: &IdleInputs) -> Option<Nanos> {
     if cfg.strict_guarantees {
         return Some(cfg.slice_idle);
     }
+    let window = idle_window_by_pattern(cfg, i)?;
+    // `idle_by_think_time` (beyond the seeds): idling pays only if the queue's next request comes
+    // within the window. One whose requests come later as a rule (a video player reading a frame
+    // every 40 ms, whose raised window is 20 ms) would have the device idle for the whole window
+    // and its slot end anyway, and its next request is served as it would be without the idling
+    // (raised, it is selected ahead of the others). Idling for the only busy queue costs nothing.
+    if cfg.idle_by_think_time && !i.only_busy && i.think.late_for(window) {
+        return None;
+    }
+    Some(window)
+}
+
+/// [`idle_window`] by the queue's pattern, raising and the scenario, before its think times.
+fn idle_window_by_pattern(cfg: &BfqConfig, i: &IdleInputs) -> Option<Nanos> {
     if cfg.slice_idle == 0 || !i.sync || i.idle_class {
         return None;
     }
@@ -372,6 +427,43 @@ mod tests {
         );
         let v7r8 = BfqConfig { idling_policy: IdlingPolicy::V7r8, ..BfqConfig::default() };
         assert!(idle_window(&v7r8, &beside_raised).is_some(), "seed 003's policy is unchanged");
+    }
+
+    #[test]
+    fn a_queue_whose_requests_come_after_its_window_as_a_rule_is_not_idled_for() {
+        // `idle_by_think_time`: a raised queue beside non-raised ones gets 20 ms (seed 003 sec. V-A);
+        // one that comes back 40 ms after each drain (a video player between frames) is not idled
+        // for, unless it is the only busy queue; nor is one with a 2 ms window that thinks 5 ms.
+        let cfg = BfqConfig::default();
+        let mut player = ThinkHistory::default();
+        for _ in 0..THINK_HISTORY - 1 {
+            player.record(40 * MSEC);
+        }
+        let raised = IdleInputs { hw_tag: true, raised: true, non_raised_busy: true, think: player, ..seq() };
+        assert_eq!(idle_window(&cfg, &raised), Some(20 * MSEC), "seven think times say nothing yet");
+        player.record(40 * MSEC);
+        let raised = IdleInputs { think: player, ..raised };
+        assert_eq!(idle_window(&cfg, &raised), None, "eight of eight after the window");
+        assert_eq!(idle_window(&cfg, &IdleInputs { only_busy: true, ..raised }), Some(20 * MSEC));
+        let papers = BfqConfig { idle_by_think_time: false, ..BfqConfig::default() };
+        assert_eq!(idle_window(&papers, &raised), Some(20 * MSEC), "0: the seeds' and the kernel's rule");
+        // Two of the last eight within the window: idling may pay, it is kept.
+        player.record(MSEC);
+        player.record(MSEC);
+        assert_eq!(idle_window(&cfg, &IdleInputs { think: player, ..raised }), Some(20 * MSEC));
+        // The window the queue would get is what counts: 5 ms thinks are late for a random queue's
+        // 2 ms window (symmetric, the kernel's policy) and in time for a sequential queue's 8 ms.
+        let mut reader = ThinkHistory::default();
+        for _ in 0..THINK_HISTORY {
+            reader.record(5 * MSEC);
+        }
+        let random = IdleInputs { rotational: false, seeky: true, think: reader, ..seq() };
+        assert_eq!(idle_window(&papers, &random), Some(2 * MSEC));
+        assert_eq!(idle_window(&cfg, &random), None);
+        assert_eq!(idle_window(&cfg, &IdleInputs { seeky: false, ..random }), Some(8 * MSEC));
+        // strict_guarantees idles whatever the think times.
+        let strict = BfqConfig { strict_guarantees: true, ..BfqConfig::default() };
+        assert_eq!(idle_window(&strict, &raised), Some(8 * MSEC));
     }
 
     #[test]

@@ -828,6 +828,7 @@ impl Scheduler for Bfq {
         let q = &mut self.queues[s as usize];
         if let Some((at, mark)) = q.drained.take() {
             let think = now.saturating_since(at);
+            q.think.record(think);
             if think <= self.cfg.slice_idle {
                 q.pending_think = Some((think, mark == dispatched_total));
             }

@@ -3,7 +3,7 @@
 //! small ids callers use, a hash map for the rest), and the weight B-WF2Q+ gives a queue of a given
 //! class level ([`level_weight`]).
 
-use super::idling::SeekTracker;
+use super::idling::{SeekTracker, ThinkHistory};
 use super::injection::{InjectLimit, WakerState};
 use super::ordering::QueueRequests;
 use super::weight_raising::Raising;
@@ -157,6 +157,8 @@ pub(super) struct Queue {
     pub(super) drained: Option<(crate::types::Instant, u64)>,
     /// The think time before its next request to dispatch, and whether nothing was dispatched in it.
     pub(super) pending_think: Option<(crate::types::Nanos, bool)>,
+    /// Its latest think times, however long (`idle_by_think_time`, [`super::idling`]).
+    pub(super) think: ThinkHistory,
     /// When its last request arrived (waker detection checks whether a waker waited for its wakee).
     pub(super) last_arrival: Option<crate::types::Instant>,
 }
@@ -229,6 +231,7 @@ impl Queue {
             waker: WakerState::default(),
             drained: None,
             pending_think: None,
+            think: ThinkHistory::default(),
             last_arrival: None,
         }
     }

@@ -153,6 +153,7 @@ impl Bfq {
             raised_busy: self.busy_raised > 0,
             deep: q.deep(),
             others_in_flight: self.in_flight - q.serving_in_flight,
+            think: q.think,
             only_busy: self.queued == q.reqs.len(),
             served,
             b_max: self.b_max,
