@@ -1,7 +1,9 @@
 //! Device idling for the in-service synchronous queue (seed 001 sec. 3, seed 000 sec. 3.4 and 4.4,
 //! seed 001 sec. 5.1, seed 003 sec. V-A and V-C), random ("seeky") detection (seed 000 sec. 4: low-pass
 //! filtered mean seek distance above 8192 sectors), and internal-queueing (hw_tag) detection from
-//! in-flight counts (kernel-bfq-reference.md "Idling").
+//! in-flight counts (kernel-bfq-reference.md "Idling"); beyond the seeds, each queue's latest think
+//! times, so that a queue that comes back after its window as a rule is not idled for
+//! (`idle_by_think_time`, docs/fast-devices.md).
 
 use super::config::{BfqConfig, IdlingPolicy, WeightRaising};
 use crate::types::{Nanos, MSEC};
