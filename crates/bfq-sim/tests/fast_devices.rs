@@ -1,7 +1,7 @@
 //! BFQ on the simulated NVMe drive (beyond the papers, docs/fast-devices.md): cases that need the
 //! flash model's shared host link, which the scheduler crate's own test device does not have.
 
-use bfq_sim::{run_job, Job};
+use bfq_sim::{run_job, Job, RunReport};
 
 #[test]
 fn a_greedy_queue_taken_for_a_waker_is_not_injected_beyond_its_share() {
@@ -72,11 +72,12 @@ fn mixed_job(apps: &str) -> Job {
     Job::from_toml(&text, "mixed.toml").unwrap()
 }
 
-fn aggregate(job: &Job, scheduler: &str, params: &[(&str, &str)]) -> (f64, Vec<(String, f64)>) {
+/// `job` under `scheduler` with `params`: its report and the applications' throughput together.
+fn run_mixed(job: &Job, scheduler: &str, params: &[(&str, &str)]) -> (RunReport, f64) {
     let params: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let r = run_job(job, scheduler, &params).unwrap();
-    let apps: Vec<(String, f64)> = r.apps.iter().map(|a| (a.name.clone(), a.throughput_mib_s)).collect();
-    (apps.iter().map(|(_, t)| t).sum(), apps)
+    let total = r.apps.iter().map(|a| a.throughput_mib_s).sum();
+    (r, total)
 }
 
 #[test]
@@ -92,11 +93,11 @@ fn a_video_player_between_frames_does_not_hold_the_drive_idle() {
          [[app]]\nname = \"seq\"\nkind = \"seq-reader\"\ncount = 2\nwindow = 4\n",
     );
     let params = [("idle_by_think_time", "0")];
-    let (on, apps) = aggregate(&job, "bfq", &[]);
-    let (off, _) = aggregate(&job, "bfq", &params);
+    let (r, on) = run_mixed(&job, "bfq", &[]);
+    let (_, off) = run_mixed(&job, "bfq", &params);
+    let apps: Vec<(&str, f64)> = r.apps.iter().map(|a| (a.name.as_str(), a.throughput_mib_s)).collect();
     eprintln!("bfq {on:.0} MiB/s {apps:?}; idled for {off:.0}");
     assert!(on >= 1.5 * off, "{on:.0} MiB/s, {off:.0} with the player idled for");
-    let r = run_job(&job, "bfq", &[]).unwrap();
     let video = r.apps[0].extra.video.as_ref().expect("the player's frames");
     assert_eq!(video.dropped, 0, "{} of {} frames dropped", video.dropped, video.frames);
 }
@@ -108,8 +109,8 @@ fn a_database_whose_processes_start_together_gets_the_drive_as_under_fifo() {
     // a sample with no queue in service is no longer counted.
     let job =
         mixed_job("[[app]]\nname = \"db\"\nkind = \"dbms\"\nprocesses = 20\nwindow = 2\nweight = 500\n");
-    let (b, _) = aggregate(&job, "bfq", &[]);
-    let (f, _) = aggregate(&job, "fifo", &[]);
+    let (_, b) = run_mixed(&job, "bfq", &[]);
+    let (_, f) = run_mixed(&job, "fifo", &[]);
     eprintln!("bfq {b:.0} MiB/s, fifo {f:.0}");
     assert!(b >= 0.9 * f, "bfq {b:.0} MiB/s, fifo {f:.0}");
 }
