@@ -536,53 +536,109 @@ fn light_beside_copy(scheduler: &str) -> LightRun {
 /// 2x of its p99 alone under BFQ, and the test shows it does not under FIFO". Exports of equal weight
 /// on the disk file; the light client reads 4 KiB at random, one at a time; the copy reads 128 KiB in
 /// order, 32 outstanding.
+/// BFQ's light client: its p99 and median alone and beside the copy.
+struct LightPercentiles {
+    alone99: Duration,
+    loaded99: Duration,
+    alone50: Duration,
+    loaded50: Duration,
+    copy_mib_s: f64,
+}
+
+impl LightPercentiles {
+    fn of(mut run: LightRun) -> Self {
+        LightPercentiles {
+            alone99: percentile(&mut run.alone, 99),
+            loaded99: percentile(&mut run.loaded, 99),
+            alone50: percentile(&mut run.alone, 50),
+            loaded50: percentile(&mut run.loaded, 50),
+            copy_mib_s: run.copy_mib_s,
+        }
+    }
+    fn p99_ratio(&self) -> f64 {
+        self.loaded99.as_secs_f64() / self.alone99.as_secs_f64()
+    }
+    fn p50_ratio(&self) -> f64 {
+        self.loaded50.as_secs_f64() / self.alone50.as_secs_f64()
+    }
+}
+
+/// Measurements of BFQ the issue's 2x bar may take (see the test's comment).
+const BFQ_MEASUREMENTS: usize = 3;
+
+/// Issue 16: "a light client doing small synchronous reads beside a greedy copy keeps its p99 within
+/// 2x of its p99 alone under BFQ, and the test shows it does not under FIFO". Exports of equal weight
+/// on the disk file; the light client reads 4 KiB at random, one at a time; the copy reads 128 KiB in
+/// order, 32 outstanding.
 #[test]
 fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_not_under_fifo() {
     let _alone = one_at_a_time();
-    let mut bfq = light_beside_copy("bfq");
     let mut fifo = light_beside_copy("fifo");
-    let ratio = |loaded: Duration, alone: Duration| loaded.as_secs_f64() / alone.as_secs_f64();
-    let (bfq_alone, bfq_loaded) = (percentile(&mut bfq.alone, 99), percentile(&mut bfq.loaded, 99));
-    let (bfq_alone50, bfq_loaded50) = (percentile(&mut bfq.alone, 50), percentile(&mut bfq.loaded, 50));
     let (fifo_alone, fifo_loaded) = (percentile(&mut fifo.alone, 99), percentile(&mut fifo.loaded, 99));
+    let fifo_ratio = fifo_loaded.as_secs_f64() / fifo_alone.as_secs_f64();
     eprintln!(
-        "light p99: bfq {bfq_alone:?} alone, {bfq_loaded:?} beside the copy ({:.2}x; p50 {bfq_alone50:?} and \
-         {bfq_loaded50:?}, {:.2}x; copy {:.0} MiB/s); fifo {fifo_alone:?}, {fifo_loaded:?} ({:.2}x; copy {:.0} MiB/s)",
-        ratio(bfq_loaded, bfq_alone),
-        ratio(bfq_loaded50, bfq_alone50),
-        bfq.copy_mib_s,
-        ratio(fifo_loaded, fifo_alone),
-        fifo.copy_mib_s,
+        "light p99 under fifo: {fifo_alone:?} alone, {fifo_loaded:?} beside the copy ({fifo_ratio:.2}x; copy {:.0} \
+         MiB/s)",
+        fifo.copy_mib_s
     );
-    // The issue asks for 2x. On the machine where this test was written BFQ gave 0.91-1.84x in 42
-    // runs of 42. On a slower one, whose two vCPUs the server, both clients and the test share, the
-    // loaded p99 is mostly CPU: the server's thread waits for a CPU behind the copy's client (alone,
-    // two threads have two CPUs). There, after three fixes (the guard's internal-queueing samples,
-    // its baseline, the reply writer's turns; docs/serve.md "The light client on a slower machine"),
-    // BFQ gave 1.0-3.4x, median 2.0x, in 20 runs (loaded p99s of 0.23-0.67 ms), and 1.9-6.2x in 11
-    // before them (0.8-1.6 ms). The median, which that noise hardly moves, shows the scheduler at
-    // work: within 1.5x of alone under BFQ (0.98-1.18x), at 2.4-2.8x without the guard (whose p99s,
-    // 2.5-3.4x, the noise hides). How bad FIFO is depends on the kernel's scheduler under the engine:
-    // with mq-deadline (which batches the copy's sequential reads and lets a distant read wait) FIFO
-    // gave 700x and more (150-470 ms); with none (NVMe's default) only the device's queue is ahead of
-    // the light read, 22-35x (2.9-4.5 ms, 2026-11-30), where BFQ's loaded p99 was 14-26x below
-    // FIFO's. So FIFO must miss the issue's 2x by a margin (4x) and BFQ's p99 beside the copy be
-    // under a fifth of FIFO's, on either.
+    // How bad FIFO is depends on the kernel's scheduler under the engine: with mq-deadline (which
+    // batches the copy's sequential reads and lets a distant read wait) FIFO gave 700x and more
+    // (150-470 ms); with none (NVMe's default) only the device's queue is ahead of the light read,
+    // 22-35x (2.9-4.5 ms, 2026-11-30). So FIFO must miss the issue's 2x by a margin (4x).
     assert!(
-        ratio(bfq_loaded, bfq_alone) <= 4.0,
-        "BFQ: the light client's p99 beside the copy is {bfq_loaded:?}, alone {bfq_alone:?}"
-    );
-    assert!(
-        ratio(bfq_loaded50, bfq_alone50) <= 1.5,
-        "BFQ: the light client's median beside the copy is {bfq_loaded50:?}, alone {bfq_alone50:?}"
-    );
-    assert!(
-        ratio(fifo_loaded, fifo_alone) >= 4.0,
+        fifo_ratio >= 4.0,
         "FIFO: the light client's p99 beside the copy is only {fifo_loaded:?}, alone {fifo_alone:?}"
     );
-    assert!(
-        bfq_loaded * 5 < fifo_loaded,
-        "BFQ's p99 beside the copy ({bfq_loaded:?}) is not far below FIFO's ({fifo_loaded:?})"
+    // The issue's bar is 2x. On the machines where this test was written BFQ gave 0.91-1.84x (42
+    // runs), 1.00-1.32x (18 runs, 2026-12-01). On a slower one, whose two vCPUs the server, both
+    // clients and the test share, the loaded p99 is mostly CPU: the server's thread waits for a CPU
+    // behind the copy's client (alone, two threads have two CPUs); there BFQ gave 1.0-3.4x, median
+    // 2.0x, in 20 runs (docs/serve.md "The light client on a slower machine"). So the 2x bar is
+    // asked of the best of up to three measurements, each of three rounds, and every measurement
+    // must stay within 4x and keep the median within 1.5x, which that noise hardly moves and which
+    // shows the scheduler at work (0.98-1.18x under BFQ, 2.4-2.8x without its latency guard). A
+    // BFQ that lost the light client's protection fails all three (FIFO: hundreds of times).
+    let mut seen = Vec::new();
+    for _ in 0..BFQ_MEASUREMENTS {
+        let bfq = LightPercentiles::of(light_beside_copy("bfq"));
+        eprintln!(
+            "light p99 under bfq: {:?} alone, {:?} beside the copy ({:.2}x; p50 {:?} and {:?}, {:.2}x; copy {:.0} MiB/s)",
+            bfq.alone99,
+            bfq.loaded99,
+            bfq.p99_ratio(),
+            bfq.alone50,
+            bfq.loaded50,
+            bfq.p50_ratio(),
+            bfq.copy_mib_s,
+        );
+        assert!(
+            bfq.p99_ratio() <= 4.0,
+            "BFQ: the light client's p99 beside the copy is {:?}, alone {:?}",
+            bfq.loaded99,
+            bfq.alone99
+        );
+        assert!(
+            bfq.p50_ratio() <= 1.5,
+            "BFQ: the light client's median beside the copy is {:?}, alone {:?}",
+            bfq.loaded50,
+            bfq.alone50
+        );
+        // Measured beside FIFO's 14-26x with none under the engine, 1,000x with mq-deadline.
+        assert!(
+            bfq.loaded99 * 5 < fifo_loaded,
+            "BFQ's p99 beside the copy ({:?}) is not far below FIFO's ({fifo_loaded:?})",
+            bfq.loaded99
+        );
+        let within = bfq.p99_ratio() <= 2.0;
+        seen.push(format!("{:.2}x", bfq.p99_ratio()));
+        if within {
+            return;
+        }
+    }
+    panic!(
+        "BFQ: the light client's p99 beside the copy was over 2x its p99 alone in {BFQ_MEASUREMENTS} \
+         measurements of {BFQ_MEASUREMENTS}: {}",
+        seen.join(", ")
     );
 }
 
