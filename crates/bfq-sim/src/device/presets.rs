@@ -11,8 +11,8 @@
 //! | `hdd-7l250s0` | MAXTOR 7L250S0, seed 001 Table 1 second system: 250 GB, 61 MB/s, NCQ; 7200 rpm, inner at 55%, seeks 0.8 / 9 / 17.8 ms, 16 MiB cache, SATA 150 MB/s, 32 tags |
 //! | `hdd-dtla307030` | IBM-DTLA-307030, seed 002 test bed: 30 GB, 7200 rpm, ~36 MB/s in the outer zones, ~35% lower in the inner ones, no NCQ; seeks 1.2 / 8.5 / 15 ms, 2 MiB cache, ATA-100 |
 //! | `hdd-st1000dm003` | Seagate ST1000DM003, seed 003 sec. VI (high-speed HDD, NCQ): 1 TB, 7200 rpm; devices.md "desktop-2012" set: 210 MB/s outer, 100 MB/s inner, seeks 1 / 8.5 / 17 ms over 300,000 cylinders, 64 MiB cache, SATA 600 MB/s, 32 tags |
-//! | `ssd-px256m5s` | PLEXTOR PX-256M5S, seed 003 sec. VI: SATA SSD, ~515 MB/s sequential read, random reads 160-200 MB/s at depth, one synchronous 4 KiB random reader ~23 MB/s (Linaro 2019): 8 units, 16 KiB pages read in 146 us, 24 us firmware, link 515 MB/s, 32 tags |
-//! | `nvme-960evo` | an NVMe drive of the Samsung 960 EVO class (devices.md calibration): 3.2 GB/s read, 4 KiB reads ~14K IOPS at depth 1 and ~380K at depth 32: 128 units, 44 us page read, 26 us firmware, 256 tags |
+//! | `ssd-px256m5s` | PLEXTOR PX-256M5S, seed 003 sec. VI: SATA SSD, ~515 MB/s sequential read, random reads 160-200 MB/s at depth, one synchronous 4 KiB random reader ~23 MB/s (Linaro 2019): 8 units, 16 KiB pages read in 146 us, 24 us firmware, link 515 MB/s (half duplex), 32 tags, reads and programming in arrival order |
+//! | `nvme-960evo` | an NVMe drive of the Samsung 960 EVO class (devices.md calibration): 3.2 GB/s read, 4 KiB reads ~14K IOPS at depth 1 and ~380K at depth 32: 128 units, 44 us page read, 26 us firmware, 256 tags; full-duplex link (PCIe), reads ahead of queued programming |
 //! | `constant` | every command takes `service_time_us` (not a real device) |
 //!
 //! The cylinder counts only set the resolution of the seek curve; the cache split (segments, write
@@ -158,6 +158,10 @@ pub fn ssd_px256m5s() -> SsdParams {
         link_mbps: 515.0,
         queue_depth: 32,
         write_buffer: 2 * MSEC,
+        // SATA carries one transfer at a time; the drive's firmware of 2012 is modelled without read
+        // priority, as the seed 003 sec. VI calibration was made.
+        full_duplex: false,
+        read_priority: false,
     }
 }
 
@@ -174,5 +178,9 @@ pub fn nvme_960evo() -> SsdParams {
         link_mbps: 3200.0,
         queue_depth: 256,
         write_buffer: 2 * MSEC,
+        // PCIe has a lane pair per direction; NVMe firmware reads ahead of queued programming
+        // (read-first scheduling, program suspend), as MQSim's priority scheduling models.
+        full_duplex: true,
+        read_priority: true,
     }
 }

@@ -6,11 +6,17 @@
 //! 2. NAND: the request's pages (`page` bytes, striped over the `units` channel/die units by page
 //!    number) are read, each occupying its unit for `read_time`; units serve their pages in arrival
 //!    order, so concurrent requests collide on busy units;
-//! 3. link: the data cross the host link at `link_mbps`, one transfer at a time.
+//! 3. link: the data cross the host link at `link_mbps`, one transfer at a time; with `full_duplex`
+//!    (PCIe: a lane pair per direction) reads' data and writes' data each have a direction of their
+//!    own, so a read's transfer does not wait behind writes' (SATA is half duplex: one FIS at a time).
 //!
 //! Writes cross the link first, are acknowledged from the drive's write buffer, and are programmed
 //! afterwards (`program_time` per page-worth of data, striped in 4 KiB chunks); the acknowledgement
-//! waits only when the programming backlog would exceed `write_buffer` of work. A Flush completes when
+//! waits only when the programming backlog would exceed `write_buffer` of work. With `read_priority`
+//! a unit serves a read ahead of its queued programming: the read waits at most for the 4 KiB chunk
+//! being programmed (the firmware's read-first scheduling, or program suspend), and the programming
+//! left moves back by the read's time; without it reads and programming take their turns on a unit in
+//! arrival order, so a read waits behind every write submitted before it. A Flush completes when
 //! every unit has finished its programming; a Discard costs only the firmware latency.
 //!
 //! Throughput therefore grows with the queue depth until the units (random reads) or the link
@@ -48,6 +54,11 @@ pub struct SsdParams {
     pub queue_depth: u32,
     /// Programming backlog the write buffer hides from acknowledgements.
     pub write_buffer: Nanos,
+    /// The host link carries reads' and writes' data in both directions at once (PCIe), rather than
+    /// one transfer at a time (SATA).
+    pub full_duplex: bool,
+    /// A unit reads ahead of its queued programming (waiting at most for the chunk in progress).
+    pub read_priority: bool,
 }
 
 /// The parameter keys a flash preset accepts.
@@ -61,6 +72,8 @@ pub const SSD_PARAM_KEYS: &[&str] = &[
     "link_mbps",
     "queue_depth",
     "write_buffer_us",
+    "full_duplex",
+    "read_priority",
 ];
 
 impl SsdParams {
@@ -76,6 +89,8 @@ impl SsdParams {
             "link_mbps" => self.link_mbps = number(value, 1.0, 1e6)?,
             "queue_depth" => self.queue_depth = integer(value, 1, 65_536)? as u32,
             "write_buffer_us" => self.write_buffer = us_to_ns(number(value, 0.0, 1e9)?),
+            "full_duplex" => self.full_duplex = integer(value, 0, 1)? == 1,
+            "read_priority" => self.read_priority = integer(value, 0, 1)? == 1,
             _ => return Err(format!("one of {}", SSD_PARAM_KEYS.join(", "))),
         }
         Ok(())
@@ -115,9 +130,14 @@ const WRITE_CHUNK: u64 = 4096;
 pub struct SsdDevice {
     name: String,
     params: SsdParams,
-    /// When each unit is next free (ns).
+    /// When each unit is next free (ns): of everything reserved on it, or with `read_priority` of
+    /// its reads only.
     unit_free: Vec<f64>,
+    /// With `read_priority`, when each unit's queued programming ends (ns).
+    program_free: Vec<f64>,
     link_free: f64,
+    /// With `full_duplex`, when the host-to-drive direction (writes' data) is next free (ns).
+    link_in_free: f64,
     link_rate: f64,
     in_service: BinaryHeap<Reverse<Pending>>,
     waiting: VecDeque<Request>,
@@ -131,7 +151,9 @@ impl SsdDevice {
         SsdDevice {
             name: name.to_string(),
             unit_free: vec![0.0; params.units.max(1) as usize],
+            program_free: vec![0.0; params.units.max(1) as usize],
             link_free: 0.0,
+            link_in_free: 0.0,
             link_rate: params.link_mbps / 1000.0,
             in_service: BinaryHeap::with_capacity(depth),
             waiting: VecDeque::with_capacity(depth),
@@ -162,10 +184,73 @@ impl SsdDevice {
         done
     }
 
-    /// Moves `len` bytes over the link no earlier than `ready`; returns when done.
+    /// Reads `count` pages from byte `offset` ahead of the units' queued programming
+    /// (`read_priority`), no earlier than `ready`; returns when the last is read. A unit that is
+    /// programming finishes the chunk in progress first (at most one chunk's time, `chunk_time`), and
+    /// its programming left ends later by the time the reads take.
+    fn read_first(&mut self, offset: u64, count: u64, ready: f64, chunk_time: f64) -> f64 {
+        let units = self.unit_free.len() as u64;
+        let page = self.params.page_bytes;
+        let read = self.params.read_time as f64;
+        let first = offset / page;
+        let mut done = ready;
+        for i in 0..count.min(units) {
+            let pages = count / units + u64::from(i < count % units);
+            let u = ((first + i) % units) as usize;
+            // The queued programming runs chunk after chunk up to `programming`: the chunk in
+            // progress at `ready` ends on the last boundary before it.
+            let programming = self.program_free[u];
+            let start = if programming > ready && chunk_time > 0.0 {
+                programming - ((programming - ready) / chunk_time).floor() * chunk_time
+            } else {
+                ready
+            };
+            let start = start.max(self.unit_free[u]);
+            let end = start + pages as f64 * read;
+            self.unit_free[u] = end;
+            if programming > start {
+                self.program_free[u] = programming + (end - start);
+            }
+            done = done.max(end);
+        }
+        done
+    }
+
+    /// Programs `chunks` chunks of `WRITE_CHUNK` from byte `offset` after each unit's queued
+    /// programming and reads (`read_priority`), no earlier than `ready`; returns when the last is done.
+    fn program(&mut self, offset: u64, chunks: u64, per_chunk: f64, ready: f64) -> f64 {
+        let units = self.program_free.len() as u64;
+        let first = offset / WRITE_CHUNK;
+        let mut done = ready;
+        for i in 0..chunks.min(units) {
+            let items = chunks / units + u64::from(i < chunks % units);
+            let u = ((first + i) % units) as usize;
+            let end = self.program_free[u].max(self.unit_free[u]).max(ready) + items as f64 * per_chunk;
+            self.program_free[u] = end;
+            done = done.max(end);
+        }
+        done
+    }
+
+    /// Moves `len` bytes of a read's data over the link no earlier than `ready`; returns when done.
     fn link(&mut self, ready: f64, len: u64) -> f64 {
         self.link_free = self.link_free.max(ready) + len as f64 / self.link_rate;
         self.link_free
+    }
+
+    /// Moves `len` bytes of a write's data to the drive no earlier than `ready`: over the link's other
+    /// direction with `full_duplex`, the one direction of a half-duplex link otherwise.
+    fn link_in(&mut self, ready: f64, len: u64) -> f64 {
+        if !self.params.full_duplex {
+            return self.link(ready, len);
+        }
+        self.link_in_free = self.link_in_free.max(ready) + len as f64 / self.link_rate;
+        self.link_in_free
+    }
+
+    /// The time one `WRITE_CHUNK` takes to program.
+    fn chunk_program_time(&self) -> f64 {
+        self.params.program_time as f64 * WRITE_CHUNK as f64 / self.params.page_bytes as f64
     }
 
     /// Starts `request` at `t`: reserves the resources and schedules its completion.
@@ -177,18 +262,28 @@ impl SsdDevice {
                 let page = self.params.page_bytes;
                 let (first, last) = (request.offset / page, (request.offset + len.max(1) - 1) / page);
                 let read = self.params.read_time as f64;
-                let nand = self.occupy(request.offset, last - first + 1, page, read, ready);
+                let nand = if self.params.read_priority {
+                    self.read_first(request.offset, last - first + 1, ready, self.chunk_program_time())
+                } else {
+                    self.occupy(request.offset, last - first + 1, page, read, ready)
+                };
                 self.link(nand, len)
             }
             Op::Write | Op::WriteZeroes => {
-                let arrived = self.link(ready, len);
+                let arrived = self.link_in(ready, len);
                 let chunks = len.div_ceil(WRITE_CHUNK).max(1);
-                let per_chunk =
-                    self.params.program_time as f64 * WRITE_CHUNK as f64 / self.params.page_bytes as f64;
-                let programmed = self.occupy(request.offset, chunks, WRITE_CHUNK, per_chunk, arrived);
+                let per_chunk = self.chunk_program_time();
+                let programmed = if self.params.read_priority {
+                    self.program(request.offset, chunks, per_chunk, arrived)
+                } else {
+                    self.occupy(request.offset, chunks, WRITE_CHUNK, per_chunk, arrived)
+                };
                 arrived.max(programmed - self.params.write_buffer as f64)
             }
-            Op::Flush => self.unit_free.iter().copied().fold(ready, f64::max),
+            Op::Flush => {
+                let units = self.unit_free.iter().chain(&self.program_free);
+                units.copied().fold(ready, f64::max)
+            }
             Op::Discard => ready,
         };
         self.seq += 1;
@@ -314,6 +409,66 @@ mod tests {
         // 1 MiB at 8 units x 16 KiB per 285 us takes ~2.3 ms to program.
         assert!(flushed > done + 2 * MSEC, "flush at {flushed}");
         assert!(flushed - acked > 100 * USEC);
+    }
+
+    /// A 4 KiB read submitted right after 64 writes of 512 KiB (32 MiB: 10 ms of the link, 18 ms of
+    /// programming): its completion time after submission.
+    fn read_behind_a_write_burst(p: SsdParams) -> Nanos {
+        let mut d = SsdDevice::new("test", p);
+        for i in 0..64u64 {
+            d.submit(request(i, Op::Write, (1 << 30) + i * (512 << 10), 512 << 10), 0);
+        }
+        run_one(&mut d, request(100, Op::Read, 7 * 4096, 4096), 0)
+    }
+
+    #[test]
+    fn a_read_on_the_nvme_preset_does_not_wait_behind_queued_writes() {
+        // PCIe is full duplex, and the drive reads ahead of its queued programming: the read waits at
+        // most for the 4 KiB chunk being programmed on its unit (290 us here), not for the burst's
+        // data to cross the link or be programmed.
+        let p = presets::nvme_960evo();
+        let chunk = p.program_time * 4096 / p.page_bytes;
+        let alone =
+            run_one(&mut SsdDevice::new("test", p.clone()), request(100, Op::Read, 7 * 4096, 4096), 0);
+        let behind = read_behind_a_write_burst(p.clone());
+        assert!(behind <= alone + chunk, "{behind} ns behind the writes, {alone} alone");
+        // Half duplex and in arrival order (the model before, and the SATA preset's): behind them.
+        let old = SsdParams { full_duplex: false, read_priority: false, ..p.clone() };
+        assert!(read_behind_a_write_burst(old) > 5 * MSEC);
+        // Each alone: the link's direction, then the unit's order.
+        let duplex_only = SsdParams { read_priority: false, ..p.clone() };
+        assert!(read_behind_a_write_burst(duplex_only) > 5 * MSEC);
+        let priority_only = SsdParams { full_duplex: false, ..p };
+        assert!(read_behind_a_write_burst(priority_only) > 5 * MSEC);
+    }
+
+    #[test]
+    fn reads_first_delay_the_programming_and_a_flush_still_waits_for_it() {
+        let p = presets::nvme_960evo();
+        let mut d = SsdDevice::new("test", p.clone());
+        for i in 0..64u64 {
+            d.submit(request(i, Op::Write, i * (512 << 10), 512 << 10), 0);
+        }
+        let programmed = d.program_free.iter().copied().fold(0.0, f64::max);
+        // Reads on every unit while the programming is queued: it ends later by their time.
+        let mut t = 0;
+        for i in 0..u64::from(p.units) {
+            t = run_one(&mut d, request(200 + i, Op::Read, i * p.page_bytes, 4096), t);
+        }
+        let later = d.program_free.iter().copied().fold(0.0, f64::max);
+        assert!(later >= programmed + p.read_time as f64, "{later} vs {programmed}");
+        let flushed = run_one(&mut d, request(999, Op::Flush, 0, 0), t);
+        assert!(flushed as f64 >= later, "the flush at {flushed}, programming done at {later}");
+    }
+
+    #[test]
+    fn the_full_duplex_and_read_priority_keys_set_the_preset_and_take_0_or_1() {
+        let mut p = presets::nvme_960evo();
+        p.set("full_duplex", "0").unwrap();
+        p.set("read_priority", "0").unwrap();
+        assert!(!p.full_duplex && !p.read_priority);
+        assert!(p.set("read_priority", "2").is_err());
+        assert!(!presets::ssd_px256m5s().full_duplex && !presets::ssd_px256m5s().read_priority);
     }
 
     #[test]
