@@ -30,7 +30,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use bfq_sched::{DeviceInfo, Nanos, Op, Request};
 
-use super::params::{integer, number, us_to_ns};
+use super::params::{boolean, integer, number, us_to_ns};
 use super::{Completion, Device};
 
 /// The figures of a flash drive. Rates are in MB/s (10^6 bytes per second).
@@ -89,8 +89,8 @@ impl SsdParams {
             "link_mbps" => self.link_mbps = number(value, 1.0, 1e6)?,
             "queue_depth" => self.queue_depth = integer(value, 1, 65_536)? as u32,
             "write_buffer_us" => self.write_buffer = us_to_ns(number(value, 0.0, 1e9)?),
-            "full_duplex" => self.full_duplex = integer(value, 0, 1)? == 1,
-            "read_priority" => self.read_priority = integer(value, 0, 1)? == 1,
+            "full_duplex" => self.full_duplex = boolean(value)?,
+            "read_priority" => self.read_priority = boolean(value)?,
             _ => return Err(format!("one of {}", SSD_PARAM_KEYS.join(", "))),
         }
         Ok(())
@@ -462,12 +462,14 @@ mod tests {
     }
 
     #[test]
-    fn the_full_duplex_and_read_priority_keys_set_the_preset_and_take_0_or_1() {
+    fn the_full_duplex_and_read_priority_keys_set_the_preset_and_take_true_or_false() {
         let mut p = presets::nvme_960evo();
-        p.set("full_duplex", "0").unwrap();
+        p.set("full_duplex", "false").unwrap();
         p.set("read_priority", "0").unwrap();
         assert!(!p.full_duplex && !p.read_priority);
         assert!(p.set("read_priority", "2").is_err());
+        p.set("read_priority", "true").unwrap();
+        assert!(p.read_priority);
         assert!(!presets::ssd_px256m5s().full_duplex && !presets::ssd_px256m5s().read_priority);
     }
 
