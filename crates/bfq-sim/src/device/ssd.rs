@@ -125,6 +125,15 @@ impl Ord for Pending {
 /// Bytes of one write chunk striped over the units.
 const WRITE_CHUNK: u64 = 4096;
 
+/// The units that `count` items of `item_bytes` bytes from byte `offset` land on, striped over
+/// `units` by item number (items first+i, first+i+units, ... on one unit), each with how many items
+/// it gets.
+fn stripes(units: u64, offset: u64, count: u64, item_bytes: u64) -> impl Iterator<Item = (usize, u64)> {
+    let first = offset / item_bytes;
+    (0..count.min(units))
+        .map(move |i| (((first + i) % units) as usize, count / units + u64::from(i < count % units)))
+}
+
 /// A simulated flash drive (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct SsdDevice {
@@ -170,13 +179,8 @@ impl SsdDevice {
     /// Occupies the units for `count` items of `item_bytes` from byte `offset`, each taking `per_item`
     /// ns, no earlier than `ready`; returns when the last is done.
     fn occupy(&mut self, offset: u64, count: u64, item_bytes: u64, per_item: f64, ready: f64) -> f64 {
-        let units = self.unit_free.len() as u64;
-        let first = offset / item_bytes;
         let mut done = ready;
-        for i in 0..count.min(units) {
-            // Items first+i, first+i+units, ... land on the same unit.
-            let items = count / units + u64::from(i < count % units);
-            let u = ((first + i) % units) as usize;
+        for (u, items) in stripes(self.unit_free.len() as u64, offset, count, item_bytes) {
             let end = self.unit_free[u].max(ready) + items as f64 * per_item;
             self.unit_free[u] = end;
             done = done.max(end);
@@ -189,14 +193,9 @@ impl SsdDevice {
     /// programming finishes the chunk in progress first (at most one chunk's time, `chunk_time`), and
     /// its programming left ends later by the time the reads take.
     fn read_first(&mut self, offset: u64, count: u64, ready: f64, chunk_time: f64) -> f64 {
-        let units = self.unit_free.len() as u64;
-        let page = self.params.page_bytes;
         let read = self.params.read_time as f64;
-        let first = offset / page;
         let mut done = ready;
-        for i in 0..count.min(units) {
-            let pages = count / units + u64::from(i < count % units);
-            let u = ((first + i) % units) as usize;
+        for (u, pages) in stripes(self.unit_free.len() as u64, offset, count, self.params.page_bytes) {
             // The queued programming runs chunk after chunk up to `programming`: the chunk in
             // progress at `ready` ends on the last boundary before it.
             let programming = self.program_free[u];
@@ -219,12 +218,8 @@ impl SsdDevice {
     /// Programs `chunks` chunks of `WRITE_CHUNK` from byte `offset` after each unit's queued
     /// programming and reads (`read_priority`), no earlier than `ready`; returns when the last is done.
     fn program(&mut self, offset: u64, chunks: u64, per_chunk: f64, ready: f64) -> f64 {
-        let units = self.program_free.len() as u64;
-        let first = offset / WRITE_CHUNK;
         let mut done = ready;
-        for i in 0..chunks.min(units) {
-            let items = chunks / units + u64::from(i < chunks % units);
-            let u = ((first + i) % units) as usize;
+        for (u, items) in stripes(self.program_free.len() as u64, offset, chunks, WRITE_CHUNK) {
             let end = self.program_free[u].max(self.unit_free[u]).max(ready) + items as f64 * per_chunk;
             self.program_free[u] = end;
             done = done.max(end);
