@@ -590,7 +590,7 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
         "FIFO: the light client's p99 beside the copy is only {fifo_loaded:?}, alone {fifo_alone:?}"
     );
     // The bar is 2x. On the machines where this test was written BFQ gave 0.91-1.84x (42
-    // runs), 1.00-1.32x (18 runs, 2026-12-01). On a slower one, whose two vCPUs the server, both
+    // runs), 1.00-1.32x (28 runs, 2026-12-01). On a slower one, whose two vCPUs the server, both
     // clients and the test share, the loaded p99 is mostly CPU: the server's thread waits for a CPU
     // behind the copy's client (alone, two threads have two CPUs); there BFQ gave 1.0-3.4x, median
     // 2.0x, in 20 runs (docs/serve.md "The light client on a slower machine"). So the 2x bar is
