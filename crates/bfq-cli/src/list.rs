@@ -65,6 +65,8 @@ struct DeviceEntry {
     rotational: bool,
     queue_depth: u32,
     capacity_bytes: u64,
+    /// The keys its figures can be overridden by (`[device] params`).
+    params: &'static [&'static str],
 }
 
 #[derive(serde::Serialize)]
@@ -128,6 +130,7 @@ fn collect(what: Option<What>) -> Lists {
                     rotational: info.rotational,
                     queue_depth: info.queue_depth,
                     capacity_bytes: d.capacity_bytes(),
+                    params: bfq_sim::device::param_keys(preset).unwrap_or_default(),
                 });
             }
         }
@@ -202,6 +205,38 @@ fn render(l: &Lists) -> String {
             ]
         });
         out.push_str(&table(rows, &[Align::Left, Align::Left, Align::Left, Align::Left, Align::Right], 2));
+        // The keys, once per set of presets that share them, in the table's order.
+        let mut shown: Vec<&[&str]> = Vec::new();
+        for d in &l.devices {
+            if d.params.is_empty() || shown.contains(&d.params) {
+                continue;
+            }
+            shown.push(d.params);
+            let presets: Vec<&str> = l
+                .devices
+                .iter()
+                .filter(|e| e.params == d.params && e.preset != "default")
+                .map(|e| e.preset)
+                .collect();
+            let label = if presets.len() > 1 && presets.iter().all(|p| p.starts_with("hdd-")) {
+                "hdd-*".to_string()
+            } else {
+                presets.join(", ")
+            };
+            // Wrapped at about 100 columns, continuation lines indented.
+            let _ = write!(out, "  [device] params of {label}:");
+            let mut column = 22 + label.len();
+            for (i, key) in d.params.iter().enumerate() {
+                let item = if i + 1 < d.params.len() { format!(" {key},") } else { format!(" {key}") };
+                if column + item.len() > 100 {
+                    out.push_str("\n   ");
+                    column = 3;
+                }
+                out.push_str(&item);
+                column += item.len();
+            }
+            out.push('\n');
+        }
         out.push('\n');
     }
     if !l.workloads.is_empty() {

@@ -61,6 +61,22 @@ pub const DEVICE_PRESETS: &[&str] = &[
     "default",
 ];
 
+/// The parameter keys the `constant` preset accepts.
+pub const CONSTANT_PARAM_KEYS: &[&str] = &["service_time_us", "queue_depth"];
+
+/// The parameter keys preset `name` accepts under `[device] params` (`default` is the disk it stands
+/// for), or `None` for an unknown preset.
+pub fn param_keys(name: &str) -> Option<&'static [&'static str]> {
+    match if name == "default" { DEFAULT_DEVICE } else { name } {
+        "hdd-stm332061" | "hdd-6l080l0" | "hdd-7l250s0" | "hdd-dtla307030" | "hdd-st1000dm003" => {
+            Some(hdd::HDD_PARAM_KEYS)
+        }
+        "ssd-px256m5s" | "nvme-960evo" => Some(ssd::SSD_PARAM_KEYS),
+        "constant" => Some(CONSTANT_PARAM_KEYS),
+        _ => None,
+    }
+}
+
 /// Builds the device preset `name`, then applies parameter overrides (`key`, `value` as text, e.g.
 /// `("queue_depth", "32")`) in order. Rotational presets accept [`hdd::HDD_PARAM_KEYS`], flash ones
 /// [`ssd::SSD_PARAM_KEYS`].
@@ -110,7 +126,9 @@ pub fn build_device(name: &str, params: &[(String, String)]) -> Result<Box<dyn D
                     "queue_depth" => {
                         depth = params::integer(value, 1, 1024).map_err(|e| invalid(key, value, e))? as u32
                     }
-                    _ => return Err(invalid(key, value, "one of service_time_us, queue_depth".to_string())),
+                    _ => {
+                        return Err(invalid(key, value, format!("one of {}", CONSTANT_PARAM_KEYS.join(", "))))
+                    }
                 }
             }
             Ok(Box::new(ConstantDevice::new(service_time, depth, 1 << 40)))
@@ -211,5 +229,30 @@ mod tests {
         assert_eq!(err("ssd-px256m5s", &[("units", "-1")]), "units");
         assert_eq!(err("constant", &[("service_time_us", "0")]), "service_time_us");
         assert!(matches!(build_device("floppy", &[]), Err(DeviceError::UnknownPreset { .. })));
+    }
+
+    #[test]
+    fn each_presets_listed_keys_are_the_ones_it_accepts() {
+        // `bfq list` shows these keys: each must be one the preset knows (a bad value is refused for
+        // what it is, not as an unknown key), and an unknown key's message lists exactly them.
+        for name in DEVICE_PRESETS {
+            let keys = param_keys(name).unwrap_or_else(|| panic!("{name}: no keys"));
+            for key in keys {
+                match build_device(name, &pairs(&[(key, "not-a-value")])) {
+                    Err(DeviceError::InvalidParam { key: k, expected, .. }) => {
+                        assert_eq!(k, *key);
+                        assert!(!expected.starts_with("one of"), "{name}: {key} unknown: {expected}");
+                    }
+                    other => panic!("{name}: {key} = not-a-value gave {:?}", other.err()),
+                }
+            }
+            match build_device(name, &pairs(&[("warp", "9")])) {
+                Err(DeviceError::InvalidParam { expected, .. }) => {
+                    assert_eq!(expected, format!("one of {}", keys.join(", ")), "{name}")
+                }
+                other => panic!("{name}: warp gave {:?}", other.err()),
+            }
+        }
+        assert_eq!(param_keys("floppy"), None);
     }
 }
