@@ -2,7 +2,9 @@
 //! (beyond the seeds: issue 12 item 3, docs/fast-devices.md "The guarantee"): each backlogged
 //! application gets its weight's share of what the device delivers, except that one that cannot use
 //! that much (its throughput alone) gets all it can use, and the rest is divided among the others by
-//! weight. The suite's "beyond the papers" section and the fast-device tests judge runs by it.
+//! weight. The suite's "beyond the papers" section and the fast-device tests judge runs by it. With
+//! I/O classes the division goes class by class, as BFQ serves them (seed 003 sec. V; RT before BE
+//! before IDLE): a class gets what the classes above it cannot use.
 
 /// Weighted max-min fair shares of `total` among applications with weights and caps (their
 /// throughput alone): water-filling (docs/fast-devices.md, "The guarantee").
@@ -29,6 +31,29 @@ pub fn max_min_shares(weights: &[f64], caps: &[f64], total: f64) -> Vec<f64> {
     share
 }
 
+/// [`max_min_shares`] with I/O classes: `classes[i]` is application i's class index (RT 0, BE 1,
+/// IDLE 2, [`crate::IoClass::index`]). The applications of the highest class share `total` by
+/// weight with their caps; those of the next class share what is left, and so on. A class below
+/// greedy ones gets nothing.
+pub fn max_min_shares_by_class(weights: &[f64], caps: &[f64], classes: &[usize], total: f64) -> Vec<f64> {
+    let mut share = vec![0.0; weights.len()];
+    let mut remaining = total;
+    let mut order: Vec<usize> = classes.to_vec();
+    order.sort_unstable();
+    order.dedup();
+    for class in order {
+        let members: Vec<usize> = (0..weights.len()).filter(|&i| classes[i] == class).collect();
+        let w: Vec<f64> = members.iter().map(|&i| weights[i]).collect();
+        let c: Vec<f64> = members.iter().map(|&i| caps[i]).collect();
+        let part = max_min_shares(&w, &c, remaining.max(0.0));
+        for (&i, s) in members.iter().zip(&part) {
+            share[i] = *s;
+        }
+        remaining -= part.iter().sum::<f64>();
+    }
+    share
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -43,5 +68,24 @@ mod tests {
         // A cap that only binds once another cap has been taken out.
         let s = max_min_shares(&[1.0, 1.0, 2.0], &[10.0, 45.0, 1e9], 200.0);
         assert_eq!(s, vec![10.0, 45.0, 145.0]);
+    }
+
+    #[test]
+    fn a_class_shares_what_the_classes_above_it_cannot_use() {
+        // Seed 003 sec. V: RT before BE before IDLE. An RT application capped at 100 leaves 300 of
+        // 400 to the BE ones (1:2 by weight), nothing to IDLE.
+        let s = max_min_shares_by_class(
+            &[100.0, 100.0, 200.0, 100.0],
+            &[100.0, 1e9, 1e9, 1e9],
+            &[0, 1, 1, 2],
+            400.0,
+        );
+        assert_eq!(s, vec![100.0, 100.0, 200.0, 0.0]);
+        // BE capped too: IDLE gets the rest.
+        let s = max_min_shares_by_class(&[100.0, 100.0, 100.0], &[100.0, 50.0, 1e9], &[0, 1, 2], 400.0);
+        assert_eq!(s, vec![100.0, 50.0, 250.0]);
+        // One class: the classless shares.
+        let (w, c) = ([1.0, 1.0, 2.0], [10.0, 45.0, 1e9]);
+        assert_eq!(max_min_shares_by_class(&w, &c, &[1, 1, 1], 200.0), max_min_shares(&w, &c, 200.0));
     }
 }

@@ -54,7 +54,7 @@ pub struct BeyondRow {
     pub error: Option<String>,
 }
 
-pub use bfq_sched::fairness::max_min_shares;
+pub use bfq_sched::fairness::{max_min_shares, max_min_shares_by_class};
 
 fn greedy(r: &RunReport) -> impl Iterator<Item = &bfq_sim::report::AppReport> {
     r.apps.iter().filter(|a| a.kind != "startup")
@@ -116,7 +116,9 @@ pub fn run(duration_s: Option<u64>) -> Vec<BeyondRow> {
             let weights: Vec<f64> = apps.iter().map(|a| f64::from(a.weight)).collect();
             let caps: Vec<f64> =
                 apps.iter().map(|a| base_of(&a.name).map_or(f64::INFINITY, |(t, _)| t)).collect();
-            let fair = max_min_shares(&weights, &caps, total);
+            let classes: Vec<usize> =
+                apps.iter().map(|a| a.class.parse::<bfq_sched::IoClass>().map_or(1, |c| c.index())).collect();
+            let fair = max_min_shares_by_class(&weights, &caps, &classes, total);
             let max_err = apps
                 .iter()
                 .zip(&fair)
