@@ -64,17 +64,36 @@ pub const DEVICE_PRESETS: &[&str] = &[
 /// The parameter keys the `constant` preset accepts.
 pub const CONSTANT_PARAM_KEYS: &[&str] = &["service_time_us", "queue_depth"];
 
+/// What a preset name stands for: the figures of one of the models, or the constant device.
+enum Preset {
+    Hdd(HddParams),
+    Ssd(SsdParams),
+    Constant,
+}
+
+/// The preset `name` (`default` is the disk it stands for), or `None` for an unknown name.
+fn preset(name: &str) -> Option<Preset> {
+    Some(match if name == "default" { DEFAULT_DEVICE } else { name } {
+        "hdd-stm332061" => Preset::Hdd(presets::hdd_stm332061()),
+        "hdd-6l080l0" => Preset::Hdd(presets::hdd_6l080l0()),
+        "hdd-7l250s0" => Preset::Hdd(presets::hdd_7l250s0()),
+        "hdd-dtla307030" => Preset::Hdd(presets::hdd_dtla307030()),
+        "hdd-st1000dm003" => Preset::Hdd(presets::hdd_st1000dm003()),
+        "ssd-px256m5s" => Preset::Ssd(presets::ssd_px256m5s()),
+        "nvme-960evo" => Preset::Ssd(presets::nvme_960evo()),
+        "constant" => Preset::Constant,
+        _ => return None,
+    })
+}
+
 /// The parameter keys preset `name` accepts under `[device] params` (`default` is the disk it stands
 /// for), or `None` for an unknown preset.
 pub fn param_keys(name: &str) -> Option<&'static [&'static str]> {
-    match if name == "default" { DEFAULT_DEVICE } else { name } {
-        "hdd-stm332061" | "hdd-6l080l0" | "hdd-7l250s0" | "hdd-dtla307030" | "hdd-st1000dm003" => {
-            Some(hdd::HDD_PARAM_KEYS)
-        }
-        "ssd-px256m5s" | "nvme-960evo" => Some(ssd::SSD_PARAM_KEYS),
-        "constant" => Some(CONSTANT_PARAM_KEYS),
-        _ => None,
-    }
+    Some(match preset(name)? {
+        Preset::Hdd(_) => hdd::HDD_PARAM_KEYS,
+        Preset::Ssd(_) => ssd::SSD_PARAM_KEYS,
+        Preset::Constant => CONSTANT_PARAM_KEYS,
+    })
 }
 
 /// Builds the device preset `name`, then applies parameter overrides (`key`, `value` as text, e.g.
@@ -104,15 +123,13 @@ pub fn build_device(name: &str, params: &[(String, String)]) -> Result<Box<dyn D
         }
         Ok(Box::new(SsdDevice::new(canonical, p)))
     };
-    match canonical {
-        "hdd-stm332061" => hdd(presets::hdd_stm332061()),
-        "hdd-6l080l0" => hdd(presets::hdd_6l080l0()),
-        "hdd-7l250s0" => hdd(presets::hdd_7l250s0()),
-        "hdd-dtla307030" => hdd(presets::hdd_dtla307030()),
-        "hdd-st1000dm003" => hdd(presets::hdd_st1000dm003()),
-        "ssd-px256m5s" => ssd(presets::ssd_px256m5s()),
-        "nvme-960evo" => ssd(presets::nvme_960evo()),
-        "constant" => {
+    let Some(preset) = preset(name) else {
+        return Err(DeviceError::UnknownPreset { name: name.to_string(), known: DEVICE_PRESETS.join(", ") });
+    };
+    match preset {
+        Preset::Hdd(p) => hdd(p),
+        Preset::Ssd(p) => ssd(p),
+        Preset::Constant => {
             // 100 us per command, depth 1, 1 TiB: overridable.
             let mut service_time = 100_000;
             let mut depth = 1;
@@ -133,7 +150,6 @@ pub fn build_device(name: &str, params: &[(String, String)]) -> Result<Box<dyn D
             }
             Ok(Box::new(ConstantDevice::new(service_time, depth, 1 << 40)))
         }
-        _ => Err(DeviceError::UnknownPreset { name: name.to_string(), known: DEVICE_PRESETS.join(", ") }),
     }
 }
 
