@@ -10,6 +10,7 @@ use bfq_sim::{run_job, Job, RunReport};
 use serde::Serialize;
 
 use super::runs::PAPER_BFQ_PARAMS;
+use bfq_sched::fairness::max_min_shares_by_class;
 
 /// The jobs, embedded (the examples/ files of the same names).
 const JOBS: &[(&str, &str)] = &[
@@ -53,8 +54,6 @@ pub struct BeyondRow {
     /// Why the row is missing, if it is.
     pub error: Option<String>,
 }
-
-pub use bfq_sched::fairness::{max_min_shares, max_min_shares_by_class};
 
 fn greedy(r: &RunReport) -> impl Iterator<Item = &bfq_sim::report::AppReport> {
     r.apps.iter().filter(|a| a.kind != "startup")
