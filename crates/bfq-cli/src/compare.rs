@@ -270,6 +270,8 @@ impl Output {
 
 /// Each greedy application's share error: its share of the greedy applications' bytes against its
 /// weight's share of their weights (seed 001 sec. 3: throughput proportional to weight), in percent.
+/// Greedy as the run reports it (`AppReport::greedy`): a start-up, a video player or a reader with
+/// ON/OFF periods has no weight's share of what the others read while it asked for nothing.
 /// Weights divide the service within a class (seed 000 sec. 2: a class is served only while no
 /// higher one has work), so applications are compared with those of their own class only: a
 /// real-time reader beside best-effort ones has no weight's share of their bytes.
@@ -278,7 +280,7 @@ pub fn share_errors(report: &RunReport) -> Vec<Option<f64>> {
         .apps
         .iter()
         .map(|a| Served {
-            greedy: !matches!(a.kind.as_str(), "startup" | "video"),
+            greedy: a.greedy,
             class: class_of(&a.class),
             weight: f64::from(a.weight),
             bytes: (a.bytes_read + a.bytes_written) as f64,
@@ -415,5 +417,16 @@ mod tests {
         assert_eq!(e.iter().map(|x| x.map(|v| v.round())).collect::<Vec<_>>(), [Some(100.0), Some(-33.0)]);
         assert_eq!(class_of("be4"), "be");
         assert_eq!(class_of("idle"), "idle");
+    }
+
+    #[test]
+    fn an_application_that_was_not_always_busy_has_no_share_error_and_leaves_the_others_alone() {
+        // A reader with ON/OFF periods (weight 500) that read 100 beside two greedy readers of weight
+        // 100 that read 200 each: judged as greedy it would be -81 % and they +138 % each; it asked
+        // for nothing most of the time, so it has no share of their bytes.
+        let app = |greedy, weight, bytes| Served { greedy, class: "be", weight, bytes };
+        let e =
+            share_errors_of(&[app(false, 500.0, 100.0), app(true, 100.0, 200.0), app(true, 100.0, 200.0)]);
+        assert_eq!(e.iter().map(|x| x.map(|v| v.round())).collect::<Vec<_>>(), [None, Some(0.0), Some(0.0)]);
     }
 }

@@ -393,7 +393,10 @@ fn build_report(
             lat.merge(&r.write_latency);
         }
         let bytes = bytes_of(rs);
-        if spec.kind() != AppKind::Startup {
+        // ON/OFF readers and video players have no fio translation (refused before the run), so
+        // every application here but a start-up always has work.
+        let always_busy = spec.kind() != AppKind::Startup;
+        if always_busy {
             greedy.push(bytes as f64 / f64::from(spec.weight.0));
         }
         let startup = trace.as_ref().map(|t| {
@@ -414,6 +417,7 @@ fn build_report(
             name: name.clone(),
             kind: spec.kind().as_str().to_string(),
             weight: spec.weight.0,
+            greedy: always_busy,
             class: spec.class.0.to_string(),
             queues: Vec::new(),
             requests: rs.iter().map(|r| r.reads + r.writes).sum(),

@@ -369,6 +369,7 @@ pub fn run_job(
             name,
             kind: app.kind().to_string(),
             weight,
+            greedy: app.greedy(),
             class,
             queues: ids,
             requests: st.requests,

@@ -33,6 +33,7 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
             name: name.clone(),
             kind: app.kind().to_string(),
             weight,
+            greedy: app.greedy(),
             class: specs.first().map(|s| s.class.to_string()).unwrap_or_default(),
             queues: ids.clone(),
             requests: stats.requests,

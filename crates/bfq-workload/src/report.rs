@@ -72,6 +72,11 @@ pub struct Totals {
     pub dispatched_all: u64,
 }
 
+/// `AppReport::greedy` of reports written before the field existed.
+fn always() -> bool {
+    true
+}
+
 /// One application's figures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AppReport {
@@ -83,6 +88,12 @@ pub struct AppReport {
     pub weight: u32,
     /// Class of its queues.
     pub class: String,
+    /// Whether it always had work (a greedy reader or writer, the processes of a database or a web
+    /// server): only such applications are judged by their weight's share and enter Jain's index.
+    /// Not a start-up, a video player, or a reader with ON/OFF periods (`on`, `off`), which asks for
+    /// nothing between its bursts. Reports written before the field existed read as greedy.
+    #[serde(default = "always")]
+    pub greedy: bool,
     /// Its scheduler queue ids.
     pub queues: Vec<u32>,
     /// Requests of its own queues completed.

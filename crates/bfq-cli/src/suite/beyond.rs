@@ -56,7 +56,7 @@ pub struct BeyondRow {
 }
 
 fn greedy(r: &RunReport) -> impl Iterator<Item = &bfq_sim::report::AppReport> {
-    r.apps.iter().filter(|a| a.kind != "startup")
+    r.apps.iter().filter(|a| a.greedy)
 }
 
 fn startup_time(r: &RunReport) -> Option<f64> {
