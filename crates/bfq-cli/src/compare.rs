@@ -16,7 +16,9 @@ use anyhow::{bail, Context, Result};
 use bfq_sim::{Job, RunReport};
 use clap::Args;
 
+use bfq_cli::copies::{self, Shown};
 use bfq_cli::table::Align;
+use bfq_sim::report::AppReport;
 
 /// Arguments of `bfq compare`.
 #[derive(Args, Debug)]
@@ -349,7 +351,43 @@ pub fn table(reports: &[RunReport]) -> String {
             })
             .collect(),
     );
-    for (i, app) in first.apps.iter().enumerate() {
+    for shown in copies::shown(&first.apps) {
+        let Shown::One(i) = shown else {
+            // Many copies of one application: a row each of their range.
+            let apps = &first.apps;
+            let names: Vec<&str> = shown.indices().map(|k| apps[k].name.as_str()).collect();
+            let members = |r: &RunReport| -> Vec<usize> {
+                names.iter().filter_map(|n| r.apps.iter().position(|a| a.name == *n)).collect()
+            };
+            let label = shown.label(apps);
+            let of = |f: &dyn Fn(&AppReport) -> f64, fmt: &dyn Fn(f64) -> String| -> Vec<String> {
+                reports
+                    .iter()
+                    .map(|r| {
+                        copies::range(&mut members(r).iter().map(|&j| f(&r.apps[j])).collect::<Vec<_>>(), fmt)
+                    })
+                    .collect()
+            };
+            let weight = apps[shown.indices().start].weight;
+            row(&format!("{label} w{weight} (MiB/s)"), of(&|a| a.throughput_mib_s, &|v| format!("{v:.1}")));
+            if errors[0].get(shown.indices().start).copied().flatten().is_some() {
+                row(
+                    &format!("{label} share error"),
+                    reports
+                        .iter()
+                        .zip(&errors)
+                        .map(|(r, e)| {
+                            let mut v: Vec<f64> = members(r).iter().filter_map(|&j| e[j]).collect();
+                            copies::range(&mut v, |x| format!("{x:+.1}%"))
+                        })
+                        .collect(),
+                );
+            }
+            row(&format!("{label} p99 (ms)"), of(&|a| a.latency.p99_us as f64, &|v| ms(v as u64)));
+            row(&format!("{label} max (ms)"), of(&|a| a.latency.max_us as f64, &|v| ms(v as u64)));
+            continue;
+        };
+        let app = &first.apps[i];
         let find = |r: &RunReport| r.apps.iter().position(|a| a.name == app.name);
         row(
             &format!("{} w{} (MiB/s)", app.name, app.weight),

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use bfq_sim::{run_job_traced, Job, RunReport};
 use clap::Args;
 
+use bfq_cli::copies::{self, Shown};
 use bfq_cli::table::Align;
 
 /// Arguments of `bfq sim`.
@@ -135,7 +136,19 @@ pub(crate) fn table(reports: &[RunReport]) -> String {
     row("read max (ms)", &|r| ms(r.totals.read_latency.max_us));
     row("jain index", &|r| r.totals.jain_index.map_or("-".into(), |j| format!("{j:.4}")));
     row("max lag (KiB)", &|r| r.totals.max_lag_kib.map_or_else(|| "-".to_string(), |v| format!("{v:.0}")));
-    for (i, app) in first.apps.iter().enumerate() {
+    for shown in copies::shown(&first.apps) {
+        let Shown::One(i) = shown else {
+            // Many copies of one application: one row of their range. The simulator runs every
+            // scheduler on the same job, so the copies are the same applications in every report.
+            let label = format!("{} (MiB/s)", shown.label(&first.apps));
+            row(&label, &|r| {
+                let mut v: Vec<f64> =
+                    shown.indices().filter_map(|k| r.apps.get(k)).map(|a| a.throughput_mib_s).collect();
+                copies::range(&mut v, |x| format!("{x:.2}"))
+            });
+            continue;
+        };
+        let app = &first.apps[i];
         let label = format!("{} (MiB/s)", app.name);
         row(&label, &|r| r.apps.get(i).map_or("-".into(), |a| format!("{:.2}", a.throughput_mib_s)));
         if app.extra.startup.is_some() {

@@ -255,3 +255,50 @@ fn a_scheduler_named_twice_and_a_tunable_without_key_are_refused() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("--params: `=3`: a key is missing before `=`"), "{stderr}");
 }
+
+/// A job of many copies of one application (a block server's tenants) gives a table a person can
+/// read: past four copies, one row of their range (median, least, most) instead of a row each; a
+/// few copies are still listed one by one, and the JSON keeps every application.
+#[test]
+fn many_copies_of_one_application_are_one_row_of_their_range() {
+    let job = std::env::temp_dir().join(format!("bfq-copies-{}.toml", std::process::id()));
+    std::fs::write(
+        &job,
+        r#"
+duration = "1s"
+[device]
+preset = "nvme-960evo"
+[[app]]
+name = "tenant"
+kind = "rand-reader"
+count = 30
+file_size = "4MiB"
+[[app]]
+name = "backup"
+kind = "seq-reader"
+count = 2
+file_size = "16MiB"
+"#,
+    )
+    .unwrap();
+    let json = job.with_extension("json");
+    let out = bfq()
+        .args(["sim", job.to_str().unwrap(), "-s", "bfq,fifo", "--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let report = std::fs::read_to_string(&json).unwrap_or_default();
+    let _ = std::fs::remove_file(&job);
+    let _ = std::fs::remove_file(&json);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("tenant-0..29 (30) (MiB/s)"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    // Each column: "median (least..most)".
+    assert_eq!(row.matches("..").count(), 2 + 1, "{row}");
+    assert!(!stdout.contains("tenant-7 "), "{stdout}");
+    assert!(stdout.contains("backup-0 (MiB/s)") && stdout.contains("backup-1 (MiB/s)"), "{stdout}");
+    let value: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(value["runs"][0]["apps"].as_array().map(Vec::len), Some(32));
+}
