@@ -139,17 +139,22 @@ pub fn plan_app(
     };
     let mut plan = FioPlan { job_file: String::new(), iologs: Vec::new(), trace_requests: Vec::new() };
     match &spec.workload {
-        Workload::SeqReader(g) | Workload::RandReader(g) if g.on.is_some() => {
-            return Err(format!(
-                "{name}: an ON/OFF reader (`on`, `off`) is simulator only: no fio equivalent here"
-            ));
-        }
-        Workload::SeqReader(_) | Workload::RandReader(_) => {
+        Workload::SeqReader(g) | Workload::RandReader(g) => {
             let rw = if spec.kind() == AppKind::SeqReader { "read" } else { "randread" };
             let bs = request;
+            // An ON/OFF reader (seed 002's streaming readers): fio reads for `thinktime_iotime`, then
+            // sleeps for `thinktime`, and again (fio 3.28 and later). Its first period can run
+            // longer than `on` (fio's clock for it starts before the job's I/O): inside the
+            // warm-up for any warm-up of a second or more.
+            let on_off = match (g.on, g.off) {
+                (Some(on), Some(off)) => {
+                    format!("thinktime={}us\nthinktime_iotime={}us\n", off.0 / 1_000, on.0 / 1_000)
+                }
+                _ => String::new(),
+            };
             let _ = write!(
                 out,
-                "\n[{name}]\nrw={rw}\nbs={bs}\ndirect=1\n{}{area}{}{timed}",
+                "\n[{name}]\nrw={rw}\nbs={bs}\ndirect=1\n{}{area}{}{on_off}{timed}",
                 engine(window),
                 random(bs)
             );
@@ -431,6 +436,40 @@ mod tests {
         ] {
             assert!(plan.job_file.lines().any(|l| l == line), "missing {line}:\n{}", plan.job_file);
         }
+    }
+
+    #[test]
+    fn an_on_off_reader_reads_for_on_and_sleeps_for_off_seed002_streaming() {
+        // Seed 002's streaming benchmark runs "5 ON/OFF file readers": fio reads for
+        // `thinktime_iotime` and then sleeps for `thinktime`, again and again.
+        let spec = AppSpec::of(Workload::SeqReader(Greedy {
+            on: Some(Duration(200_000_000)),
+            off: Some(Duration(300_000_000)),
+            ..Greedy::default()
+        }));
+        let plan = plan_app(
+            &placed("onoff", spec, Region { start: 0, len: 1 << 20 }, None),
+            Path::new("/dev/loop9"),
+            T,
+            1,
+            0,
+            Path::new("/x"),
+        )
+        .unwrap();
+        for line in ["rw=read", "thinktime=300000us", "thinktime_iotime=200000us"] {
+            assert!(plan.job_file.lines().any(|l| l == line), "missing {line}:\n{}", plan.job_file);
+        }
+        // A reader without periods has neither.
+        let plain = plan_app(
+            &placed("r", AppSpec::new(AppKind::SeqReader), Region { start: 0, len: 1 << 20 }, None),
+            Path::new("/dev/loop9"),
+            T,
+            1,
+            0,
+            Path::new("/x"),
+        )
+        .unwrap();
+        assert!(!plain.job_file.contains("thinktime"), "{}", plain.job_file);
     }
 
     #[test]

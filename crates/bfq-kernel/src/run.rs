@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use bfq_workload::job::{AppKind, Job};
+use bfq_workload::job::{AppKind, Job, Workload};
 use bfq_workload::metrics::{jain_index, round3, MIB};
 use bfq_workload::report::AppExtra;
 use bfq_workload::report::StartupStats;
@@ -393,9 +393,11 @@ fn build_report(
             lat.merge(&r.write_latency);
         }
         let bytes = bytes_of(rs);
-        // ON/OFF readers and video players have no fio translation (refused before the run), so
-        // every application here but a start-up always has work.
-        let always_busy = spec.kind() != AppKind::Startup;
+        // Video players have no fio translation (refused before the run): every application here but
+        // a start-up and an ON/OFF reader always has work.
+        let on_off =
+            matches!(&spec.workload, Workload::SeqReader(g) | Workload::RandReader(g) if g.on.is_some());
+        let always_busy = spec.kind() != AppKind::Startup && !on_off;
         if always_busy {
             greedy.push(bytes as f64 / f64::from(spec.weight.0));
         }

@@ -342,9 +342,9 @@ pub struct Greedy {
     /// Size of its file.
     pub file_size: Option<Size>,
     /// Readers: an ON/OFF reader reads for `on`, then issues nothing for `off`, and again (seed
-    /// 002's streaming benchmark runs "5 ON/OFF file readers"). Both or neither. The simulator and the
-    /// engine (`bfq run`) honour it; `bfq compare` refuses it before any run, fio having no
-    /// equivalent for its kernel runs.
+    /// 002's streaming benchmark runs "5 ON/OFF file readers"). Both or neither. The simulator, the
+    /// engine (`bfq run`) and the kernel side of `bfq compare` (fio's `thinktime_iotime` and
+    /// `thinktime`) honour it.
     pub on: Option<Duration>,
     /// See `on`.
     pub off: Option<Duration>,
