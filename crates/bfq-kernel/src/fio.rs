@@ -204,7 +204,8 @@ pub fn plan_app(
             let supported: Vec<&str> =
                 AppKind::ALL.iter().filter(|k| k.kernel_runs()).map(|k| k.as_str()).collect();
             return Err(format!(
-                "application kind {} has no fio equivalent here (supported: {})",
+                "application kind {} has no fio equivalent here (supported: {}); `bfq compare --kernel ''` \
+                 runs the job through the engine only",
                 spec.kind().as_str(),
                 supported.join(", ")
             ));
