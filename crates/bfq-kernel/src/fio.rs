@@ -396,6 +396,18 @@ pub fn parse_output(text: &str) -> Result<Vec<JobResult>, String> {
         .collect()
 }
 
+/// Whether the fio of `version` (its `--version` line, `fio-3.33`) has `thinktime_iotime`, which
+/// came with fio 3.28: what an ON/OFF reader's job needs. An unreadable version line is taken as new
+/// enough (fio itself then says what it does not know).
+pub fn has_thinktime_iotime(version: &str) -> bool {
+    let digits = version.trim().trim_start_matches("fio-");
+    let mut parts = digits.split(|c: char| !c.is_ascii_digit()).map(str::parse::<u32>);
+    match (parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) >= (3, 28),
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,6 +483,16 @@ mod tests {
         )
         .unwrap();
         assert!(!plain.job_file.contains("thinktime"), "{}", plain.job_file);
+    }
+
+    #[test]
+    fn on_off_readers_need_fio_3_28() {
+        assert!(has_thinktime_iotime("fio-3.33"));
+        assert!(has_thinktime_iotime("fio-3.28"));
+        assert!(has_thinktime_iotime("fio-4.0"));
+        assert!(!has_thinktime_iotime("fio-3.27"));
+        assert!(!has_thinktime_iotime("fio-2.99-rc1"));
+        assert!(has_thinktime_iotime("something else"));
     }
 
     #[test]

@@ -135,6 +135,22 @@ pub fn check_job(job: &Job) -> Result<(), KernelError> {
         fio::plan_app(app, Path::new("/dev/loop-check"), timing, job.seed, 0, Path::new("/nonexistent"))
             .map_err(|message| KernelError::Job { app: app.name.clone(), message })?;
     }
+    // An ON/OFF reader needs fio's `thinktime_iotime` (a missing fio is reported by
+    // `check_prerequisites`).
+    let on_off = apps.iter().find(
+        |a| matches!(&a.spec.workload, Workload::SeqReader(g) | Workload::RandReader(g) if g.on.is_some()),
+    );
+    if let (Some(app), Ok(version)) = (on_off, crate::fio_version()) {
+        if !fio::has_thinktime_iotime(&version) {
+            return Err(KernelError::Job {
+                app: app.name.clone(),
+                message: format!(
+                    "an ON/OFF reader (`on`, `off`) needs fio 3.28 or later (its `thinktime_iotime`); \
+                     this is {version}"
+                ),
+            });
+        }
+    }
     Ok(())
 }
 
