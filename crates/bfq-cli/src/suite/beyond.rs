@@ -22,6 +22,7 @@ const JOBS: &[(&str, &str)] = &[
     ("fast-new-tenants", include_str!("../../../../examples/fast-new-tenants.toml")),
     ("fast-sync-pair-1-3", include_str!("../../../../examples/fast-sync-pair-1-3.toml")),
     ("fast-db-backup-equal", include_str!("../../../../examples/fast-db-backup-equal.toml")),
+    ("fast-many-tenants", include_str!("../../../../examples/fast-many-tenants.toml")),
 ];
 
 /// A scheduler compared: label, registry name, tunables.
