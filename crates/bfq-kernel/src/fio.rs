@@ -419,6 +419,12 @@ mod tests {
 
     const T: Timing = Timing { duration: 3_000_000_000, warmup: 500_000_000 };
 
+    /// The fio job of application `name` with `spec` over 1 MiB at `start` of /dev/loop9.
+    fn job_file(name: &str, spec: AppSpec, start: u64, seed: u64) -> String {
+        let app = placed(name, spec, Region { start, len: 1 << 20 }, None);
+        plan_app(&app, Path::new("/dev/loop9"), T, seed, 0, Path::new("/x")).unwrap().job_file
+    }
+
     #[test]
     fn a_windowed_sequential_reader_becomes_a_timed_libaio_job_over_its_region() {
         let spec = AppSpec::of(Workload::SeqReader(Greedy {
@@ -426,15 +432,7 @@ mod tests {
             request_size: Some(Size(65536)),
             ..Greedy::default()
         }));
-        let plan = plan_app(
-            &placed("r", spec, Region { start: 4096, len: 1 << 20 }, None),
-            Path::new("/dev/loop9"),
-            T,
-            7,
-            0,
-            Path::new("/x"),
-        )
-        .unwrap();
+        let plan = job_file("r", spec, 4096, 7);
         for line in [
             "rw=read",
             "bs=65536",
@@ -447,7 +445,7 @@ mod tests {
             "direct=1",
             "filename=/dev/loop9",
         ] {
-            assert!(plan.job_file.lines().any(|l| l == line), "missing {line}:\n{}", plan.job_file);
+            assert!(plan.lines().any(|l| l == line), "missing {line}:\n{}", plan);
         }
     }
 
@@ -460,29 +458,13 @@ mod tests {
             off: Some(Duration(300_000_000)),
             ..Greedy::default()
         }));
-        let plan = plan_app(
-            &placed("onoff", spec, Region { start: 0, len: 1 << 20 }, None),
-            Path::new("/dev/loop9"),
-            T,
-            1,
-            0,
-            Path::new("/x"),
-        )
-        .unwrap();
+        let plan = job_file("onoff", spec, 0, 1);
         for line in ["rw=read", "thinktime=300000us", "thinktime_iotime=200000us"] {
-            assert!(plan.job_file.lines().any(|l| l == line), "missing {line}:\n{}", plan.job_file);
+            assert!(plan.lines().any(|l| l == line), "missing {line}:\n{}", plan);
         }
         // A reader without periods has neither.
-        let plain = plan_app(
-            &placed("r", AppSpec::new(AppKind::SeqReader), Region { start: 0, len: 1 << 20 }, None),
-            Path::new("/dev/loop9"),
-            T,
-            1,
-            0,
-            Path::new("/x"),
-        )
-        .unwrap();
-        assert!(!plain.job_file.contains("thinktime"), "{}", plain.job_file);
+        let plain = job_file("r", AppSpec::new(AppKind::SeqReader), 0, 1);
+        assert!(!plain.contains("thinktime"), "{}", plain);
     }
 
     #[test]
@@ -502,16 +484,8 @@ mod tests {
         assert_eq!(ioprio(IoClass::BestEffort(4)), (2, 4));
         assert_eq!(ioprio(IoClass::Idle), (3, 0));
         let spec = AppSpec { class: Class(IoClass::Idle), ..AppSpec::new(AppKind::RandReader) };
-        let plan = plan_app(
-            &placed("i", spec, Region { start: 0, len: 1 << 20 }, None),
-            Path::new("/dev/loop9"),
-            T,
-            1,
-            0,
-            Path::new("/x"),
-        )
-        .unwrap();
-        assert!(plan.job_file.contains("prioclass=3\n"));
+        let plan = job_file("i", spec, 0, 1);
+        assert!(plan.contains("prioclass=3\n"));
     }
 
     #[test]
