@@ -139,19 +139,16 @@ pub fn plan_app(
     };
     let mut plan = FioPlan { job_file: String::new(), iologs: Vec::new(), trace_requests: Vec::new() };
     match &spec.workload {
-        Workload::SeqReader(g) | Workload::RandReader(g) => {
+        Workload::SeqReader(_) | Workload::RandReader(_) => {
             let rw = if spec.kind() == AppKind::SeqReader { "read" } else { "randread" };
             let bs = request;
             // An ON/OFF reader (seed 002's streaming readers): fio reads for `thinktime_iotime`, then
             // sleeps for `thinktime`, and again (fio 3.28 and later). Its first period can run
             // longer than `on` (fio's clock for it starts before the job's I/O): inside the
             // warm-up for any warm-up of a second or more.
-            let on_off = match (g.on, g.off) {
-                (Some(on), Some(off)) => {
-                    format!("thinktime={}us\nthinktime_iotime={}us\n", off.0 / 1_000, on.0 / 1_000)
-                }
-                _ => String::new(),
-            };
+            let on_off = spec.on_off().map_or_else(String::new, |(on, off)| {
+                format!("thinktime={}us\nthinktime_iotime={}us\n", off / 1_000, on / 1_000)
+            });
             let _ = write!(
                 out,
                 "\n[{name}]\nrw={rw}\nbs={bs}\ndirect=1\n{}{area}{}{on_off}{timed}",

@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use bfq_workload::job::{AppKind, Job, Workload};
+use bfq_workload::job::{AppKind, Job};
 use bfq_workload::metrics::{jain_index, round3, MIB};
 use bfq_workload::report::AppExtra;
 use bfq_workload::report::StartupStats;
@@ -137,9 +137,7 @@ pub fn check_job(job: &Job) -> Result<(), KernelError> {
     }
     // An ON/OFF reader needs fio's `thinktime_iotime` (a missing fio is reported by
     // `check_prerequisites`).
-    let on_off = apps.iter().find(
-        |a| matches!(&a.spec.workload, Workload::SeqReader(g) | Workload::RandReader(g) if g.on.is_some()),
-    );
+    let on_off = apps.iter().find(|a| a.spec.on_off().is_some());
     if let (Some(app), Ok(version)) = (on_off, crate::fio_version()) {
         if !fio::has_thinktime_iotime(&version) {
             return Err(KernelError::Job {
@@ -411,9 +409,7 @@ fn build_report(
         let bytes = bytes_of(rs);
         // Video players have no fio translation (refused before the run): every application here but
         // a start-up and an ON/OFF reader always has work.
-        let on_off =
-            matches!(&spec.workload, Workload::SeqReader(g) | Workload::RandReader(g) if g.on.is_some());
-        let always_busy = spec.kind() != AppKind::Startup && !on_off;
+        let always_busy = spec.kind() != AppKind::Startup && spec.on_off().is_none();
         if always_busy {
             greedy.push(bytes as f64 / f64::from(spec.weight.0));
         }

@@ -749,6 +749,16 @@ impl AppSpec {
         self.workload.kind()
     }
 
+    /// A reader's ON and OFF periods, if it has them (`on`, `off`; seed 002's streaming readers).
+    pub fn on_off(&self) -> Option<(Nanos, Nanos)> {
+        match &self.workload {
+            Workload::SeqReader(g) | Workload::RandReader(g) => {
+                g.on.zip(g.off).map(|(on, off)| (on.0, off.0))
+            }
+            _ => None,
+        }
+    }
+
     /// Its processes' think time: `think_time`, or [`DEFAULT_THINK_TIME`].
     pub fn think_time(&self) -> bfq_sched::Nanos {
         self.think_time.map_or(DEFAULT_THINK_TIME, |d| d.0)

@@ -272,7 +272,7 @@ pub fn build(job: &crate::Job, places: Vec<crate::Placement>) -> Result<NamedApp
                 };
                 Box::new(
                     greedy::GreedyReader::new(qspec, pattern, region, request, g.window.unwrap_or(1))
-                        .with_on_off(g.on.zip(g.off).map(|(on, off)| (on.0, off.0))),
+                        .with_on_off(spec.on_off()),
                 )
             }
             Workload::SeqWriter(_) => {
