@@ -5,6 +5,9 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+mod common;
+use common::{has_fio, is_root, skipped};
+
 const JOB: &str = r#"
 duration = "3s"
 [[app]]
@@ -133,10 +136,8 @@ struct Ramfs(PathBuf);
 
 impl Ramfs {
     fn mount(tag: &str) -> Option<Ramfs> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            assert!(std::env::var_os("CI").is_none(), "CI runs as root: this test must run there");
-            eprintln!("skipped: not root (the test mounts a ramfs)");
+        if !is_root() {
+            skipped("not root (the test mounts a ramfs)");
             return None;
         }
         let dir = PathBuf::from(format!("/var/tmp/bfq-bad-input-{tag}-{}", std::process::id()));
@@ -193,10 +194,8 @@ fn run_and_compare_refuse_a_target_without_direct_io_before_creating_or_filling_
 fn compare_without_losetup_is_refused_before_the_target_is_made() {
     // The kernel runs put a loop device over the target. Without losetup (or without loop devices, in
     // a container) `bfq compare` used to create and fill the target first.
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/fio").exists() {
-        assert!(std::env::var_os("CI").is_none(), "CI runs as root with fio: this test must run there");
-        eprintln!("skipped: needs root and /usr/bin/fio");
+    if !is_root() || !has_fio() {
+        skipped("needs root and fio");
         return;
     }
     let case = Case::new("no-losetup");

@@ -6,6 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::{has_fio, is_root, skipped};
+
 const JOB: &str = r#"
 name = "compare-smoke"
 duration = "2s"
@@ -41,17 +44,6 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     KERNEL_RUNS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A test that cannot run here says why and returns; not in CI, which runs as root with fio installed
-/// by the README's test command (a skip there would pass without checking anything).
-fn skipped(why: &str) {
-    assert!(std::env::var_os("CI").is_none(), "in CI this test must run, but: {why}");
-    eprintln!("SKIPPED: {why}");
-}
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
 fn loops_over(file: &Path) -> Vec<String> {
     let out = Command::new("losetup").arg("-j").arg(file).output().expect("losetup runs");
     String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
@@ -79,7 +71,7 @@ fn compare_cgroups() -> Vec<PathBuf> {
 #[test]
 fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgroups() {
     let _serial = one_at_a_time();
-    if !is_root() || Command::new("fio").arg("--version").output().is_err() {
+    if !is_root() || !has_fio() {
         skipped("bfq compare needs root and fio (apt-get install fio)");
         return;
     }
@@ -222,7 +214,7 @@ fn scratch_dirs_of(pid: u32) -> Vec<PathBuf> {
 #[test]
 fn sigint_sigterm_and_sighup_during_a_kernel_run_leave_nothing_behind() {
     let _serial = one_at_a_time();
-    if !is_root() || Command::new("fio").arg("--version").output().is_err() {
+    if !is_root() || !has_fio() {
         skipped("bfq compare needs root and fio (apt-get install fio)");
         return;
     }
@@ -259,7 +251,7 @@ fn sigint_sigterm_and_sighup_during_a_kernel_run_leave_nothing_behind() {
 #[test]
 fn a_run_after_a_sigkilled_one_removes_its_leftovers() {
     let _serial = one_at_a_time();
-    if !is_root() || Command::new("fio").arg("--version").output().is_err() {
+    if !is_root() || !has_fio() {
         skipped("bfq compare needs root and fio (apt-get install fio)");
         return;
     }
@@ -314,7 +306,7 @@ fn writer_job_on_a_users_file(tag: &str) -> (PathBuf, PathBuf, Vec<u8>, &'static
     remove_target(&target);
     let pattern: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
     std::fs::write(&target, &pattern).unwrap();
-    let kernel = if is_root() && Command::new("fio").arg("--version").output().is_ok() { "none" } else { "" };
+    let kernel = if is_root() && has_fio() { "none" } else { "" };
     (job, target, pattern, kernel)
 }
 

@@ -27,9 +27,7 @@ fn have(tool: &str, arg: &str) -> bool {
 
 /// Why this machine cannot run the test, if it cannot.
 fn missing() -> Option<String> {
-    let uid =
-        Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if uid.as_deref().ok() != Some("0") {
+    if !common::is_root() {
         return Some("not root (loop devices and mounts)".into());
     }
     if !Path::new("/dev/fuse").exists() {

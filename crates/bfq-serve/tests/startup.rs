@@ -335,8 +335,7 @@ impl Ramfs {
     /// `None`, with the reason on standard error, where there is none to be had: not root, no ramfs
     /// (a mount refused), or a kernel whose ramfs takes O_DIRECT after all.
     fn mount(tag: &str) -> Option<Ramfs> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !common::is_root() {
             common::skipped("not root (the test mounts a ramfs)");
             return None;
         }
@@ -538,8 +537,7 @@ impl Drop for ReadOnlyLoop {
 /// `read_only = true` it is served (and its clients are told at the handshake).
 #[test]
 fn a_writable_export_on_a_read_only_block_device_is_refused_with_the_setting_that_serves_it() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !common::is_root() {
         common::skipped("not root (the test attaches a loop device)");
         return;
     }

@@ -20,6 +20,12 @@ pub fn request_header(flags: u16, command: u16, handle: u64, offset: u64, length
     b
 }
 
+/// Whether this process runs as root (mounts, loop devices).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// A test that cannot run here says why on standard error and returns. Not in CI: the README's test
 /// command (scripts/test) installs every client and tool these tests use, and runs as root, so there
 /// a skip would be a test that passes without checking anything.

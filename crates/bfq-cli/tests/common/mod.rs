@@ -1,0 +1,22 @@
+//! What the CLI's integration tests share: whether the machine can run a test that needs root or
+//! fio, and how such a test says it could not.
+
+use std::process::Command;
+
+/// Whether this process runs as root (loop devices, cgroups, mounts).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether fio runs here (`bfq compare`'s kernel runs).
+pub fn has_fio() -> bool {
+    Command::new("fio").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// A test that cannot run here says why and returns; not in CI, which runs as root with fio installed
+/// by the README's test command (a skip there would pass without checking anything).
+pub fn skipped(why: &str) {
+    assert!(std::env::var_os("CI").is_none(), "in CI this test must run, but: {why}");
+    eprintln!("SKIPPED: {why}");
+}
