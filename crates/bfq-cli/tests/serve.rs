@@ -595,8 +595,10 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
     // behind the copy's client (alone, two threads have two CPUs); there BFQ gave 1.0-3.4x, median
     // 2.0x, in 20 runs (docs/serve.md "The light client on a slower machine"). So the 2x bar is
     // asked of the best of up to three measurements, each of three rounds, and every measurement
-    // must stay within 4x and keep the median within 1.5x, which that noise hardly moves and which
-    // shows the scheduler at work (0.98-1.18x under BFQ, 2.4-2.8x without its latency guard). A
+    // must stay within 4x. The median within 1.5x shows the scheduler at work (0.98-1.18x under BFQ,
+    // 2.06-2.8x without its latency guard); it is asked of the same measurement as the 2x, since on
+    // this machine on 2026-12-01 evening it moved too (1.43-1.77x in four measurements of a build
+    // whose scheduler gave 0.98-1.18x earlier in the day), and of every measurement within 2.2x. A
     // BFQ that lost the light client's protection fails all three (FIFO: hundreds of times).
     let mut seen = Vec::new();
     for _ in 0..BFQ_MEASUREMENTS {
@@ -618,7 +620,7 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
             bfq.alone99
         );
         assert!(
-            bfq.p50_ratio() <= 1.5,
+            bfq.p50_ratio() <= 2.2,
             "BFQ: the light client's median beside the copy is {:?}, alone {:?}",
             bfq.loaded50,
             bfq.alone50
@@ -629,15 +631,15 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
             "BFQ's p99 beside the copy ({:?}) is not far below FIFO's ({fifo_loaded:?})",
             bfq.loaded99
         );
-        let within = bfq.p99_ratio() <= 2.0;
-        seen.push(format!("{:.2}x", bfq.p99_ratio()));
+        let within = bfq.p99_ratio() <= 2.0 && bfq.p50_ratio() <= 1.5;
+        seen.push(format!("p99 {:.2}x, p50 {:.2}x", bfq.p99_ratio(), bfq.p50_ratio()));
         if within {
             return;
         }
     }
     panic!(
-        "BFQ: the light client's p99 beside the copy was over 2x its p99 alone in {BFQ_MEASUREMENTS} \
-         measurements of {BFQ_MEASUREMENTS}: {}",
+        "BFQ: the light client's p99 beside the copy was over 2x its p99 alone, or its median over \
+         1.5x its median alone, in {BFQ_MEASUREMENTS} measurements of {BFQ_MEASUREMENTS}: {}",
         seen.join(", ")
     );
 }
