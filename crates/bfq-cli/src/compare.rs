@@ -356,15 +356,18 @@ pub fn table(reports: &[RunReport]) -> String {
             // Many copies of one application: a row each of their range.
             let apps = &first.apps;
             let names: Vec<&str> = shown.indices().map(|k| apps[k].name.as_str()).collect();
-            let members = |r: &RunReport| -> Vec<usize> {
-                names.iter().filter_map(|n| r.apps.iter().position(|a| a.name == *n)).collect()
-            };
+            // The copies' indices in each report, found by name once for all their rows.
+            let members: Vec<Vec<usize>> = reports
+                .iter()
+                .map(|r| names.iter().filter_map(|n| r.apps.iter().position(|a| a.name == *n)).collect())
+                .collect();
             let label = shown.label(apps);
             let of = |f: &dyn Fn(&AppReport) -> f64, fmt: &dyn Fn(f64) -> String| -> Vec<String> {
                 reports
                     .iter()
-                    .map(|r| {
-                        copies::range(&mut members(r).iter().map(|&j| f(&r.apps[j])).collect::<Vec<_>>(), fmt)
+                    .zip(&members)
+                    .map(|(r, m)| {
+                        copies::range(&mut m.iter().map(|&j| f(&r.apps[j])).collect::<Vec<_>>(), fmt)
                     })
                     .collect()
             };
@@ -373,11 +376,11 @@ pub fn table(reports: &[RunReport]) -> String {
             if errors[0].get(shown.indices().start).copied().flatten().is_some() {
                 row(
                     &format!("{label} share error"),
-                    reports
+                    errors
                         .iter()
-                        .zip(&errors)
-                        .map(|(r, e)| {
-                            let mut v: Vec<f64> = members(r).iter().filter_map(|&j| e[j]).collect();
+                        .zip(&members)
+                        .map(|(e, m)| {
+                            let mut v: Vec<f64> = m.iter().filter_map(|&j| e[j]).collect();
                             copies::range(&mut v, |x| format!("{x:+.1}%"))
                         })
                         .collect(),
