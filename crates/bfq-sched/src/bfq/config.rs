@@ -193,9 +193,9 @@ pub struct BfqConfig {
     /// below; a window over twice the allowance still decides at once. A random reader of one read at
     /// a time beside sequential readers on the RAM file had its window means near the allowance at a
     /// limit of 1 and within it at 2 to 4: judged one window at a time, the limit sat at 0-1 for whole
-    /// runs while the reader's throughput was the same at any limit. With it that job got more in 17
-    /// of 18 alternating pairs of runs (0.85-5.8x the aggregate, the random readers' throughput the
-    /// same); other jobs moved both ways, some shares closer and some further, so it is not the default
+    /// runs while the reader's throughput was the same at any limit. With it that job got more in most
+    /// alternating runs (not in every ordering of them), the random readers' throughput the same;
+    /// other jobs moved both ways, some shares closer and some further, so it is not the default
     /// (docs/fast-devices.md, "A smoothed inject limit").
     pub inject_smoothing: bool,
     /// `inject_in_time` (1): a synchronous queue drained while waiting (its requests served by
