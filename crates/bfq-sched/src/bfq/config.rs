@@ -186,18 +186,6 @@ pub struct BfqConfig {
     /// time as well. 0 = the latency from dispatch to completion alone, as the kernel measures it
     /// (docs/fast-devices.md, "Think time in the inject limit").
     pub inject_think_time: bool,
-    /// `inject_smoothing` (0, opt-in): the inject limit is judged by its windows' latency filtered over
-    /// several windows (each new window's mean over the ratio's allowance counts a quarter), not by
-    /// each window of 16 completions alone, an increase waits for at least four good windows, and a
-    /// limit that fails goes back to a higher one that was good within the last second rather than
-    /// below; a window over twice the allowance still decides at once. A random reader of one read at
-    /// a time beside sequential readers on the RAM file had its window means near the allowance at a
-    /// limit of 1 and within it at 2 to 4: judged one window at a time, the limit sat at 0-1 for whole
-    /// runs while the reader's throughput was the same at any limit. With it that job got more in most
-    /// alternating runs (not in every ordering of them), the random readers' throughput the same;
-    /// other jobs moved both ways, some shares closer and some further, so it is not the default
-    /// (docs/fast-devices.md, "A smoothed inject limit").
-    pub inject_smoothing: bool,
     /// `inject_in_time` (1): a synchronous queue drained while waiting (its requests served by
     /// injection into other queues' turns) whose next request arrives within `slice_idle` keeps its
     /// place in B-WF2Q+: it is back-shifted as an in-service queue whose request comes "in time"
@@ -334,7 +322,6 @@ impl Default for BfqConfig {
             inject_reserve: true,
             inject_within_share: true,
             inject_think_time: true,
-            inject_smoothing: false,
             inject_in_time: true,
             inject_lower_class: true,
             idle_by_think_time: true,
@@ -389,7 +376,6 @@ pub const PARAM_NAMES: &[&str] = &[
     "inject_reserve",
     "inject_within_share",
     "inject_think_time",
-    "inject_smoothing",
     "inject_in_time",
     "inject_lower_class",
     "idle_by_think_time",
@@ -480,7 +466,6 @@ impl BfqConfig {
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
             "inject_within_share" => self.inject_within_share = parse_bool(NAME, key, value)?,
             "inject_think_time" => self.inject_think_time = parse_bool(NAME, key, value)?,
-            "inject_smoothing" => self.inject_smoothing = parse_bool(NAME, key, value)?,
             "inject_in_time" => self.inject_in_time = parse_bool(NAME, key, value)?,
             "inject_lower_class" => self.inject_lower_class = parse_bool(NAME, key, value)?,
             "idle_by_think_time" => self.idle_by_think_time = parse_bool(NAME, key, value)?,
@@ -563,7 +548,6 @@ impl BfqConfig {
             ("inject_reserve", b(self.inject_reserve)),
             ("inject_within_share", b(self.inject_within_share)),
             ("inject_think_time", b(self.inject_think_time)),
-            ("inject_smoothing", b(self.inject_smoothing)),
             ("inject_in_time", b(self.inject_in_time)),
             ("inject_lower_class", b(self.inject_lower_class)),
             ("idle_by_think_time", b(self.idle_by_think_time)),

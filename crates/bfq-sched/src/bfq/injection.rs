@@ -23,11 +23,6 @@
 //! (`inject_within_share`, `Bfq::beyond_share`): the charge alone does not stop a queue that gets
 //! all its service by injection.
 //!
-//! With `inject_smoothing` (opt-in), the windows of completions are judged by their latency
-//! filtered over several windows, and a limit that fails goes back to a higher one that was good
-//! within the last second: the cost of injection to the in-service queue need not grow with the
-//! limit (docs/fast-devices.md, "A smoothed inject limit").
-//!
 //! Where locality matters (a rotational disk, even one that queues internally), an injected request
 //! makes the in-service sequential queue's next one seek: the share of its turns then excuses
 //! nothing, a limit that fell to 0 for that is retried after a growing wait, and a request served
@@ -212,27 +207,7 @@ pub struct InjectLimit {
     /// Since when injection has found the latency alone unmeasured or out of date in the queue's
     /// turns, if it has ([`Self::overdue`]); cleared by the next sample alone.
     unmeasured_since: Option<Instant>,
-    /// `inject_smoothing`: windows are judged by `pressure`, not each by its own mean. Set by the
-    /// scheduler from its configuration before each completion (default off).
-    pub smoothing: bool,
-    /// With `smoothing`: the windows' mean latency over what the ratio allows, in 1/1024, filtered
-    /// (each window a quarter); 0 = no window judged yet, and back to the allowance itself (1024)
-    /// after each decrease.
-    pressure: u32,
-    /// With `smoothing`: when a window at each limit from 1 to [`TRACKED_LEVELS`] was last judged
-    /// good (None once one at that limit was bad).
-    good_at: [Option<Instant>; TRACKED_LEVELS],
 }
-
-/// The limits whose last good window `inject_smoothing` remembers.
-const TRACKED_LEVELS: usize = 8;
-
-/// With `inject_smoothing`, an increase of the limit waits for at least this many good windows:
-/// the filtered latency takes about four windows to show most of what a new limit does.
-const SMOOTHED_MIN_PROBE: u32 = 4;
-
-/// The allowance a filtered latency of this much (in 1/1024) stands for: the ratio's.
-const PRESSURE_ONE: u32 = 1024;
 
 /// Sectors dispatched so far by the in-service queue in its turns and by all queues in those turns,
 /// and the queue's share of the device by its weights along its path of groups: whether it gets that
@@ -458,23 +433,7 @@ impl InjectLimit {
         let kept_up = service.device_kept_up(start, self.time_alone());
         let share_of_turns = own * u128::from(SHARE_ONE) >= total * u128::from(service.share);
         let has_share = total > own && share_of_turns && kept_up != Some(false);
-        // With smoothing, the window's mean counts a quarter in the filtered latency, and the
-        // filtered latency is what is judged: a window's mean of 16 completions on a shared machine
-        // strays over the ratio often enough, where the queue's latency sits near it, that judging
-        // each alone set the limit back every few windows whatever it was. A window over twice the
-        // allowance decides at once (the device got busier, or a probe went far too high).
-        let latency_ok = if self.smoothing {
-            let sample = u32::try_from(mean * u128::from(PRESSURE_ONE) / allowed.max(1)).unwrap_or(u32::MAX);
-            self.pressure = if self.pressure == 0 {
-                sample
-            } else {
-                ((3 * u64::from(self.pressure) + u64::from(sample)) / 4) as u32
-            };
-            self.pressure <= PRESSURE_ONE && mean <= 2 * allowed
-        } else {
-            mean <= allowed
-        };
-        self.over_latency = !latency_ok;
+        self.over_latency = mean > allowed;
         self.short_of_share = total > own && !share_of_turns;
         let lower_class_injected = std::mem::take(&mut self.lower_class_injected);
         if lower_class_injected && !self.over_latency {
@@ -484,42 +443,23 @@ impl InjectLimit {
         // the in-service queue wait (a latency-bound queue loses much of its throughput), one too low
         // only leaves part of the device idle for a while. Each failed probe doubles the run of good
         // windows the next increase waits for, so that a limit just below the right one stays there.
-        let min_probe = if self.smoothing { SMOOTHED_MIN_PROBE } else { 1 };
-        let probe = self.probe.clamp(min_probe, MAX_PROBE);
-        if latency_ok || has_share {
-            if let Some(slot) = self.good_at.get_mut((self.limit as usize).wrapping_sub(1)) {
-                *slot = Some(now);
-            }
+        let probe = self.probe.clamp(1, MAX_PROBE);
+        if mean <= allowed || has_share {
             self.good_windows += 1;
             if self.good_windows >= probe {
                 self.good_windows = 0;
                 self.limit = (self.limit + 1).min(max);
-                self.probe = (probe / 2).max(min_probe);
+                self.probe = (probe / 2).max(1);
                 self.probing = true;
             }
             return;
         }
-        // What was filtered before the decrease was measured at the higher limit: the next windows
-        // start from the allowance itself.
-        self.pressure = if self.smoothing { PRESSURE_ONE } else { 0 };
         self.good_windows = 0;
         self.probe = (probe * 2).min(MAX_PROBE);
         // A failed probe (the last change was an increase) goes back one step; latency far over the
         // ratio otherwise means the device got slower or busier: halve.
-        let current = self.limit;
         self.limit =
             if mean > 2 * allowed && !self.probing { self.limit / 2 } else { self.limit.saturating_sub(1) };
-        if self.smoothing {
-            if let Some(slot) = self.good_at.get_mut((current as usize).wrapping_sub(1)) {
-                *slot = None;
-            }
-            let higher_good = (current + 1..=max.min(TRACKED_LEVELS as u32)).find(|&k| {
-                self.good_at[k as usize - 1].is_some_and(|at| now.saturating_since(at) < BASE_REFRESH)
-            });
-            if let Some(k) = higher_good {
-                self.limit = k;
-            }
-        }
         if self.limit == 0 && lower_class_injected {
             // Lower classes are judged by the latency alone: no share of this queue's is theirs.
             self.lower_retry_after = (2 * self.lower_retry_after).clamp(RETRY_MIN, BASE_REFRESH);
@@ -977,7 +917,6 @@ impl Bfq {
         let wf2q = &self.wf2q;
         let snapshot = move || ServiceSnapshot { share: wf2q.path_share(s, weight), ..service };
         let before = self.queues[s as usize].inject.limit;
-        self.queues[s as usize].inject.smoothing = self.cfg.inject_smoothing;
         self.queues[s as usize].inject.on_completion(latency, think, alone, now, ratio, max, snapshot);
         let limit = self.queues[s as usize].inject.limit;
         if limit != before {
@@ -1239,105 +1178,6 @@ mod tests {
         }
         assert!(overstated.limit >= 8, "240 us is within 115% of 233 us");
         assert!(corrected.limit < 8, "and not of the latency alone measured since");
-    }
-
-    /// A limit learned with `inject_smoothing` on or off: one sample alone of 100 us (allowed at 115 %:
-    /// 115 us), then `windows` windows of 16 completions whose latencies are spread evenly (a fixed
-    /// pseudo-random sequence) over `mean_us` +- `spread_us`, starting at limit 1.
-    fn limit_from_windows(smoothing: bool, mean_us: u64, spread_us: u64, windows: u64) -> u32 {
-        let us = 1000;
-        let mut l = InjectLimit { smoothing, ..InjectLimit::default() };
-        l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default);
-        assert_eq!(l.limit, 1, "armed at 1 by the first sample alone");
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for i in 0..windows * u64::from(WINDOW) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let latency = (mean_us - spread_us + x % (2 * spread_us + 1)) * us;
-            let at = Instant::ZERO.saturating_add(i * 100 * us);
-            l.on_completion(latency, Think::NONE, false, at, 115, 32, ServiceSnapshot::default);
-        }
-        l.limit
-    }
-
-    #[test]
-    fn smoothed_windows_near_the_ratio_let_the_limit_climb_where_single_windows_hold_it_back() {
-        // docs/fast-devices.md "A smoothed inject limit": a random reader beside sequential readers on
-        // the RAM file had its window means near the allowance at a limit of 1, a third of them over
-        // it. Judged one window at a time, each window over the ratio set the limit back and doubled
-        // the good windows the next increase waited for; filtered, the windows' latency is within the
-        // ratio, and the limit climbs. Latencies of 60-160 us (mean 110, the allowance 115): a window
-        // of 16 is over the allowance about one time in four, the filtered latency seldom.
-        let single = limit_from_windows(false, 110, 50, 120);
-        let smoothed = limit_from_windows(true, 110, 50, 120);
-        assert!(single <= 4, "each window alone holds the limit at a few requests: {single}");
-        assert!(smoothed >= 12, "filtered, it climbs: {smoothed}");
-        // Latencies well within the ratio: both climb (the filtered one more slowly); well over it,
-        // neither does.
-        assert!(limit_from_windows(false, 80, 20, 40) >= 16);
-        assert!(limit_from_windows(true, 80, 20, 40) >= 8);
-        for smoothing in [false, true] {
-            assert!(limit_from_windows(smoothing, 140, 50, 120) <= 1, "smoothing {smoothing}");
-        }
-    }
-
-    #[test]
-    fn smoothed_windows_over_the_ratio_still_bring_the_limit_down() {
-        // kernel-bfq-reference.md "Injection": a limit that costs the in-service queue more than the
-        // ratio comes down. Windows all 13 % over the allowance: down a step per window.
-        let us = 1000;
-        for smoothing in [false, true] {
-            let mut l = InjectLimit { smoothing, ..InjectLimit::default() };
-            l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default);
-            l.limit = 8;
-            for i in 0..(12 * (WINDOW + HOLDOFF_SAMPLES)) {
-                let at = Instant::ZERO.saturating_add(u64::from(i) * 100 * us);
-                l.on_completion(130 * us, Think::NONE, false, at, 115, 32, ServiceSnapshot::default);
-            }
-            assert_eq!(l.limit, 0, "smoothing {smoothing}");
-        }
-        // One window over twice the allowance decides at once, filtered or not.
-        let mut l = InjectLimit { smoothing: true, ..InjectLimit::default() };
-        l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default);
-        l.limit = 8;
-        l.on_completion(400 * us, Think::NONE, false, Instant::ZERO, 115, 32, ServiceSnapshot::default);
-        assert_eq!(l.limit, 4, "a single request over three times the allowance halves the limit");
-    }
-
-    #[test]
-    fn a_smoothed_limit_that_fails_goes_to_a_higher_one_that_was_good_within_a_second() {
-        // docs/fast-devices.md "A smoothed inject limit": on the RAM file a random reader's latency was
-        // over the ratio at a limit of 1 (window means 1.03 of the allowance at the median) and within
-        // it at 2 to 4 (0.82-0.84): one injected copy wakes the worker that copies pages for each
-        // read, several keep it awake. A limit learned a step at a time from below stays at the bad
-        // level; one that remembers a higher level good within the last second goes back there.
-        let us = 1000;
-        let fresh = |good_two_at: Instant| {
-            let mut l = InjectLimit { smoothing: true, ..InjectLimit::default() };
-            l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, ServiceSnapshot::default);
-            assert_eq!(l.limit, 1);
-            l.good_at[1] = Some(good_two_at);
-            l
-        };
-        // A window and the completions a decrease ignores after it.
-        let bad_window = |l: &mut InjectLimit, start: Instant| {
-            for i in 0..(WINDOW + HOLDOFF_SAMPLES) {
-                let at = start.saturating_add(u64::from(i) * 100 * us);
-                l.on_completion(140 * us, Think::NONE, false, at, 115, 32, ServiceSnapshot::default);
-            }
-        };
-        let now = Instant::ZERO.saturating_add(2 * SEC);
-        let mut recent = fresh(now.saturating_sub(500 * MSEC));
-        bad_window(&mut recent, now);
-        assert_eq!(recent.limit, 2, "back to the level that was good half a second ago");
-        let mut stale = fresh(now.saturating_sub(1500 * MSEC));
-        bad_window(&mut stale, now);
-        assert_eq!(stale.limit, 0, "a second and a half ago says nothing: down, as without smoothing");
-        // A failure at the remembered level forgets it.
-        bad_window(&mut recent, now.saturating_add(10 * MSEC));
-        assert_eq!(recent.limit, 1, "level 2 failed in turn: one step down");
-        assert_eq!(recent.good_at[1], None);
     }
 
     #[test]
