@@ -9,6 +9,7 @@
 //! SIGKILL left behind are removed by the next run. The target is never written over unless it is a
 //! file bfq created or `--overwrite-existing-data` is given (docs/safety.md).
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +20,8 @@ use clap::Args;
 use bfq_cli::copies::{self, Shown};
 use bfq_cli::table::Align;
 use bfq_sim::report::AppReport;
+
+use crate::alone::Alone;
 
 /// Arguments of `bfq compare`.
 #[derive(Args, Debug)]
@@ -53,6 +56,11 @@ pub struct CompareArgs {
     /// Print no table and no progress.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Also run each application by itself on the same target (engine, FIFO; a start-up three short
+    /// times) and judge every run by weighted max-min fairness: an application that cannot use its
+    /// weight's share is owed what it gets alone (docs/fast-devices.md, "The guarantee").
+    #[arg(long)]
+    pub alone: bool,
 }
 
 /// The JSON document `--json` writes.
@@ -64,6 +72,12 @@ struct CompareOutput<'a> {
     /// The runs measured; fewer than asked when the comparison was interrupted or a run failed.
     complete: bool,
     runs: &'a [RunReport],
+    /// With `--alone`: each application's figures alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alone: Option<&'a Alone>,
+    /// With `--alone`: each run's share errors against the weighted max-min fair shares, %.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_min_share_errors_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
 }
 
 /// Runs `bfq compare`: every check first (job, names, tunables, output path, privileges, fio,
@@ -94,7 +108,7 @@ pub fn execute(args: CompareArgs) -> Result<()> {
         eprintln!("bfq compare: {note}");
     }
     let job_name = args.job.display().to_string();
-    if !engine.is_empty() {
+    if !engine.is_empty() || args.alone {
         bfq_runner::check_job(&job).with_context(|| job_name.clone())?;
         // The engine's runs need io_uring and O_DIRECT on the target: refused before the target is
         // created or filled.
@@ -163,7 +177,7 @@ pub fn execute(args: CompareArgs) -> Result<()> {
             } else {
                 eprintln!("bfq compare: interrupted; the {} run(s) measured so far:", reports.len());
             }
-            output.finish(&reports, false);
+            output.finish(&reports, false, None);
         });
     }
     // Start-ups under the kernel are replayed as S does (one request at a time across the traced
@@ -213,8 +227,31 @@ pub fn execute(args: CompareArgs) -> Result<()> {
             }
         }
     }
+    // Each application alone, after the runs (an interrupt meanwhile still prints them).
+    let mut alone = None;
+    if args.alone && failure.is_none() {
+        let plan = crate::alone::plan(&job);
+        let mut k = 0;
+        let measured = crate::alone::measure(&plan, |solo| {
+            let label = format!("{} alone", solo.name);
+            let _ticker =
+                crate::output::Ticker::start(mode, &label, k, plan.len(), solo.job.duration.0 as f64 / 1e9);
+            k += 1;
+            if !args.quiet {
+                eprintln!("bfq compare: {label} (engine, fifo) ...");
+            }
+            let r = bfq_runner::run_job(&solo.job, &args.target, "fifo", &[], &engine_options)
+                .with_context(|| format!("running {} of {job_name} alone through the engine", solo.name));
+            output.record_ours();
+            r
+        });
+        match measured {
+            Ok(a) => alone = Some(a),
+            Err(e) => failure = Some(e),
+        }
+    }
     let reports = std::mem::take(&mut *done.lock().unwrap_or_else(|e| e.into_inner()));
-    output.finish(&reports, failure.is_none());
+    output.finish(&reports, failure.is_none(), alone.as_ref());
     if let Some(e) = failure {
         return Err(
             e.context(format!("{} run(s) measured before the failure are shown above", reports.len()))
@@ -244,12 +281,12 @@ impl Output {
 
     /// Prints the table and writes the JSON of `reports` (errors reported, not returned: this also
     /// runs in the signal handler).
-    fn finish(&self, reports: &[RunReport], complete: bool) {
+    fn finish(&self, reports: &[RunReport], complete: bool, alone: Option<&Alone>) {
         self.record_ours();
         if reports.is_empty() {
             return;
         }
-        crate::output::print_table(&table(reports), self.quiet, self.json.as_deref());
+        crate::output::print_table(&table(reports, alone), self.quiet, self.json.as_deref());
         let Some(path) = &self.json else { return };
         let out = CompareOutput {
             schema: "bfq-compare-output/1",
@@ -257,6 +294,8 @@ impl Output {
             target: self.target.display().to_string(),
             complete,
             runs: reports,
+            alone,
+            max_min_share_errors_pct: alone.map(|a| crate::alone::share_errors_by_name(a, reports)),
         };
         let text = match serde_json::to_string_pretty(&out) {
             Ok(t) => t,
@@ -320,16 +359,49 @@ fn class_of(class: &str) -> &str {
     class.trim_end_matches(|c: char| c.is_ascii_digit())
 }
 
-/// The side-by-side table: one column per run.
-pub fn table(reports: &[RunReport]) -> String {
+/// A row of the table: its label, its values (one per run) and its value in the column alone, if any.
+type Row = (String, Vec<String>, Option<String>);
+
+/// The side-by-side table: one column per run, and with `alone` (`--alone`) a last column of each
+/// application's figures alone, the share errors then against the weighted max-min fair shares
+/// (crate::alone). A note under the table says which shares the errors are against.
+pub fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
     let Some(first) = reports.first() else { return String::new() };
-    let errors: Vec<Vec<Option<f64>>> = reports.iter().map(share_errors).collect();
-    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
-    let mut row = |label: &str, values: Vec<String>| rows.push((label.to_string(), values));
+    let errors: Vec<Vec<Option<f64>>> = match alone {
+        Some(a) => reports.iter().map(|r| a.share_errors(r)).collect(),
+        None => reports.iter().map(share_errors).collect(),
+    };
+    let rows: RefCell<Vec<Row>> = RefCell::default();
+    let row_alone = |label: &str, values: Vec<String>, by_itself: Option<String>| {
+        rows.borrow_mut().push((label.to_string(), values, by_itself))
+    };
+    let row = |label: &str, values: Vec<String>| row_alone(label, values, None);
     let each = |f: &dyn Fn(&RunReport) -> String| reports.iter().map(f).collect::<Vec<_>>();
-    row("run", each(&|r| r.scheduler.clone()));
+    let alone_of = |name: &str| alone.and_then(|a| a.of(name));
+    row_alone("run", each(&|r| r.scheduler.clone()), Some("alone".into()));
     row("measured (s)", each(&|r| format!("{:.2}", r.measured_s)));
     row("aggregate (MiB/s)", each(&|r| format!("{:.1}", r.totals.throughput_mib_s)));
+    // Each run's aggregate against its side's baseline: the engine's FIFO for the engine's runs, the
+    // kernel's none for the kernel's (issue 12's "aggregate against FIFO", "throughput relative to
+    // none").
+    let baseline = |r: &RunReport| {
+        let name = if r.scheduler.starts_with("kernel-") { "kernel-none" } else { "fifo" };
+        reports.iter().find(|b| b.scheduler == name).map(|b| b.totals.throughput_mib_s)
+    };
+    if reports.len() > 1 && reports.iter().any(|r| baseline(r).is_some()) {
+        let kernel = reports.iter().filter(|r| r.scheduler.starts_with("kernel-")).count();
+        row(
+            match kernel {
+                0 => "vs fifo",
+                k if k == reports.len() => "vs none",
+                _ => "vs fifo / none",
+            },
+            each(&|r| match baseline(r) {
+                Some(b) if b > 0.0 => format!("{:.2}", r.totals.throughput_mib_s / b),
+                _ => "-".into(),
+            }),
+        );
+    }
     row("read p50 (ms)", each(&|r| ms(r.totals.read_latency.p50_us)));
     row("read p99 (ms)", each(&|r| ms(r.totals.read_latency.p99_us)));
     row("read max (ms)", each(&|r| ms(r.totals.read_latency.max_us)));
@@ -372,7 +444,12 @@ pub fn table(reports: &[RunReport]) -> String {
                     .collect()
             };
             let weight = apps[shown.indices().start].weight;
-            row(&format!("{label} w{weight} (MiB/s)"), of(&|a| a.throughput_mib_s, &|v| format!("{v:.1}")));
+            let first_copy = &apps[shown.indices().start].name;
+            row_alone(
+                &format!("{label} w{weight} (MiB/s)"),
+                of(&|a| a.throughput_mib_s, &|v| format!("{v:.1}")),
+                alone_of(first_copy).map(|x| format!("{:.1}", x.throughput_mib_s)),
+            );
             if errors[0].get(shown.indices().start).copied().flatten().is_some() {
                 row(
                     &format!("{label} share error"),
@@ -392,9 +469,10 @@ pub fn table(reports: &[RunReport]) -> String {
         };
         let app = &first.apps[i];
         let find = |r: &RunReport| r.apps.iter().position(|a| a.name == app.name);
-        row(
+        row_alone(
             &format!("{} w{} (MiB/s)", app.name, app.weight),
             each(&|r| find(r).map_or("-".into(), |j| format!("{:.1}", r.apps[j].throughput_mib_s))),
+            alone_of(&app.name).map(|x| format!("{:.1}", x.throughput_mib_s)),
         );
         if errors[0].get(i).copied().flatten().is_some() {
             row(
@@ -416,23 +494,43 @@ pub fn table(reports: &[RunReport]) -> String {
             each(&|r| find(r).map_or("-".into(), |j| ms(r.apps[j].latency.max_us))),
         );
         if app.extra.startup.is_some() {
-            row(
+            // With its time alone (an idle device): how many times that this run's took.
+            let idle = alone_of(&app.name).and_then(|x| x.startup_s);
+            row_alone(
                 &format!("{} start-up (s)", app.name),
                 each(&|r| {
                     find(r).and_then(|j| r.apps[j].extra.startup.as_ref()).map_or("-".into(), |s| {
                         if s.invocations == 0 {
                             // How far it got, so that "not done" says how far from done.
                             format!("not done: {} of {} requests", s.requests_issued, s.trace_requests)
+                        } else if let Some(idle) = idle.filter(|&t| t > 0.0) {
+                            format!("{:.3} ({:.2}x idle)", s.mean_s, s.mean_s / idle)
                         } else {
                             format!("{:.3}", s.mean_s)
                         }
                     })
                 }),
+                alone_of(&app.name).map(|x| x.startup_s.map_or("not done".into(), |t| format!("{t:.3}"))),
             );
         }
     }
-    let rows = rows.into_iter().map(|(label, values)| std::iter::once(label).chain(values).collect());
-    bfq_cli::table::table(rows, &[Align::Left, Align::Right], 0)
+    let rows = rows.into_inner().into_iter().map(|(label, values, by_itself)| {
+        let by_itself = alone.map(|_| by_itself.unwrap_or_else(|| "-".into()));
+        std::iter::once(label).chain(values).chain(by_itself).collect()
+    });
+    let mut text = bfq_cli::table::table(rows, &[Align::Left, Align::Right], 0);
+    if errors.iter().flatten().any(Option::is_some) {
+        text.push_str(if alone.is_some() {
+            "share error: against each greedy application's weighted max-min fair share of what the greedy\n  \
+             applications got together in that run, capped at what the application gets alone (column\n  \
+             \"alone\": each by itself on the same target, engine FIFO; docs/fast-devices.md, \"The guarantee\")\n"
+        } else {
+            "share error: against each greedy application's weight's share of what the greedy applications got\n  \
+             together; one that cannot use that much (a reader bound by its own latency) shows an error that\n  \
+             is not one: --alone judges by weighted max-min fairness (docs/fast-devices.md, \"The guarantee\")\n"
+        });
+    }
+    text
 }
 
 fn ms(us: u64) -> String {

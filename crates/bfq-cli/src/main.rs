@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod alone;
 mod checks;
 mod compare;
 mod list;

@@ -52,6 +52,11 @@ pub struct RunArgs {
     /// with several schedulers, one file each, named `FILE.SCHEDULER`.
     #[arg(long, value_name = "FILE")]
     pub requests: Option<PathBuf>,
+    /// Also run each application by itself on the same target (FIFO; a start-up three short times)
+    /// and judge every run by weighted max-min fairness: an application that cannot use its weight's
+    /// share is owed what it gets alone (docs/fast-devices.md, "The guarantee").
+    #[arg(long)]
+    pub alone: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -62,6 +67,12 @@ struct RunOutput<'a> {
     /// False when the command was interrupted: `runs` holds the runs measured before the signal.
     complete: bool,
     runs: &'a [RunReport],
+    /// With `--alone`: each application's figures alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alone: Option<&'a crate::alone::Alone>,
+    /// With `--alone`: each run's share errors against the weighted max-min fair shares, %.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_min_share_errors_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
 }
 
 /// Runs `bfq run`: every check first (job, schedulers, tunables, output path, target), then the runs.
@@ -117,7 +128,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
             let reports = done.lock().unwrap_or_else(|e| e.into_inner());
             if !reports.is_empty() {
                 eprintln!("bfq run: interrupted; the {} run(s) measured so far:", reports.len());
-                crate::output::print_table(&crate::compare::table(&reports), quiet, json.as_deref());
+                crate::output::print_table(&crate::compare::table(&reports, None), quiet, json.as_deref());
                 if let Some(path) = &json {
                     let out = RunOutput {
                         schema: "bfq-run-output/1",
@@ -125,6 +136,8 @@ pub fn execute(args: RunArgs) -> Result<()> {
                         target: target_name.clone(),
                         complete: false,
                         runs: &reports,
+                        alone: None,
+                        max_min_share_errors_pct: None,
                     };
                     if let Err(e) = crate::output::write_json(path, &out) {
                         eprintln!("bfq run: {e:#}");
@@ -161,7 +174,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
                 let reports = done.lock().unwrap_or_else(|e| e.into_inner());
                 if !reports.is_empty() {
                     crate::output::print_table(
-                        &crate::compare::table(&reports),
+                        &crate::compare::table(&reports, None),
                         args.quiet,
                         args.json.as_deref(),
                     );
@@ -178,8 +191,41 @@ pub fn execute(args: RunArgs) -> Result<()> {
             }
         }
     }
+    // Each application alone, after the runs (an interrupt meanwhile still prints them).
+    let alone = if args.alone {
+        options.event_log = None;
+        options.request_log = None;
+        let plan = crate::alone::plan(&job);
+        let mut k = 0;
+        let measured = crate::alone::measure(&plan, |solo| {
+            let label = format!("{} alone", solo.name);
+            let _ticker =
+                crate::output::Ticker::start(mode, &label, k, plan.len(), solo.job.duration.0 as f64 / 1e9);
+            k += 1;
+            run_job(&solo.job, &args.target, "fifo", &[], &options)
+                .with_context(|| format!("running {} of {} alone", solo.name, args.job.display()))
+        });
+        match measured {
+            Ok(a) => Some(a),
+            Err(e) => {
+                let reports = done.lock().unwrap_or_else(|e| e.into_inner());
+                crate::output::print_table(
+                    &crate::compare::table(&reports, None),
+                    args.quiet,
+                    args.json.as_deref(),
+                );
+                return Err(e.context("the runs measured before it are shown above"));
+            }
+        }
+    } else {
+        None
+    };
     let reports = std::mem::take(&mut *done.lock().unwrap_or_else(|e| e.into_inner()));
-    crate::output::print_table(&crate::compare::table(&reports), args.quiet, args.json.as_deref());
+    crate::output::print_table(
+        &crate::compare::table(&reports, alone.as_ref()),
+        args.quiet,
+        args.json.as_deref(),
+    );
     if let Some(path) = &args.json {
         let out = RunOutput {
             schema: "bfq-run-output/1",
@@ -187,6 +233,8 @@ pub fn execute(args: RunArgs) -> Result<()> {
             target: target_name,
             complete: true,
             runs: &reports,
+            alone: alone.as_ref(),
+            max_min_share_errors_pct: alone.as_ref().map(|a| crate::alone::share_errors_by_name(a, &reports)),
         };
         crate::output::write_json(path, &out)?;
     }

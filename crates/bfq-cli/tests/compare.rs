@@ -89,7 +89,7 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
         .arg(&job)
         .arg("--target")
         .arg(&target)
-        .args(["--kernel", "bfq,none", "--engine", "bfq,fifo", "--json"])
+        .args(["--kernel", "bfq,none", "--engine", "bfq,fifo", "--alone", "--json"])
         .arg(&json)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -117,13 +117,25 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
         "b share error",
         "startup-0 start-up (s)",
         "startup-0 max (ms)",
+        "vs fifo / none",
     ] {
         assert!(stdout.lines().any(|l| l.starts_with(label)), "no row {label}:\n{stdout}");
     }
+    // `--alone`: each application by itself through the engine, and every run, the kernel's too,
+    // judged against the weighted max-min shares (tests/alone.rs checks those shares).
     let doc: serde_json::Value = serde_json::from_str(&doc).expect("the JSON report");
     let runs = doc["runs"].as_array().unwrap();
     let names: Vec<&str> = runs.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
     assert_eq!(names, ["bfq", "fifo", "kernel-bfq", "kernel-none"]);
+    let errors = doc["max_min_share_errors_pct"].as_array().expect("max-min share errors");
+    assert_eq!(errors.len(), 4);
+    assert!(
+        errors.iter().all(|e| e["a"].is_f64() && e["b"].is_f64() && e["startup-0"].is_null()),
+        "{errors:?}"
+    );
+    let alone = doc["alone"]["apps"].as_array().expect("figures alone");
+    assert_eq!(alone.len(), 3, "a, b and the start-up: {alone:?}");
+    assert!(alone[2]["startup_s"].as_f64().is_some_and(|t| t > 0.0), "{alone:?}");
     // The kernel side replays the start-up as S does (`bfq replay-startup`): under none it completes.
     let none = &runs[3];
     let startup = none["apps"].as_array().unwrap().iter().find(|a| a["name"] == "startup-0").unwrap();

@@ -1,0 +1,281 @@
+//! `--alone` of `bfq run` and `bfq compare`: each application of the job run by itself on the same
+//! target, through the engine under FIFO, so that every run of the job is judged by the guarantee this
+//! project's BFQ aims for on devices that serve many requests at once: weighted max-min fairness
+//! (beyond the seeds: issue 12 item 3, docs/fast-devices.md "The guarantee", `bfq_sched::fairness`).
+//! An application's throughput alone is the most it can use; one that cannot use its weight's share
+//! (a reader bound by its own request latency) is owed what it gets alone, and the rest goes to the
+//! others by weight. Judged by the weights alone, such a reader shows an "error" that is not one: two
+//! synchronous readers weighted 1:3 on a file in RAM that each read what they read alone come out at
+//! +99 % and -33 %.
+//!
+//! A start-up's time alone (an idle device) is the median of [`STARTUP_RUNS`] short runs: one run
+//! alone was a draw (0.044-0.079 s on the RAM file in twelve runs, docs/fast-devices.md "Start-ups
+//! alone are a draw in one run").
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use bfq_sched::fairness::max_min_shares_by_class;
+use bfq_sim::job::{Duration, Workload};
+use bfq_sim::report::AppReport;
+use bfq_sim::{AppSpec, Job, RunReport};
+use serde::Serialize;
+
+/// Short runs alone per start-up; their median is its time on an idle device.
+pub const STARTUP_RUNS: usize = 3;
+
+/// How long a start-up's run alone lasts past its start (or past the warm-up, if later).
+const STARTUP_RUN_AFTER_START: bfq_sched::Nanos = 1_500 * bfq_sched::MSEC;
+
+/// One run alone to make: an application of the job (one instance of it) by itself.
+pub struct Solo {
+    /// The instance run, as the job's reports name it (the first of those it stands for).
+    pub name: String,
+    /// The job of that one application.
+    pub job: Job,
+    /// A start-up: run [`STARTUP_RUNS`] times, shortly.
+    pub startup: bool,
+    /// Every instance of the job it stands for (the copies of one `[[app]]` table are alike).
+    instances: Vec<String>,
+}
+
+/// Each application's figures alone.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Alone {
+    /// One entry per run alone.
+    pub apps: Vec<AloneApp>,
+}
+
+/// One application's figures alone on the target.
+#[derive(Clone, Debug, Serialize)]
+pub struct AloneApp {
+    /// The applications of the job (instances, as reports name them) it stands for.
+    pub instances: Vec<String>,
+    /// Its throughput alone, MiB/s (a start-up's: over its short runs' last).
+    pub throughput_mib_s: f64,
+    /// A start-up's time alone: the median of its runs that finished, s.
+    pub startup_s: Option<f64>,
+    /// Each of those runs' start-up time, s.
+    pub startup_runs_s: Vec<f64>,
+}
+
+/// The runs alone a job needs: one per kind of application that a run judges (copies of one
+/// `[[app]]` table share one). Video players, streaming servers and readers with ON/OFF periods ask
+/// for nothing between their requests or bursts: they have no share to judge, and no run alone.
+pub fn plan(job: &Job) -> Vec<Solo> {
+    let mut solos: Vec<(AppSpec, Solo)> = Vec::new();
+    for (name, spec) in job.expanded_apps() {
+        let startup = match &spec.workload {
+            Workload::Video(_) | Workload::Streaming(_) => continue,
+            Workload::SeqReader(g)
+            | Workload::RandReader(g)
+            | Workload::SeqWriter(g)
+            | Workload::RandWriter(g)
+                if g.on.is_some() || g.off.is_some() =>
+            {
+                continue
+            }
+            Workload::Startup(_) => true,
+            _ => false,
+        };
+        // Copies of one table differ only in their place (the first one's `at`).
+        let key = AppSpec { at: None, ..spec.clone() };
+        if let Some((_, solo)) = solos.iter_mut().find(|(k, _)| *k == key) {
+            solo.instances.push(name);
+            continue;
+        }
+        let mut solo = job.clone();
+        solo.workload = None;
+        solo.apps = vec![AppSpec { name: Some(name.clone()), count: 1, ..spec.clone() }];
+        if startup {
+            let start = spec.start().map_or(0, |d| d.0).max(solo.warmup.0);
+            solo.duration = Duration((start + STARTUP_RUN_AFTER_START).min(job.duration.0.max(start + 1)));
+            // A run must be longer than its warm-up.
+            solo.duration = Duration(solo.duration.0.max(solo.warmup.0 + 1));
+        }
+        solos.push((key, Solo { name: name.clone(), job: solo, startup, instances: vec![name] }));
+    }
+    solos.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Runs every [`Solo`] of `plan` with `run` (the engine under FIFO on the target, by the caller).
+pub fn measure(plan: &[Solo], mut run: impl FnMut(&Solo) -> Result<RunReport>) -> Result<Alone> {
+    let mut alone = Alone::default();
+    for solo in plan {
+        let runs = if solo.startup { STARTUP_RUNS } else { 1 };
+        let mut throughput = 0.0;
+        let mut times = Vec::new();
+        for _ in 0..runs {
+            let report = run(solo)?;
+            let Some(app) = report.apps.first() else { continue };
+            throughput = app.throughput_mib_s;
+            if let Some(t) = startup_time(app) {
+                times.push(t);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        alone.apps.push(AloneApp {
+            instances: solo.instances.clone(),
+            throughput_mib_s: throughput,
+            startup_s: times.get(times.len() / 2).copied(),
+            startup_runs_s: times,
+        });
+    }
+    Ok(alone)
+}
+
+/// A start-up's time, if it finished.
+pub fn startup_time(app: &AppReport) -> Option<f64> {
+    let s = app.extra.startup.as_ref()?;
+    (s.invocations > 0 && s.requests_issued == s.trace_requests).then_some(s.mean_s)
+}
+
+impl Alone {
+    /// The figures alone of the application a report names `instance`.
+    pub fn of(&self, instance: &str) -> Option<&AloneApp> {
+        self.apps.iter().find(|a| a.instances.iter().any(|i| i == instance))
+    }
+
+    /// Each application's error against its weighted max-min fair share of what the run's greedy
+    /// applications got together, in percent (None: not greedy, or no share). Within a class, as
+    /// BFQ serves classes (a class gets what the classes above it cannot use). An application with
+    /// no figure alone is taken as able to use any share.
+    pub fn share_errors(&self, report: &RunReport) -> Vec<Option<f64>> {
+        let greedy: Vec<usize> = (0..report.apps.len()).filter(|&i| report.apps[i].greedy).collect();
+        let apps = || greedy.iter().map(|&i| &report.apps[i]);
+        let total: f64 = apps().map(|a| a.throughput_mib_s).sum();
+        let weights: Vec<f64> = apps().map(|a| f64::from(a.weight)).collect();
+        let caps: Vec<f64> =
+            apps().map(|a| self.of(&a.name).map_or(f64::INFINITY, |x| x.throughput_mib_s)).collect();
+        let classes: Vec<usize> =
+            apps().map(|a| a.class.parse::<bfq_sched::IoClass>().map_or(1, |c| c.index())).collect();
+        let fair = max_min_shares_by_class(&weights, &caps, &classes, total);
+        let mut errors = vec![None; report.apps.len()];
+        for (k, &i) in greedy.iter().enumerate() {
+            if fair[k] > 0.0 {
+                errors[i] = Some((report.apps[i].throughput_mib_s / fair[k] - 1.0) * 100.0);
+            }
+        }
+        errors
+    }
+}
+
+/// Each run's max-min share errors by application, for the JSON outputs.
+pub fn share_errors_by_name(alone: &Alone, reports: &[RunReport]) -> Vec<BTreeMap<String, f64>> {
+    reports
+        .iter()
+        .map(|r| {
+            r.apps.iter().zip(alone.share_errors(r)).filter_map(|(a, e)| Some((a.name.clone(), e?))).collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(text: &str) -> Job {
+        Job::from_toml(text, "t.toml").expect("valid job")
+    }
+
+    #[test]
+    fn copies_of_one_table_share_one_run_alone_and_bursty_players_have_none() {
+        let j = job(r#"
+            duration = "4s"
+            warmup = "1s"
+            [[app]]
+            name = "seq"
+            kind = "seq-reader"
+            count = 3
+            [[app]]
+            name = "rand"
+            kind = "rand-reader"
+            weight = 300
+            [[app]]
+            name = "bursty"
+            kind = "rand-reader"
+            on = "50ms"
+            off = "200ms"
+            [[app]]
+            name = "term"
+            kind = "startup"
+            trace = "xterm"
+            start = "2s"
+            "#);
+        let p = plan(&j);
+        let names: Vec<&str> = p.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["seq-0", "rand", "term"]);
+        assert_eq!(p[0].instances, ["seq-0", "seq-1", "seq-2"]);
+        assert!(p.iter().all(|s| s.job.apps.len() == 1 && s.job.apps[0].count == 1));
+        // The start-up alone: past its start by 1.5 s, not the job's whole length.
+        assert!(p[2].startup && !p[0].startup);
+        assert_eq!(p[2].job.duration.0, 3_500 * bfq_sched::MSEC);
+        assert_eq!(p[0].job.duration.0, 4 * bfq_sched::SEC);
+    }
+
+    /// A report of a short simulated run, whose applications the tests replace.
+    fn simulated() -> RunReport {
+        let j = job("duration = \"200ms\"\nwarmup = \"100ms\"\n[[app]]\nkind = \"rand-reader\"\n");
+        bfq_sim::run_job(&j, "fifo", &[]).expect("a simulated run")
+    }
+
+    fn app(template: &RunReport, name: &str, weight: u32, class: &str, mib_s: f64) -> AppReport {
+        AppReport {
+            name: name.to_string(),
+            weight,
+            class: class.to_string(),
+            greedy: true,
+            throughput_mib_s: mib_s,
+            ..template.apps[0].clone()
+        }
+    }
+
+    fn alone(figures: &[(&str, f64)]) -> Alone {
+        Alone {
+            apps: figures
+                .iter()
+                .map(|(n, t)| AloneApp {
+                    instances: vec![n.to_string()],
+                    throughput_mib_s: *t,
+                    startup_s: None,
+                    startup_runs_s: vec![],
+                })
+                .collect(),
+        }
+    }
+
+    fn report(template: &RunReport, apps: &[(&str, u32, &str, f64)]) -> RunReport {
+        let apps = apps.iter().map(|&(n, w, c, t)| app(template, n, w, c, t)).collect();
+        RunReport { apps, ..template.clone() }
+    }
+
+    fn rounded(e: &[Option<f64>]) -> Vec<Option<f64>> {
+        e.iter().map(|x| x.map(|v| v.round())).collect()
+    }
+
+    #[test]
+    fn a_reader_bound_by_its_latency_is_owed_what_it_gets_alone_and_the_rest_goes_by_weight() {
+        // Issue 12 item 3: two synchronous readers weighted 1:3 that each read what they read alone
+        // (1,250 MiB/s) are exactly at their weighted max-min shares; by the weights alone the light
+        // one would be +100 % and the heavy one -33 %.
+        let t = simulated();
+        let r = report(&t, &[("light", 100, "be", 1250.0), ("heavy", 300, "be", 1250.0)]);
+        let a = alone(&[("light", 1250.0), ("heavy", 1250.0)]);
+        assert_eq!(rounded(&a.share_errors(&r)), [Some(0.0), Some(0.0)]);
+        // A sequential reader beside a random one of 4x its weight that gets 20 alone: the random one
+        // is owed its 20, the sequential one the rest (980); 10 and 990 are -50 % and +1 %.
+        let r = report(&t, &[("seq", 100, "be", 990.0), ("rand", 400, "be", 10.0)]);
+        let a = alone(&[("seq", 2000.0), ("rand", 20.0)]);
+        assert_eq!(rounded(&a.share_errors(&r)), [Some(1.0), Some(-50.0)]);
+    }
+
+    #[test]
+    fn classes_share_what_the_classes_above_them_cannot_use() {
+        // Seed 000 sec. 2: a real-time reader that can use 70 gets 70; best-effort readers of weights
+        // 100 and 300 share the rest 1:3.
+        let t = simulated();
+        let r = report(&t, &[("rt", 100, "rt4", 70.0), ("a", 100, "be4", 100.0), ("b", 300, "be4", 300.0)]);
+        let a = alone(&[("rt", 70.0), ("a", 1000.0), ("b", 1000.0)]);
+        assert_eq!(rounded(&a.share_errors(&r)), [Some(0.0), Some(0.0), Some(0.0)]);
+    }
+}
