@@ -27,6 +27,12 @@ pub const STARTUP_RUNS: usize = 3;
 /// How long a start-up's run alone lasts past its start (or past the warm-up, if later).
 const STARTUP_RUN_AFTER_START: bfq_sched::Nanos = 1_500 * bfq_sched::MSEC;
 
+/// The note under a table whose share errors are against the weighted max-min fair shares.
+pub const MAX_MIN_NOTE: &str =
+    "share error: against each greedy application's weighted max-min fair share of what the \
+     greedy\n  applications got together in that run, capped at what the application gets alone (column\n  \
+     \"alone\": each by itself on the same target under FIFO; docs/fast-devices.md, \"The guarantee\")\n";
+
 /// One run alone to make: an application of the job (one instance of it) by itself.
 pub struct Solo {
     /// The instance run, as the job's reports name it (the first of those it stands for).

@@ -360,7 +360,7 @@ fn class_of(class: &str) -> &str {
 }
 
 /// A row of the table: its label, its values (one per run) and its value in the column alone, if any.
-type Row = (String, Vec<String>, Option<String>);
+pub(crate) type Row = (String, Vec<String>, Option<String>);
 
 /// The side-by-side table: one column per run, and with `alone` (`--alone`) a last column of each
 /// application's figures alone, the share errors then against the weighted max-min fair shares
@@ -521,9 +521,7 @@ pub fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
     let mut text = bfq_cli::table::table(rows, &[Align::Left, Align::Right], 0);
     if errors.iter().flatten().any(Option::is_some) {
         text.push_str(if alone.is_some() {
-            "share error: against each greedy application's weighted max-min fair share of what the greedy\n  \
-             applications got together in that run, capped at what the application gets alone (column\n  \
-             \"alone\": each by itself on the same target, engine FIFO; docs/fast-devices.md, \"The guarantee\")\n"
+            crate::alone::MAX_MIN_NOTE
         } else {
             "share error: against each greedy application's weight's share of what the greedy applications got\n  \
              together; one that cannot use that much (a reader bound by its own latency) shows an error that\n  \

@@ -1,6 +1,7 @@
 //! `bfq sim JOB [--scheduler NAME[,NAME...]] [--json FILE]`: runs a job file in the deterministic
 //! simulator under each scheduler and prints the results side by side (docs/simulator.md).
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -10,6 +11,8 @@ use clap::Args;
 
 use bfq_cli::copies::{self, Shown};
 use bfq_cli::table::Align;
+
+use crate::alone::Alone;
 
 /// Arguments of `bfq sim`.
 #[derive(Args, Debug)]
@@ -41,6 +44,11 @@ pub struct SimArgs {
     /// raising, inject limits); with several schedulers, one file each, named `FILE.SCHEDULER`.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
+    /// Also simulate each application by itself (FIFO; a start-up three times) and judge every run by
+    /// weighted max-min fairness: an application that cannot use its weight's share is owed what it
+    /// gets alone (docs/fast-devices.md, "The guarantee").
+    #[arg(long)]
+    pub alone: bool,
 }
 
 /// The JSON document `--json` writes.
@@ -49,6 +57,12 @@ struct SimOutput<'a> {
     schema: &'static str,
     job_file: String,
     runs: &'a [RunReport],
+    /// With `--alone`: each application's figures alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alone: Option<&'a Alone>,
+    /// With `--alone`: each run's share errors against the weighted max-min fair shares, %.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_min_share_errors_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
 }
 
 /// Runs `bfq sim`.
@@ -109,26 +123,50 @@ pub fn execute(args: SimArgs) -> Result<()> {
         }
         reports.push(report);
     }
-    crate::output::print_table(&table(&reports), args.quiet, args.json.as_deref());
+    // Each application alone: deterministic, so a start-up's three runs alone are alike (the median
+    // is taken as in real runs).
+    let alone = if args.alone {
+        let plan = crate::alone::plan(&job);
+        Some(crate::alone::measure(&plan, |solo| {
+            bfq_sim::run_job(&solo.job, "fifo", &[])
+                .with_context(|| format!("simulating {} of {} alone", solo.name, args.job.display()))
+        })?)
+    } else {
+        None
+    };
+    crate::output::print_table(&table(&reports, alone.as_ref()), args.quiet, args.json.as_deref());
     if let Some(path) = &args.json {
         let out = SimOutput {
             schema: "bfq-sim-output/1",
             job_file: args.job.display().to_string(),
             runs: &reports,
+            alone: alone.as_ref(),
+            max_min_share_errors_pct: alone.as_ref().map(|a| crate::alone::share_errors_by_name(a, &reports)),
         };
         crate::output::write_json(path, &out)?;
     }
     Ok(())
 }
 
-/// The side-by-side table: one column per scheduler.
-pub(crate) fn table(reports: &[RunReport]) -> String {
+/// The side-by-side table: one column per scheduler, and with `alone` (`--alone`) a last column of
+/// each application's throughput alone, and rows of share errors against the weighted max-min fair
+/// shares (crate::alone).
+pub(crate) fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
     let Some(first) = reports.first() else { return String::new() };
-    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
-    let mut row = |label: &str, f: &dyn Fn(&RunReport) -> String| {
-        rows.push((label.to_string(), reports.iter().map(f).collect()));
+    let errors: Vec<Vec<Option<f64>>> =
+        alone.map_or_else(Vec::new, |a| reports.iter().map(|r| a.share_errors(r)).collect());
+    let rows: RefCell<Vec<crate::compare::Row>> = RefCell::default();
+    let row_alone = |label: &str, f: &dyn Fn(&RunReport) -> String, by_itself: Option<String>| {
+        rows.borrow_mut().push((label.to_string(), reports.iter().map(f).collect(), by_itself));
     };
-    row("scheduler", &|r| r.scheduler.clone());
+    let row = |label: &str, f: &dyn Fn(&RunReport) -> String| row_alone(label, f, None);
+    // A row of share errors (with `--alone`): `pick` chooses the figure of each report's errors.
+    let error_row = |label: &str, pick: &dyn Fn(&[Option<f64>]) -> Option<String>| {
+        let values = errors.iter().map(|e| pick(e).unwrap_or_else(|| "-".into())).collect();
+        rows.borrow_mut().push((label.to_string(), values, None));
+    };
+    let alone_of = |name: &str| alone.and_then(|a| a.of(name)).map(|x| format!("{:.2}", x.throughput_mib_s));
+    row_alone("scheduler", &|r| r.scheduler.clone(), Some("alone".into()));
     row("measured (s)", &|r| format!("{:.3}", r.measured_s));
     row("aggregate (MiB/s)", &|r| format!("{:.2}", r.totals.throughput_mib_s));
     row("read p50 (ms)", &|r| ms(r.totals.read_latency.p50_us));
@@ -136,32 +174,70 @@ pub(crate) fn table(reports: &[RunReport]) -> String {
     row("read max (ms)", &|r| ms(r.totals.read_latency.max_us));
     row("jain index", &|r| r.totals.jain_index.map_or("-".into(), |j| format!("{j:.4}")));
     row("max lag (KiB)", &|r| r.totals.max_lag_kib.map_or_else(|| "-".to_string(), |v| format!("{v:.0}")));
+    if alone.is_some() {
+        error_row("max |share error|", &|e| {
+            e.iter().flatten().map(|x| x.abs()).reduce(f64::max).map(|m| format!("{m:.1}%"))
+        });
+    }
     for shown in copies::shown(&first.apps) {
         let Shown::One(i) = shown else {
             // Many copies of one application: one row of their range. The simulator runs every
             // scheduler on the same job, so the copies are the same applications in every report.
             let label = format!("{} (MiB/s)", shown.label(&first.apps));
-            row(&label, &|r| {
-                let mut v: Vec<f64> =
-                    shown.indices().filter_map(|k| r.apps.get(k)).map(|a| a.throughput_mib_s).collect();
-                copies::range(&mut v, |x| format!("{x:.2}"))
-            });
+            row_alone(
+                &label,
+                &|r| {
+                    let mut v: Vec<f64> =
+                        shown.indices().filter_map(|k| r.apps.get(k)).map(|a| a.throughput_mib_s).collect();
+                    copies::range(&mut v, |x| format!("{x:.2}"))
+                },
+                alone_of(&first.apps[shown.indices().start].name),
+            );
+            if errors.first().is_some_and(|e| e.get(shown.indices().start).copied().flatten().is_some()) {
+                let label = format!("{} share error", shown.label(&first.apps));
+                let values = errors
+                    .iter()
+                    .map(|e| {
+                        let mut v: Vec<f64> =
+                            shown.indices().filter_map(|k| e.get(k).copied().flatten()).collect();
+                        copies::range(&mut v, |x| format!("{x:+.1}%"))
+                    })
+                    .collect();
+                rows.borrow_mut().push((label, values, None));
+            }
             continue;
         };
         let app = &first.apps[i];
         let label = format!("{} (MiB/s)", app.name);
-        row(&label, &|r| r.apps.get(i).map_or("-".into(), |a| format!("{:.2}", a.throughput_mib_s)));
+        row_alone(
+            &label,
+            &|r| r.apps.get(i).map_or("-".into(), |a| format!("{:.2}", a.throughput_mib_s)),
+            alone_of(&app.name),
+        );
+        if errors.first().is_some_and(|e| e.get(i).copied().flatten().is_some()) {
+            error_row(&format!("{} share error", app.name), &|e| {
+                e.get(i).copied().flatten().map(|x| format!("{x:+.1}%"))
+            });
+        }
         if app.extra.startup.is_some() {
             let label = format!("{} start-up mean (s)", app.name);
-            row(&label, &|r| {
-                r.apps.get(i).and_then(|a| a.extra.startup.as_ref()).map_or("-".into(), |s| {
-                    if s.invocations == 0 {
-                        format!("not done: {} of {} requests", s.requests_issued, s.trace_requests)
-                    } else {
-                        format!("{:.3} ({}x)", s.mean_s, s.invocations)
-                    }
-                })
-            });
+            // With its time alone (`--alone`, an idle device): how many times that this run's took.
+            let idle = alone.and_then(|a| a.of(&app.name)).and_then(|x| x.startup_s);
+            row_alone(
+                &label,
+                &|r| {
+                    r.apps.get(i).and_then(|a| a.extra.startup.as_ref()).map_or("-".into(), |s| {
+                        if s.invocations == 0 {
+                            format!("not done: {} of {} requests", s.requests_issued, s.trace_requests)
+                        } else if let Some(idle) = idle.filter(|&t| t > 0.0) {
+                            format!("{:.3} ({}x, {:.2}x idle)", s.mean_s, s.invocations, s.mean_s / idle)
+                        } else {
+                            format!("{:.3} ({}x)", s.mean_s, s.invocations)
+                        }
+                    })
+                },
+                alone.map(|_| idle.map_or("not done".into(), |t| format!("{t:.3}"))),
+            );
         }
         if app.extra.video.is_some() {
             let label = format!("{} frames dropped", app.name);
@@ -182,8 +258,15 @@ pub(crate) fn table(reports: &[RunReport]) -> String {
             });
         }
     }
-    let rows = rows.into_iter().map(|(label, values)| std::iter::once(label).chain(values).collect());
-    bfq_cli::table::table(rows, &[Align::Left, Align::Right], 0)
+    let rows = rows.into_inner().into_iter().map(|(label, values, by_itself)| {
+        let by_itself = alone.map(|_| by_itself.unwrap_or_else(|| "-".into()));
+        std::iter::once(label).chain(values).chain(by_itself).collect()
+    });
+    let mut text = bfq_cli::table::table(rows, &[Align::Left, Align::Right], 0);
+    if alone.is_some() {
+        text.push_str(crate::alone::MAX_MIN_NOTE);
+    }
+    text
 }
 
 fn ms(us: u64) -> String {

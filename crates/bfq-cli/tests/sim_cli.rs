@@ -302,3 +302,35 @@ file_size = "16MiB"
     let value: serde_json::Value = serde_json::from_str(&report).unwrap();
     assert_eq!(value["runs"][0]["apps"].as_array().map(Vec::len), Some(32));
 }
+
+#[test]
+fn sim_alone_owes_a_latency_bound_reader_what_it_gets_alone() {
+    // Issue 12 item 3 (docs/fast-devices.md, "The guarantee"): fast-seq-rand-1-4's synchronous random
+    // readers (weight 400 of 1,200) cannot use a third of what the device delivers; by weighted
+    // max-min fairness each is owed what it reads alone, so its error is against that.
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fast-seq-rand-1-4.toml");
+    let out = bfq()
+        .args(["sim", file.to_str().unwrap(), "-s", "bfq,fifo", "--alone", "--duration", "3s", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("only JSON on standard output");
+    let alone = doc["alone"]["apps"].as_array().expect("figures alone");
+    let of = |name: &str| {
+        alone.iter().find(|a| a["instances"].as_array().unwrap().iter().any(|i| i == name)).unwrap()
+    };
+    assert_eq!(of("seq-0")["instances"].as_array().unwrap().len(), 4, "one run for the four copies");
+    assert!(of("gnometerm")["startup_s"].as_f64().is_some_and(|t| t > 0.0));
+    let rand_alone = of("rand-0")["throughput_mib_s"].as_f64().unwrap();
+    for (run, errors) in
+        doc["runs"].as_array().unwrap().iter().zip(doc["max_min_share_errors_pct"].as_array().unwrap())
+    {
+        let got = run["apps"].as_array().unwrap().iter().find(|a| a["name"] == "rand-0").unwrap()
+            ["throughput_mib_s"]
+            .as_f64()
+            .unwrap();
+        let error = errors["rand-0"].as_f64().unwrap();
+        assert!((error - (got / rand_alone - 1.0) * 100.0).abs() < 1e-6, "{}: {error} %", run["scheduler"]);
+        assert!(errors.get("gnometerm").is_none(), "a start-up has no share");
+    }
+}
