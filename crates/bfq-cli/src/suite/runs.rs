@@ -390,6 +390,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("injection", "0"),
     ("waker_detection", "0"),
     ("fair_charge", "0"),
+    ("deep_charge_service", "0"),
     ("drain_grace", "0"),
     ("pattern_asymmetry", "0"),
     ("burst_active_only", "0"),
@@ -958,6 +959,7 @@ mod tests {
                 ("injection", "0"),
                 ("waker_detection", "0"),
                 ("fair_charge", "0"),
+                ("deep_charge_service", "0"),
                 ("drain_grace", "0"),
                 ("pattern_asymmetry", "0"),
             ] {

@@ -81,6 +81,9 @@ pub struct SlotOutcome {
     pub injected_sectors: u64,
     /// Weight-raised when it expired.
     pub raised: bool,
+    /// `deep_charge_service`: it kept at least half of the queue depth of a device that queues
+    /// internally outstanding, so a time charge would not stand for device time it left unused.
+    pub kept_device_busy: bool,
 }
 
 /// The next budget after a service slot (seed 001 sec. 4.3; original rules with `v1_heuristics=0`).
@@ -183,7 +186,7 @@ pub fn injected_share(cfg: &BfqConfig, o: &SlotOutcome, full: u64, sectors: u64)
 pub(super) fn charge_whole_slot(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
     let slow = is_slow(cfg, o, b_max);
     let candidate = o.reason == ExpiryReason::BudgetTimeout || slow;
-    if !candidate || o.reason == ExpiryReason::Preempted {
+    if !candidate || o.reason == ExpiryReason::Preempted || o.kept_device_busy {
         return o.served;
     }
     if !cfg.v1_heuristics {
@@ -230,6 +233,7 @@ mod tests {
             seeky: false,
             sync: true,
             raised: false,
+            kept_device_busy: false,
         }
     }
 
@@ -351,6 +355,21 @@ mod tests {
         assert_eq!(charge(&cfg, &o, BMAX), 12_000);
         let seq = SlotOutcome { seeky: false, ..o };
         assert_eq!(charge(&cfg, &seq, BMAX), 200);
+    }
+
+    #[test]
+    fn a_random_queue_that_kept_the_device_busy_is_charged_its_service_not_its_time() {
+        // Beyond the seeds (`deep_charge_service`, docs/fast-devices.md "A deep random queue charged
+        // by its time"): the time charge of seed 000 sec. 3.5 stands for device time a random queue
+        // costs the others; one that kept half the device's queue outstanding used all of its slot.
+        let cfg = BfqConfig::default();
+        let o = SlotOutcome {
+            seeky: true,
+            kept_device_busy: true,
+            ..outcome(ExpiryReason::BudgetTimeout, 12_000, 3000)
+        };
+        assert_eq!(charge(&cfg, &o, BMAX), 3000);
+        assert_eq!(charge(&cfg, &SlotOutcome { kept_device_busy: false, ..o }, BMAX), 12_000);
     }
 
     #[test]

@@ -416,6 +416,10 @@ impl Bfq {
             own_sectors: svc.served_sectors,
             injected_sectors: svc.injected_sectors,
             raised: self.queues[s as usize].raising.coeff > 1,
+            kept_device_busy: self.cfg.deep_charge_service
+                && self.hw_tag.detected
+                && self.queues[s as usize].outstanding_demand()
+                    >= (self.device.queue_depth as usize).div_ceil(2).max(2),
         };
         let charged = budget::charge(&self.cfg, &outcome, self.b_max);
         // An overcharge is service for B-WF2Q+ (seed 000 sec. 3.5: the queue is charged "an entire
