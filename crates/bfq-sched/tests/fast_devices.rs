@@ -1322,3 +1322,45 @@ fn many_shallow_queues_that_start_together_do_not_hide_the_devices_internal_queu
         mib(total(&f))
     );
 }
+
+#[test]
+fn a_random_queue_that_keeps_the_device_full_is_charged_its_bytes_not_its_time() {
+    // `deep_charge_service` (beyond the seeds; docs/fast-devices.md "A deep random queue charged by
+    // its time"): a database of 32 random reads outstanding fills a device of 32 tags, nothing is
+    // injected in its turns, and its turns end by the budget timeout. Seed 000 sec. 3.5 charges a
+    // random queue that times out its full budget, for the disk time its seeks cost the others; this
+    // one kept the device busy all its turn. On this machine's disk file, charged by time, it got
+    // 64-66 % of its share beside a backup of 1 MiB reads of the same weight; in the device model of
+    // the test above (4 units, 42 us for 4 KiB, 0.56 ms for 1 MiB) the charge by time costs it 6 %
+    // of its share, and charged its bytes it gets its share.
+    let dev = Device { units: 4, depth: 32, overhead: 40_000, unit_rate: 2_000_000_000 };
+    let backup = App { weight: 100, class: BE, request_bytes: 1 << 20, window: 2, random: false, period: 0 };
+    let db = App { weight: 100, class: BE, request_bytes: 4 << 10, window: 32, random: true, period: 0 };
+    let clients = Clients { turnaround: 20_000, stall_every: 0, stall: 0, batch: false };
+    let run = |params: &[(&str, &str)], apps: &[App]| {
+        run_clients(&mut bfq(NVME, params), dev, apps, 4 * SEC, clients).0
+    };
+    let on_params = [("low_latency", "0")];
+    let off_params = [("low_latency", "0"), ("deep_charge_service", "0")];
+    let alone = [run(&on_params, &[backup])[0] as f64, run(&on_params, &[db])[0] as f64];
+    // The database's error against its weighted max-min share of what the two got.
+    let error = |b: &[u64]| {
+        let fair = bfq_sched::fairness::max_min_shares(&[100.0, 100.0], &alone, (b[0] + b[1]) as f64);
+        b[1] as f64 / fair[1] - 1.0
+    };
+    let (on, off) = (run(&on_params, &[backup, db]), run(&off_params, &[backup, db]));
+    let (e_on, e_off) = (error(&on), error(&off));
+    eprintln!(
+        "alone {:.0} / {:.0} MiB; charged its bytes {:.0} / {:.0} (database {:+.1} %); by its time {:.0} / {:.0} ({:+.1} %)",
+        mib(alone[0] as u64),
+        mib(alone[1] as u64),
+        mib(on[0]),
+        mib(on[1]),
+        100.0 * e_on,
+        mib(off[0]),
+        mib(off[1]),
+        100.0 * e_off
+    );
+    assert!(e_on.abs() <= 0.02, "charged its bytes, the database is {:+.1} % off its share", 100.0 * e_on);
+    assert!(e_off <= -0.04, "charged by time, the database is only {:+.1} % off its share", 100.0 * e_off);
+}
