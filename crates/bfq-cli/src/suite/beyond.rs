@@ -23,6 +23,7 @@ const JOBS: &[(&str, &str)] = &[
     ("fast-sync-pair-1-3", include_str!("../../../../examples/fast-sync-pair-1-3.toml")),
     ("fast-db-backup-equal", include_str!("../../../../examples/fast-db-backup-equal.toml")),
     ("fast-many-tenants", include_str!("../../../../examples/fast-many-tenants.toml")),
+    ("fast-mixed-sizes", include_str!("../../../../examples/fast-mixed-sizes.toml")),
 ];
 
 /// A scheduler compared: label, registry name, tunables.
