@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use bfq_sched::fairness::max_min_shares_by_class;
 use bfq_sim::job::{Duration, Workload};
 use bfq_sim::report::AppReport;
@@ -128,6 +128,31 @@ pub fn measure(plan: &[Solo], mut run: impl FnMut(&Solo) -> Result<RunReport>) -
         });
     }
     Ok(alone)
+}
+
+/// Runs `job`'s applications alone on a real target through the engine under FIFO (`bfq run`, `bfq
+/// compare`), each with its progress; `after_each` after every run (`bfq compare` keeps the target's
+/// ownership record current with it).
+pub fn measure_on_target(
+    job: &Job,
+    job_name: &str,
+    target: &std::path::Path,
+    options: &bfq_runner::RunOptions,
+    mode: crate::output::ProgressMode,
+    mut after_each: impl FnMut(),
+) -> Result<Alone> {
+    let plan = plan(job);
+    let mut k = 0;
+    measure(&plan, |solo| {
+        let label = format!("{} alone", solo.name);
+        let _ticker =
+            crate::output::Ticker::start(mode, &label, k, plan.len(), solo.job.duration.0 as f64 / 1e9);
+        k += 1;
+        let report = bfq_runner::run_job(&solo.job, target, "fifo", &[], options)
+            .with_context(|| format!("running {} of {job_name} alone through the engine", solo.name));
+        after_each();
+        report
+    })
 }
 
 /// A start-up's time, if it finished.

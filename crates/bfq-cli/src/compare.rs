@@ -230,21 +230,13 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     // Each application alone, after the runs (an interrupt meanwhile still prints them).
     let mut alone = None;
     if args.alone && failure.is_none() {
-        let plan = crate::alone::plan(&job);
-        let mut k = 0;
-        let measured = crate::alone::measure(&plan, |solo| {
-            let label = format!("{} alone", solo.name);
-            let _ticker =
-                crate::output::Ticker::start(mode, &label, k, plan.len(), solo.job.duration.0 as f64 / 1e9);
-            k += 1;
-            if !args.quiet {
-                eprintln!("bfq compare: {label} (engine, fifo) ...");
-            }
-            let r = bfq_runner::run_job(&solo.job, &args.target, "fifo", &[], &engine_options)
-                .with_context(|| format!("running {} of {job_name} alone through the engine", solo.name));
-            output.record_ours();
-            r
-        });
+        if !args.quiet {
+            eprintln!("bfq compare: each application alone (engine, fifo) ...");
+        }
+        let measured =
+            crate::alone::measure_on_target(&job, &job_name, &args.target, &engine_options, mode, || {
+                output.record_ours()
+            });
         match measured {
             Ok(a) => alone = Some(a),
             Err(e) => failure = Some(e),

@@ -195,16 +195,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
     let alone = if args.alone {
         options.event_log = None;
         options.request_log = None;
-        let plan = crate::alone::plan(&job);
-        let mut k = 0;
-        let measured = crate::alone::measure(&plan, |solo| {
-            let label = format!("{} alone", solo.name);
-            let _ticker =
-                crate::output::Ticker::start(mode, &label, k, plan.len(), solo.job.duration.0 as f64 / 1e9);
-            k += 1;
-            run_job(&solo.job, &args.target, "fifo", &[], &options)
-                .with_context(|| format!("running {} of {} alone", solo.name, args.job.display()))
-        });
+        let measured = crate::alone::measure_on_target(&job, &job_file, &args.target, &options, mode, || {});
         match measured {
             Ok(a) => Some(a),
             Err(e) => {

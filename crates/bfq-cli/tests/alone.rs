@@ -8,6 +8,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+mod common;
+use common::Files;
+
 const JOB: &str = r#"
 duration = "2s"
 warmup = "500ms"
@@ -35,16 +38,6 @@ kind = "startup"
 trace = "xterm"
 start = "600ms"
 "#;
-
-struct Files(Vec<PathBuf>);
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        for f in &self.0 {
-            let _ = std::fs::remove_file(f);
-        }
-    }
-}
 
 #[test]
 fn run_alone_judges_each_run_by_weighted_max_min_shares_capped_at_each_applications_throughput_alone() {

@@ -6,6 +6,9 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+mod common;
+use common::Files;
+
 const JOB: &str = r#"
 duration = "2s"
 [device]
@@ -18,19 +21,6 @@ weight = 300
 kind = "rand-reader"
 file_size = "4MiB"
 "#;
-
-struct Files(Vec<PathBuf>);
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        for f in &self.0 {
-            let _ = std::fs::remove_file(f);
-            let mut record = f.as_os_str().to_owned();
-            record.push(".bfq-owner");
-            let _ = std::fs::remove_file(PathBuf::from(record));
-        }
-    }
-}
 
 fn files(tag: &str) -> (Files, PathBuf, PathBuf) {
     let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/var/tmp" };

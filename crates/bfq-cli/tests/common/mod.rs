@@ -1,7 +1,25 @@
 //! What the CLI's integration tests share: whether the machine can run a test that needs root or
 //! fio, and how such a test says it could not.
+// Each test file uses its own part of this module.
+#![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::process::Command;
+
+/// Files a test made (a job, a target, a JSON report), removed when it ends, passed or not, with the
+/// ownership record bfq keeps beside a target it created (`FILE.bfq-owner`, docs/safety.md).
+pub struct Files(pub Vec<PathBuf>);
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f);
+            let mut record = f.as_os_str().to_owned();
+            record.push(".bfq-owner");
+            let _ = std::fs::remove_file(PathBuf::from(record));
+        }
+    }
+}
 
 /// Whether this process runs as root (loop devices, cgroups, mounts).
 pub fn is_root() -> bool {
