@@ -15,9 +15,9 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
+use bfq_cli::suite::beyond::app_startup_time;
 use bfq_sched::fairness::max_min_shares_by_class;
 use bfq_sim::job::{Duration, Workload};
-use bfq_sim::report::AppReport;
 use bfq_sim::{AppSpec, Job, RunReport};
 use serde::Serialize;
 
@@ -115,7 +115,7 @@ pub fn measure(plan: &[Solo], mut run: impl FnMut(&Solo) -> Result<RunReport>) -
             let report = run(solo)?;
             let Some(app) = report.apps.first() else { continue };
             throughput = app.throughput_mib_s;
-            if let Some(t) = startup_time(app) {
+            if let Some(t) = app_startup_time(app) {
                 times.push(t);
             }
         }
@@ -153,12 +153,6 @@ pub fn measure_on_target(
         after_each();
         report
     })
-}
-
-/// A start-up's time, if it finished.
-pub fn startup_time(app: &AppReport) -> Option<f64> {
-    let s = app.extra.startup.as_ref()?;
-    (s.invocations > 0 && s.requests_issued == s.trace_requests).then_some(s.mean_s)
 }
 
 impl Alone {
@@ -204,6 +198,7 @@ pub fn share_errors_by_name(alone: &Alone, reports: &[RunReport]) -> Vec<BTreeMa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bfq_sim::report::AppReport;
 
     fn job(text: &str) -> Job {
         Job::from_toml(text, "t.toml").expect("valid job")

@@ -1150,7 +1150,7 @@ fn a_deep_random_reader_beside_a_sequential_one_of_the_same_weight_gets_its_max_
     // kernel's rule the database got 0.68 of its share here (and 97-118 of 349 MiB/s through the
     // engine on the disk file), with the rule 0.94 (291-301).
     let (backup, db) = database_and_backup();
-    let run = |params: &[(&str, &str)], apps: &[App]| database_and_backup_run(params, apps);
+    let run = database_and_backup_run;
     let on_params = [("low_latency", "0")];
     let off_params = [("low_latency", "0"), ("pattern_asymmetry", "0")];
     let alone = [run(&on_params, &[backup])[0] as f64, run(&on_params, &[db])[0] as f64];
@@ -1346,7 +1346,7 @@ fn a_random_queue_that_keeps_the_device_full_is_charged_its_bytes_not_its_time()
     // the test above (4 units, 42 us for 4 KiB, 0.56 ms for 1 MiB) the charge by time costs it 6 %
     // of its share, and charged its bytes it gets its share.
     let (backup, db) = database_and_backup();
-    let run = |params: &[(&str, &str)], apps: &[App]| database_and_backup_run(params, apps);
+    let run = database_and_backup_run;
     let on_params = [("low_latency", "0")];
     let off_params = [("low_latency", "0"), ("deep_charge_service", "0")];
     let alone = [run(&on_params, &[backup])[0] as f64, run(&on_params, &[db])[0] as f64];

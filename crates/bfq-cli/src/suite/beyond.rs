@@ -61,11 +61,16 @@ fn greedy(r: &RunReport) -> impl Iterator<Item = &bfq_sim::report::AppReport> {
     r.apps.iter().filter(|a| a.greedy)
 }
 
+/// The run's start-up time, if it has a start-up and it finished.
 fn startup_time(r: &RunReport) -> Option<f64> {
-    r.apps.iter().find_map(|a| {
-        let s = a.extra.startup.as_ref()?;
-        (s.invocations > 0 && s.requests_issued == s.trace_requests).then_some(s.mean_s)
-    })
+    r.apps.iter().find_map(app_startup_time)
+}
+
+/// An application's start-up time, if it is a start-up and it finished (every request of its trace
+/// issued and one invocation at least).
+pub fn app_startup_time(a: &bfq_sim::report::AppReport) -> Option<f64> {
+    let s = a.extra.startup.as_ref()?;
+    (s.invocations > 0 && s.requests_issued == s.trace_requests).then_some(s.mean_s)
 }
 
 /// Runs the section: every job under every scheduler, and every application of every job alone.

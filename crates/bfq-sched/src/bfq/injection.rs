@@ -798,16 +798,23 @@ impl Bfq {
     /// database's 833 in the test model, the database at 0.67 of its throughput alone
     /// (`tests/fast_devices.rs`, docs/fast-devices.md "A deep queue fills the device").
     fn fills_device(&self, s: u32) -> bool {
-        let q = &self.queues[s as usize];
-        if q.outstanding_demand() >= (self.device.queue_depth as usize).div_ceil(2).max(2) {
+        if self.keeps_half_the_device_queue(s) {
             return true;
         }
+        let q = &self.queues[s as usize];
         let (rate, base) = (self.device_rate.sectors_per_sec(), q.inject.time_alone());
         if base == 0 || rate == 0 {
             return false;
         }
         let in_device = u128::from(q.demand_sectors());
         2 * in_device * u128::from(SEC) >= u128::from(rate) * u128::from(base)
+    }
+
+    /// Whether queue `s` keeps at least half of the device's queue depth outstanding: then the device's
+    /// queue, not its requests' bytes, bounds it ([`Self::fills_device`]), and a slow turn of it left
+    /// no device time unused (`deep_charge_service`).
+    pub(super) fn keeps_half_the_device_queue(&self, s: u32) -> bool {
+        self.queues[s as usize].outstanding_demand() >= (self.device.queue_depth as usize).div_ceil(2).max(2)
     }
 
     /// Whether the slot injection would give to queue `c` (waiting, ahead of its share) is kept for

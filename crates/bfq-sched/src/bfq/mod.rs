@@ -418,8 +418,7 @@ impl Bfq {
             raised: self.queues[s as usize].raising.coeff > 1,
             kept_device_busy: self.cfg.deep_charge_service
                 && self.hw_tag.detected
-                && self.queues[s as usize].outstanding_demand()
-                    >= (self.device.queue_depth as usize).div_ceil(2).max(2),
+                && self.keeps_half_the_device_queue(s),
         };
         let charged = budget::charge(&self.cfg, &outcome, self.b_max);
         // An overcharge is service for B-WF2Q+ (seed 000 sec. 3.5: the queue is charged "an entire
