@@ -394,6 +394,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("drain_grace", "0"),
     ("pattern_asymmetry", "0"),
     ("burst_active_only", "0"),
+    ("wr_yield_after", "0"),
     ("bypass_depth", "0"),
     ("latency_guard", "0"),
     ("raised_idle_shallow_only", "0"),
@@ -962,6 +963,7 @@ mod tests {
                 ("deep_charge_service", "0"),
                 ("drain_grace", "0"),
                 ("pattern_asymmetry", "0"),
+                ("wr_yield_after", "0"),
             ] {
                 assert_eq!(p.get(k).map(String::as_str), Some(v), "seed {paper} bfq: {k}");
             }

@@ -151,6 +151,13 @@ pub struct BfqConfig {
     /// application-defined queue configured with the default weight beside others with explicit
     /// weights would be raised over them, breaking configured shares for the raising period.
     pub wr_default_weight_only: bool,
+    /// `wr_yield_after` (1000 ms; 0 = never, as the kernel): on a device that queues internally, a
+    /// queue raised as interactive when no queue had been for this long is a new application starting,
+    /// and ends the interactive raisings still in force (beyond the kernel: `bfq::activation`).
+    /// Tenants that start together are all raised, and a latency-bound one reads its
+    /// `max_service_from_wr` slowly: its x30 weight outlived its own start by seconds and a later
+    /// start-up waited behind it (docs/fast-devices.md, "A raising that outlives its start-up").
+    pub wr_yield_after: Nanos,
     /// `injection` (1): while the device is idled or held for the in-service queue, dispatch other
     /// queues' requests as long as the in-service queue's request latency stays within
     /// `inject_latency_ratio` of its latency alone (beyond the seeds: kernel-bfq-reference.md
@@ -326,6 +333,7 @@ impl Default for BfqConfig {
             large_burst: true,
             burst_active_only: true,
             wr_default_weight_only: false,
+            wr_yield_after: SEC,
             injection: true,
             inject_latency_ratio: 115,
             inject_reserve: true,
@@ -381,6 +389,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "merge_distance",
     "large_burst",
     "wr_default_weight_only",
+    "wr_yield_after",
     "injection",
     "inject_latency_ratio",
     "inject_reserve",
@@ -473,6 +482,7 @@ impl BfqConfig {
             "merge_distance" => self.merge_distance = parse_u64(NAME, key, value, 0, 1 << 40)?,
             "large_burst" => self.large_burst = parse_bool(NAME, key, value)?,
             "wr_default_weight_only" => self.wr_default_weight_only = parse_bool(NAME, key, value)?,
+            "wr_yield_after" => self.wr_yield_after = ms(0, 3_600_000)?,
             "injection" => self.injection = parse_bool(NAME, key, value)?,
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
             "inject_within_share" => self.inject_within_share = parse_bool(NAME, key, value)?,
@@ -555,6 +565,7 @@ impl BfqConfig {
             ("merge_distance", self.merge_distance.to_string()),
             ("large_burst", b(self.large_burst)),
             ("wr_default_weight_only", b(self.wr_default_weight_only)),
+            ("wr_yield_after", (self.wr_yield_after / MSEC).to_string()),
             ("injection", b(self.injection)),
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),
             ("inject_reserve", b(self.inject_reserve)),

@@ -147,6 +147,8 @@ pub struct Bfq {
     last_completion: Option<(QueueId, Instant)>,
     /// A queue just woken by the in-service queue, to be injected first ([`injection`]).
     wakee_ready: Option<u32>,
+    /// When a queue was last raised as interactive (an application started): `wr_yield_after`.
+    last_interactive_start: Option<Instant>,
     /// Waiting latency-bound queues with a request queued, in arrival order ([`bypass`]).
     bypass: Vec<u32>,
     /// The limit on other queues' requests in the device while a latency-bound queue is active
@@ -205,6 +207,7 @@ impl Bfq {
             device_rate: injection::DeviceRate::default(),
             last_completion: None,
             wakee_ready: None,
+            last_interactive_start: None,
             bypass: Vec::with_capacity(bypass::CANDIDATES),
             guard: guard::LatencyGuard::new(device.queue_depth.max(1)),
             guarded_in_flight: 0,
