@@ -171,16 +171,20 @@ impl Bfq {
         for m in members {
             let q = &mut self.queues[m as usize];
             q.in_large_burst = true;
-            if q.raising.kind != Some(RaiseKind::Interactive) {
-                continue;
+            if q.raising.kind == Some(RaiseKind::Interactive) {
+                self.end_interactive_raising(m, now);
             }
-            q.raising.end = now;
-            self.check_raising_end(m, now);
-            // A busy member counts among the non-raised queues from now on; its B-WF2Q+ weight drops
-            // at its next expiry or activation, as for any raising that ends.
-            if matches!(self.wf2q.entity(m).state, EntityState::Active | EntityState::InService) {
-                self.set_busy(m, true);
-            }
+        }
+    }
+
+    /// Ends queue `m`'s interactive raising now (a large burst, `wr_yield_after`). A busy queue counts
+    /// among the non-raised ones from now on; its B-WF2Q+ weight drops at its next expiry or
+    /// activation, as for any raising that ends.
+    fn end_interactive_raising(&mut self, m: u32, now: Instant) {
+        self.queues[m as usize].raising.end = now;
+        self.check_raising_end(m, now);
+        if matches!(self.wf2q.entity(m).state, EntityState::Active | EntityState::InService) {
+            self.set_busy(m, true);
         }
     }
 
@@ -210,16 +214,8 @@ impl Bfq {
             return;
         }
         for m in 0..self.queues.len() as u32 {
-            let q = &mut self.queues[m as usize];
-            if m == t || q.raising.kind != Some(RaiseKind::Interactive) {
-                continue;
-            }
-            q.raising.end = now;
-            self.check_raising_end(m, now);
-            // As in `handle_burst`: a busy queue counts among the non-raised ones from now on; its
-            // B-WF2Q+ weight drops at its next expiry or activation.
-            if matches!(self.wf2q.entity(m).state, EntityState::Active | EntityState::InService) {
-                self.set_busy(m, true);
+            if m != t && self.queues[m as usize].raising.kind == Some(RaiseKind::Interactive) {
+                self.end_interactive_raising(m, now);
             }
         }
     }
