@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use bfq_cli::suite::beyond::app_startup_time;
-use bfq_sched::fairness::max_min_shares_by_class;
+use bfq_sched::fairness::{max_min_shares_by_class, share_ceiling};
 use bfq_sim::job::{Duration, Workload};
 use bfq_sim::{AppSpec, Job, RunReport};
 use serde::Serialize;
@@ -185,6 +185,58 @@ impl Alone {
     }
 }
 
+impl Alone {
+    /// The share ceiling of a run's greedy applications (`bfq_sched::fairness::share_ceiling`): the
+    /// largest aggregate at which none of them is owed more than its weight's share, in MiB/s, and
+    /// the application owed its throughput alone first above it. None with several classes or
+    /// without a figure alone for any of them.
+    pub fn share_ceiling(&self, report: &RunReport) -> Option<(f64, String)> {
+        let greedy: Vec<_> = report.apps.iter().filter(|a| a.greedy).collect();
+        let weights: Vec<f64> = greedy.iter().map(|a| f64::from(a.weight)).collect();
+        let caps: Vec<f64> =
+            greedy.iter().map(|a| self.of(&a.name).map_or(f64::INFINITY, |x| x.throughput_mib_s)).collect();
+        let classes: Vec<usize> =
+            greedy.iter().map(|a| a.class.parse::<bfq_sched::IoClass>().map_or(1, |c| c.index())).collect();
+        let (ceiling, first) = share_ceiling(&weights, &caps, &classes)?;
+        ceiling.is_finite().then(|| (ceiling, greedy[first].name.clone()))
+    }
+}
+
+/// A job's share ceiling on its target, for the JSON outputs and the note under the table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ShareCeiling {
+    /// The largest aggregate of the greedy applications at which each is owed its weight's share, MiB/s.
+    pub mib_s: f64,
+    /// The application owed its throughput alone first above it.
+    pub capped_first: String,
+    /// The ceiling over the FIFO run's aggregate (its greedy applications'), if a FIFO run is there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub of_fifo: Option<f64>,
+}
+
+/// The share ceiling of the runs' job (`Alone::share_ceiling` of the first run), against the FIFO run
+/// among them if there is one.
+pub fn ceiling(alone: &Alone, reports: &[RunReport]) -> Option<ShareCeiling> {
+    let (mib_s, capped_first) = alone.share_ceiling(reports.first()?)?;
+    let greedy_total =
+        |r: &RunReport| r.apps.iter().filter(|a| a.greedy).map(|a| a.throughput_mib_s).sum::<f64>();
+    let fifo = reports.iter().find(|r| r.scheduler == "fifo").map(greedy_total).filter(|&t| t > 0.0);
+    Some(ShareCeiling { mib_s, capped_first, of_fifo: fifo.map(|t| mib_s / t) })
+}
+
+/// The note under a table judged by max-min fairness that says where its share ceiling lies, against
+/// the FIFO run's aggregate if the table has one (docs/fast-devices.md, "The share ceiling").
+pub fn ceiling_note(alone: &Alone, reports: &[RunReport]) -> Option<String> {
+    let c = ceiling(alone, reports)?;
+    let against = c.of_fifo.map_or_else(String::new, |x| format!(" ({x:.2} of fifo's aggregate here)"));
+    Some(format!(
+        "share ceiling: {:.1} MiB/s{against}: up to it every greedy application\n  \
+         is owed its weight's share; above it {} is owed all it reads alone, beside the others' I/O\n  \
+         (docs/fast-devices.md, \"The share ceiling\")\n",
+        c.mib_s, c.capped_first
+    ))
+}
+
 /// Each run's max-min share errors by application, for the JSON outputs.
 pub fn share_errors_by_name(alone: &Alone, reports: &[RunReport]) -> Vec<BTreeMap<String, f64>> {
     reports
@@ -303,5 +355,32 @@ mod tests {
         let r = report(&t, &[("rt", 100, "rt4", 70.0), ("a", 100, "be4", 100.0), ("b", 300, "be4", 300.0)]);
         let a = alone(&[("rt", 70.0), ("a", 1000.0), ("b", 1000.0)]);
         assert_eq!(rounded(&a.share_errors(&r)), [Some(0.0), Some(0.0), Some(0.0)]);
+    }
+
+    #[test]
+    fn the_note_says_where_the_share_ceiling_lies_against_fifo() {
+        // docs/fast-devices.md "The share ceiling": a random reader of weight 400 that reads 20 alone
+        // beside a sequential one of weight 100 is owed 4/5 of the aggregate up to 25 MiB/s, and its
+        // 20 alone above it; against a FIFO run of 1,000 that is 0.03 of FIFO's aggregate.
+        let t = simulated();
+        let bfq = RunReport {
+            scheduler: "bfq".into(),
+            ..report(&t, &[("seq", 100, "be", 300.0), ("rand", 400, "be", 18.0)])
+        };
+        let fifo = RunReport {
+            scheduler: "fifo".into(),
+            ..report(&t, &[("seq", 100, "be", 995.0), ("rand", 400, "be", 5.0)])
+        };
+        let a = alone(&[("seq", 2000.0), ("rand", 20.0)]);
+        assert_eq!(a.share_ceiling(&bfq), Some((25.0, "rand".to_string())));
+        let note = ceiling_note(&a, &[bfq.clone(), fifo]).unwrap();
+        assert!(note.starts_with("share ceiling: 25.0 MiB/s (0.03 of fifo's aggregate here)"), "{note}");
+        assert!(note.contains("rand is owed all it reads alone"), "{note}");
+        // Without a FIFO run, no ratio; with two classes, no ceiling.
+        assert!(ceiling_note(&a, std::slice::from_ref(&bfq))
+            .unwrap()
+            .starts_with("share ceiling: 25.0 MiB/s: up to it"));
+        let classes = report(&t, &[("seq", 100, "rt4", 300.0), ("rand", 400, "be", 18.0)]);
+        assert_eq!(ceiling_note(&a, &[classes]), None);
     }
 }

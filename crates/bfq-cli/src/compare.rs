@@ -78,6 +78,9 @@ struct CompareOutput<'a> {
     /// With `--alone`: each run's share errors against the weighted max-min fair shares, %.
     #[serde(skip_serializing_if = "Option::is_none")]
     max_min_share_errors_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
+    /// With `--alone`: the job's share ceiling on the target (docs/fast-devices.md, "The share ceiling").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    share_ceiling: Option<crate::alone::ShareCeiling>,
 }
 
 /// Runs `bfq compare`: every check first (job, names, tunables, output path, privileges, fio,
@@ -288,6 +291,7 @@ impl Output {
             runs: reports,
             alone,
             max_min_share_errors_pct: alone.map(|a| crate::alone::share_errors_by_name(a, reports)),
+            share_ceiling: alone.and_then(|a| crate::alone::ceiling(a, reports)),
         };
         let text = match serde_json::to_string_pretty(&out) {
             Ok(t) => t,
@@ -519,6 +523,9 @@ pub fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
              together; one that cannot use that much (a reader bound by its own latency) shows an error that\n  \
              is not one: --alone judges by weighted max-min fairness (docs/fast-devices.md, \"The guarantee\")\n"
         });
+        if let Some(alone) = alone {
+            text.push_str(&crate::alone::ceiling_note(alone, reports).unwrap_or_default());
+        }
     }
     text
 }

@@ -63,6 +63,9 @@ struct SimOutput<'a> {
     /// With `--alone`: each run's share errors against the weighted max-min fair shares, %.
     #[serde(skip_serializing_if = "Option::is_none")]
     max_min_share_errors_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
+    /// With `--alone`: the job's share ceiling on the target (docs/fast-devices.md, "The share ceiling").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    share_ceiling: Option<crate::alone::ShareCeiling>,
 }
 
 /// Runs `bfq sim`.
@@ -142,6 +145,7 @@ pub fn execute(args: SimArgs) -> Result<()> {
             runs: &reports,
             alone: alone.as_ref(),
             max_min_share_errors_pct: alone.as_ref().map(|a| crate::alone::share_errors_by_name(a, &reports)),
+            share_ceiling: alone.as_ref().and_then(|a| crate::alone::ceiling(a, &reports)),
         };
         crate::output::write_json(path, &out)?;
     }
@@ -263,8 +267,9 @@ pub(crate) fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
         std::iter::once(label).chain(values).chain(by_itself).collect()
     });
     let mut text = bfq_cli::table::table(rows, &[Align::Left, Align::Right], 0);
-    if alone.is_some() {
+    if let Some(alone) = alone {
         text.push_str(crate::alone::MAX_MIN_NOTE);
+        text.push_str(&crate::alone::ceiling_note(alone, reports).unwrap_or_default());
     }
     text
 }

@@ -123,4 +123,26 @@ fn run_alone_judges_each_run_by_weighted_max_min_shares_capped_at_each_applicati
             assert!((l - levels[0]).abs() <= 1e-6 * levels[0], "uncapped shares per weight: {levels:?}");
         }
     }
+
+    // The share ceiling (docs/fast-devices.md "The share ceiling"): the least of each greedy
+    // application's throughput alone over its weight's part of the weights (500 here), named
+    // with the application it caps, against the FIFO run's aggregate; and the note under the table.
+    let ceiling = &doc["share_ceiling"];
+    let expected = [("sync", 300.0), ("deep-0", 100.0), ("deep-1", 100.0)]
+        .iter()
+        .map(|&(n, w)| (cap(n) * 500.0 / w, n))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .unwrap();
+    let mib_s = ceiling["mib_s"].as_f64().expect("the ceiling in the JSON");
+    assert!((mib_s - expected.0).abs() <= 1e-6 * expected.0, "{ceiling} against {expected:?}");
+    assert_eq!(ceiling["capped_first"], expected.1);
+    let fifo = reports.iter().find(|r| r["scheduler"] == "fifo").unwrap()["apps"].as_array().unwrap();
+    let fifo_total: f64 =
+        fifo.iter().filter(|a| a["greedy"] == true).map(|a| a["throughput_mib_s"].as_f64().unwrap()).sum();
+    let of_fifo = ceiling["of_fifo"].as_f64().unwrap();
+    assert!((of_fifo - mib_s / fifo_total).abs() <= 1e-9 * of_fifo.max(1.0), "{ceiling}");
+    assert!(
+        stdout.contains(&format!("share ceiling: {mib_s:.1} MiB/s ({of_fifo:.2} of fifo's aggregate here)")),
+        "{stdout}"
+    );
 }

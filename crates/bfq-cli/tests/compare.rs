@@ -136,6 +136,12 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
     let alone = doc["alone"]["apps"].as_array().expect("figures alone");
     assert_eq!(alone.len(), 3, "a, b and the start-up: {alone:?}");
     assert!(alone[2]["startup_s"].as_f64().is_some_and(|t| t > 0.0), "{alone:?}");
+    // The job's share ceiling, against the engine's FIFO run (tests/alone.rs checks its value).
+    let ceiling = &doc["share_ceiling"];
+    assert!(ceiling["mib_s"].as_f64().is_some_and(|c| c > 0.0), "{ceiling}");
+    assert!(ceiling["of_fifo"].as_f64().is_some_and(|x| x > 0.0), "{ceiling}");
+    assert!(["a", "b"].contains(&ceiling["capped_first"].as_str().unwrap()), "{ceiling}");
+    assert!(stdout.contains("share ceiling: "), "{stdout}");
     // The kernel side replays the start-up as S does (`bfq replay-startup`): under none it completes.
     let none = &runs[3];
     let startup = none["apps"].as_array().unwrap().iter().find(|a| a["name"] == "startup-0").unwrap();

@@ -54,6 +54,28 @@ pub fn max_min_shares_by_class(weights: &[f64], caps: &[f64], classes: &[usize],
     share
 }
 
+/// The share ceiling: the largest aggregate at which no application's weighted max-min share is
+/// capped at its throughput alone, with the index of the application capped first above it (the
+/// least `caps[i] / weights[i]`); None with no application or with several classes (the ceiling of
+/// one class then depends on what the classes above it use).
+///
+/// Up to the ceiling every application is owed its weight's share. Above it, the application capped
+/// first is owed all it gets alone, beside everyone else's I/O: a device that slows a latency-bound
+/// reader with any greedy traffic beside it (both files of docs/fast-devices.md "The device's
+/// frontier") cannot give that, so no scheduler keeps every share within a few percent at an
+/// aggregate far above the ceiling. How far below FIFO's aggregate it lies says what holding the
+/// weights costs a job on a device.
+pub fn share_ceiling(weights: &[f64], caps: &[f64], classes: &[usize]) -> Option<(f64, usize)> {
+    if classes.windows(2).any(|w| w[0] != w[1]) {
+        return None;
+    }
+    let wsum: f64 = weights.iter().sum();
+    (0..weights.len())
+        .filter(|&i| weights[i] > 0.0)
+        .map(|i| (caps[i] * wsum / weights[i], i))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +109,28 @@ mod tests {
         // One class: the classless shares.
         let (w, c) = ([1.0, 1.0, 2.0], [10.0, 45.0, 1e9]);
         assert_eq!(max_min_shares_by_class(&w, &c, &[1, 1, 1], 200.0), max_min_shares(&w, &c, 200.0));
+    }
+
+    #[test]
+    fn the_share_ceiling_is_where_the_first_application_reaches_its_throughput_alone() {
+        // docs/fast-devices.md "The guarantee" and "Where both bars can hold": two random readers of
+        // weight 100 that read 85 MiB/s alone beside two sequential readers of weight 1000 that read
+        // 1,500: each random reader's share, 100/2200 of the aggregate, reaches 85 at 1,870 MiB/s.
+        let (w, c) = ([1000.0, 1000.0, 100.0, 100.0], [1500.0, 1500.0, 85.0, 85.0]);
+        let (ceiling, first) = share_ceiling(&w, &c, &[1, 1, 1, 1]).unwrap();
+        assert!((ceiling - 1870.0).abs() < 1e-9);
+        assert_eq!(first, 2);
+        // Below it nobody is capped: the shares are the weights' shares.
+        let s = max_min_shares(&w, &c, ceiling - 1.0);
+        assert!((s[2] - (ceiling - 1.0) / 22.0).abs() < 1e-9);
+        // Above it the random readers are owed what they read alone.
+        assert_eq!(max_min_shares(&w, &c, ceiling + 100.0)[2], 85.0);
+        // The weights the other way round (fast-seq-rand-1-4's 400 against 100): 85 x 1200 / 400.
+        let (w, c) =
+            ([100.0, 100.0, 100.0, 100.0, 400.0, 400.0], [1500.0, 1500.0, 1500.0, 1500.0, 85.0, 85.0]);
+        assert_eq!(share_ceiling(&w, &c, &[1; 6]).map(|x| x.0), Some(255.0));
+        // Several classes, or nobody: no ceiling.
+        assert_eq!(share_ceiling(&w, &c, &[0, 1, 1, 1, 1, 1]), None);
+        assert_eq!(share_ceiling(&[], &[], &[]), None);
     }
 }
