@@ -10,7 +10,7 @@ use bfq_sim::{run_job, Job, RunReport};
 use serde::Serialize;
 
 use super::runs::PAPER_BFQ_PARAMS;
-use bfq_sched::fairness::max_min_shares_by_class;
+use bfq_sched::fairness::{max_min_shares_by_class, share_ceiling};
 
 /// The jobs, embedded (the examples/ files of the same names).
 const JOBS: &[(&str, &str)] = &[
@@ -53,6 +53,11 @@ pub struct BeyondRow {
     pub startup_s: Option<f64>,
     /// The same start-up alone on the device (FIFO), s.
     pub startup_idle_s: Option<f64>,
+    /// The job's share ceiling over FIFO's aggregate (`bfq_sched::fairness::share_ceiling`, from the
+    /// applications alone; docs/fast-devices.md "The share ceiling"): below 0.80, issue 12's aggregate
+    /// and share bars hold together only if the application capped first reads beside the others as
+    /// fast as alone. None with several classes.
+    pub share_ceiling_vs_fifo: Option<f64>,
     /// Why the row is missing, if it is.
     pub error: Option<String>,
 }
@@ -132,6 +137,9 @@ pub fn run(duration_s: Option<u64>) -> Vec<BeyondRow> {
                 .map(|(a, f)| (a.throughput_mib_s / f - 1.0).abs() * 100.0)
                 .fold(0.0, f64::max);
             let fifo = *fifo_aggregate.get_or_insert(total);
+            let ceiling = share_ceiling(&weights, &caps, &classes)
+                .map(|(c, _)| c / fifo)
+                .filter(|x| x.is_finite() && fifo > 0.0);
             rows.push(BeyondRow {
                 job: name.to_string(),
                 scheduler: label.to_string(),
@@ -140,6 +148,7 @@ pub fn run(duration_s: Option<u64>) -> Vec<BeyondRow> {
                 max_share_error_pct: max_err,
                 startup_s: startup_time(&r),
                 startup_idle_s: startup_idle,
+                share_ceiling_vs_fifo: ceiling,
                 error: None,
             });
         }
@@ -156,6 +165,7 @@ fn missing(job: &str, scheduler: &str, error: String) -> BeyondRow {
         max_share_error_pct: f64::NAN,
         startup_s: None,
         startup_idle_s: None,
+        share_ceiling_vs_fifo: None,
         error: Some(error),
     }
 }
@@ -167,7 +177,8 @@ pub fn render(rows: &[BeyondRow]) -> String {
     let mut out = String::from(
         "== Beyond the papers: fast devices (simulated NVMe; docs/fast-devices.md; no verdicts) ==\n",
     );
-    let header = ["job", "scheduler", "MiB/s", "vs fifo", "share error", "start-up (idle)"].map(String::from);
+    let header = ["job", "scheduler", "MiB/s", "vs fifo", "share error", "start-up (idle)", "ceiling"]
+        .map(String::from);
     let measured = rows.iter().filter(|r| r.error.is_none()).map(|r| {
         let startup = match (r.startup_s, r.startup_idle_s) {
             (Some(s), Some(i)) => format!("{s:.3} s ({:.2}x)", s / i),
@@ -181,10 +192,19 @@ pub fn render(rows: &[BeyondRow]) -> String {
             format!("{:.2}", r.vs_fifo),
             format!("{:.0}%", r.max_share_error_pct),
             startup,
+            // Once per job, on its FIFO row (the same for every scheduler).
+            match r.share_ceiling_vs_fifo {
+                Some(c) if r.scheduler == "fifo" => format!("{c:.2}"),
+                _ => String::new(),
+            },
         ]
     });
     let align = [Align::Left, Align::Left, Align::Right];
     out.push_str(&table(std::iter::once(header.to_vec()).chain(measured), &align, 2));
+    out.push_str(
+        "  ceiling: the job's share ceiling over FIFO's aggregate, the largest aggregate at which every\n  \
+         greedy application is owed its weight's share (docs/fast-devices.md, \"The share ceiling\")\n",
+    );
     for r in rows {
         if let Some(e) = &r.error {
             let _ = writeln!(out, "  {} {}: not run: {e}", r.job, r.scheduler);
@@ -225,6 +245,19 @@ mod tests {
         // in-service reader is momentarily empty, injection fills the device with the others' reads,
         // and the in-service reader may lose what `inject_latency_ratio` (115%) tolerates: 34%
         // (docs/fast-devices.md, "Think times"). An open item of issue 12, not asserted away here.
+        // The share ceiling (docs/fast-devices.md "The share ceiling"): one per job, the same on
+        // every scheduler's row. fast-seq-rand-1-4's random readers (weight 400 of 1,200, a read at a
+        // time) reach what they read alone far below FIFO's aggregate; fast-seq-weights-1-10's
+        // sequential readers can each use the whole device.
+        for (name, _) in JOBS {
+            let ceilings: Vec<_> =
+                rows.iter().filter(|r| r.job == *name).map(|r| r.share_ceiling_vs_fifo).collect();
+            assert!(ceilings[0].is_some_and(|c| c > 0.0), "{name}: {ceilings:?}");
+            assert!(ceilings.iter().all(|c| *c == ceilings[0]), "{name}: {ceilings:?}");
+        }
+        let ceiling = |job: &str| rows.iter().find(|r| r.job == job).unwrap().share_ceiling_vs_fifo.unwrap();
+        assert!(ceiling("fast-seq-rand-1-4") < 0.5, "{}", ceiling("fast-seq-rand-1-4"));
+        assert!(ceiling("fast-seq-weights-1-10") > 1.0, "{}", ceiling("fast-seq-weights-1-10"));
         assert!(render(&rows).contains("Beyond the papers"));
     }
 }

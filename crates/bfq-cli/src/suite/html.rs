@@ -220,7 +220,7 @@ pub fn render(r: &SuiteResult) -> String {
     }
     if !r.beyond.is_empty() {
         h.push_str("<h2>Beyond the papers: fast devices (simulated NVMe, no verdicts)</h2><p>This project's BFQ beside the papers' BFQ (injection, waker detection and the shared-slot charge off) and FIFO; share error against weighted max-min fair shares (docs/fast-devices.md).</p>");
-        h.push_str("<table><tr><th>job</th><th>scheduler</th><th>MiB/s</th><th>vs fifo</th><th>max share error</th><th>start-up s (idle)</th></tr>");
+        h.push_str("<table><tr><th>job</th><th>scheduler</th><th>MiB/s</th><th>vs fifo</th><th>max share error</th><th>start-up s (idle)</th><th>share ceiling / fifo</th></tr>");
         for b in &r.beyond {
             let startup = match (b.startup_s, b.startup_idle_s) {
                 (Some(s), Some(i)) => format!("{s:.3} ({i:.3})"),
@@ -229,13 +229,14 @@ pub fn render(r: &SuiteResult) -> String {
             };
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td><td>{:.0}%</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td><td>{:.0}%</td><td>{}</td><td>{}</td></tr>",
                 esc(&b.job),
                 esc(&b.scheduler),
                 b.aggregate_mib_s,
                 b.vs_fifo,
                 b.max_share_error_pct,
-                startup
+                startup,
+                b.share_ceiling_vs_fifo.map_or_else(|| "-".to_string(), |c| format!("{c:.2}"))
             );
         }
         h.push_str("</table>");
