@@ -183,13 +183,11 @@ impl Alone {
         }
         errors
     }
-}
 
-impl Alone {
     /// The share ceiling of a run's greedy applications (`bfq_sched::fairness::share_ceiling`): the
-    /// largest aggregate at which none of them is owed more than its weight's share, in MiB/s, and
-    /// the application owed its throughput alone first above it. None with several classes or
-    /// without a figure alone for any of them.
+    /// largest aggregate at which each of them is owed its weight's share (none capped at its
+    /// throughput alone), in MiB/s, and the application owed its throughput alone first above it.
+    /// None with several classes or without a figure alone for any of them.
     pub fn share_ceiling(&self, report: &RunReport) -> Option<(f64, String)> {
         let greedy: Vec<_> = report.apps.iter().filter(|a| a.greedy).collect();
         let weights: Vec<f64> = greedy.iter().map(|a| f64::from(a.weight)).collect();

@@ -245,6 +245,7 @@ mod tests {
         // in-service reader is momentarily empty, injection fills the device with the others' reads,
         // and the in-service reader may lose what `inject_latency_ratio` (115%) tolerates: 34%
         // (docs/fast-devices.md, "Think times"). An open item of issue 12, not asserted away here.
+
         // The share ceiling (docs/fast-devices.md "The share ceiling"): one per job, the same on
         // every scheduler's row. fast-seq-rand-1-4's random readers (weight 400 of 1,200, a read at a
         // time) reach what they read alone far below FIFO's aggregate; fast-seq-weights-1-10's
