@@ -166,14 +166,8 @@ impl Alone {
     /// BFQ serves classes (a class gets what the classes above it cannot use). An application with
     /// no figure alone is taken as able to use any share.
     pub fn share_errors(&self, report: &RunReport) -> Vec<Option<f64>> {
-        let greedy: Vec<usize> = (0..report.apps.len()).filter(|&i| report.apps[i].greedy).collect();
-        let apps = || greedy.iter().map(|&i| &report.apps[i]);
-        let total: f64 = apps().map(|a| a.throughput_mib_s).sum();
-        let weights: Vec<f64> = apps().map(|a| f64::from(a.weight)).collect();
-        let caps: Vec<f64> =
-            apps().map(|a| self.of(&a.name).map_or(f64::INFINITY, |x| x.throughput_mib_s)).collect();
-        let classes: Vec<usize> =
-            apps().map(|a| a.class.parse::<bfq_sched::IoClass>().map_or(1, |c| c.index())).collect();
+        let Judged { greedy, weights, caps, classes } = self.judged(report);
+        let total: f64 = greedy.iter().map(|&i| report.apps[i].throughput_mib_s).sum();
         let fair = max_min_shares_by_class(&weights, &caps, &classes, total);
         let mut errors = vec![None; report.apps.len()];
         for (k, &i) in greedy.iter().enumerate() {
@@ -189,15 +183,32 @@ impl Alone {
     /// throughput alone), in MiB/s, and the application owed its throughput alone first above it.
     /// None with several classes or without a figure alone for any of them.
     pub fn share_ceiling(&self, report: &RunReport) -> Option<(f64, String)> {
-        let greedy: Vec<_> = report.apps.iter().filter(|a| a.greedy).collect();
-        let weights: Vec<f64> = greedy.iter().map(|a| f64::from(a.weight)).collect();
-        let caps: Vec<f64> =
-            greedy.iter().map(|a| self.of(&a.name).map_or(f64::INFINITY, |x| x.throughput_mib_s)).collect();
-        let classes: Vec<usize> =
-            greedy.iter().map(|a| a.class.parse::<bfq_sched::IoClass>().map_or(1, |c| c.index())).collect();
+        let Judged { greedy, weights, caps, classes } = self.judged(report);
         let (ceiling, first) = share_ceiling(&weights, &caps, &classes)?;
-        ceiling.is_finite().then(|| (ceiling, greedy[first].name.clone()))
+        ceiling.is_finite().then(|| (ceiling, report.apps[greedy[first]].name.clone()))
     }
+
+    /// A run's greedy applications as max-min fairness judges them. An application with no figure
+    /// alone is taken as able to use any share.
+    fn judged(&self, report: &RunReport) -> Judged {
+        let greedy: Vec<usize> = (0..report.apps.len()).filter(|&i| report.apps[i].greedy).collect();
+        let apps = || greedy.iter().map(|&i| &report.apps[i]);
+        Judged {
+            weights: apps().map(|a| f64::from(a.weight)).collect(),
+            caps: apps().map(|a| self.of(&a.name).map_or(f64::INFINITY, |x| x.throughput_mib_s)).collect(),
+            classes: apps().map(|a| a.class.parse::<bfq_sched::IoClass>().map_or(1, |c| c.index())).collect(),
+            greedy,
+        }
+    }
+}
+
+/// A run's greedy applications (indices into its report) with their weights, caps (throughput
+/// alone) and class indices, in that order.
+struct Judged {
+    greedy: Vec<usize>,
+    weights: Vec<f64>,
+    caps: Vec<f64>,
+    classes: Vec<usize>,
 }
 
 /// A job's share ceiling on its target, for the JSON outputs and the note under the table.

@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn the_share_ceiling_is_where_the_first_application_reaches_its_throughput_alone() {
-        // docs/fast-devices.md "The guarantee" and "Where both bars can hold": two random readers of
+        // docs/fast-devices.md "The guarantee" and "The share ceiling": two random readers of
         // weight 100 that read 85 MiB/s alone beside two sequential readers of weight 1000 that read
         // 1,500: each random reader's share, 100/2200 of the aggregate, reaches 85 at 1,870 MiB/s.
         let (w, c) = ([1000.0, 1000.0, 100.0, 100.0], [1500.0, 1500.0, 85.0, 85.0]);
