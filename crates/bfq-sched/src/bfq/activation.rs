@@ -56,16 +56,17 @@ impl Bfq {
         if raised == Some(RaiseKind::Interactive) {
             self.end_stale_raisings(t, now);
         }
+        let b_max = if sync { self.b_max_for(t) } else { self.b_max };
         let q = &mut self.queues[t as usize];
         if q.budget == 0 {
-            q.budget = budget::initial_budget(&self.cfg, self.b_max);
+            q.budget = budget::initial_budget(&self.cfg, b_max);
         }
         if !sync {
-            q.budget = self.b_max;
+            q.budget = b_max;
         }
         let coeff = if q.raising.active() { q.raising.coeff } else { 1 };
         let backshift = q.waited_until.take().filter(|&d| now <= d).map(|_| coeff);
-        let budget = q.budget.min(self.b_max);
+        let budget = q.budget.min(b_max);
         let class = q.spec.class.index();
         self.check_raising_end(t, now);
         let w = self.effective_weight(t);

@@ -12,7 +12,8 @@
 //!
 //! At expiry the queue is charged (its service, or more: [`budget`]), gets its next budget
 //! ([`budget`]), and B-WF2Q+ ([`wf2q`]) picks the next queue. The heuristics live in their own
-//! modules: [`peak_rate`], [`idling`], [`weight_raising`], [`merge`] (with the merging and splitting
+//! modules: [`peak_rate`], [`idling`], [`weight_raising`], [`budget_share`] (budgets sized by the
+//! share on a fast device), [`merge`] (with the merging and splitting
 //! bookkeeping), activation (`activation.rs`: raising and burst decisions when a queue becomes
 //! backlogged), symmetry (`symmetry.rs`: the busy-weight counts and the idling inputs), queue storage
 //! (`queue.rs`), the named timers ([`timers`]); the tunables in [`config`]; the bookkeeping of
@@ -34,6 +35,7 @@
 
 mod activation;
 pub mod budget;
+pub mod budget_share;
 pub mod burst;
 pub mod bypass;
 pub mod config;
@@ -125,6 +127,12 @@ pub struct Bfq {
     b_max: u64,
     last_position: u64,
     hw_tag: HwTag,
+    /// Random requests served faster than a spinning disk can (`share_horizon`).
+    seek_rate: budget_share::SeekRate,
+    /// The weights of the queues with a request arrived within [`budget_share::RECENT_WINDOW`], and
+    /// when they were counted (`share_horizon`).
+    recent_weight: u64,
+    recent_counted: Option<Instant>,
     weight_counts: IdMap<u64, u32>,
     /// Busy queues that are not weight-raised.
     busy_non_raised: usize,
@@ -196,6 +204,9 @@ impl Bfq {
             b_max,
             last_position: 0,
             hw_tag: HwTag::new(device.queue_depth),
+            seek_rate: budget_share::SeekRate::default(),
+            recent_weight: 0,
+            recent_counted: None,
             weight_counts: IdMap::default(),
             busy_non_raised: 0,
             busy_patterns: [0; 2],
@@ -347,8 +358,8 @@ impl Bfq {
             q.demand_peak = now_outstanding;
         }
         let q = &self.queues[s as usize];
-        let min = budget::min_budget(self.b_max);
-        let b = if q.sync { q.budget.clamp(min, self.b_max) } else { self.b_max };
+        let b_max = self.b_max_for(s);
+        let b = if q.sync { q.budget.clamp(budget::min_budget(b_max), b_max) } else { self.b_max };
         let mut timeout = self.cfg.timeout_sync;
         if self.raising_on()
             && self.cfg.weight_raising == WeightRaising::V7r8
@@ -443,7 +454,7 @@ impl Bfq {
         if self.peak.on_expiry(&self.cfg, svc.served_sectors, outcome.elapsed, seeky, reason) {
             self.b_max = budget::max_budget(&self.cfg, self.peak.rate);
         }
-        let next = budget::next_budget(&self.cfg, &outcome, self.b_max);
+        let next = budget::next_budget(&self.cfg, &outcome, self.b_max_for(s));
         {
             let q = &mut self.queues[s as usize];
             q.budget = next;
@@ -507,7 +518,8 @@ impl Bfq {
         for &(q, sectors, charged) in &injected {
             let extra = budget::injected_share(&self.cfg, outcome, full, sectors).saturating_sub(charged);
             if extra > 0 && self.wf2q.entity(q).state == EntityState::Active {
-                let b = self.queues[q as usize].budget.clamp(budget::min_budget(self.b_max), self.b_max);
+                let b_max = self.b_max_for(q);
+                let b = self.queues[q as usize].budget.clamp(budget::min_budget(b_max), b_max);
                 self.wf2q.served_out_of_turn(q, extra, b);
                 self.queues[q as usize].charged += extra;
             }
@@ -578,8 +590,8 @@ impl Bfq {
                     None => {}
                 }
             }
-            let q = &self.queues[s as usize];
-            let b = q.budget.clamp(budget::min_budget(self.b_max), self.b_max);
+            let b_max = self.b_max_for(s);
+            let b = self.queues[s as usize].budget.clamp(budget::min_budget(b_max), b_max);
             self.check_raising_end(s, now);
             let w = self.effective_weight(s);
             self.wf2q.reweight_waiting(s, w);
@@ -594,6 +606,10 @@ impl Bfq {
         self.check_raising_end(s, now);
         self.dispatched_total += 1;
         self.device_rate.on_dispatch(r.sectors(), now);
+        if self.cfg.share_horizon > 0 {
+            let random = self.queues[s as usize].seek.seeky(self.cfg.seeky_threshold);
+            self.seek_rate.on_dispatch(now, random);
+        }
         if let Some(svc) = self.service.as_ref() {
             self.queues[svc.slot as usize].turn_total_sectors += r.sectors();
         }
@@ -676,7 +692,7 @@ impl Scheduler for Bfq {
         if old_class != spec.class.index() && self.wf2q.entity(s).state == EntityState::Active {
             self.wf2q.remove(s);
             let w = self.effective_weight(s);
-            let b = self.queues[s as usize].budget.clamp(1, self.b_max);
+            let b = self.queues[s as usize].budget.clamp(1, self.b_max_for(s));
             self.wf2q.activate(s, spec.class.index(), w, b, None);
             self.set_busy(s, true);
             if let Some(svc) = self.service {
@@ -790,6 +806,7 @@ impl Scheduler for Bfq {
         self.live.insert(request.id, InFlight::queued(s, request.sync));
         self.queues[s as usize].first_io.get_or_insert(now);
         self.queues[s as usize].last_arrival = Some(now);
+        self.count_recent(now);
         let mut target = s;
         let mut recorded = false;
         if let Some(t) = self.queues[s as usize].merged_into {
