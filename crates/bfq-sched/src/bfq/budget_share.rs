@@ -20,9 +20,9 @@
 //! [`RECENT_WINDOW`]. At the default horizon of two timeouts, a queue alone keeps B_max (the formula
 //! is capped at it), and so do two of one weight; four of one weight get half of it each, and
 //! twenty-four of weights 100 and 300 a twenty-fourth and an eighth. All of the queue's own budget
-//! follows (the budget of its turns, its place in B-WF2Q+ in turn and out of
-//! it, the minimum budget and the feedback's steps); the charge by time and the lag allowed injected
-//! queues keep the device's B_max, since they stand for device time.
+//! follows (the budget of its turns, its place in B-WF2Q+ in turn and out of it, the minimum budget
+//! and the feedback's steps); the charge by time and the lag allowed injected queues keep the
+//! device's B_max, since they stand for device time.
 //!
 //! The weights are counted over a window rather than over the busy queues: the busy queues come and go
 //! with each idling decision and each completion of a latency-bound queue, and budgets tied to them

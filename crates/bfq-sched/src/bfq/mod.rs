@@ -606,7 +606,8 @@ impl Bfq {
         self.check_raising_end(s, now);
         self.dispatched_total += 1;
         self.device_rate.on_dispatch(r.sectors(), now);
-        if self.cfg.share_horizon > 0 {
+        // Only a device that says it is rotational needs telling apart, and only until it is.
+        if self.cfg.share_horizon > 0 && self.device.rotational && !self.seek_rate.fast {
             let random = self.queues[s as usize].seek.seeky(self.cfg.seeky_threshold);
             self.seek_rate.on_dispatch(now, random);
         }
