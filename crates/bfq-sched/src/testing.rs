@@ -494,6 +494,18 @@ impl SteadyLoad {
 /// Heap allocations made through [`CountingAllocator`] so far, by every thread.
 static ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+thread_local! {
+    /// The same, by this thread only (const-initialized, without destructor: reading it never
+    /// allocates, so the allocator may use it).
+    static THREAD_ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count_allocation() {
+    ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // `try_with`: a thread being torn down may still allocate; it is counted globally only.
+    let _ = THREAD_ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+}
+
 /// The system allocator, counting allocations and reallocations, for the "no allocation per request
 /// in steady state" tests (issue 7). A test binary installs it with
 /// `#[global_allocator] static GLOBAL: CountingAllocator = CountingAllocator;` and reads
@@ -504,7 +516,7 @@ pub struct CountingAllocator;
 // SAFETY: every call is forwarded unchanged to the system allocator; counting has no effect on memory.
 unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        count_allocation();
         // SAFETY: the caller's contract is the system allocator's.
         unsafe { std::alloc::System.alloc(layout) }
     }
@@ -515,7 +527,7 @@ unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        count_allocation();
         // SAFETY: as `dealloc`.
         unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
     }
@@ -524,4 +536,11 @@ unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
 /// Allocations counted by [`CountingAllocator`] so far (0 if it is not the global allocator).
 pub fn allocations() -> u64 {
     ALLOCATIONS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Allocations counted by [`CountingAllocator`] so far on the calling thread: for a measurement made
+/// on one thread, which the test harness's own threads (allocating as they start or report) must not
+/// disturb.
+pub fn thread_allocations() -> u64 {
+    THREAD_ALLOCATIONS.with(std::cell::Cell::get)
 }
