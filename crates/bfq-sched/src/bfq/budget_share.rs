@@ -110,6 +110,13 @@ impl Bfq {
         share_budget(self.b_max, self.cfg.share_horizon, self.cfg.timeout_sync, w, self.recent_weight)
     }
 
+    /// Queue `s`'s budget as B-WF2Q+ counts it (its turn's budget, its finish time in turn and out of
+    /// it): its budget within the minimum budget and B_max of [`Self::b_max_for`].
+    pub(super) fn tree_budget(&self, s: u32) -> u64 {
+        let b_max = self.b_max_for(s);
+        self.queues[s as usize].budget.clamp(budget::min_budget(b_max), b_max)
+    }
+
     /// Recounts W_recent, at most once every [`RECENT_RECOUNT`].
     pub(super) fn count_recent(&mut self, now: Instant) {
         if self.cfg.share_horizon == 0

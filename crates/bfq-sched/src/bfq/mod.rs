@@ -358,8 +358,7 @@ impl Bfq {
             q.demand_peak = now_outstanding;
         }
         let q = &self.queues[s as usize];
-        let b_max = self.b_max_for(s);
-        let b = if q.sync { q.budget.clamp(budget::min_budget(b_max), b_max) } else { self.b_max };
+        let b = if q.sync { self.tree_budget(s) } else { self.b_max };
         let mut timeout = self.cfg.timeout_sync;
         if self.raising_on()
             && self.cfg.weight_raising == WeightRaising::V7r8
@@ -518,8 +517,7 @@ impl Bfq {
         for &(q, sectors, charged) in &injected {
             let extra = budget::injected_share(&self.cfg, outcome, full, sectors).saturating_sub(charged);
             if extra > 0 && self.wf2q.entity(q).state == EntityState::Active {
-                let b_max = self.b_max_for(q);
-                let b = self.queues[q as usize].budget.clamp(budget::min_budget(b_max), b_max);
+                let b = self.tree_budget(q);
                 self.wf2q.served_out_of_turn(q, extra, b);
                 self.queues[q as usize].charged += extra;
             }
@@ -590,8 +588,7 @@ impl Bfq {
                     None => {}
                 }
             }
-            let b_max = self.b_max_for(s);
-            let b = self.queues[s as usize].budget.clamp(budget::min_budget(b_max), b_max);
+            let b = self.tree_budget(s);
             self.check_raising_end(s, now);
             let w = self.effective_weight(s);
             self.wf2q.reweight_waiting(s, w);
