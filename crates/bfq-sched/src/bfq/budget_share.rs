@@ -54,30 +54,50 @@ pub const SEEK_RATE_WINDOW: Nanos = 100 * MSEC;
 /// file in RAM serves thousands.
 pub const FAST_SEEKS: u32 = 200;
 
-/// Whether the device has been seen serving random requests faster than a spinning disk can. Requests
-/// of queues detected as random count (their own seeks; interleaved sequential streams are not seeks
-/// to a disk that reads ahead); once [`FAST_SEEKS`] were dispatched within one window the device is
-/// taken as not a spinning disk for good, since a disk never gets there.
+/// Sectors dispatched in one [`SEEK_RATE_WINDOW`] that no spinning disk streams: 160,000 (78 MiB), i.e.
+/// about 800 MB/s. The fastest disks stream about 280 MB/s from their outer tracks, dual-actuator ones
+/// about 550; a flash drive or a virtual disk backed by one streams several times that.
+pub const FAST_STREAM_SECTORS: u64 = 160_000;
+
+/// Whether the device has been seen serving faster than a spinning disk can: random requests faster
+/// than seeks allow (`fast`), or any requests at more bytes a second than a disk streams
+/// (`streams_fast`). Requests of queues detected as random count as seeks (their own seeks;
+/// interleaved sequential streams are not seeks to a disk that reads ahead); once [`FAST_SEEKS`] were
+/// dispatched within one window the device is taken as not a spinning disk for good, since a disk never
+/// gets there, and likewise once [`FAST_STREAM_SECTORS`] were.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SeekRate {
     window_start: Instant,
     seeks: u32,
+    sectors: u64,
     /// Seen serving random requests faster than a spinning disk can.
     pub fast: bool,
+    /// Seen streaming more bytes a second than a spinning disk can.
+    pub streams_fast: bool,
 }
 
 impl SeekRate {
-    /// A request was dispatched at `now`; `random` if its queue is detected as random.
-    pub fn on_dispatch(&mut self, now: Instant, random: bool) {
-        if self.fast || !random {
+    /// A request of `sectors` was dispatched at `now`; `random` if its queue is detected as random.
+    pub fn on_dispatch(&mut self, now: Instant, random: bool, sectors: u64) {
+        if self.fast && self.streams_fast {
             return;
         }
         if now.saturating_since(self.window_start) >= SEEK_RATE_WINDOW {
             self.window_start = now;
             self.seeks = 0;
+            self.sectors = 0;
         }
-        self.seeks += 1;
-        self.fast = self.seeks >= FAST_SEEKS;
+        if random {
+            self.seeks += 1;
+        }
+        self.sectors += sectors;
+        self.fast |= self.seeks >= FAST_SEEKS;
+        self.streams_fast |= self.sectors >= FAST_STREAM_SECTORS;
+    }
+
+    /// Whether the device is known not to be a spinning disk, by either measure.
+    pub fn not_a_disk(&self) -> bool {
+        self.fast || self.streams_fast
     }
 }
 
@@ -163,18 +183,34 @@ mod tests {
         let mut s = SeekRate::default();
         // 199 random requests in 100 ms, then a pause: what a disk reordering a deep queue might do.
         for i in 0..199 {
-            s.on_dispatch(Instant::from_nanos(i * 500_000), true);
+            s.on_dispatch(Instant::from_nanos(i * 500_000), true, 8);
         }
         assert!(!s.fast);
         // Sequential requests never count.
         for i in 0..10_000 {
-            s.on_dispatch(Instant::from_nanos(200 * MSEC + i * 1_000), false);
+            s.on_dispatch(Instant::from_nanos(200 * MSEC + i * 1_000), false, 8);
         }
         assert!(!s.fast);
         // 200 random requests within one window: 2,000 a second.
         for i in 0..200 {
-            s.on_dispatch(Instant::from_nanos(SEC + i * 400_000), true);
+            s.on_dispatch(Instant::from_nanos(SEC + i * 400_000), true, 8);
         }
         assert!(s.fast);
+        assert!(!s.streams_fast, "1.6 MiB in 100 ms");
+    }
+
+    #[test]
+    fn a_stream_faster_than_any_disk_marks_the_device_as_not_a_disk_by_bytes() {
+        // Sequential 128 KiB reads (256 sectors): 300 MB/s, a fast disk's outer tracks, for a second.
+        let mut s = SeekRate::default();
+        for i in 0..2_300 {
+            s.on_dispatch(Instant::from_nanos(i * 435_000), false, 256);
+        }
+        assert!(!s.not_a_disk(), "a disk's streaming rate");
+        // 1 GB/s (a 128 KiB read every 131 us) within one window: not a disk.
+        for i in 0..700 {
+            s.on_dispatch(Instant::from_nanos(2 * SEC + i * 131_000), false, 256);
+        }
+        assert!(s.streams_fast && !s.fast && s.not_a_disk());
     }
 }

@@ -263,9 +263,10 @@ pub struct BfqConfig {
     /// (docs/fast-devices.md, "A deep random queue charged by its time").
     pub deep_charge_service: bool,
     /// `drain_grace` (1): a synchronous random queue that keeps more requests outstanding than a
-    /// latency-bound one and drains for a moment while it is cut off or waiting keeps its place in
-    /// B-WF2Q+ for `slice_idle`, and is idled for if selected in that time (beyond the seeds:
-    /// `bfq::grace`). 0 = it leaves the tree at once, as in the seeds and the kernel.
+    /// latency-bound one, or (not on a spinning disk) a synchronous queue of few large requests, that
+    /// drains for a moment while it is cut off or waiting keeps its place in B-WF2Q+ for `slice_idle`,
+    /// and is idled for if selected in that time (beyond the seeds: `bfq::grace`). 0 = it leaves the
+    /// tree at once, as in the seeds and the kernel.
     pub drain_grace: bool,
     /// `pattern_asymmetry` (1): a random synchronous queue that keeps more requests outstanding than
     /// a latency-bound one (`bypass_depth`) is idled for as in an asymmetric scenario while a

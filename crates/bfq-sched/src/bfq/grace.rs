@@ -26,19 +26,35 @@
 //! the engine on a file in RAM) lost 15-20 % of their throughput, their slots collapsing to the
 //! minimum budget as each was selected drained and ended its slot with little service; not traced
 //! further.
+//!
+//! Except a queue of few large requests: latency-bound (at most `bypass_depth` outstanding) with
+//! requests larger than a light queue's (`guard::small_requests`), sequential or not. Served
+//! by injection, such a queue drains at each completion and is back within microseconds; leaving the
+//! tree each time, it kept at most one budget of lag against V (the back-shift), while V moved at the
+//! in-service queue's pace. Two readers of one 128 KiB read at a time, weights 1:3, on this machine's
+//! disk file (fast-sync-pair-1-3): the light one was never selected, and in some runs got a fifth of
+//! the bytes (docs/fast-devices.md, "fast-sync-pair-1-3's shares on the disk file"). Not on a
+//! spinning disk (its rotational flag, unless it was seen serving faster than a disk can,
+//! `budget_share::SeekRate`): there each of ten such readers kept its place between its reads, the
+//! ones injected into a start-up's slot were spread over more of them (a seek each), and xterm's
+//! start-up beside them on the papers' disk with command queueing took 0.934 s against 0.782
+//! (docs/fast-devices.md, "The grace for few large reads, on devices that are not disks").
 
 use super::*;
 
 impl Bfq {
-    /// Whether queue `s`, drained while cut off or waiting, keeps its place for `slice_idle`.
+    /// Whether queue `s`, drained while cut off or waiting, keeps its place for `slice_idle`: a deep
+    /// random queue, or one of few large requests (module doc).
     pub(super) fn drain_grace_applies(&self, s: u32) -> bool {
         let q = &self.queues[s as usize];
         self.cfg.drain_grace
             && self.cfg.v1_heuristics
             && self.cfg.slice_idle > 0
             && q.sync
-            && q.seek.seeky(self.cfg.seeky_threshold)
-            && self.deeper_than_latency_bound(s)
+            && ((q.seek.seeky(self.cfg.seeky_threshold) && self.deeper_than_latency_bound(s))
+                || (self.latency_bound(s)
+                    && !super::guard::small_requests(q, self.cfg.bypass_depth as usize)
+                    && (!self.device.rotational || self.seek_rate.not_a_disk())))
     }
 
     /// Queue `s` drained at `now` and keeps its place until `slice_idle` from now.

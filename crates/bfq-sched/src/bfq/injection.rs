@@ -1590,6 +1590,47 @@ mod tests {
     }
 
     #[test]
+    fn a_waiting_reader_of_few_large_reads_keeps_its_place_between_them() {
+        // `drain_grace` (beyond the seeds; `bfq::grace`, docs/fast-devices.md "fast-sync-pair-1-3's
+        // shares on the disk file"): a queue served by injection that drains at each completion
+        // leaves B-WF2Q+ there, and back in time it keeps at most one budget of lag against V, which
+        // moves at the in-service queue's pace meanwhile: the light reader of two readers of one
+        // 128 KiB read each (weights 1:3) was never selected and got a fifth of the bytes in some runs
+        // on the disk file. One large read at a time keeps its place for `slice_idle`, as a deep random
+        // queue does; one small read at a time leaves at once (the bypass and the latency guard rely
+        // on it), and so does every queue with `drain_grace` off.
+        use crate::Scheduler;
+        // `device`: "flash" (not rotational), "disk" (rotational, never seen faster than a disk) or
+        // "fast-rotational" (says it is rotational, seen streaming faster than a disk can).
+        let stays_on = |request_sectors: u64, grace: bool, device: &str| {
+            let setup = Setup { demand: 4, light_shallow: true, ..Setup::default() };
+            let (mut b, light, _heavy, now) = greedy_in_service_with(setup);
+            b.cfg.drain_grace = grace;
+            b.device.rotational = device != "flash";
+            if device == "fast-rotational" {
+                b.seek_rate.streams_fast = true;
+            }
+            // Both of its reads injected, then completed: it has drained while waiting.
+            let first = b.inject_from(light, now).expect("its first read is injected");
+            let second = b.inject_from(light, now).expect("its second read is injected");
+            let q = &mut b.queues[light as usize];
+            (q.demand, q.demand_peak, q.mean_request_sectors) = (2, 2, request_sectors);
+            b.complete(&first, now.saturating_add(130_000));
+            b.complete(&second, now.saturating_add(140_000));
+            b.wf2q.entity(light).state == EntityState::Active
+        };
+        let stays = |request_sectors, grace| stays_on(request_sectors, grace, "flash");
+        assert!(stays(256, true), "128 KiB reads, at most two at a time: keeps its place");
+        assert!(!stays(8, true), "4 KiB reads: leaves at once");
+        assert!(!stays(256, false), "with drain_grace off: leaves at once");
+        // On a spinning disk, where it made the papers' start-ups beside ten such readers slower, it
+        // leaves at once; a device that says it is rotational but streams faster than a disk can
+        // (this machine's virtual disk) is not one.
+        assert!(!stays_on(256, true, "disk"), "on a spinning disk: leaves at once");
+        assert!(stays_on(256, true, "fast-rotational"), "rotational flag, flash speed: keeps its place");
+    }
+
+    #[test]
     fn a_tenant_ahead_of_another_groups_in_service_tenant_is_not_injected_while_that_one_pays() {
         // Seed 003 sec. V (groups) with `inject_within_share`: two tenants of `bfq serve`, each a
         // connection alone in its export's group (weights 100 and 1,000). The rule compares the two

@@ -604,9 +604,9 @@ impl Bfq {
         self.dispatched_total += 1;
         self.device_rate.on_dispatch(r.sectors(), now);
         // Only a device that says it is rotational needs telling apart, and only until it is.
-        if self.cfg.share_horizon > 0 && self.device.rotational && !self.seek_rate.fast {
+        if (self.cfg.share_horizon > 0 || self.cfg.drain_grace) && self.device.rotational {
             let random = self.queues[s as usize].seek.seeky(self.cfg.seeky_threshold);
-            self.seek_rate.on_dispatch(now, random);
+            self.seek_rate.on_dispatch(now, random, r.sectors());
         }
         if let Some(svc) = self.service.as_ref() {
             self.queues[svc.slot as usize].turn_total_sectors += r.sectors();
