@@ -94,8 +94,10 @@ fn run_alone_judges_each_run_by_weighted_max_min_shares_capped_at_each_applicati
     assert_eq!(term["startup_s"].as_f64().unwrap(), times[1], "the median");
 
     // Each run's errors: the greedy applications only, and shares with the water-filling's
-    // properties (they add up to what the applications got; none above its cap alone; those below
-    // their caps at one level of share per weight).
+    // properties (they add up to what the applications got, or to the sum of their caps when that is
+    // less: on a file in RAM two readers together can get more than each alone, and a clean-clone CI
+    // run on 2026-12-03 had every application capped, shares 1,912 of 2,196 MiB/s; none above its cap
+    // alone; those below their caps at one level of share per weight).
     let errors = doc["max_min_share_errors_pct"].as_array().expect("max-min errors");
     let reports = doc["runs"].as_array().unwrap();
     assert_eq!(errors.len(), reports.len());
@@ -111,7 +113,8 @@ fn run_alone_judges_each_run_by_weighted_max_min_shares_capped_at_each_applicati
         let fair = |n: &str| got(n) / (1.0 + errors[n].as_f64().unwrap() / 100.0);
         let total: f64 = names.iter().map(|n| got(n)).sum();
         let shares: f64 = names.iter().map(|n| fair(n)).sum();
-        assert!((shares - total).abs() <= 1e-6 * total, "shares {shares} of {total}");
+        let owed = total.min(names.iter().map(|n| cap(n)).sum());
+        assert!((shares - owed).abs() <= 1e-6 * owed, "shares {shares} of {total} (caps: {owed})");
         let mut levels = Vec::new();
         for n in &names {
             assert!(fair(n) <= cap(n) * (1.0 + 1e-9), "{n}: share {} over its {} alone", fair(n), cap(n));
