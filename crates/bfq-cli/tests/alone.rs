@@ -114,7 +114,10 @@ fn run_alone_judges_each_run_by_weighted_max_min_shares_capped_at_each_applicati
         let total: f64 = names.iter().map(|n| got(n)).sum();
         let shares: f64 = names.iter().map(|n| fair(n)).sum();
         let owed = total.min(names.iter().map(|n| cap(n)).sum());
-        assert!((shares - owed).abs() <= 1e-6 * owed, "shares {shares} of {total} (caps: {owed})");
+        assert!(
+            (shares - owed).abs() <= 1e-6 * owed,
+            "shares {shares}, owed {owed} (the least of {total} and the caps' sum)"
+        );
         let mut levels = Vec::new();
         for n in &names {
             assert!(fair(n) <= cap(n) * (1.0 + 1e-9), "{n}: share {} over its {} alone", fair(n), cap(n));
