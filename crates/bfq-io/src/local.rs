@@ -145,28 +145,57 @@ impl LocalEngine {
     /// With `wait`, blocks until at least one request has finished, unless none is pending; an idling
     /// scheduler is woken at its deadline. Returns how many completions were appended.
     pub fn poll(&mut self, wait: bool, out: &mut Vec<LocalCompletion>) -> Result<usize, EngineError> {
+        self.poll_inner(wait, None, out)
+    }
+
+    /// [`LocalEngine::poll`] with `wait`, but waiting no later than `until` (engine clock,
+    /// [`LocalEngine::now`]): for a caller that also has timers of its own (an application's think
+    /// time), which must not wait for the next completion past them.
+    pub fn poll_until(&mut self, until: Nanos, out: &mut Vec<LocalCompletion>) -> Result<usize, EngineError> {
+        self.poll_inner(true, Some(until), out)
+    }
+
+    /// The engine's clock: nanoseconds since it was opened (the clock of [`LocalEngine::poll_until`]
+    /// and of the scheduler).
+    pub fn now(&self) -> Nanos {
+        self.core.now()
+    }
+
+    fn poll_inner(
+        &mut self,
+        wait: bool,
+        until: Option<Nanos>,
+        out: &mut Vec<LocalCompletion>,
+    ) -> Result<usize, EngineError> {
         let before = out.len();
         out.append(&mut self.refused);
         loop {
             let now = self.core.now();
             self.deadline = self.core.pump(now)?;
+            let wait = wait && until.map_or(true, |u| now < u);
+            // The scheduler's deadline or the caller's, whichever comes first.
+            let wake_at = match (self.deadline, until) {
+                (Some(d), Some(u)) => Some(d.min(u)),
+                (d, u) => d.or(u),
+            };
             let want = usize::from(wait && out.len() == before && self.core.in_flight() > 0);
             // Idling with nothing in flight: sleep until the scheduler's deadline, then ask again.
             let idle_only =
                 wait && out.len() == before && self.core.in_flight() == 0 && self.core.queued() > 0;
             if idle_only {
-                let Some(deadline) = self.deadline else {
+                if self.deadline.is_none() {
                     // Requests queued, nothing in flight and no deadline: the scheduler holds them for
                     // an event that cannot come (scheduler.rs rules this out); report, do not hang.
                     return Err(EngineError::Stalled { queued: self.core.queued() });
-                };
-                let wait_ns = deadline.saturating_sub(now);
+                }
+                let wait_ns = wake_at.unwrap_or(now).saturating_sub(now);
                 std::thread::sleep(std::time::Duration::from_nanos(wait_ns.max(1000)));
                 continue;
             }
-            self.core.submit_and_wait(want, if want > 0 { self.deadline } else { None })?;
+            self.core.submit_and_wait(want, if want > 0 { wake_at } else { None })?;
             self.core.reap(|queue, user_data, result| out.push(LocalCompletion { user_data, queue, result }));
-            if !wait || out.len() > before || self.pending() == 0 {
+            let timed_out = until.is_some_and(|u| self.core.now() >= u);
+            if !wait || timed_out || out.len() > before || self.pending() == 0 {
                 return Ok(out.len() - before);
             }
         }

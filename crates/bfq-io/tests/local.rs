@@ -216,3 +216,40 @@ fn local_engine_refuses_empty_discards_and_write_zeroes_before_the_kernel() {
     let stats = engine.finish(&mut Vec::new()).unwrap();
     assert_eq!((stats.completed, stats.failed), (2, 0));
 }
+
+/// `poll_until` gives the caller its thread back at its own deadline while the scheduler holds a
+/// request: BFQ idles for a synchronous queue that just emptied (seed 000 sec. 3.1, `slice_idle`
+/// 200 ms here, no injection, no weight raising: a raised newcomer would preempt) and keeps another
+/// queue's request back meanwhile. A `poll(true)` would
+/// wait out the idling and return that request; `poll_until` a millisecond ahead returns with
+/// nothing, the request still pending, and a later poll gets it (the caller's timers, an
+/// application's think time in `bfq run`, are not held up by the scheduler's idling).
+#[test]
+fn poll_until_returns_at_the_callers_deadline_while_the_scheduler_idles() {
+    let file = TempFile::new("poll-until", 16 * 4096);
+    let mut cfg = config("bfq", 4);
+    cfg.params = vec![
+        ("slice_idle".into(), "200ms".into()),
+        ("injection".into(), "0".into()),
+        ("low_latency".into(), "0".into()),
+    ];
+    let mut engine = LocalEngine::open(&file.0, cfg).unwrap();
+    // Unequal weights: idling is what keeps the heavier queue's share (without it, nothing to hold).
+    engine.configure_queue(QueueId(1), QueueSpec::with_weight(300)).unwrap();
+    engine.configure_queue(QueueId(2), QueueSpec::with_weight(100)).unwrap();
+    engine.read(QueueId(1), 0, AlignedBuf::zeroed(4096), true, 1);
+    let mut out = Vec::new();
+    while out.is_empty() {
+        engine.poll(true, &mut out).unwrap();
+    }
+    assert_eq!(out[0].user_data, 1);
+    // Queue 1 is empty and idled for; queue 2's read waits behind the idling.
+    engine.read(QueueId(2), 4096, AlignedBuf::zeroed(4096), true, 2);
+    out.clear();
+    let got = engine.poll_until(engine.now() + 1_000_000, &mut out).unwrap();
+    assert_eq!((got, engine.pending()), (0, 1), "returned at the caller's deadline, the read held back");
+    let rest = drain(&mut engine);
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].user_data, 2);
+    assert!(rest[0].result.is_ok());
+}

@@ -1,15 +1,15 @@
-//! Drives one of the workload crate's applications (`bfq_workload::apps`) in real time through the
-//! engine: the same request generators the simulator drives in virtual time, so a job issues the same
+//! Drives the workload crate's applications (`bfq_workload::apps`) in real time through the engine:
+//! the same request generators the simulator drives in virtual time, so a job issues the same
 //! requests, offset by offset, under `bfq sim`, `bfq run` and the engine columns of `bfq compare`
 //! (issue 15 part 1).
 //!
-//! One thread per application runs a small event loop: it submits what the application asks for,
-//! waits for a completion or for its next timer (the tickets are futures; each wakes this thread with
-//! its slot number), and hands completions and timers back to the application, as the simulator's
-//! event loop does. Each process of the application takes its completions in the order it issued its
-//! requests (a reader consumes its read-ahead in file order) and is woken by its oldest request only:
-//! the later ones are usually done by then, so one wake-up serves several completions (a wake-up per
-//! completion cost a tenth of the IOPS of a 2-core machine on a RAM-backed target).
+//! Every application of a run is driven from one thread, the thread that owns the engine (a
+//! [`LocalEngine`]): the run's loop waits for completions or the next timer, hands each completion to
+//! its application as it comes (in completion order, as the simulator's event loop does) and submits
+//! what the application asks for at once. Nothing crosses a thread between a completion and the next
+//! request. (With a thread per application and the engine on a thread of its own, each request
+//! cost two hand-offs between threads: on a 2-core VM a sequential reader kept its requests on the
+//! device only 55 % of the time, 8.7 of 16 on average against fio's 14.3, docs/performance.md.)
 //!
 //! Two things differ from the simulator, both because a real target is opened with O_DIRECT:
 //! - positions and sizes are widened to the engine's alignment ([`ALIGN`], 4 KiB): the generators'
@@ -20,14 +20,10 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::Thread;
+use std::sync::Arc;
 use std::time::Instant;
 
-use bfq_io::{AlignedBuf, Client, IoError, Ticket, ALIGN};
+use bfq_io::{AlignedBuf, Completion, IoError, LocalEngine, ALIGN};
 use bfq_sched::{Nanos, Op, QueueId, RequestId, MSEC};
 use bfq_workload::apps::{App, Ctx, NewRequest, PageCache};
 use bfq_workload::metrics::{LatencyHistogram, ThroughputSeries};
@@ -66,33 +62,10 @@ pub(crate) struct AppStats {
 
 /// A request in flight.
 struct InFlight {
-    ticket: Ticket,
     request: NewRequest,
     inserted: Nanos,
     /// Written for the application's dirty data (counts against the write window).
     dirty: bool,
-}
-
-/// Completions wake the driver thread with the slot of their request.
-struct Wakeups {
-    slots: Mutex<Vec<usize>>,
-    thread: Thread,
-}
-
-struct SlotWaker {
-    slot: usize,
-    wakeups: Arc<Wakeups>,
-}
-
-impl Wake for SlotWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.wakeups.slots.lock().unwrap_or_else(|e| e.into_inner()).push(self.slot);
-        self.wakeups.thread.unpark();
-    }
 }
 
 /// The real runner's page cache: none. Dirtied data is queued for an immediate write, within a window.
@@ -120,17 +93,42 @@ pub fn aligned(offset: u64, len: u32) -> (u64, u64) {
     (start, end - start)
 }
 
-/// One application's event loop.
+/// The engine's `user_data` of a request: its application's index and its slot in that application's
+/// table of requests in flight.
+pub(crate) fn user_data(app: usize, slot: usize) -> u64 {
+    ((app as u64) << 32) | slot as u64
+}
+
+/// The application's index and the slot of a `user_data` made by [`user_data`].
+pub(crate) fn split_user_data(user_data: u64) -> (usize, usize) {
+    ((user_data >> 32) as usize, (user_data & 0xffff_ffff) as usize)
+}
+
+/// One application's state in the run's loop (`engine_run::run_job`).
 pub(crate) struct Driver {
-    pub index: usize,
-    pub app: Box<dyn App>,
-    pub rng: SimRng,
-    pub clients: Vec<Client>,
-    pub window: u32,
-    pub clock: Arc<Clock>,
-    pub bucket: Nanos,
+    index: usize,
+    app: Box<dyn App>,
+    rng: SimRng,
+    /// The engine queue of each of the application's processes.
+    queues: Vec<QueueId>,
+    clock: Arc<Clock>,
     /// Keep every request submitted, in order (`RunOptions::request_log`).
-    pub keep_requests: bool,
+    keep_requests: bool,
+    stats: AppStats,
+    slots: Vec<Option<InFlight>>,
+    free: Vec<usize>,
+    in_flight: usize,
+    /// Per queue of the application: its requests in flight.
+    outstanding: Vec<u64>,
+    buffers: bfq_sched::IdMap<usize, Vec<AlignedBuf>>,
+    timers: BinaryHeap<Reverse<(Nanos, u64, u64)>>,
+    timer_seq: u64,
+    requests: Vec<NewRequest>,
+    new_timers: Vec<(Nanos, u64)>,
+    writes: DirectWrites,
+    measuring: bool,
+    /// Finished or failed: no more calls into the application.
+    stopped: bool,
 }
 
 /// One request as submitted to the engine: the application's queue index, the operation, and the
@@ -148,214 +146,230 @@ pub struct Submitted {
 }
 
 impl Driver {
-    /// Runs the application until it finishes, fails or the run ends; returns it with what it measured.
-    pub fn run(mut self) -> (Box<dyn App>, AppStats) {
-        let wakeups = Arc::new(Wakeups { slots: Mutex::new(Vec::new()), thread: std::thread::current() });
-        let mut stats = AppStats {
+    /// An application of the run, its processes on engine `queues` (configured by the caller),
+    /// at most `window` writes of dirtied data in flight, throughput counted in buckets of `bucket`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        index: usize,
+        app: Box<dyn App>,
+        rng: SimRng,
+        queues: Vec<QueueId>,
+        window: u32,
+        clock: Arc<Clock>,
+        bucket: Nanos,
+        keep_requests: bool,
+    ) -> Driver {
+        let stats = AppStats {
             requests: 0,
             bytes_read: 0,
             bytes_written: 0,
             latency: LatencyHistogram::new(),
             read_latency: LatencyHistogram::new(),
             write_latency: LatencyHistogram::new(),
-            series: ThroughputSeries::new(self.clock.warmup, self.bucket.max(MSEC)),
-            queues: vec![(0, 0, 0); self.clients.len()],
+            series: ThroughputSeries::new(clock.warmup, bucket.max(MSEC)),
+            queues: vec![(0, 0, 0); queues.len()],
             error: None,
             stopped: 0,
             submitted: Vec::new(),
         };
-        let mut slots: Vec<Option<InFlight>> = Vec::new();
-        // One waker per slot, made once: slots are reused, so are their wakers.
-        let mut wakers: Vec<Waker> = Vec::new();
-        let mut free: Vec<usize> = Vec::new();
-        // Per process (queue of the application): its requests in flight, oldest first.
-        let mut order: Vec<std::collections::VecDeque<usize>> =
-            vec![std::collections::VecDeque::new(); self.clients.len()];
-        let mut outstanding = vec![0u64; self.clients.len()];
-        let mut buffers: bfq_sched::IdMap<usize, Vec<AlignedBuf>> = bfq_sched::IdMap::default();
-        let mut timers: BinaryHeap<Reverse<(Nanos, u64, u64)>> = BinaryHeap::new();
-        let mut timer_seq = 0u64;
-        let mut requests: Vec<NewRequest> = Vec::new();
-        let mut new_timers: Vec<(Nanos, u64)> = Vec::new();
-        let mut writes = DirectWrites { window: self.window.max(1), in_flight: 0, to_write: Vec::new() };
-        let mut measuring = self.clock.warmup == 0;
-        if measuring {
+        Driver {
+            index,
+            app,
+            rng,
+            outstanding: vec![0; queues.len()],
+            queues,
+            clock,
+            keep_requests,
+            stats,
+            slots: Vec::new(),
+            free: Vec::new(),
+            in_flight: 0,
+            buffers: bfq_sched::IdMap::default(),
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            requests: Vec::new(),
+            new_timers: Vec::new(),
+            writes: DirectWrites { window: window.max(1), in_flight: 0, to_write: Vec::new() },
+            measuring: false,
+            stopped: false,
+        }
+    }
+
+    /// Whether the application is done with (finished with nothing in flight, or failed).
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// When its next timer is due, if it has one.
+    pub fn next_timer(&self) -> Option<Nanos> {
+        if self.stopped {
+            return None;
+        }
+        self.timers.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    /// Calls the application, then submits what it asked for.
+    fn call(&mut self, now: Nanos, engine: &mut LocalEngine, f: impl FnOnce(&mut dyn App, &mut Ctx)) {
+        {
+            let mut ctx = Ctx::new(
+                now,
+                &mut self.rng,
+                &mut self.requests,
+                &mut self.new_timers,
+                &mut self.writes,
+                self.index,
+            );
+            f(self.app.as_mut(), &mut ctx);
+        }
+        for (at, token) in self.new_timers.drain(..) {
+            self.timer_seq += 1;
+            self.timers.push(Reverse((at, self.timer_seq, token)));
+        }
+        self.writes.in_flight += self.writes.to_write.len() as u32;
+        let dirty_from = self.requests.len();
+        self.requests.append(&mut self.writes.to_write);
+        let requests = std::mem::take(&mut self.requests);
+        for (k, request) in requests.iter().enumerate() {
+            let Some(&queue) = self.queues.get(request.queue) else { continue };
+            let (offset, len) = aligned(request.offset, request.len);
+            if self.keep_requests {
+                self.stats.submitted.push(Submitted { queue: request.queue, op: request.op, offset, len });
+            }
+            let buf = self
+                .buffers
+                .get_mut(&(len as usize))
+                .and_then(Vec::pop)
+                .unwrap_or_else(|| AlignedBuf::zeroed(len as usize));
+            let slot = self.free.pop().unwrap_or_else(|| {
+                self.slots.push(None);
+                self.slots.len() - 1
+            });
+            let tag = user_data(self.index, slot);
+            match request.op {
+                Op::Write => engine.write(queue, offset, buf, request.sync, tag),
+                _ => engine.read(queue, offset, buf, request.sync, tag),
+            }
+            self.in_flight += 1;
+            self.outstanding[request.queue] += 1;
+            let q = &mut self.stats.queues[request.queue];
+            q.2 = q.2.max(self.outstanding[request.queue]);
+            self.slots[slot] =
+                Some(InFlight { request: *request, inserted: self.clock.now(), dirty: k >= dirty_from });
+        }
+        self.requests = requests;
+        self.requests.clear();
+    }
+
+    /// Starts the application (at the run's start).
+    pub fn start(&mut self, engine: &mut LocalEngine) {
+        let now = self.clock.now();
+        if self.clock.warmup == 0 {
+            self.measuring = true;
             self.app.begin_measuring(0);
         }
-        let mut ready: Vec<usize> = Vec::new();
-        let mut stop = false;
+        self.call(now, engine, |a, ctx| a.start(ctx));
+        self.stop_if_finished(now);
+    }
 
-        // Calls the application, then submits what it asked for.
-        macro_rules! call {
-            ($now:expr, |$a:ident, $ctx:ident| $body:expr) => {{
-                {
-                    let mut $ctx = Ctx::new(
-                        $now,
-                        &mut self.rng,
-                        &mut requests,
-                        &mut new_timers,
-                        &mut writes,
-                        self.index,
-                    );
-                    let $a = self.app.as_mut();
-                    $body;
-                }
-                for (at, token) in new_timers.drain(..) {
-                    timer_seq += 1;
-                    timers.push(Reverse((at, timer_seq, token)));
-                }
-                writes.in_flight += writes.to_write.len() as u32;
-                let dirty_from = requests.len();
-                requests.append(&mut writes.to_write);
-                for (k, request) in requests.drain(..).enumerate() {
-                    let is_dirty = k >= dirty_from;
-                    let Some(client) = self.clients.get(request.queue) else { continue };
-                    let (offset, len) = aligned(request.offset, request.len);
-                    if self.keep_requests {
-                        stats.submitted.push(Submitted { queue: request.queue, op: request.op, offset, len });
-                    }
-                    let buf = buffers
-                        .get_mut(&(len as usize))
-                        .and_then(Vec::pop)
-                        .unwrap_or_else(|| AlignedBuf::zeroed(len as usize));
-                    let inserted = self.clock.now();
-                    let ticket = match request.op {
-                        Op::Write => client.write(offset, buf, request.sync),
-                        _ => client.read(offset, buf, request.sync),
-                    };
-                    outstanding[request.queue] += 1;
-                    let q = &mut stats.queues[request.queue];
-                    q.2 = q.2.max(outstanding[request.queue]);
-                    let slot = free.pop().unwrap_or_else(|| {
-                        slots.push(None);
-                        let slot = slots.len() - 1;
-                        wakers.push(Waker::from(Arc::new(SlotWaker { slot, wakeups: wakeups.clone() })));
-                        slot
-                    });
-                    slots[slot] = Some(InFlight { ticket, request, inserted, dirty: is_dirty });
-                    let fifo = &mut order[request.queue];
-                    fifo.push_back(slot);
-                    if fifo.len() == 1 {
-                        // The process's oldest request: polling registers its waker (or finds it done).
-                        ready.push(slot);
-                    }
-                }
-            }};
+    /// Begins measuring once warm-up is over, and runs the timers due by `now`.
+    pub fn tick(&mut self, now: Nanos, engine: &mut LocalEngine) {
+        if self.stopped {
+            return;
         }
-
-        let start = self.clock.now();
-        call!(start, |a, ctx| a.start(&mut ctx));
-        loop {
-            let now = self.clock.now();
-            if now >= self.clock.end {
+        if !self.measuring && now >= self.clock.warmup {
+            self.measuring = true;
+            self.app.begin_measuring(now);
+        }
+        while let Some(Reverse((at, _, token))) = self.timers.peek().copied() {
+            if at > now {
                 break;
             }
-            if !measuring && now >= self.clock.warmup {
-                measuring = true;
-                self.app.begin_measuring(now);
-            }
-            while let Some(Reverse((at, _, token))) = timers.peek().copied() {
-                if at > now {
-                    break;
-                }
-                timers.pop();
-                call!(now, |a, ctx| a.on_timer(&mut ctx, token));
-            }
-            ready.append(&mut wakeups.slots.lock().unwrap_or_else(|e| e.into_inner()));
-            while let Some(slot) = ready.pop() {
-                let Some(entry) = slots.get_mut(slot).and_then(Option::as_mut) else { continue };
-                if order[entry.request.queue].front() != Some(&slot) {
-                    continue; // a stale wake-up, or not its process's oldest request yet
-                }
-                let result = match Pin::new(&mut entry.ticket).poll(&mut Context::from_waker(&wakers[slot])) {
-                    Poll::Ready(result) => result,
-                    Poll::Pending => continue,
-                };
-                let done_entry = slots[slot].take().expect("polled above");
-                free.push(slot);
-                let request = done_entry.request;
-                order[request.queue].pop_front();
-                if let Some(&next) = order[request.queue].front() {
-                    ready.push(next);
-                }
-                outstanding[request.queue] = outstanding[request.queue].saturating_sub(1);
-                let completion = match result {
-                    Ok(c) => c,
-                    Err(e) => {
-                        stats.error.get_or_insert(e);
-                        stop = true;
-                        break;
-                    }
-                };
-                let now = self.clock.now();
-                let bytes = u64::from(request.len);
-                if measuring && now <= self.clock.end {
-                    let latency = completion.latency.as_nanos() as Nanos;
-                    stats.series.record(now, bytes);
-                    let q = &mut stats.queues[request.queue];
-                    q.0 += 1;
-                    q.1 += bytes;
-                    if request.op == Op::Write {
-                        stats.bytes_written += bytes;
-                        stats.write_latency.record(latency);
-                    } else {
-                        stats.bytes_read += bytes;
-                        stats.read_latency.record(latency);
-                    }
-                    // Dirtied data is written by the application itself here (no write-back queue), so
-                    // its writes are its requests, unlike in the simulator.
-                    stats.requests += 1;
-                    stats.latency.record(latency);
-                }
-                buffers.entry(completion.buf.len()).or_default().push(completion.buf);
-                let done = request.done(
-                    RequestId(slot as u64),
-                    self.clients[request.queue].queue(),
-                    done_entry.inserted,
-                );
-                call!(now, |a, ctx| a.on_complete(&mut ctx, &done));
-                if done_entry.dirty {
-                    writes.in_flight = writes.in_flight.saturating_sub(1);
-                    call!(now, |a, ctx| a.on_writeback_space(&mut ctx));
-                }
-            }
-            let in_flight = order.iter().any(|fifo| !fifo.is_empty());
-            if stop || (self.app.finished() && !in_flight) {
-                break;
-            }
-            if !ready.is_empty() {
-                continue;
-            }
-            // Sleep until a completion wakes us, the next timer, warm-up's end or the run's end.
-            let now = self.clock.now();
-            let mut until = self.clock.end;
-            if let Some(Reverse((at, _, _))) = timers.peek() {
-                until = until.min(*at);
-            }
-            if !measuring {
-                until = until.min(self.clock.warmup);
-            }
-            if wakeups.slots.lock().unwrap_or_else(|e| e.into_inner()).is_empty() && until > now {
-                std::thread::park_timeout(std::time::Duration::from_nanos(until - now));
-            }
+            self.timers.pop();
+            self.call(now, engine, |a, ctx| a.on_timer(ctx, token));
         }
-        stats.stopped = self.clock.now();
-        // Requests still in flight are served (the engine drains them) but no longer counted; in the
-        // latencies they count with their wait so far (censored), as in the simulator.
-        let end = stats.stopped.min(self.clock.end);
-        for entry in slots.into_iter().flatten() {
-            if measuring {
+        self.stop_if_finished(now);
+    }
+
+    fn stop_if_finished(&mut self, now: Nanos) {
+        if !self.stopped && self.app.finished() && self.in_flight == 0 {
+            self.stopped = true;
+            self.stats.stopped = now;
+        }
+    }
+
+    /// A request of this application (its `slot`) completed.
+    pub fn complete(&mut self, slot: usize, result: Result<Completion, IoError>, engine: &mut LocalEngine) {
+        let Some(entry) = self.slots.get_mut(slot).and_then(Option::take) else { return };
+        self.free.push(slot);
+        self.in_flight -= 1;
+        let request = entry.request;
+        self.outstanding[request.queue] = self.outstanding[request.queue].saturating_sub(1);
+        let now = self.clock.now();
+        let completion = match result {
+            Ok(c) => c,
+            Err(e) => {
+                if !self.stopped {
+                    self.stats.error.get_or_insert(e);
+                    self.stopped = true;
+                    self.stats.stopped = now;
+                }
+                return;
+            }
+        };
+        let latency = completion.latency.as_nanos() as Nanos;
+        self.buffers.entry(completion.buf.len()).or_default().push(completion.buf);
+        if entry.dirty {
+            self.writes.in_flight = self.writes.in_flight.saturating_sub(1);
+        }
+        if self.stopped {
+            return;
+        }
+        let bytes = u64::from(request.len);
+        if self.measuring && now <= self.clock.end {
+            self.stats.series.record(now, bytes);
+            let q = &mut self.stats.queues[request.queue];
+            q.0 += 1;
+            q.1 += bytes;
+            if request.op == Op::Write {
+                self.stats.bytes_written += bytes;
+                self.stats.write_latency.record(latency);
+            } else {
+                self.stats.bytes_read += bytes;
+                self.stats.read_latency.record(latency);
+            }
+            // Dirtied data is written by the application itself here (no write-back queue), so
+            // its writes are its requests, unlike in the simulator.
+            self.stats.requests += 1;
+            self.stats.latency.record(latency);
+        }
+        let done = request.done(RequestId(slot as u64), self.queues[request.queue], entry.inserted);
+        self.call(now, engine, |a, ctx| a.on_complete(ctx, &done));
+        if entry.dirty {
+            self.call(now, engine, |a, ctx| a.on_writeback_space(ctx));
+        }
+        self.stop_if_finished(now);
+    }
+
+    /// Ends the application at the run's end: returns it with what it measured. Requests still in
+    /// flight are served (the engine drains them) but no longer counted; in the latencies they count
+    /// with their wait so far (censored), as in the simulator.
+    pub fn finish(mut self) -> (Box<dyn App>, AppStats) {
+        if !self.stopped {
+            self.stats.stopped = self.clock.now();
+        }
+        let end = self.stats.stopped.min(self.clock.end);
+        for entry in self.slots.iter().flatten() {
+            if self.measuring {
                 let waited = end.saturating_sub(entry.inserted);
-                stats.latency.record_censored(waited);
+                self.stats.latency.record_censored(waited);
                 if entry.request.op == Op::Write {
-                    stats.write_latency.record_censored(waited);
+                    self.stats.write_latency.record_censored(waited);
                 } else {
-                    stats.read_latency.record_censored(waited);
+                    self.stats.read_latency.record_censored(waited);
                 }
             }
-            let _ = entry.ticket.wait();
         }
-        (self.app, stats)
+        (self.app, self.stats)
     }
 }
 

@@ -2,43 +2,62 @@
 //! moved out of the engine's crate by issue 15 part 2).
 //!
 //! Each application of the job is built by the workload crate (`bfq_workload::apps::build`, the same
-//! generators the simulator drives) and driven in real time by one thread (`driver.rs`), with one
-//! engine queue per process of the application, numbered as in the simulator. Every kind the simulator
+//! generators the simulator drives) and driven in real time (`driver.rs`), all of them and the engine
+//! (a `LocalEngine`) on the run's one thread, with one engine queue per process of the application,
+//! numbered as in the simulator. Every kind the simulator
 //! runs runs here; the differences (O_DIRECT alignment, no page cache) are the driver's.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use bfq_sched::MSEC;
+use bfq_sched::{Nanos, MSEC};
 use bfq_workload::apps::App;
 use bfq_workload::job::Job;
 use bfq_workload::metrics::{jain_index, round3, LatencyHistogram};
 use bfq_workload::report::{AppReport, QueueReport, RunReport, Totals, SCHEMA};
 use bfq_workload::rng::SimRng;
 
-use crate::driver::{queue_id, AppStats, Clock, Driver};
+use crate::driver::{queue_id, split_user_data, AppStats, Clock, Driver};
 use crate::target::{prepare_target, record_ours, PreparedTarget, TargetError, TargetNeeds, WriteRegion};
-use bfq_io::{Client, Engine, EngineError};
+use bfq_io::{Engine, EngineError};
 
-/// The engine of each run in progress, for [`quiesce_runs`]: a run takes its engine back out of its
-/// slot to shut it down, and holds the slot's lock until the engine has drained.
-type EngineSlot = Arc<Mutex<Option<Engine>>>;
-static RUNNING: Mutex<Vec<EngineSlot>> = Mutex::new(Vec::new());
+/// What a signal handler's [`quiesce_runs`] shares with a run in progress: the request to stop, and
+/// whether the run has drained its engine since.
+#[derive(Default)]
+struct RunControl {
+    stop: AtomicBool,
+    drained: Mutex<bool>,
+    drained_changed: Condvar,
+}
+
+impl RunControl {
+    fn set_drained(&self) {
+        *lock(&self.drained) = true;
+        self.drained_changed.notify_all();
+    }
+}
+
+static RUNNING: Mutex<Vec<Arc<RunControl>>> = Mutex::new(Vec::new());
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves a valid value: keep using it.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A run's engine, in [`RUNNING`] while the run holds it.
-struct Running(EngineSlot);
+/// A run's control, in [`RUNNING`] while the run is in progress.
+struct Running(Arc<RunControl>);
 
 impl Running {
-    fn register(engine: Engine) -> Running {
-        let slot: EngineSlot = Arc::new(Mutex::new(Some(engine)));
-        lock(&RUNNING).push(slot.clone());
-        Running(slot)
+    fn register() -> Running {
+        let control = Arc::new(RunControl::default());
+        lock(&RUNNING).push(control.clone());
+        Running(control)
+    }
+
+    fn stop_asked(&self) -> bool {
+        self.0.stop.load(Ordering::SeqCst)
     }
 }
 
@@ -52,16 +71,29 @@ impl Drop for Running {
 /// in progress from issuing and waits until each one's requests in flight have completed, so that no
 /// write of a run lands after the ownership record was taken (the record holds the file's
 /// modification time: a write landing a few milliseconds later made the next run refuse its own
-/// file). The runs never return afterwards: the caller is expected to end the process.
+/// file). The runs never return afterwards: the caller is expected to end the process. A run that
+/// has not drained within 30 s (a device that stopped answering) is not waited for longer.
 pub fn quiesce_runs() {
-    let slots: Vec<EngineSlot> = lock(&RUNNING).clone();
-    for slot in slots {
-        // Waits for a run that is shutting its engine down itself.
-        if let Some(engine) = lock(&slot).take() {
-            let _ = engine.shutdown();
+    let controls: Vec<Arc<RunControl>> = lock(&RUNNING).clone();
+    for control in &controls {
+        control.stop.store(true, Ordering::SeqCst);
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    for control in controls {
+        let mut drained = lock(&control.drained);
+        while !*drained {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            drained =
+                control.drained_changed.wait_timeout(drained, left).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 }
+
+/// The longest the run's loop waits before it looks again whether a signal handler asked it to stop.
+const STOP_POLL: Nanos = 20 * MSEC;
 
 /// Options of a real run.
 #[derive(Clone, Debug)]
@@ -262,59 +294,87 @@ pub fn run_job(
     let windows: Vec<u32> = places.iter().map(|p| p.spec.window()).collect();
     let apps = bfq_workload::apps::build(job, places)
         .map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
-    let running = Running::register(builder.build()?);
+    // Every application and the engine on this thread (driver.rs says why).
+    let mut engine = builder.build_local()?;
+    let running = Running::register();
     let clock = Arc::new(Clock { start: Instant::now(), warmup: job.warmup.0, end: job.duration.0 });
     // Queue 0 is no one's; each application's queues follow the previous one's, as in the simulator.
     let mut next_queue = 1u32;
-    let mut threads = Vec::new();
+    let mut drivers = Vec::new();
     let mut named = Vec::new();
     for (index, ((name, app), window)) in apps.into_iter().zip(windows).enumerate() {
-        let clients: Vec<Client> = {
-            let held = lock(&running.0);
-            let engine = held.as_ref().ok_or_else(|| EngineError::Config("interrupted".into()))?;
-            app.queues()
-                .into_iter()
-                .map(|spec| engine.client(queue_id(&mut next_queue), spec))
-                .collect::<Result<_, _>>()?
-        };
-        let ids: Vec<u32> = clients.iter().map(|c| c.queue().0).collect();
+        let mut ids = Vec::new();
+        for spec in app.queues() {
+            let id = queue_id(&mut next_queue);
+            engine.configure_queue(id, spec)?;
+            ids.push(id);
+        }
         let weight = app.queues().first().map_or(bfq_sched::DEFAULT_WEIGHT, |s| s.weight);
         let class = app.queues().first().map(|s| s.class.to_string()).unwrap_or_default();
-        named.push((name, ids, weight, class));
-        let driver = Driver {
-            index,
-            app,
-            // The simulator's stream for this application: the same random choices.
-            rng: SimRng::new(job.seed, index as u64),
-            clients,
-            window,
-            clock: clock.clone(),
-            bucket: job.bucket.0,
-            keep_requests: options.request_log.is_some(),
-        };
-        threads.push(std::thread::spawn(move || driver.run()));
+        named.push((name, ids.iter().map(|q| q.0).collect::<Vec<u32>>(), weight, class));
+        // The simulator's stream for this application: the same random choices.
+        let rng = SimRng::new(job.seed, index as u64);
+        let keep = options.request_log.is_some();
+        drivers.push(Driver::new(index, app, rng, ids, window, clock.clone(), job.bucket.0, keep));
     }
-    let finished: Vec<(Box<dyn App>, AppStats)> = threads
-        .into_iter()
-        .map(|t| t.join().map_err(|_| EngineError::Config("an application's driver thread panicked".into())))
-        .collect::<Result<_, _>>()?;
+    for driver in &mut drivers {
+        driver.start(&mut engine);
+    }
+    let mut completions = Vec::new();
+    let mut failure = None;
+    loop {
+        if running.stop_asked() {
+            break;
+        }
+        let now = clock.now();
+        if now >= clock.end {
+            break;
+        }
+        for driver in &mut drivers {
+            driver.tick(now, &mut engine);
+        }
+        if drivers.iter().all(Driver::stopped) {
+            break;
+        }
+        // Wait for a completion, the next timer, warm-up's end or the run's end.
+        let mut until = drivers.iter().filter_map(Driver::next_timer).fold(clock.end, Nanos::min);
+        if now < clock.warmup {
+            until = until.min(clock.warmup);
+        }
+        let wait = until.saturating_sub(clock.now()).min(STOP_POLL);
+        if engine.pending() == 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(wait));
+        } else if let Err(e) = engine.poll_until(engine.now() + wait, &mut completions) {
+            failure = Some(e);
+            break;
+        }
+        for c in completions.drain(..) {
+            let (app, slot) = split_user_data(c.user_data);
+            if let Some(driver) = drivers.get_mut(app) {
+                driver.complete(slot, c.result, &mut engine);
+            }
+        }
+    }
+    let finished: Vec<(Box<dyn App>, AppStats)> = drivers.into_iter().map(Driver::finish).collect();
+    // The requests still in flight complete (their buffers are the kernel's until then), uncounted.
+    let drained = engine.finish(&mut completions);
+    running.0.set_drained();
+    if running.stop_asked() {
+        // `quiesce_runs` stopped it: the process is ending.
+        loop {
+            std::thread::park();
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
+    let stats = drained?;
     // As the simulator: a run whose applications all finished ends then, otherwise at its duration.
     let last_stop = finished.iter().map(|(_, s)| s.stopped).max().unwrap_or(0);
     let end = if finished.iter().all(|(a, s)| a.finished() || s.error.is_some()) {
         last_stop.min(job.duration.0)
     } else {
         job.duration.0
-    };
-    let stats = {
-        // Held until the engine has drained: a signal handler's `quiesce_runs` waits for it.
-        let mut held = lock(&running.0);
-        match held.take() {
-            Some(engine) => engine.shutdown()?,
-            // `quiesce_runs` stopped it: the process is ending.
-            None => loop {
-                std::thread::park();
-            },
-        }
     };
     drop(running);
     if let Some(path) = &options.request_log {
