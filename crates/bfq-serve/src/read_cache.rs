@@ -18,17 +18,19 @@
 //!   lock as the drop). A read that arrives after a write was acknowledged therefore never sees data
 //!   from before it: a window read before the write completed either saw the write move the epoch
 //!   (not kept), or was kept before the write's completion dropped it.
-//! - **Memory**: the cache's memory is made at start, by a thread that runs only when a CPU is idle
-//!   (`SCHED_IDLE`), in buffers of one read-ahead window each that are touched once and reused ever
-//!   after ([`Slabs`]); a window that finds no buffer free is not kept. Memory the process has not touched yet
+//! - **Memory**: the cache's memory is made once a client first reads a window again (a server whose
+//!   clients never re-read holds none of it, and its first requests do not share the CPUs with the
+//!   making), by a thread that runs only when a CPU is idle (`SCHED_IDLE`), in buffers of one
+//!   read-ahead window each that are touched once and reused ever after ([`Slabs`]); a window that
+//!   finds no buffer free is not kept. Memory the process has not touched yet
 //!   is slow to touch on this virtual machine (its free memory is handed back to the host, which
 //!   backs it again page by page: 74 % of the server's CPU in `clear_page_erms` while windows were
 //!   copied into fresh memory, at 280 MB/s), and on any machine it is work the requests need not wait
 //!   for.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 
 /// The longest window kept: the read-ahead's own windows are at most this long (a window as long as
 /// one long read is not kept: it would pin memory for one client's one request).
@@ -206,6 +208,10 @@ pub struct Slabs {
     made: AtomicUsize,
     limit: usize,
     len: usize,
+    /// Whether the buffers are wanted yet ([`Slabs::want`]): the maker waits for it.
+    wanted: AtomicBool,
+    wanted_lock: Mutex<()>,
+    wanted_signal: Condvar,
 }
 
 /// One buffer of [`Slabs`], holding `len` bytes of a window; back to its [`Slabs`] when dropped.
@@ -222,7 +228,15 @@ impl Slabs {
         let len = len.clamp(1, MAX_ENTRY);
         let limit = usize::try_from(capacity / len).unwrap_or(usize::MAX);
         let len = len as usize;
-        Arc::new(Slabs { free: Mutex::new(Vec::new()), made: AtomicUsize::new(0), limit, len })
+        Arc::new(Slabs {
+            free: Mutex::new(Vec::new()),
+            made: AtomicUsize::new(0),
+            limit,
+            len,
+            wanted: AtomicBool::new(false),
+            wanted_lock: Mutex::new(()),
+            wanted_signal: Condvar::new(),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
@@ -244,17 +258,39 @@ impl Slabs {
         true
     }
 
-    /// Makes the buffers on a thread of their own that runs only when a CPU has nothing else to do;
-    /// it ends once all are made, or when the server has let go of them.
+    /// Makes the buffers on a thread of their own that runs only when a CPU has nothing else to do,
+    /// once they are wanted ([`Slabs::want`]); it ends once all are made, or when the server has let
+    /// go of them. Started with the server, so that a thread that cannot be made fails the start
+    /// rather than a request.
     pub fn make_in_background(self: &Arc<Self>) -> std::io::Result<()> {
         let slabs: Weak<Slabs> = Arc::downgrade(self);
         std::thread::Builder::new().name("bfq-read-cache".into()).spawn(move || {
             let param = libc::sched_param { sched_priority: 0 };
             // SAFETY: sets this thread's own policy (0 = the calling thread); param is valid.
             let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+            // Holds the buffers only while it waits a second at a time, so that a server that lets
+            // go of them also ends this thread.
+            loop {
+                let Some(s) = slabs.upgrade() else { return };
+                let guard = s.wanted_lock.lock().unwrap_or_else(|p| p.into_inner());
+                if s.wanted.load(Ordering::SeqCst) {
+                    break;
+                }
+                let _ = s.wanted_signal.wait_timeout(guard, std::time::Duration::from_secs(1));
+            }
             while slabs.upgrade().is_some_and(|s| s.make_one()) {}
         })?;
         Ok(())
+    }
+
+    /// Asks for the buffers to be made ([`Slabs::make_in_background`]): the first window read again.
+    pub fn want(&self) {
+        if self.wanted.load(Ordering::Relaxed) {
+            return;
+        }
+        let _guard = self.wanted_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.wanted.store(true, Ordering::SeqCst);
+        self.wanted_signal.notify_all();
     }
 
     /// A free buffer, if one is made and not in use.
@@ -453,9 +489,12 @@ mod tests {
     }
 
     #[test]
-    fn the_background_maker_makes_every_buffer_and_ends() {
+    fn the_background_maker_makes_nothing_until_wanted_then_every_buffer() {
         let slabs = Slabs::new(M, M / 4);
         slabs.make_in_background().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(slabs.made(), 0, "nothing made before a window is read again");
+        slabs.want();
         let t0 = std::time::Instant::now();
         while slabs.made() < 4 && t0.elapsed() < std::time::Duration::from_secs(20) {
             std::thread::sleep(std::time::Duration::from_millis(5));

@@ -2083,6 +2083,7 @@ async fn read_window(
         Ok(done) if fresh() => {
             if let (Some(cache), Some(slabs)) = (state.read_cache_of(export), &state.read_slabs) {
                 if cache.read_again(export, win.start, win.end) {
+                    slabs.want();
                     // A copy in the cache's own memory (the window's buffer goes back to the
                     // connection's pool for the next window); when none is free, the least recently
                     // used entry gives its own, unless a reply still holds it.
