@@ -8,6 +8,14 @@
 //! read-ahead windows took 928-2,195 us of device time per request (mostly windows) with ordinary
 //! pages and 709-855 us with huge pages, and went from 14,100-22,081 to 24,527-27,216 IOPS
 //! (docs/serve.md "Huge pages and one request per enter").
+//!
+//! Buffers from [`SLOTTED_FROM`] (64 KiB) up to half a huge page share huge pages, each in a slot of
+//! the next power of two: a 128 KiB buffer of 4 KiB pages is up to 32 segments, and a virtio disk
+//! without indirect descriptors (this machine's) gives each segment a descriptor of its ring (256 in
+//! all). Sixteen 128 KiB reads in flight then filled the ring; the kernel stopped the queue, the next
+//! reads waited in its scheduler and were merged into requests of up to 4 MiB, one of which fills the
+//! ring alone, and the disk stayed at 1-1.4 requests in flight ("the convoy", docs/performance.md).
+//! With the same buffers in huge pages: 2,256-2,469 MiB/s against 1,341-1,931, never a stopped queue.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::HashMap;
@@ -17,16 +25,18 @@ use std::sync::Mutex;
 /// Alignment of every [`AlignedBuf`], and the granularity the engine requires of offsets and lengths.
 pub const ALIGN: usize = 4096;
 
-/// Buffers of at least this many bytes go into huge pages (a smaller one is at most 255 pages, within
-/// any device's segment limit in practice, and not worth a huge page).
-pub const HUGE_FROM: usize = 1 << 20;
+/// Buffers longer than half a huge page get huge pages of their own.
+pub const HUGE_FROM: usize = HALF + 1;
 
 /// The size and alignment of a transparent huge page on x86-64 and arm64 with 4 KiB pages.
 const HUGE_PAGE: usize = 2 << 20;
 
-/// Half a huge page: buffers of [`HUGE_FROM`] up to this size share a huge page with one other, so that
+/// Half a huge page: buffers up to this size share a huge page with others ([`SLOTTED_FROM`]), so that
 /// a 1 MiB buffer does not hold 2 MiB of memory.
 const HALF: usize = HUGE_PAGE / 2;
+/// Buffers of at least this many bytes (and at most [`HALF`]) go into a slot of a shared huge page,
+/// of the next power of two: a smaller one is at most 15 pages, a few descriptors of a virtio ring.
+pub const SLOTTED_FROM: usize = 64 << 10;
 
 /// Where a buffer's memory comes from (and goes back to).
 #[derive(Clone, Copy)]
@@ -35,8 +45,8 @@ enum Backing {
     Heap,
     /// A mapping of its own, of this many bytes (a multiple of [`HUGE_PAGE`]).
     Mapped(usize),
-    /// One half of a huge page of [`HALVES`].
-    Half,
+    /// A slot of this many bytes (a power of two) in a huge page of [`SLOTS`].
+    Slot(usize),
 }
 
 /// A 4096-byte-aligned, zero-initialised heap buffer whose length is fixed at creation.
@@ -46,8 +56,8 @@ pub struct AlignedBuf {
     backing: Backing,
 }
 
-// SAFETY: the buffer owns its memory exclusively, like a Vec<u8> (a half page's other half belongs to
-// another buffer; `HALVES` only hands each half to one buffer at a time).
+// SAFETY: the buffer owns its memory exclusively, like a Vec<u8> (a huge page's other slots belong to
+// other buffers; `SLOTS` only hands each slot to one buffer at a time).
 unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
@@ -57,8 +67,8 @@ impl AlignedBuf {
         if len == 0 {
             return AlignedBuf { ptr: NonNull::<u8>::dangling(), len: 0, backing: Backing::Heap };
         }
-        if len >= HUGE_FROM {
-            let huge = if len <= HALF { HALVES.take(len) } else { map_huge(len) };
+        if len >= SLOTTED_FROM {
+            let huge = if len <= HALF { SLOTS.take(len) } else { map_huge(len) };
             if let Some(buf) = huge {
                 return buf;
             }
@@ -86,7 +96,7 @@ impl AlignedBuf {
         match self.backing {
             Backing::Heap => self.len,
             Backing::Mapped(mapped) => mapped,
-            Backing::Half => HALF,
+            Backing::Slot(size) => size,
         }
     }
 
@@ -114,7 +124,7 @@ impl Drop for AlignedBuf {
             Backing::Mapped(mapped) => unsafe {
                 let _ = rustix::mm::munmap(self.ptr.as_ptr().cast(), mapped);
             },
-            Backing::Half => HALVES.give_back(self.ptr.as_ptr() as usize),
+            Backing::Slot(size) => SLOTS.give_back(self.ptr.as_ptr() as usize, size),
             Backing::Heap if self.len != 0 => {
                 let layout = Layout::from_size_align(self.len, ALIGN).expect("layout was valid at creation");
                 // SAFETY: allocated with this layout in `zeroed`.
@@ -166,81 +176,99 @@ fn map_huge(len: usize) -> Option<AlignedBuf> {
     Some(AlignedBuf { ptr: NonNull::new(start as *mut u8)?, len, backing: Backing::Mapped(mapped) })
 }
 
-/// Huge pages cut in two halves, each given to one buffer at a time. A page is unmapped when both of
-/// its halves are free again (no memory is kept for later: the callers' own pools do that).
+/// Huge pages cut into slots of one size each (a power of two from [`SLOTTED_FROM`] to [`HALF`]),
+/// each slot given to one buffer at a time. A page is unmapped when all its slots are free again (no
+/// memory is kept for later: the callers' own pools do that).
 #[derive(Default)]
-struct Halves {
-    /// Each page with a half in use: which halves (bit 0: the first, bit 1: the second).
-    used: HashMap<usize, u8>,
-    /// Pages with exactly one half in use, where the next buffer goes.
+struct SlotSize {
+    /// Each page with a slot in use: which slots (bit i: the i-th).
+    used: HashMap<usize, u32>,
+    /// Pages with a slot free and one in use, where the next buffer goes.
     partial: Vec<usize>,
 }
 
-/// The process's half pages (a lock taken only when a large buffer is made or dropped).
-static HALVES: HalfPages = HalfPages(Mutex::new(None));
+/// The process's slotted pages, by slot size (a lock taken only when a buffer of a slot is made or
+/// dropped).
+static SLOTS: SlottedPages = SlottedPages(Mutex::new(None));
 
-struct HalfPages(Mutex<Option<Halves>>);
+struct SlottedPages(Mutex<Option<HashMap<usize, SlotSize>>>);
 
-impl HalfPages {
-    /// A zeroed buffer of `len` (<= [`HALF`]) bytes in half a huge page. The lock is held only to
-    /// claim a half or record a new page: zeroing and mapping happen outside it.
+/// The slot size of a buffer of `len` bytes (from [`SLOTTED_FROM`] to [`HALF`]).
+fn slot_size(len: usize) -> usize {
+    len.next_power_of_two().max(SLOTTED_FROM)
+}
+
+impl SlottedPages {
+    /// A zeroed buffer of `len` (<= [`HALF`]) bytes in a slot of a huge page. The lock is held only to
+    /// claim a slot or record a new page: zeroing and mapping happen outside it.
     fn take(&self, len: usize) -> Option<AlignedBuf> {
+        let size = slot_size(len);
+        let slots = HUGE_PAGE / size;
+        let full = if slots == 32 { u32::MAX } else { (1u32 << slots) - 1 };
         let claimed = {
             let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            let halves = guard.get_or_insert_with(Halves::default);
-            halves.partial.pop().map(|page| {
-                let mask = halves.used.get_mut(&page).expect("a partial page is in use");
-                let half = if *mask & 1 == 0 { 0 } else { 1 };
-                *mask |= 1 << half;
-                page + half * HALF
+            let sizes = guard.get_or_insert_with(HashMap::new).entry(size).or_default();
+            sizes.partial.last().copied().map(|page| {
+                let mask = sizes.used.get_mut(&page).expect("a partial page is in use");
+                let slot = mask.trailing_ones() as usize;
+                *mask |= 1 << slot;
+                if *mask == full {
+                    sizes.partial.pop();
+                }
+                page + slot * size
             })
         };
         let at = match claimed {
             Some(at) => {
-                // The half held another buffer's bytes before: zeroed as promised.
-                // SAFETY: this half was free (its bit was clear), is now this buffer's alone, and lies
-                // inside the page's mapping, which stays while the half is in use.
-                unsafe { std::ptr::write_bytes(at as *mut u8, 0, HALF) };
+                // The slot held another buffer's bytes before: zeroed as promised.
+                // SAFETY: this slot was free (its bit was clear), is now this buffer's alone, and lies
+                // inside the page's mapping, which stays while the slot is in use; len <= size.
+                unsafe { std::ptr::write_bytes(at as *mut u8, 0, len) };
                 at
             }
             None => {
                 let page = map_region(HUGE_PAGE)?;
                 let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
-                let halves = guard.get_or_insert_with(Halves::default);
-                halves.used.insert(page, 1);
-                halves.partial.push(page);
+                let sizes = guard.get_or_insert_with(HashMap::new).entry(size).or_default();
+                sizes.used.insert(page, 1);
+                if slots > 1 {
+                    sizes.partial.push(page);
+                }
                 page
             }
         };
-        Some(AlignedBuf { ptr: NonNull::new(at as *mut u8)?, len, backing: Backing::Half })
+        Some(AlignedBuf { ptr: NonNull::new(at as *mut u8)?, len, backing: Backing::Slot(size) })
     }
 
-    /// The half at `at` is free again.
-    fn give_back(&self, at: usize) {
+    /// The slot of `size` bytes at `at` is free again.
+    fn give_back(&self, at: usize, size: usize) {
         let page = at - at % HUGE_PAGE;
-        let bit = 1u8 << ((at - page) / HALF);
+        let slots = HUGE_PAGE / size;
+        let full = if slots == 32 { u32::MAX } else { (1u32 << slots) - 1 };
+        let bit = 1u32 << ((at - page) / size);
         let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(halves) = guard.as_mut() else { return };
-        let Some(mask) = halves.used.get_mut(&page) else { return };
+        let Some(sizes) = guard.as_mut().and_then(|g| g.get_mut(&size)) else { return };
+        let Some(mask) = sizes.used.get_mut(&page) else { return };
+        let was_full = *mask == full;
         *mask &= !bit;
         if *mask == 0 {
-            halves.used.remove(&page);
-            if let Some(i) = halves.partial.iter().position(|&p| p == page) {
-                halves.partial.swap_remove(i);
+            sizes.used.remove(&page);
+            if let Some(i) = sizes.partial.iter().position(|&p| p == page) {
+                sizes.partial.swap_remove(i);
             }
-            // SAFETY: both halves are free, so no buffer refers to the page any more.
+            // SAFETY: every slot is free, so no buffer refers to the page any more.
             unsafe {
                 let _ = rustix::mm::munmap(page as *mut _, HUGE_PAGE);
             }
-        } else {
-            halves.partial.push(page);
+        } else if was_full {
+            sizes.partial.push(page);
         }
     }
 
-    /// Pages mapped now (for tests).
+    /// Pages mapped now for slots of `size` bytes (for tests).
     #[cfg(test)]
-    fn pages(&self) -> usize {
-        self.0.lock().unwrap().as_ref().map_or(0, |h| h.used.len())
+    fn pages(&self, size: usize) -> usize {
+        self.0.lock().unwrap().as_ref().and_then(|g| g.get(&size)).map_or(0, |s| s.used.len())
     }
 }
 
@@ -248,13 +276,13 @@ impl HalfPages {
 mod tests {
     use super::*;
 
-    // One test touches `HALVES` (tests run in parallel threads of one process).
+    // One test per slot size touches `SLOTS` (tests run in parallel threads of one process).
     #[test]
     fn large_buffers_are_zeroed_aligned_and_two_of_1_mib_share_a_huge_page() {
-        let before = HALVES.pages();
+        let before = SLOTS.pages(HALF);
         let mut a = AlignedBuf::zeroed(1 << 20);
         let mut b = AlignedBuf::zeroed(1 << 20);
-        assert_eq!(HALVES.pages(), before + 1, "the second 1 MiB buffer takes the first one's other half");
+        assert_eq!(SLOTS.pages(HALF), before + 1, "the second 1 MiB buffer takes the first one's other half");
         assert_eq!(a.footprint(), 1 << 20);
         let (pa, pb) = (a.as_mut_ptr() as usize, b.as_mut_ptr() as usize);
         assert_eq!(pa / HUGE_PAGE, pb / HUGE_PAGE, "same huge page");
@@ -269,7 +297,7 @@ mod tests {
         assert!(c.as_slice().iter().all(|&x| x == 0));
         assert!(b.as_slice().iter().all(|&x| x == 0x5a));
         drop((b, c));
-        assert_eq!(HALVES.pages(), before, "a page whose halves are both free is unmapped");
+        assert_eq!(SLOTS.pages(HALF), before, "a page whose halves are both free is unmapped");
 
         // Longer than half a page: a mapping of its own, whole huge pages, 2 MiB-aligned.
         let mut d = AlignedBuf::zeroed(3 << 20);
@@ -278,9 +306,76 @@ mod tests {
         assert!(d.as_slice().iter().all(|&x| x == 0));
         d.as_mut_slice().fill(1);
         // Small ones come from the allocator, page-aligned.
-        let mut e = AlignedBuf::zeroed(12 << 10);
-        assert_eq!(e.footprint(), 12 << 10);
+        let mut e = AlignedBuf::zeroed(SLOTTED_FROM - ALIGN);
+        assert_eq!(e.footprint(), SLOTTED_FROM - ALIGN);
         assert_eq!(e.as_mut_ptr() as usize % ALIGN, 0);
         assert_eq!(AlignedBuf::zeroed(0).len(), 0);
+    }
+
+    /// The convoy of docs/performance.md: 128 KiB buffers of ordinary pages filled a virtio ring
+    /// without indirect descriptors. Each sits in a huge page, sixteen to a page, whole, zeroed when
+    /// reused, and the page goes when its last buffer does.
+    #[test]
+    fn buffers_of_128_kib_are_sixteen_to_a_huge_page_and_each_whole() {
+        let size = 128 << 10;
+        let before = SLOTS.pages(size);
+        let mut bufs: Vec<AlignedBuf> = (0..17).map(|_| AlignedBuf::zeroed(size)).collect();
+        assert_eq!(SLOTS.pages(size), before + 2, "sixteen in one page, the seventeenth in a second");
+        let page = |b: &AlignedBuf| b.as_slice().as_ptr() as usize / HUGE_PAGE;
+        assert!(bufs[..16].iter().all(|b| page(b) == page(&bufs[0])));
+        let mut starts: Vec<usize> = bufs.iter().map(|b| b.as_slice().as_ptr() as usize).collect();
+        starts.sort_unstable();
+        assert!(starts.windows(2).all(|w| w[1] - w[0] >= size), "no two overlap");
+        assert!(starts.iter().all(|s| s % size == 0), "each within one slot of its page");
+        for (i, b) in bufs.iter_mut().enumerate() {
+            assert_eq!(b.footprint(), size);
+            b.as_mut_slice().fill(i as u8 + 1);
+        }
+        for (i, b) in bufs.iter().enumerate() {
+            assert!(b.as_slice().iter().all(|&x| x == i as u8 + 1), "buffer {i} kept its bytes");
+        }
+        // A buffer of 100 KiB takes a 128 KiB slot: the one freed, zeroed.
+        let freed = bufs.swap_remove(3);
+        let at = freed.as_slice().as_ptr() as usize;
+        drop(freed);
+        let again = AlignedBuf::zeroed(100 << 10);
+        assert_eq!(again.as_slice().as_ptr() as usize, at, "the free slot of the full page is reused");
+        assert!(again.as_slice().iter().all(|&x| x == 0));
+        drop(again);
+        drop(bufs);
+        assert_eq!(SLOTS.pages(size), before, "pages whose slots are all free are unmapped");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever the order of makes and drops, live buffers never share a byte, and each keeps
+        /// what was written to it and starts zeroed.
+        #[test]
+        fn live_buffers_never_overlap_and_keep_their_bytes(
+            ops in proptest::collection::vec((0usize..6, 0usize..40), 1..60)
+        ) {
+            // No 128 KiB or 1 MiB slots: the tests above count those pages while this runs beside them.
+            const LENS: [usize; 6] = [4096, 60 << 10, 64 << 10, 200 << 10, 512 << 10, (1 << 20) + 4096];
+            let mut live: Vec<(AlignedBuf, u8)> = Vec::new();
+            for (n, (kind, pick)) in ops.into_iter().enumerate() {
+                if pick % 3 == 0 && !live.is_empty() {
+                    let (b, tag) = live.swap_remove(pick % live.len());
+                    proptest::prop_assert!(b.as_slice().iter().all(|&x| x == tag));
+                } else {
+                    let mut b = AlignedBuf::zeroed(LENS[kind]);
+                    proptest::prop_assert!(b.as_slice().iter().all(|&x| x == 0));
+                    let tag = (n % 250) as u8 + 1;
+                    b.as_mut_slice().fill(tag);
+                    live.push((b, tag));
+                }
+                let mut spans: Vec<(usize, usize)> =
+                    live.iter().map(|(b, _)| (b.as_slice().as_ptr() as usize, b.len())).collect();
+                spans.sort_unstable();
+                proptest::prop_assert!(spans.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
+            }
+            for (b, tag) in &live {
+                proptest::prop_assert!(b.as_slice().iter().all(|&x| x == *tag));
+            }
+        }
     }
 }
