@@ -34,8 +34,9 @@ const HUGE_PAGE: usize = 2 << 20;
 /// Half a huge page: buffers up to this size share a huge page with others ([`SLOTTED_FROM`]), so that
 /// a 1 MiB buffer does not hold 2 MiB of memory.
 const HALF: usize = HUGE_PAGE / 2;
-/// Buffers of at least this many bytes (and at most [`HALF`]) go into a slot of a shared huge page,
-/// of the next power of two: a smaller one is at most 15 pages, a few descriptors of a virtio ring.
+/// Buffers of at least this many bytes (and at most half a huge page, 1 MiB) go into a slot of a
+/// shared huge page, of the next power of two: a smaller one is at most 15 pages, a few descriptors
+/// of a virtio ring.
 pub const SLOTTED_FROM: usize = 64 << 10;
 
 /// Where a buffer's memory comes from (and goes back to).
