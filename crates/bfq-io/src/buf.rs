@@ -69,7 +69,7 @@ impl AlignedBuf {
             return AlignedBuf { ptr: NonNull::<u8>::dangling(), len: 0, backing: Backing::Heap };
         }
         if len >= SLOTTED_FROM {
-            let huge = if len <= HALF { SLOTS.take(len) } else { map_huge(len) };
+            let huge = if len < HUGE_FROM { SLOTS.take(len) } else { map_huge(len) };
             if let Some(buf) = huge {
                 return buf;
             }
@@ -199,13 +199,17 @@ fn slot_size(len: usize) -> usize {
     len.next_power_of_two().max(SLOTTED_FROM)
 }
 
+/// The mask of a page whose slots of `size` bytes are all in use (one bit a slot, at most 32).
+fn full_mask(size: usize) -> u32 {
+    u32::MAX >> (32 - HUGE_PAGE / size)
+}
+
 impl SlottedPages {
     /// A zeroed buffer of `len` (<= [`HALF`]) bytes in a slot of a huge page. The lock is held only to
     /// claim a slot or record a new page: zeroing and mapping happen outside it.
     fn take(&self, len: usize) -> Option<AlignedBuf> {
         let size = slot_size(len);
-        let slots = HUGE_PAGE / size;
-        let full = if slots == 32 { u32::MAX } else { (1u32 << slots) - 1 };
+        let full = full_mask(size);
         let claimed = {
             let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
             let sizes = guard.get_or_insert_with(HashMap::new).entry(size).or_default();
@@ -232,9 +236,8 @@ impl SlottedPages {
                 let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
                 let sizes = guard.get_or_insert_with(HashMap::new).entry(size).or_default();
                 sizes.used.insert(page, 1);
-                if slots > 1 {
-                    sizes.partial.push(page);
-                }
+                // At least two slots to a page (a slot is at most half of one): room for the next.
+                sizes.partial.push(page);
                 page
             }
         };
@@ -244,8 +247,7 @@ impl SlottedPages {
     /// The slot of `size` bytes at `at` is free again.
     fn give_back(&self, at: usize, size: usize) {
         let page = at - at % HUGE_PAGE;
-        let slots = HUGE_PAGE / size;
-        let full = if slots == 32 { u32::MAX } else { (1u32 << slots) - 1 };
+        let full = full_mask(size);
         let bit = 1u32 << ((at - page) / size);
         let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let Some(sizes) = guard.as_mut().and_then(|g| g.get_mut(&size)) else { return };
