@@ -42,6 +42,13 @@ pub struct CompareArgs {
     /// Kernel schedulers to run through fio on a loop device, comma-separated (empty: none).
     #[arg(long, value_delimiter = ',', default_value = "bfq,mq-deadline,kyber,none")]
     pub kernel: Vec<String>,
+    /// Where fio keeps its buffers in the kernel runs: `huge`, huge pages like the engine's buffers
+    /// (the setting vm.nr_overcommit_hugepages is raised for the run and put back after; when the
+    /// pages cannot be had the run says so and uses the heap), or `heap`, fio's default. On a disk
+    /// that takes one descriptor per piece of a request, heap buffers slow fio down by up to half
+    /// (docs/compare.md, "fio's buffers").
+    #[arg(long, value_enum, default_value = "huge")]
+    pub fio_buffers: FioBuffersArg,
     /// Tunables for the engine's schedulers, `key=value,key=value`; `SCHEDULER.key=value` for one of
     /// them only (e.g. `bfq.latency_guard=300`).
     #[arg(long, short)]
@@ -61,6 +68,15 @@ pub struct CompareArgs {
     /// weight's share is owed what it gets alone (docs/fast-devices.md, "The guarantee").
     #[arg(long)]
     pub alone: bool,
+}
+
+/// `--fio-buffers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FioBuffersArg {
+    /// Huge pages, as the engine's buffers.
+    Huge,
+    /// fio's default heap buffers.
+    Heap,
 }
 
 /// The JSON document `--json` writes.
@@ -188,6 +204,7 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     // compare with the engine's replay; fio's replay runs the processes concurrently.
     let kernel_options = bfq_kernel::KernelOptions {
         replayer: std::env::current_exe().ok(),
+        huge_page_buffers: args.fio_buffers == FioBuffersArg::Huge,
         ..bfq_kernel::KernelOptions::default()
     };
     let engine_options = bfq_runner::RunOptions {

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use bfq_kernel::fio::{plan_app, Timing};
+use bfq_kernel::fio::{plan_app, FioBuffers, Timing};
 use bfq_sched::Op;
 use bfq_workload::apps::requests_in_issue_order;
 use bfq_workload::rng::SimRng;
@@ -143,7 +143,9 @@ fn simulator_engine_runner_and_fio_translation_issue_the_same_requests() {
     let (placed, _) = bfq_kernel::layout(&job).unwrap();
     let timing = Timing { duration: job.duration.0, warmup: job.warmup.0 };
     for (i, app) in placed.iter().enumerate() {
-        let plan = plan_app(app, Path::new("/dev/loop9"), timing, job.seed, i as u64, &dir.0).unwrap();
+        let plan =
+            plan_app(app, Path::new("/dev/loop9"), timing, job.seed, i as u64, &dir.0, FioBuffers::Heap)
+                .unwrap();
         let expected = &sim[i];
         let file = &plan.job_file;
         let num = |k: &str| fio_value(file, k).unwrap_or_else(|| panic!("{}: no {k}=\n{file}", app.name));

@@ -40,6 +40,16 @@ pub enum Action {
     EndProcess(u32),
     /// Remove this scratch file or directory tree.
     RemovePath(PathBuf),
+    /// Put this kernel setting (a file under /proc/sys) back to `before`, if it still holds `set`,
+    /// the value this run wrote: a value someone changed since is theirs.
+    RestoreSetting {
+        /// The setting's file.
+        path: PathBuf,
+        /// Its value before the run.
+        before: u64,
+        /// The value the run wrote.
+        set: u64,
+    },
 }
 
 /// A file's identity: the device of the file system that holds it and its inode number. Two files
@@ -152,6 +162,9 @@ impl std::fmt::Display for Action {
             Action::RemoveCgroup(dir) => write!(f, "cgroup {}", dir.display()),
             Action::EndProcess(pid) => write!(f, "process {pid}"),
             Action::RemovePath(path) => write!(f, "scratch files {}", path.display()),
+            Action::RestoreSetting { path, before, set } => {
+                write!(f, "setting {} raised from {before} to {set}", path.display())
+            }
         }
     }
 }
@@ -170,6 +183,9 @@ impl Action {
             // The start time tells the process from a later one that reuses its pid.
             Action::EndProcess(pid) => json!({ "end_process": pid, "start_time": process_start_time(*pid) }),
             Action::RemovePath(path) => json!({ "remove_path": path.display().to_string() }),
+            Action::RestoreSetting { path, before, set } => {
+                json!({ "restore_setting": path.display().to_string(), "before": before, "set": set })
+            }
         }
     }
 
@@ -193,6 +209,10 @@ impl Action {
         }
         if let Some(p) = path("remove_path") {
             return Some(Action::RemovePath(p));
+        }
+        if let Some(p) = path("restore_setting") {
+            let number = |k: &str| v.get(k).and_then(|x| x.as_u64());
+            return Some(Action::RestoreSetting { path: p, before: number("before")?, set: number("set")? });
         }
         let pid = u32::try_from(v.get("end_process")?.as_u64()?).ok()?;
         let started = v.get("start_time").and_then(|x| x.as_u64());
@@ -417,8 +437,20 @@ fn undo(action: &Action) -> bool {
         Action::RemovePath(path) => {
             let _ = if path.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
         }
+        Action::RestoreSetting { path, before, set } => restore_setting(path, *before, *set),
     }
     true
+}
+
+/// Writes `before` back to the setting at `path` if it still holds `set`.
+fn restore_setting(path: &std::path::Path, before: u64, set: u64) {
+    let now = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse::<u64>().ok());
+    if now != Some(set) {
+        return;
+    }
+    if let Err(e) = std::fs::write(path, format!("{before}\n")) {
+        eprintln!("bfq: cannot put {} back to {before}: {e}", path.display());
+    }
 }
 
 /// Whether it detached the device: not if it serves another file or nothing (no longer this run's),
@@ -561,6 +593,23 @@ mod tests {
         assert!(!backed_by("/dev/shm/other.img\n", "/dev/shm/t.img"));
         assert!(!backed_by("/dev/shm/other.img (deleted)\n", "/dev/shm/t.img"));
         assert!(!backed_by("", "/dev/shm/t.img"));
+    }
+
+    #[test]
+    fn a_raised_setting_is_put_back_only_while_it_holds_the_value_this_run_wrote() {
+        let dir = std::env::temp_dir().join(format!("bfq-setting-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nr_overcommit_hugepages");
+        let action = Action::RestoreSetting { path: path.clone(), before: 3, set: 40 };
+        assert_eq!(Action::from_json(&action.to_json()), Some(action.clone()));
+        std::fs::write(&path, "40\n").unwrap();
+        assert!(undo(&action));
+        assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), "3");
+        // Someone else set it since: theirs, left alone.
+        std::fs::write(&path, "77\n").unwrap();
+        undo(&action);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), "77");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -69,11 +69,31 @@ pub fn ioprio(class: IoClass) -> (u8, u8) {
     }
 }
 
+/// Where fio puts its I/O buffers (its `iomem`).
+///
+/// On a device that takes one descriptor per physically contiguous piece of a request (a virtio disk
+/// without indirect descriptors, docs/performance.md "The convoy's cause and its fix"), a 128 KiB read
+/// into heap memory of 4 KiB pages can be 32 pieces, and a few such reads fill the device's ring. The
+/// engine's buffers of 64 KiB and more are in huge pages, so the kernel's schedulers get fio's
+/// buffers in huge pages too: the comparison is then between schedulers, not between memories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FioBuffers {
+    /// fio's default: heap memory in base pages.
+    Heap,
+    /// Anonymous huge pages of this many bytes (`iomem=mmaphuge` without a file: `MAP_HUGETLB`).
+    HugePages {
+        /// The size of a huge page (`Hugepagesize` in /proc/meminfo).
+        page_bytes: u64,
+    },
+}
+
 /// What fio runs for one application.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FioPlan {
     /// The job file text.
     pub job_file: String,
+    /// Huge pages its fio maps for buffers, at most (0 with [`FioBuffers::Heap`]).
+    pub huge_pages: u64,
     /// Iolog files to write beside it: (file name, content).
     pub iologs: Vec<(String, String)>,
     /// Requests per start-up replay job, for telling a completed replay from a cut one.
@@ -103,6 +123,7 @@ pub fn plan_app(
     seed: u64,
     stream: u64,
     iolog_dir: &Path,
+    buffers: FioBuffers,
 ) -> Result<FioPlan, String> {
     let (name, spec, region, trace) = (app.name.as_str(), &app.spec, app.region, app.trace.as_ref());
     let (prioclass, prio) = ioprio(spec.class.0);
@@ -112,6 +133,22 @@ pub fn plan_app(
     let _ =
         writeln!(out, "[global]\nfilename={dev}\nlat_percentiles=1\nrandseed={}", seed.wrapping_add(stream));
     let _ = writeln!(out, "prioclass={prioclass}\nprio={prio}");
+    if let FioBuffers::HugePages { page_bytes } = buffers {
+        let _ = writeln!(out, "iomem=mmaphuge\nhugepage-size={page_bytes}");
+    }
+    // fio maps `iodepth` times the largest request for each job, plus alignment, in whole huge
+    // pages, and two pages for the process (fio 3.33 on this project's machine: a job of 4 KiB x 1
+    // took 4 pages, three such jobs 8, one of 2 MiB x 1 took 5). Two pages more than the buffer per
+    // job, and two per process, bound that; a larger limit costs nothing (pages are taken when fio
+    // maps them).
+    let pages_for = |bytes: u64| match buffers {
+        FioBuffers::HugePages { page_bytes } => bytes.div_ceil(page_bytes.max(1)) + 2,
+        FioBuffers::Heap => 0,
+    };
+    let per_process = match buffers {
+        FioBuffers::HugePages { .. } => 2,
+        FioBuffers::Heap => 0,
+    };
     let request = spec.request_bytes();
     let window = spec.window();
     let engine = |depth: u32| {
@@ -137,7 +174,8 @@ pub fn plan_app(
         }
         _ => String::new(),
     };
-    let mut plan = FioPlan { job_file: String::new(), iologs: Vec::new(), trace_requests: Vec::new() };
+    let mut plan =
+        FioPlan { job_file: String::new(), huge_pages: 0, iologs: Vec::new(), trace_requests: Vec::new() };
     match &spec.workload {
         Workload::SeqReader(_) | Workload::RandReader(_) => {
             let rw = if spec.kind() == AppKind::SeqReader { "read" } else { "randread" };
@@ -155,6 +193,7 @@ pub fn plan_app(
                 engine(window),
                 random(bs)
             );
+            plan.huge_pages = pages_for(bs * u64::from(window.max(1)));
         }
         Workload::SeqWriter(_) | Workload::RandWriter(_) => {
             let rw = if spec.kind() == AppKind::SeqWriter { "write" } else { "randwrite" };
@@ -164,6 +203,7 @@ pub fn plan_app(
                 "\n[{name}]\nrw={rw}\nbs={bs}\ndirect=0\nioengine=psync\n{area}{}{timed}",
                 random(bs)
             );
+            plan.huge_pages = pages_for(bs);
         }
         Workload::Dbms(_) => {
             let jobs = spec.process_count();
@@ -174,6 +214,7 @@ pub fn plan_app(
                 engine(window),
                 apps::dbms::DBMS_ALIGN
             );
+            plan.huge_pages = u64::from(jobs) * pages_for(request * u64::from(window.max(1)));
         }
         Workload::Startup(startup) => {
             let trace = trace.ok_or("a startup application needs a trace")?;
@@ -182,6 +223,14 @@ pub fn plan_app(
                 return Err("starts after the end of the run".into());
             }
             let logs = startup_iologs(trace, region, device, seed, stream);
+            let mut largest = vec![0u64; logs.len()];
+            for r in &trace.requests {
+                if let Some(l) = largest.get_mut(r.thread) {
+                    *l = (*l).max(u64::from(r.bytes));
+                }
+            }
+            plan.huge_pages =
+                largest.iter().map(|&bytes| pages_for(bytes * u64::from(STARTUP_IODEPTH))).sum();
             for (t, (text, count)) in logs.into_iter().enumerate() {
                 let file = format!("{}-t{t}.iolog", crate::cgroup::sanitize(name));
                 let path = iolog_dir.join(&file);
@@ -208,6 +257,7 @@ pub fn plan_app(
             ));
         }
     }
+    plan.huge_pages += per_process;
     plan.job_file = out;
     Ok(plan)
 }
@@ -419,7 +469,9 @@ mod tests {
     /// The fio job of application `name` with `spec` over 1 MiB at `start` of /dev/loop9.
     fn job_file(name: &str, spec: AppSpec, start: u64, seed: u64) -> String {
         let app = placed(name, spec, Region { start, len: 1 << 20 }, None);
-        plan_app(&app, Path::new("/dev/loop9"), T, seed, 0, Path::new("/x")).unwrap().job_file
+        plan_app(&app, Path::new("/dev/loop9"), T, seed, 0, Path::new("/x"), FioBuffers::Heap)
+            .unwrap()
+            .job_file
     }
 
     #[test]
@@ -515,11 +567,47 @@ mod tests {
             3,
             0,
             Path::new("/tmp/d"),
+            FioBuffers::Heap,
         )
         .unwrap();
         assert_eq!(plan.iologs.len(), trace.threads.len());
         assert!(plan.job_file.contains("startdelay=1000ms\n"));
         assert!(plan.job_file.contains("read_iolog=/tmp/d/s-t0.iolog\n"));
+    }
+
+    /// With huge-page buffers every job maps its buffers with `MAP_HUGETLB`, and the plan counts the
+    /// pages its fio can take: a job's depth times its largest request, in whole pages, plus one.
+    #[test]
+    fn huge_page_buffers_are_asked_of_fio_and_counted_per_job() {
+        let huge = FioBuffers::HugePages { page_bytes: 2 << 20 };
+        let plan_of = |spec: AppSpec, trace: Option<Trace>| {
+            let app = placed("a", spec, Region { start: 0, len: 64 << 20 }, trace);
+            plan_app(&app, Path::new("/dev/loop9"), T, 1, 0, Path::new("/x"), huge).unwrap()
+        };
+        let reader = AppSpec::of(Workload::SeqReader(Greedy {
+            window: Some(4),
+            request_size: Some(Size(128 << 10)),
+            ..Greedy::default()
+        }));
+        let plan = plan_of(reader.clone(), None);
+        assert!(plan.job_file.contains("iomem=mmaphuge\nhugepage-size=2097152\n"), "{}", plan.job_file);
+        // 4 x 128 KiB = 512 KiB: one page, two more for the job and two for the process.
+        assert_eq!(plan.huge_pages, 5);
+        let deep = AppSpec::of(Workload::SeqReader(Greedy {
+            window: Some(32),
+            request_size: Some(Size(1 << 20)),
+            ..Greedy::default()
+        }));
+        assert_eq!(plan_of(deep, None).huge_pages, 16 + 2 + 2);
+        let trace = Trace::builtin("xterm").unwrap();
+        let startup = plan_of(AppSpec::new(AppKind::Startup), Some(trace.clone()));
+        assert!(startup.huge_pages >= 3 * trace.threads.len() as u64 + 2);
+        // Heap buffers: fio's default, nothing asked and nothing counted.
+        let app = placed("a", reader, Region { start: 0, len: 64 << 20 }, None);
+        let heap =
+            plan_app(&app, Path::new("/dev/loop9"), T, 1, 0, Path::new("/x"), FioBuffers::Heap).unwrap();
+        assert!(!heap.job_file.contains("iomem"));
+        assert_eq!(heap.huge_pages, 0);
     }
 
     /// `AppKind::kernel_runs` (what `bfq list` and the checks say) is exactly the set of kinds this
@@ -537,6 +625,7 @@ mod tests {
                 1,
                 0,
                 Path::new("/x"),
+                FioBuffers::Heap,
             );
             assert_eq!(result.is_ok(), kind.kernel_runs(), "{}: {result:?}", kind.as_str());
             if let Err(e) = result {

@@ -17,6 +17,7 @@
 pub mod cgroup;
 pub mod cleanup;
 pub mod fio;
+pub mod hugepages;
 pub mod loopdev;
 pub mod replay;
 pub mod run;

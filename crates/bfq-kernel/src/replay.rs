@@ -87,7 +87,7 @@ enum Command {
 }
 
 /// A read on the device: its buffer (kept alive until it completes), submission time, length, offset.
-type InFlightRead = (Vec<u8>, Instant, u32, u64);
+type InFlightRead = (bfq_io::AlignedBuf, Instant, u32, u64);
 
 /// A worker's answer to one command: completions reaped (latency, bytes), or an error.
 type Reply = Result<Vec<(u64, u64)>, String>;
@@ -225,10 +225,11 @@ fn worker(
         let result = (|| -> Result<(), String> {
             let wait_all = match cmd {
                 Command::Read { offset, len, wait } => {
-                    // O_DIRECT needs an aligned buffer: over-allocate and start at the next 4 KiB.
-                    let mut buf = vec![0u8; len as usize + 4096];
-                    let shift = buf.as_ptr().align_offset(4096);
-                    let ptr = buf[shift..].as_mut_ptr();
+                    // O_DIRECT needs an aligned buffer; the engine's (huge-page slots from 64 KiB,
+                    // docs/performance.md "The convoy's cause"), so that a start-up reads into the
+                    // same kind of memory under the kernel's schedulers as under the engine.
+                    let mut buf = bfq_io::AlignedBuf::zeroed(len as usize);
+                    let ptr = buf.as_mut_slice().as_mut_ptr();
                     let slot = buffers.iter().position(Option::is_none).unwrap_or_else(|| {
                         buffers.push(None);
                         buffers.len() - 1

@@ -13,7 +13,7 @@ use bfq_workload::report::{AppReport, RunReport, Totals, SCHEMA};
 
 use crate::cgroup::{self, CgroupTree};
 use crate::cleanup::{self, Action, Guard};
-use crate::fio::{self, FioPlan, JobResult, LatencyHist, PlacedApp, Region, Timing};
+use crate::fio::{self, FioBuffers, FioPlan, JobResult, LatencyHist, PlacedApp, Region, Timing};
 use crate::loopdev::LoopDevice;
 use crate::{sysfs, KernelError};
 
@@ -28,11 +28,20 @@ pub struct KernelOptions {
     /// `PROGRAM replay-startup ...` (the `bfq` binary); without it, start-ups are replayed by fio,
     /// which runs the traced processes concurrently.
     pub replayer: Option<PathBuf>,
+    /// Give fio its buffers in huge pages, as the engine's are ([`crate::hugepages`]); when the
+    /// kernel cannot give them, the run keeps fio's heap buffers and says so in its report's
+    /// `fio_buffers`. False: fio's default heap buffers.
+    pub huge_page_buffers: bool,
 }
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions { scratch_dir: std::env::temp_dir(), grace: Duration::from_secs(60), replayer: None }
+        KernelOptions {
+            scratch_dir: std::env::temp_dir(),
+            grace: Duration::from_secs(60),
+            replayer: None,
+            huge_page_buffers: true,
+        }
     }
 }
 
@@ -132,7 +141,8 @@ pub fn check_job(job: &Job) -> Result<(), KernelError> {
     let (apps, _) = layout(job)?;
     let timing = Timing { duration: job.duration.0, warmup: job.warmup.0 };
     for app in &apps {
-        fio::plan_app(app, Path::new("/dev/loop-check"), timing, job.seed, 0, Path::new("/nonexistent"))
+        let nowhere = Path::new("/nonexistent");
+        fio::plan_app(app, Path::new("/dev/loop-check"), timing, job.seed, 0, nowhere, FioBuffers::Heap)
             .map_err(|message| KernelError::Job { app: app.name.clone(), message })?;
     }
     // An ON/OFF reader needs fio's `thinktime_iotime` (a missing fio is reported by
@@ -202,13 +212,45 @@ pub fn run_kernel_job(
     sysfs::select_scheduler(device.name(), scheduler)?;
     let tree = CgroupTree::create(cgroup::detect()?, &run_id)?;
     let mut groups = Vec::new();
-    let mut plans: Vec<FioPlan> = Vec::new();
     let timing = Timing { duration: job.duration.0, warmup: job.warmup.0 };
+    let plan_all = |buffers: FioBuffers| {
+        apps.iter()
+            .enumerate()
+            .map(|(i, app)| {
+                fio::plan_app(app, device.path(), timing, job.seed, i as u64, &scratch, buffers)
+                    .map_err(|message| KernelError::Job { app: app.name.clone(), message })
+            })
+            .collect::<Result<Vec<FioPlan>, KernelError>>()
+    };
+    // fio's buffers in huge pages when they can be had (the setting raised for them is put back
+    // after the fio processes have ended: it is registered before them).
+    let mut plans = plan_all(FioBuffers::Heap)?;
+    let mut buffers_note = "heap (fio's default; huge pages not asked for)".to_string();
+    let mut _huge_pages = None;
+    if options.huge_page_buffers {
+        let allowed = crate::hugepages::page_bytes().and_then(|page_bytes| {
+            let huge = plan_all(FioBuffers::HugePages { page_bytes }).map_err(|e| e.to_string())?;
+            let pages = huge.iter().map(|p| p.huge_pages).sum();
+            crate::hugepages::allow(pages).map(|allowed| (huge, allowed))
+        });
+        match allowed {
+            Ok((huge, allowed)) => {
+                buffers_note = format!(
+                    "huge pages of {} KiB (iomem=mmaphuge), {} allowed",
+                    allowed.page_bytes / 1024,
+                    allowed.pages
+                );
+                plans = huge;
+                _huge_pages = Some(allowed);
+            }
+            Err(why) => {
+                eprintln!("bfq: fio's buffers stay on the heap for this run: {why}");
+                buffers_note = format!("heap (huge pages not had: {why})");
+            }
+        }
+    }
     for (i, app) in apps.iter().enumerate() {
-        let plan = fio::plan_app(app, device.path(), timing, job.seed, i as u64, &scratch)
-            .map_err(|message| KernelError::Job { app: app.name.clone(), message })?;
         groups.push(tree.child(&format!("{i}-{}", app.name), app.spec.weight.0)?);
-        plans.push(plan);
     }
     let mut procs: Vec<FioProcess> = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
@@ -319,6 +361,7 @@ pub fn run_kernel_job(
         ("loop_direct_io".to_string(), device.direct_io().to_string()),
         ("cgroup_weight_file".to_string(), weight_file.unwrap_or_else(|| "none".into())),
         ("fio".to_string(), crate::fio_version().unwrap_or_default()),
+        ("fio_buffers".to_string(), buffers_note),
     ];
     params.sort();
     drop(groups);

@@ -61,6 +61,8 @@ fn a_short_job_runs_under_kernel_bfq_and_none_and_leaves_nothing_behind() {
     file.set_len(bytes).unwrap();
     drop(file);
     let prefix = format!("bfq-compare-{}-", std::process::id());
+    let overcommit = || std::fs::read_to_string(bfq_kernel::hugepages::OVERCOMMIT).unwrap_or_default();
+    let overcommit_before = overcommit();
     let mut outcome = Vec::new();
     for sched in ["bfq", "none"] {
         outcome.push((sched, run_kernel_job(&job, &target, sched, &KernelOptions::default())));
@@ -73,6 +75,9 @@ fn a_short_job_runs_under_kernel_bfq_and_none_and_leaves_nothing_behind() {
         );
     }
     std::fs::remove_file(&target).unwrap();
+    // The surplus huge pages allowed for fio's buffers are put back.
+    assert_eq!(overcommit(), overcommit_before, "vm.nr_overcommit_hugepages not put back");
+    let huge_pages = bfq_kernel::hugepages::page_bytes().is_ok();
     for (sched, result) in outcome {
         let report = result.unwrap_or_else(|e| panic!("kernel {sched}: {e}"));
         assert_eq!(report.scheduler, format!("kernel-{sched}"));
@@ -87,5 +92,8 @@ fn a_short_job_runs_under_kernel_bfq_and_none_and_leaves_nothing_behind() {
         assert!(startup.mean_s > 0.0);
         let p = &report.scheduler_params;
         assert!(p.iter().any(|(k, v)| k == "cgroup_weight_file" && v != "none") || sched != "bfq", "{p:?}");
+        // fio read into huge pages, as the engine does, where the kernel has them.
+        let buffers = p.iter().find(|(k, _)| k == "fio_buffers").map(|(_, v)| v.as_str()).unwrap_or("");
+        assert!(!huge_pages || buffers.starts_with("huge pages of"), "{sched}: fio_buffers {buffers:?}");
     }
 }
