@@ -59,9 +59,7 @@ pub fn allow(pages: u64) -> Result<HugePages, String> {
         ));
     }
     let overcommit = read_number(Path::new(OVERCOMMIT))?;
-    // Surplus pages in use count against the limit (another program's may exceed it, after the
-    // limit was lowered): the limit must cover them and the new pages the free ones do not.
-    let set = surplus + pages.saturating_sub(free.saturating_sub(reserved));
+    let set = limit_needed(pages, free, reserved, surplus);
     let restore = if set > overcommit {
         let guard = cleanup::register(Action::RestoreSetting {
             path: PathBuf::from(OVERCOMMIT),
@@ -76,6 +74,14 @@ pub fn allow(pages: u64) -> Result<HugePages, String> {
     };
     try_map(bytes, page_bytes)?;
     Ok(HugePages { page_bytes, pages, _restore: restore })
+}
+
+/// The surplus limit under which `pages` more pages can be mapped, given the pool's free and
+/// reserved pages and the surplus pages in use. Surplus pages in use count against the limit (and
+/// may exceed it, when it was lowered while they were held), so the limit must cover them and the
+/// new pages that the free, unreserved ones do not.
+fn limit_needed(pages: u64, free: u64, reserved: u64, surplus: u64) -> u64 {
+    surplus + pages.saturating_sub(free.saturating_sub(reserved))
 }
 
 /// Maps `bytes` of huge pages once and unmaps them: the mapping reserves every page, so it fails now
@@ -130,6 +136,18 @@ fn meminfo_kib(meminfo: &str, name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_limit_covers_surplus_pages_in_use_and_what_the_free_pool_lacks() {
+        // Nothing in the pool, nothing in use: the pages themselves.
+        assert_eq!(limit_needed(18, 0, 0, 0), 18);
+        // Two surplus pages held by another program (one reserved, not yet touched), limit 0: the
+        // limit must be 2 + 18, not 18 (the bug of the first version: fio then could not map all).
+        assert_eq!(limit_needed(18, 1, 1, 2), 20);
+        // Free unreserved pages of a reserved pool serve first.
+        assert_eq!(limit_needed(18, 10, 2, 0), 10);
+        assert_eq!(limit_needed(4, 10, 2, 0), 0);
+    }
 
     #[test]
     fn meminfo_lines_are_read_by_name_with_or_without_a_unit() {
