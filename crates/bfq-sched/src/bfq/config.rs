@@ -183,6 +183,18 @@ pub struct BfqConfig {
     /// their paths meet. 0 = any waiting queue, which lets queues ahead of their share take a greedy
     /// queue's turns (docs/fast-devices.md, "Injection within share", and its 2026-11-29 section).
     pub inject_within_share: bool,
+    /// `inject_deep_within_share` (1): with `inject_within_share`, a deep queue (more than
+    /// `bypass_depth` requests outstanding, at least 3) is not injected into another deep queue's
+    /// turn while it is more than one maximum budget ahead of that queue in B-WF2Q+'s virtual time,
+    /// whatever the in-service queue's latency says, as long as the in-service queue could use its
+    /// weight's share of the device by itself (one that cannot is owed only what it gets alone, and
+    /// the rest is the others'). Between deep queues on a device they saturate, each slot is
+    /// taken from someone: the inject limit, learned from the in-service queue's latency, then
+    /// decides the shares, not the weights (four random readers of weights 1:1:3:3, eight reads
+    /// outstanding each, on this machine's RAM file: 1:1.2-2.5 without it). 0 = the rule of
+    /// `inject_within_share` alone (docs/fast-devices.md, "Deep queues injected within their
+    /// share").
+    pub inject_deep_within_share: bool,
     /// `inject_think_time` (1): the in-service queue's request latency that the inject limit is
     /// learned from includes the time the queue thought before the request (from its drain to the
     /// request, up to `slice_idle`), and its latency alone includes its think time alone: a queue
@@ -349,6 +361,7 @@ impl Default for BfqConfig {
             inject_latency_ratio: 115,
             inject_reserve: true,
             inject_within_share: true,
+            inject_deep_within_share: true,
             inject_think_time: true,
             inject_in_time: true,
             inject_lower_class: true,
@@ -406,6 +419,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "inject_latency_ratio",
     "inject_reserve",
     "inject_within_share",
+    "inject_deep_within_share",
     "inject_think_time",
     "inject_in_time",
     "inject_lower_class",
@@ -499,6 +513,7 @@ impl BfqConfig {
             "injection" => self.injection = parse_bool(NAME, key, value)?,
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
             "inject_within_share" => self.inject_within_share = parse_bool(NAME, key, value)?,
+            "inject_deep_within_share" => self.inject_deep_within_share = parse_bool(NAME, key, value)?,
             "inject_think_time" => self.inject_think_time = parse_bool(NAME, key, value)?,
             "inject_in_time" => self.inject_in_time = parse_bool(NAME, key, value)?,
             "inject_lower_class" => self.inject_lower_class = parse_bool(NAME, key, value)?,
@@ -584,6 +599,7 @@ impl BfqConfig {
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),
             ("inject_reserve", b(self.inject_reserve)),
             ("inject_within_share", b(self.inject_within_share)),
+            ("inject_deep_within_share", b(self.inject_deep_within_share)),
             ("inject_think_time", b(self.inject_think_time)),
             ("inject_in_time", b(self.inject_in_time)),
             ("inject_lower_class", b(self.inject_lower_class)),
