@@ -639,9 +639,14 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
             bfq.loaded50,
             bfq.alone50
         );
-        // Measured beside FIFO's 14-26x with none under the engine, 1,000x with mq-deadline.
+        // Measured beside FIFO's 14-26x with none under the engine, 1,000x with mq-deadline before
+        // the engine's buffers were in one piece (2026-12-04); since then FIFO's loaded p99 is
+        // 3.3-4.1 ms with mq-deadline, and one clean-clone run's second BFQ measurement, on a
+        // machine where the light client alone had a p99 of 700 us, was at 840 us: a fifth of
+        // FIFO's asked more of the machine than of the scheduler. A BFQ that lost the light client's
+        // protection is at FIFO's.
         assert!(
-            bfq.loaded99 * 5 < fifo_loaded,
+            bfq.loaded99 * 2 < fifo_loaded,
             "BFQ's p99 beside the copy ({:?}) is not far below FIFO's ({fifo_loaded:?})",
             bfq.loaded99
         );

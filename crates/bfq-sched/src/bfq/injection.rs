@@ -817,16 +817,7 @@ impl Bfq {
     /// database's 833 in the test model, the database at 0.67 of its throughput alone
     /// (`tests/fast_devices.rs`, docs/fast-devices.md "A deep queue fills the device").
     fn fills_device(&self, s: u32) -> bool {
-        if self.keeps_half_the_device_queue(s) {
-            return true;
-        }
-        let q = &self.queues[s as usize];
-        let (rate, base) = (self.device_rate.sectors_per_sec(), q.inject.time_alone());
-        if base == 0 || rate == 0 {
-            return false;
-        }
-        let in_device = u128::from(q.demand_sectors());
-        2 * in_device * u128::from(SEC) >= u128::from(rate) * u128::from(base)
+        self.could_use_alone(s, SHARE_ONE / 2)
     }
 
     /// Whether queue `s` could by itself use its weight's share (through every group above it) of
@@ -836,6 +827,13 @@ impl Bfq {
     /// in the device where it seldom runs alone (on the RAM file 12-23 us for eight 4 KiB reads),
     /// so this errs towards "cannot", where injection is allowed as before.
     fn could_use_its_share(&self, s: u32) -> bool {
+        self.could_use_alone(s, self.wf2q.path_share(s, self.effective_weight(s)))
+    }
+
+    /// Whether queue `s` keeps half of the device's queue depth outstanding, or its rate alone (the
+    /// sectors it keeps outstanding over its latency alone) is at least `part` (in units of
+    /// [`SHARE_ONE`]) of what the device delivers at its busiest ([`DeviceRate`]).
+    fn could_use_alone(&self, s: u32, part: u64) -> bool {
         if self.keeps_half_the_device_queue(s) {
             return true;
         }
@@ -844,9 +842,8 @@ impl Bfq {
         if base == 0 || rate == 0 {
             return false;
         }
-        let share = self.wf2q.path_share(s, self.effective_weight(s));
         let alone = u128::from(q.demand_sectors()) * u128::from(SEC) * u128::from(SHARE_ONE);
-        alone >= u128::from(rate) * u128::from(base) * u128::from(share)
+        alone >= u128::from(rate) * u128::from(base) * u128::from(part)
     }
 
     /// Whether queue `s` keeps at least half of the device's queue depth outstanding: then the device's
