@@ -70,6 +70,8 @@ pub const BASE_REFRESH: Nanos = SEC;
 /// The first wait before a limit that fell to 0 while injection cost the device throughput is
 /// tried again (`InjectLimit::retry_after`).
 const RETRY_MIN: Nanos = 100 * MSEC;
+/// Shortest slot whose own rate counts towards [`InjectLimit::held_slot_rate`].
+pub const HELD_SLOT_MIN: Nanos = 2 * MSEC;
 
 /// The shortest window of a queue's turns that can show what injection costs the device: on the RAM
 /// file a window of sixteen completions lasts about 100 us, and its sectors over its time were noise;
@@ -154,6 +156,9 @@ pub struct InjectLimit {
     think_part: u32,
     /// When `base` was last sampled.
     pub base_at: Instant,
+    /// The queue's own rate (sectors a second, filtered over its slots; 0 = none seen) in its recent
+    /// slots in which every deep queue beside it was held to its share (`inject_deep_share_measured`).
+    pub held_slot_rate: u64,
     /// When the last counted sample alone completed: a sample whose request was already in the device
     /// then shared its stall, and does not count ([`Self::on_completion`]).
     counted_at: Instant,
@@ -490,6 +495,19 @@ impl InjectLimit {
         }
     }
 
+    /// A slot of the queue ended in which every deep queue beside it was held to its share
+    /// (`inject_deep_within_share`): `sectors` of its own were dispatched in `elapsed`. Slots
+    /// shorter than [`HELD_SLOT_MIN`] do not count (a turn cut short says little of a rate).
+    pub fn note_held_slot(&mut self, sectors: u64, elapsed: Nanos) {
+        if elapsed < HELD_SLOT_MIN {
+            return;
+        }
+        let rate =
+            u64::try_from(u128::from(sectors) * u128::from(SEC) / u128::from(elapsed)).unwrap_or(u64::MAX);
+        self.held_slot_rate =
+            if self.held_slot_rate == 0 { rate } else { (3 * self.held_slot_rate) / 4 + rate / 4 };
+    }
+
     /// How long a baseline serves before it is measured again: [`SETTLE_REFRESH`] after the first
     /// sample, doubling up to [`BASE_SAMPLES`] samples, then [`BASE_REFRESH`].
     fn refresh(&self) -> Nanos {
@@ -720,7 +738,18 @@ impl Bfq {
             }
             None => return None,
         };
-        if !self.injectable(c) || self.slot_reserved_from(c, s, class) || self.beyond_share(c, s) {
+        if !self.injectable(c) || self.slot_reserved_from(c, s, class) {
+            return None;
+        }
+        let deep_pair = self.deep_pair(c, s);
+        if let (Some(held), Some(svc)) = (deep_pair, self.service.as_mut()) {
+            if held {
+                svc.deep_held += 1;
+            } else {
+                svc.deep_not_held += 1;
+            }
+        }
+        if self.beyond_share(c, s, deep_pair == Some(true)) {
             return None;
         }
         if self.below_class(c, class) {
@@ -755,7 +784,7 @@ impl Bfq {
     /// one group left tenants to the limit alone: two deep random readers on exports of weights 100
     /// and 300 of this machine's disk file came out 1:1.6 and then, while the light one's group paid
     /// back the lead it had taken, 1:5.7, for seconds (`crates/bfq-cli/tests/serve.rs`).
-    fn beyond_share(&self, c: u32, s: u32) -> bool {
+    fn beyond_share(&self, c: u32, s: u32, deep_pair: bool) -> bool {
         // A queue of a lower class has no place in `s`'s tree to compare: the inject limit alone
         // bounds what it takes. (Held out whenever `s` is over the ratio, it would stay out for good:
         // with nothing injected no window ends to clear the mark, and `s` alone then sets the
@@ -768,10 +797,10 @@ impl Bfq {
         // beside it, and held to its own turns it loses much of what it can use (on the disk file the
         // random readers of fast-seq-rand-1-4 and -10-1 got 37-61 % less than their throughput alone
         // when the rule held them back too, 37-47 % less without the rule).
-        // Deep beside deep (`inject_deep_within_share`): both keep more requests outstanding than a
-        // latency-bound queue, so on a device they saturate every slot one of them takes is taken
-        // from the others, and the in-service queue's latency need not show it (its latency alone
-        // was measured beside the same load). Four random readers of weights 1:1:3:3, eight reads
+        // Deep beside deep (`inject_deep_within_share`, `deep_pair` from [`Self::deep_pair`]): both
+        // keep more requests outstanding than a latency-bound queue, so on a device they saturate
+        // every slot one of them takes is taken from the others, and the in-service queue's latency
+        // need not show it (its latency alone was measured beside the same load). Four random readers of weights 1:1:3:3, eight reads
         // outstanding each, on this machine's RAM file came out 1:1.2-2.5, the light ones injected
         // into every heavy turn as far as the limit let them.
         // Only while the in-service queue could use its share by itself: one that cannot (a random
@@ -779,10 +808,6 @@ impl Bfq {
         // delivers) is owed what it gets alone, and the rest of the device is the others' (weighted
         // max-min fairness): held to its pace, fast-startup-mixed's sequential readers fell from
         // 0.40 to 0.15 of FIFO on the disk file.
-        let deep_pair = self.cfg.inject_deep_within_share
-            && self.deeper_than_latency_bound(c)
-            && self.deeper_than_latency_bound(s)
-            && self.could_use_its_share(s);
         let inject = &self.queues[s as usize].inject;
         if !(deep_pair || inject.over_latency || (inject.short_of_share && !self.latency_bound(c))) {
             return false;
@@ -795,6 +820,20 @@ impl Bfq {
         let served = turn.unwrap_or(svc.served);
         let progress = mine.start.saturating_add(wf2q::vtime_delta(served, mine.weight.max(1)));
         theirs.start > progress.saturating_add(wf2q::vtime_delta(self.b_max, theirs.weight.max(1)))
+    }
+
+    /// `inject_deep_within_share`: for a waiting deep queue `c` and a deep in-service queue `s`
+    /// (more than `bypass_depth` requests outstanding each), whether `c` is held to its share in
+    /// `s`'s turn ([`Self::beyond_share`]): while `s` could use its share by itself
+    /// ([`Self::could_use_its_share`]). None when the rule does not apply: it is off, a queue is not
+    /// deep, or `c` is of a lower class (bounded by the inject limit alone).
+    fn deep_pair(&self, c: u32, s: u32) -> Option<bool> {
+        let applies = self.cfg.inject_within_share
+            && self.cfg.inject_deep_within_share
+            && self.deeper_than_latency_bound(c)
+            && self.deeper_than_latency_bound(s)
+            && !self.below_class(c, self.queues[s as usize].spec.class.index());
+        applies.then(|| self.could_use_its_share(s))
     }
 
     /// Whether queue `s` could by itself use at least half of what the device delivers at its
@@ -826,8 +865,28 @@ impl Bfq {
     /// device's queue depth outstanding. Its latency alone is measured beside the others' requests
     /// in the device where it seldom runs alone (on the RAM file 12-23 us for eight 4 KiB reads),
     /// so this errs towards "cannot", where injection is allowed as before.
+    ///
+    /// With `inject_deep_share_measured`, also when its own rate in its recent slots with the deep
+    /// queues beside it held to their shares ([`InjectLimit::held_slot_rate`]) was at least three
+    /// quarters of that share. On the RAM file the latency alone is inflated by the others' work
+    /// (the CPU is the device): samples alone of 4-15 us in one run, 30-150 us in another, where a
+    /// reader of eight 4 KiB reads did 1,620-1,840 MiB/s alone (16-18 us a window of eight). The
+    /// more the others were injected, the slower it looked alone, and a queue able to use twice its
+    /// share was judged unable to: the weights 1:1:3:3 came out 1:1.6-2.3 in half of the runs.
+    /// What it did in its held slots is measured beside the others as they should be. Three quarters,
+    /// not all: held, it gets about its share and no more (the queues not ahead of it share its
+    /// turns too), so against all of it the answer would turn on noise; a queue that cannot use its
+    /// share (the disk file's random reader of four reads, 4 % of the device) stays far below.
     fn could_use_its_share(&self, s: u32) -> bool {
-        self.could_use_alone(s, self.wf2q.path_share(s, self.effective_weight(s)))
+        let part = self.wf2q.path_share(s, self.effective_weight(s));
+        if self.could_use_alone(s, part) {
+            return true;
+        }
+        let held_rate = self.queues[s as usize].inject.held_slot_rate;
+        self.cfg.inject_deep_share_measured
+            && held_rate > 0
+            && u128::from(held_rate) * u128::from(SHARE_ONE) * 4
+                >= u128::from(self.device_rate.sectors_per_sec()) * u128::from(part) * 3
     }
 
     /// Whether queue `s` keeps half of the device's queue depth outstanding, or its rate alone (the
@@ -1932,5 +1991,64 @@ mod tests {
         // file was injected without limit into the heavier one's turns (1:1.0 to 1:1.9).
         assert_eq!(waker_of_two(false), Some(QueueId(1)), "a hand-over three times makes a waker");
         assert_eq!(waker_of_two(true), None, "a queue busy by itself wakes no one");
+    }
+
+    /// Four queues of weights 100, 100, 300 and 300, each with one read queued (backlogged), on a
+    /// device that delivers 5,000,000 sectors a second at its busiest (2.4 GiB/s, this machine's RAM
+    /// file); queue 3 keeps eight 4 KiB reads outstanding, and its latency alone was measured at
+    /// `base_us`. Whether it could use its share (3/8), before and after four slots of `held_kib`
+    /// KiB in 10 ms each with the deep queues beside it held to their shares.
+    fn could_use_after_held_slots(measured: &str, base_us: u64, held_kib: u64) -> (bool, bool) {
+        use crate::types::{DeviceInfo, IoClass, QueueSpec};
+        use crate::Scheduler;
+        let mut cfg = BfqConfig::default();
+        cfg.set("low_latency", "0").unwrap();
+        cfg.set("inject_deep_share_measured", measured).unwrap();
+        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 32 }, cfg);
+        for (q, weight) in [(1u32, 100u32), (2, 100), (3, 300), (4, 300)] {
+            let spec = QueueSpec { weight, class: IoClass::BestEffort(4) };
+            b.configure_queue(QueueId(q), spec, Instant::ZERO).unwrap();
+            b.insert(crate::testing::read_4k(u64::from(q), q, u64::from(q) << 23), Instant::ZERO);
+        }
+        let s = b.slot_of(QueueId(3));
+        b.device_rate.rate = 5_000_000;
+        let q = &mut b.queues[s as usize];
+        q.demand = 8;
+        q.mean_request_sectors = 8;
+        q.inject.base = base_us * 1000;
+        let before = b.could_use_its_share(s);
+        for _ in 0..4 {
+            b.queues[s as usize].inject.note_held_slot(held_kib * 2, 10 * MSEC);
+        }
+        (before, b.could_use_its_share(s))
+    }
+
+    #[test]
+    fn a_deep_queue_that_used_its_share_in_held_slots_can_use_it_whatever_its_latency_alone_says() {
+        // `inject_deep_share_measured` (beyond the seeds; docs/fast-devices.md "A deep queue's share
+        // measured in its turns"). Eight 4 KiB reads over a latency alone of 16 us are 4,000,000
+        // sectors a second, more than its share of 1,875,000; over 60 us (inflated by the others'
+        // work on a device the CPU bounds) 1,066,667, less.
+        assert_eq!(could_use_after_held_slots("1", 16, 0), (true, true), "fast alone: it can");
+        // 10 MiB in 10 ms (2,048,000 sectors a second) with the others held: it used its share.
+        assert_eq!(could_use_after_held_slots("1", 60, 10 << 10), (false, true), "it used its share");
+        assert_eq!(could_use_after_held_slots("0", 60, 10 << 10), (false, false), "the rule off");
+        // 7 MiB in 10 ms (1,433,600 a second, 0.76 of its share): within the margin of three quarters.
+        assert_eq!(could_use_after_held_slots("1", 60, 7 << 10), (false, true), "three quarters");
+        // 1 MiB in 10 ms (a queue that cannot use its share, as the disk file's random reader): no.
+        assert_eq!(could_use_after_held_slots("1", 60, 1 << 10), (false, false), "a slow queue cannot");
+    }
+
+    #[test]
+    fn held_slots_are_filtered_and_short_ones_do_not_count() {
+        // `inject_deep_share_measured`: a turn cut short says little of a rate; one slot moves the
+        // filtered rate by a quarter of the difference.
+        let mut l = InjectLimit::default();
+        l.note_held_slot(1_000_000, HELD_SLOT_MIN - 1);
+        assert_eq!(l.held_slot_rate, 0, "a slot under {HELD_SLOT_MIN} ns does not count");
+        l.note_held_slot(20_000, 10 * MSEC);
+        assert_eq!(l.held_slot_rate, 2_000_000, "the first slot sets the rate");
+        l.note_held_slot(0, 10 * MSEC);
+        assert_eq!(l.held_slot_rate, 1_500_000, "a slot of nothing moves it by a quarter");
     }
 }

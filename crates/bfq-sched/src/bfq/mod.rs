@@ -92,6 +92,11 @@ struct Service {
     fifo_checked: bool,
     /// Sectors of other queues injected during this slot ([`injection`]).
     injected_sectors: u64,
+    /// Injection decisions in this slot between this queue and a deep one, taken with the other held
+    /// to its share (`inject_deep_within_share`) and not: a slot of only the first kind measures
+    /// the queue's own rate beside queues kept to their shares (`inject_deep_share_measured`).
+    deep_held: u32,
+    deep_not_held: u32,
 }
 
 /// How many injected queues a slot keeps account of (beyond them, injected service is charged its
@@ -377,6 +382,8 @@ impl Bfq {
             deadline: now.saturating_add(timeout),
             idle_until: None,
             fifo_checked: false,
+            deep_held: 0,
+            deep_not_held: 0,
             injected_sectors: 0,
         });
         self.event(now, s, EventKind::Selected { budget: b });
@@ -433,6 +440,9 @@ impl Bfq {
                 && self.hw_tag.detected
                 && self.keeps_half_the_device_queue(s),
         };
+        if svc.deep_held > 0 && svc.deep_not_held == 0 {
+            self.queues[s as usize].inject.note_held_slot(svc.served_sectors, outcome.elapsed);
+        }
         let charged = budget::charge(&self.cfg, &outcome, self.b_max);
         // An overcharge is service for B-WF2Q+ (seed 000 sec. 3.5: the queue is charged "an entire
         // budget even if it has used only part of it"): V advances by it as by any service (sec. 3.1),
