@@ -202,7 +202,7 @@ pub struct BfqConfig {
     /// the others' work, and on a device that the CPU bounds (this machine's RAM file) that work
     /// inflates it: the more the others were injected, the slower the queue looked alone, the less it
     /// seemed able to use, and the more they were injected. Four random readers of weights
-    /// 1:1:3:3 came out 1:1.7-2.3 in half of the runs. 0 = the latency alone decides
+    /// 1:1:3:3 came out 1:1.6-2.3 in a third of the runs. 0 = the latency alone decides
     /// (docs/fast-devices.md, "A deep queue's share measured in its turns").
     pub inject_deep_share_measured: bool,
     /// `inject_think_time` (1): the in-service queue's request latency that the inject limit is

@@ -800,9 +800,9 @@ impl Bfq {
         // Deep beside deep (`inject_deep_within_share`, `deep_pair` from [`Self::deep_pair`]): both
         // keep more requests outstanding than a latency-bound queue, so on a device they saturate
         // every slot one of them takes is taken from the others, and the in-service queue's latency
-        // need not show it (its latency alone was measured beside the same load). Four random readers of weights 1:1:3:3, eight reads
-        // outstanding each, on this machine's RAM file came out 1:1.2-2.5, the light ones injected
-        // into every heavy turn as far as the limit let them.
+        // need not show it (its latency alone was measured beside the same load). Four random
+        // readers of weights 1:1:3:3, eight reads outstanding each, on this machine's RAM file came
+        // out 1:1.2-2.5, the light ones injected into every heavy turn as far as the limit let them.
         // Only while the in-service queue could use its share by itself: one that cannot (a random
         // reader of four reads outstanding on this machine's disk file, 4 % of what the device
         // delivers) is owed what it gets alone, and the rest of the device is the others' (weighted
@@ -872,7 +872,7 @@ impl Bfq {
     /// (the CPU is the device): samples alone of 4-15 us in one run, 30-150 us in another, where a
     /// reader of eight 4 KiB reads did 1,620-1,840 MiB/s alone (16-18 us a window of eight). The
     /// more the others were injected, the slower it looked alone, and a queue able to use twice its
-    /// share was judged unable to: the weights 1:1:3:3 came out 1:1.6-2.3 in half of the runs.
+    /// share was judged unable to: the weights 1:1:3:3 came out 1:1.6-2.3 in a third of the runs.
     /// What it did in its held slots is measured beside the others as they should be. Three quarters,
     /// not all: held, it gets about its share and no more (the queues not ahead of it share its
     /// turns too), so against all of it the answer would turn on noise; a queue that cannot use its
