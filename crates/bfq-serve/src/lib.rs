@@ -1,6 +1,7 @@
 //! `bfq serve`: a network block device (NBD) server whose exports and connections are tenants of one
 //! BFQ scheduler per device (issue 16), on the `bfq-io` engine. Real NBD clients (qemu-img, qemu-io,
-//! nbdinfo, nbdcopy, the kernel's nbd driver, fio's nbd engine) connect to it.
+//! nbdinfo, nbdcopy, nbdfuse, fio's nbd engine) connect to it; the kernel's nbd driver speaks the same
+//! protocol but is not tested here (the test machines' kernels have no nbd module).
 //!
 //! The protocol is the NBD project's (`doc/proto.md` of NetworkBlockDevice/nbd), written here from its
 //! description: fixed newstyle negotiation with `NBD_OPT_GO`, `INFO`, `LIST`, `EXPORT_NAME`, `ABORT`,
