@@ -87,6 +87,11 @@ pub fn execute(args: SimArgs) -> Result<()> {
     // Before the runs, whose results would otherwise be lost after the last one.
     crate::checks::json_path(args.json.as_deref())?;
     device_and_layout(&job, &args.job)?;
+    if !args.quiet && !crate::output::json_to_stdout(args.json.as_deref()) {
+        if let Some(note) = writeback_note(&job) {
+            eprintln!("bfq sim: {note}");
+        }
+    }
     let mode = crate::output::progress_mode(args.quiet);
     let mut reports = Vec::new();
     // The columns run one after the other, each with its own progress (issue 17).
@@ -328,4 +333,66 @@ fn device_and_layout(job: &Job, path: &std::path::Path) -> Result<()> {
     };
     let file = path.display().to_string();
     Err(bfq_workload::job::JobError { file, line, field, message }.into())
+}
+
+/// A note for standard error when the job gives buffered writers (`seq-writer`, `rand-writer`) a
+/// weight or class of their own: in the simulator every buffered write is flushed by the one
+/// system-wide write-back queue (docs/simulator.md, `[writeback]`), as under Linux's BFQ without
+/// per-cgroup write-back, so the weight a writer's table gives applies to none of its I/O. Without the
+/// note, two writers weighted 1:4 that write the same, and their share errors under `--alone`, read as
+/// a scheduler that ignores weights. `None` when every writer has the write-back queue's weight and
+/// class (the papers' 5r5w jobs).
+fn writeback_note(job: &Job) -> Option<String> {
+    use bfq_workload::job::AppKind;
+    let wb = &job.writeback;
+    let mut writers = Vec::new();
+    let mut own = false;
+    for (name, spec) in job.expanded_apps() {
+        if matches!(spec.kind(), AppKind::SeqWriter | AppKind::RandWriter) {
+            own |= spec.weight != wb.weight || spec.class != wb.class;
+            writers.push(format!("{name} (weight {}, {})", spec.weight.0, spec.class.0));
+        }
+    }
+    own.then(|| {
+        format!(
+            "note: in the simulator the writes of {} go through the system-wide write-back queue \
+             (weight {}, {}, from [writeback]), as buffered writes do under Linux's BFQ without \
+             per-cgroup write-back: the writers' own weights and classes apply to none of their I/O \
+             here, and --alone judges them by weights no queue of theirs carries; `bfq run` writes \
+             each application's data on its own queue (docs/simulator.md)",
+            writers.join(", "),
+            wb.weight.0,
+            wb.class.0
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(apps: &str) -> Job {
+        Job::from_toml(&format!("duration = \"1s\"\n{apps}"), "t.toml").unwrap()
+    }
+
+    /// docs/simulator.md, "Buffered writes go through a system-wide write-back path": a writer's own
+    /// weight reaches no queue in the simulator, and the note says so only when a writer has one.
+    #[test]
+    fn the_note_names_buffered_writers_whose_own_weight_the_write_back_queue_hides() {
+        let weighted = job("[[app]]\nname = \"light\"\nkind = \"rand-writer\"\nweight = 100\n\
+             [[app]]\nname = \"heavy\"\nkind = \"rand-writer\"\nweight = 400\n\
+             [[app]]\nname = \"r\"\nkind = \"seq-reader\"\nweight = 200\n");
+        let note =
+            writeback_note(&weighted).expect("a writer of weight 400 beside the write-back queue's 100");
+        assert!(note.contains("light (weight 100, be4), heavy (weight 400, be4)"), "{note}");
+        assert!(note.contains("(weight 100, be4, from [writeback])"), "{note}");
+        assert!(!note.contains("r (weight 200"), "a reader's weight does apply: {note}");
+        // The papers' mix: every writer at the write-back queue's weight and class.
+        assert_eq!(writeback_note(&job("workload = \"5r5w-seq\"\n")), None);
+        // A class of its own is hidden too.
+        let idle = job("[[app]]\nkind = \"seq-writer\"\nclass = \"idle\"\n");
+        assert!(writeback_note(&idle).is_some_and(|n| n.contains("seq-writer-0 (weight 100, idle)")));
+        // Without writers, nothing to say.
+        assert_eq!(writeback_note(&job("[[app]]\nkind = \"rand-reader\"\nweight = 400\n")), None);
+    }
 }
