@@ -94,6 +94,10 @@ struct CompareOutput<'a> {
     /// With `--alone`: each run's share errors against the weighted max-min fair shares, %.
     #[serde(skip_serializing_if = "Option::is_none")]
     max_min_share_errors_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
+    /// With `--alone`: the same with each cap raised to what the application got in the run where
+    /// that is more than alone (the second reading, `crate::alone::Alone::share_errors_caps_seen`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_min_share_errors_caps_seen_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
     /// With `--alone`: the job's share ceiling on the target (docs/fast-devices.md, "The share ceiling").
     #[serde(skip_serializing_if = "Option::is_none")]
     share_ceiling: Option<crate::alone::ShareCeiling>,
@@ -308,6 +312,8 @@ impl Output {
             runs: reports,
             alone,
             max_min_share_errors_pct: alone.map(|a| crate::alone::share_errors_by_name(a, reports)),
+            max_min_share_errors_caps_seen_pct: alone
+                .map(|a| crate::alone::share_errors_caps_seen_by_name(a, reports)),
             share_ceiling: alone.and_then(|a| crate::alone::ceiling(a, reports)),
         };
         let text = match serde_json::to_string_pretty(&out) {
@@ -436,6 +442,10 @@ pub fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
             })
             .collect(),
     );
+    let caps_seen = alone.filter(|a| a.any_above_alone(reports));
+    if let Some(a) = caps_seen {
+        row(crate::alone::CAPS_SEEN_ROW, crate::alone::max_errors_caps_seen(a, reports));
+    }
     for shown in copies::shown(&first.apps) {
         let Shown::One(i) = shown else {
             // Many copies of one application: a row each of their range.
@@ -540,6 +550,9 @@ pub fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
              together; one that cannot use that much (a reader bound by its own latency) shows an error that\n  \
              is not one: --alone judges by weighted max-min fairness (docs/fast-devices.md, \"The guarantee\")\n"
         });
+        if caps_seen.is_some() {
+            text.push_str(crate::alone::CAPS_SEEN_NOTE);
+        }
         if let Some(alone) = alone {
             text.push_str(&crate::alone::ceiling_note(alone, reports).unwrap_or_default());
         }

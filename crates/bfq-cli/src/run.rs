@@ -73,6 +73,10 @@ struct RunOutput<'a> {
     /// With `--alone`: each run's share errors against the weighted max-min fair shares, %.
     #[serde(skip_serializing_if = "Option::is_none")]
     max_min_share_errors_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
+    /// With `--alone`: the same with each cap raised to what the application got in the run where
+    /// that is more than alone (the second reading, `crate::alone::Alone::share_errors_caps_seen`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_min_share_errors_caps_seen_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
     /// With `--alone`: the job's share ceiling on the target (docs/fast-devices.md, "The share ceiling").
     #[serde(skip_serializing_if = "Option::is_none")]
     share_ceiling: Option<crate::alone::ShareCeiling>,
@@ -141,6 +145,7 @@ pub fn execute(args: RunArgs) -> Result<()> {
                         runs: &reports,
                         alone: None,
                         max_min_share_errors_pct: None,
+                        max_min_share_errors_caps_seen_pct: None,
                         share_ceiling: None,
                     };
                     if let Err(e) = crate::output::write_json(path, &out) {
@@ -230,6 +235,9 @@ pub fn execute(args: RunArgs) -> Result<()> {
             runs: &reports,
             alone: alone.as_ref(),
             max_min_share_errors_pct: alone.as_ref().map(|a| crate::alone::share_errors_by_name(a, &reports)),
+            max_min_share_errors_caps_seen_pct: alone
+                .as_ref()
+                .map(|a| crate::alone::share_errors_caps_seen_by_name(a, &reports)),
             share_ceiling: alone.as_ref().and_then(|a| crate::alone::ceiling(a, &reports)),
         };
         crate::output::write_json(path, &out)?;

@@ -63,6 +63,10 @@ struct SimOutput<'a> {
     /// With `--alone`: each run's share errors against the weighted max-min fair shares, %.
     #[serde(skip_serializing_if = "Option::is_none")]
     max_min_share_errors_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
+    /// With `--alone`: the same with each cap raised to what the application got in the run where
+    /// that is more than alone (the second reading, `crate::alone::Alone::share_errors_caps_seen`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_min_share_errors_caps_seen_pct: Option<Vec<std::collections::BTreeMap<String, f64>>>,
     /// With `--alone`: the job's share ceiling on the target (docs/fast-devices.md, "The share ceiling").
     #[serde(skip_serializing_if = "Option::is_none")]
     share_ceiling: Option<crate::alone::ShareCeiling>,
@@ -150,6 +154,9 @@ pub fn execute(args: SimArgs) -> Result<()> {
             runs: &reports,
             alone: alone.as_ref(),
             max_min_share_errors_pct: alone.as_ref().map(|a| crate::alone::share_errors_by_name(a, &reports)),
+            max_min_share_errors_caps_seen_pct: alone
+                .as_ref()
+                .map(|a| crate::alone::share_errors_caps_seen_by_name(a, &reports)),
             share_ceiling: alone.as_ref().and_then(|a| crate::alone::ceiling(a, &reports)),
         };
         crate::output::write_json(path, &out)?;
@@ -187,6 +194,11 @@ pub(crate) fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
         error_row("max |share error|", &|e| {
             e.iter().flatten().map(|x| x.abs()).reduce(f64::max).map(|m| format!("{m:.1}%"))
         });
+    }
+    let caps_seen = alone.filter(|a| a.any_above_alone(reports));
+    if let Some(a) = caps_seen {
+        let values = crate::alone::max_errors_caps_seen(a, reports);
+        rows.borrow_mut().push((crate::alone::CAPS_SEEN_ROW.to_string(), values, None));
     }
     for shown in copies::shown(&first.apps) {
         let Shown::One(i) = shown else {
@@ -274,6 +286,9 @@ pub(crate) fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
     let mut text = bfq_cli::table::table(rows, &[Align::Left, Align::Right], 0);
     if let Some(alone) = alone {
         text.push_str(crate::alone::MAX_MIN_NOTE);
+        if caps_seen.is_some() {
+            text.push_str(crate::alone::CAPS_SEEN_NOTE);
+        }
         text.push_str(&crate::alone::ceiling_note(alone, reports).unwrap_or_default());
     }
     text
