@@ -243,8 +243,8 @@ impl RunHeap {
     /// NVMe preset): while the database processes' queues had their reads in the device (refused,
     /// nothing queued) and sat at the top, the ones with a read queued were further down the array
     /// and never looked at, and only the web server's reads were injected: the database got 89 MiB/s
-    /// and the web server 1,181, against 496 and 335 with the whole heap searched
-    /// (docs/fast-devices.md, "Jobs not in this repository, again").
+    /// and the web server 1,181, against 496 and 335 with the search in rank order
+    /// (docs/fast-devices.md, "Injection's choice in B-WF2Q+'s order").
     fn first_accepted(
         &self,
         frontier: &mut Vec<std::cmp::Reverse<(u128, usize)>>,
@@ -887,8 +887,8 @@ mod tests {
         // eligible), skipping those it cannot take (nothing queued). 300 eligible entities queued in
         // decreasing order of F go to the heap, not the run, where the array's first entries are its
         // top levels, not the smallest F: the one injection can take, 30th by F, sat beyond them, and
-        // a search of the first 64 array entries found nothing (docs/fast-devices.md, "Jobs not in
-        // this repository, again").
+        // a search of the first 64 array entries returned the 200th instead (docs/fast-devices.md,
+        // "Injection's choice in B-WF2Q+'s order").
         let n = 300u32;
         let mut w = wf2q(n as usize);
         for slot in (0..n).rev() {
