@@ -39,9 +39,11 @@ pub struct CompareArgs {
     /// Schedulers of this project to run through the engine, comma-separated (empty: none).
     #[arg(long, value_delimiter = ',', default_value = "bfq,fifo")]
     pub engine: Vec<String>,
-    /// Kernel schedulers to run through fio on a loop device, comma-separated (empty: none).
-    #[arg(long, value_delimiter = ',', default_value = "bfq,mq-deadline,kyber,none")]
-    pub kernel: Vec<String>,
+    /// Kernel schedulers to run through fio on a loop device, comma-separated (empty: none). Default:
+    /// bfq,mq-deadline,kyber,none, less any this kernel does not offer (said on standard error); one
+    /// named here that the kernel does not offer is refused before anything runs.
+    #[arg(long, value_delimiter = ',')]
+    pub kernel: Option<Vec<String>>,
     /// Where fio keeps its buffers in the kernel runs: `huge`, huge pages like the engine's buffers
     /// (the setting vm.nr_overcommit_hugepages is raised for the run and put back after; when the
     /// pages cannot be had the run says so and uses the heap), or `heap`, fio's default. On a disk
@@ -103,6 +105,31 @@ struct CompareOutput<'a> {
     share_ceiling: Option<crate::alone::ShareCeiling>,
 }
 
+/// The kernel schedulers `bfq compare` runs when `--kernel` is not given.
+pub const DEFAULT_KERNEL: &[&str] = &["bfq", "mq-deadline", "kyber", "none"];
+
+/// The kernel schedulers to run, and a note for each one left out: all of them if the kernel offers
+/// them (`offered`); one it does not is refused when it was named with `--kernel` (`named`), and
+/// left out of the default list with a note saying why.
+fn kernel_runs(
+    kernel: &[String],
+    named: bool,
+    offered: impl Fn(&str) -> std::result::Result<(), String>,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let mut runs = Vec::new();
+    let mut notes = Vec::new();
+    for k in kernel {
+        match offered(k) {
+            Ok(()) => runs.push(k.clone()),
+            Err(why) if named => {
+                bail!("--kernel {k}: {why}; leave it out of --kernel to compare with the others")
+            }
+            Err(why) => notes.push(format!("the kernel's {k} is left out: {why}")),
+        }
+    }
+    Ok((runs, notes))
+}
+
 /// Runs `bfq compare`: every check first (job, names, tunables, output path, privileges, fio,
 /// leftovers of killed runs, target), then the runs; what was measured is printed even when a later
 /// run fails or the comparison is interrupted.
@@ -110,7 +137,11 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     let mut job = Job::from_file_for_real_run(&args.job)?;
     crate::checks::apply_duration_to_file(&mut job, &args.job, args.duration.as_deref())?;
     let engine: Vec<String> = args.engine.iter().filter(|s| !s.is_empty()).cloned().collect();
-    let kernel: Vec<String> = args.kernel.iter().filter(|s| !s.is_empty()).cloned().collect();
+    let kernel_named = args.kernel.is_some();
+    let mut kernel: Vec<String> = match &args.kernel {
+        Some(named) => named.iter().filter(|s| !s.is_empty()).cloned().collect(),
+        None => DEFAULT_KERNEL.iter().map(|s| s.to_string()).collect(),
+    };
     if engine.is_empty() && kernel.is_empty() {
         bail!("nothing to compare: --engine and --kernel are both empty");
     }
@@ -151,6 +182,18 @@ pub fn execute(args: CompareArgs) -> Result<()> {
         // Before anything runs: a missing fio or missing privileges is reported, not discovered later.
         bfq_kernel::check_prerequisites("bfq compare with --kernel")
             .map_err(|e| anyhow::anyhow!("{e} (or leave the kernel out with --kernel '')"))?;
+        // A scheduler the kernel does not offer (not built in, its module missing) is found now, not
+        // after the engine's runs.
+        let (offered, notes) = kernel_runs(&kernel, kernel_named, |k| {
+            bfq_kernel::sysfs::check_offered(k).map_err(|e| e.to_string())
+        })?;
+        for note in notes {
+            eprintln!("bfq compare: note: {note}");
+        }
+        kernel = offered;
+        if engine.is_empty() && kernel.is_empty() {
+            bail!("nothing to compare: --engine is empty and this kernel offers none of the default kernel schedulers");
+        }
         let recovery = bfq_kernel::recover_leftovers(&std::env::temp_dir());
         for line in &recovery.removed {
             eprintln!("bfq compare: removed a leftover of a killed run: {line}");
@@ -594,5 +637,19 @@ mod tests {
         let e =
             share_errors_of(&[app(false, 500.0, 100.0), app(true, 100.0, 200.0), app(true, 100.0, 200.0)]);
         assert_eq!(e.iter().map(|x| x.map(|v| v.round())).collect::<Vec<_>>(), [None, Some(0.0), Some(0.0)]);
+    }
+
+    #[test]
+    fn a_kernel_scheduler_the_kernel_lacks_is_refused_when_named_and_left_out_of_the_default_with_a_note() {
+        let without_bfq = |k: &str| if k == "bfq" { Err("built without it".to_string()) } else { Ok(()) };
+        let default: Vec<String> = DEFAULT_KERNEL.iter().map(|s| s.to_string()).collect();
+        let (runs, notes) = kernel_runs(&default, false, without_bfq).unwrap();
+        assert_eq!(runs, ["mq-deadline", "kyber", "none"]);
+        assert_eq!(notes, ["the kernel's bfq is left out: built without it"]);
+        let named = vec!["bfq".to_string(), "none".to_string()];
+        let e = kernel_runs(&named, true, without_bfq).unwrap_err().to_string();
+        assert!(e.starts_with("--kernel bfq: built without it"), "{e}");
+        let (runs, notes) = kernel_runs(&named, true, |_| Ok(())).unwrap();
+        assert_eq!((runs, notes.len()), (named.clone(), 0));
     }
 }

@@ -76,6 +76,7 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
         return;
     }
     let dir = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+    let kernel = common::kernel_bfq_or_deadline();
     let tag = std::process::id();
     let job = std::env::temp_dir().join(format!("compare-smoke-{tag}.toml"));
     std::fs::write(&job, JOB).unwrap();
@@ -89,7 +90,7 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
         .arg(&job)
         .arg("--target")
         .arg(&target)
-        .args(["--kernel", "bfq,none", "--engine", "bfq,fifo", "--alone", "--json"])
+        .args(["--kernel", &format!("{kernel},none"), "--engine", "bfq,fifo", "--alone", "--json"])
         .arg(&json)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -126,7 +127,7 @@ fn compare_prints_engine_and_kernel_columns_and_removes_its_loop_device_and_cgro
     let doc: serde_json::Value = serde_json::from_str(&doc).expect("the JSON report");
     let runs = doc["runs"].as_array().unwrap();
     let names: Vec<&str> = runs.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
-    assert_eq!(names, ["bfq", "fifo", "kernel-bfq", "kernel-none"]);
+    assert_eq!(names, ["bfq", "fifo", &format!("kernel-{kernel}"), "kernel-none"]);
     let errors = doc["max_min_share_errors_pct"].as_array().expect("max-min share errors");
     assert_eq!(errors.len(), 4);
     assert!(
@@ -166,7 +167,8 @@ fn an_unknown_kernel_scheduler_is_refused_before_anything_is_set_up() {
     assert!(stderr.contains("bfq, mq-deadline, kyber, none"), "{stderr}");
 }
 
-/// Starts `bfq compare` of a 20-second job under the kernel's bfq on a new target (created by bfq), and
+/// Starts `bfq compare` of a 20-second job under the kernel's bfq (mq-deadline on a kernel without
+/// it) on a new target (created by bfq), and
 /// waits until the kernel run is under way (its cgroup exists).
 fn start_long_kernel_run(tag: &str) -> (std::process::Child, PathBuf, PathBuf) {
     let job = std::env::temp_dir().join(format!("compare-{tag}-{}.toml", std::process::id()));
@@ -178,7 +180,7 @@ fn start_long_kernel_run(tag: &str) -> (std::process::Child, PathBuf, PathBuf) {
         .arg(&job)
         .arg("--target")
         .arg(&target)
-        .args(["--kernel", "bfq", "--engine", ""])
+        .args(["--kernel", common::kernel_bfq_or_deadline(), "--engine", ""])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()

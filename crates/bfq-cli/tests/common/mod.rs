@@ -38,3 +38,16 @@ pub fn skipped(why: &str) {
     assert!(std::env::var_os("CI").is_none(), "in CI this test must run, but: {why}");
     eprintln!("SKIPPED: {why}");
 }
+
+/// The kernel scheduler the comparison tests run beside `none`: the kernel's bfq where this kernel
+/// offers it (built in, or its module loaded), else mq-deadline, said on standard error. Kernels
+/// built without BFQ exist (`CONFIG_IOSCHED_BFQ` not set), and `bfq compare` runs there too.
+pub fn kernel_bfq_or_deadline() -> &'static str {
+    match bfq_kernel::sysfs::check_offered("bfq") {
+        Ok(()) => "bfq",
+        Err(e) => {
+            eprintln!("NOTE: the kernel's bfq cannot be had here ({e}); mq-deadline stands in for it");
+            "mq-deadline"
+        }
+    }
+}
