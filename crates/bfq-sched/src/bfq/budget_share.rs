@@ -154,6 +154,25 @@ impl Bfq {
             }
         }
         self.recent_weight = total;
+
+        if !self.budgets_by_share() {
+            return;
+        }
+        // A queue waiting since before the largest budget shrank (the device's queueing found, or
+        // more queues active) keeps a finish time computed with a budget it can no longer have, and
+        // B-WF2Q+ ranks it behind every queue timestamped since with the smaller ones: 200 random
+        // readers of one read each on the simulated NVMe drive, four of them activated 9 ms in,
+        // before the first recount, waited with F a hundred times as far ahead as the others' and
+        // were served once in 3 s. Its F is brought within the largest budget it may have now (as
+        // the kernel requeues a waiting queue whose budget changes); an F within it, however its
+        // budget moved since, is left as B-WF2Q+ set it.
+        for s in 0..self.queues.len() as u32 {
+            let q = &self.queues[s as usize];
+            if q.sync && q.merged_into.is_none() && self.wf2q.entity(s).state == EntityState::Active {
+                let cap = self.b_max_for(s);
+                self.wf2q.rebudget_waiting(s, cap);
+            }
+        }
     }
 }
 

@@ -104,6 +104,25 @@ impl Default for Hierarchy {
 }
 
 impl Hierarchy {
+    /// Whether queue `slot` and every group above it, where active, are filed in their trees
+    /// ([`Wf2q::filed`]): for consistency checks only.
+    pub fn filed(&self, slot: u32) -> bool {
+        let (mut g, mut l) = self.place[slot as usize];
+        loop {
+            let w = &self.groups[g as usize].wf2q;
+            if !w.filed(l) {
+                return false;
+            }
+            match self.groups[g as usize].parent {
+                Some((parent, local)) => {
+                    g = parent;
+                    l = local;
+                }
+                None => return true,
+            }
+        }
+    }
+
     /// Makes sure queue slot `slot` exists; new queues go to the root group.
     pub fn ensure_slot(&mut self, slot: usize) {
         while self.place.len() <= slot {
@@ -542,6 +561,13 @@ impl Hierarchy {
     pub fn reweight_waiting(&mut self, slot: u32, weight: u64) {
         let (g, l) = self.place[slot as usize];
         self.groups[g as usize].wf2q.reweight_waiting(l, weight);
+    }
+
+    /// A waiting queue's budget shrank ([`Wf2q::rebudget_waiting`]; the queue's level only: a group's
+    /// finish time follows the child it is next served for, when it is next queued).
+    pub fn rebudget_waiting(&mut self, slot: u32, budget: u64) -> bool {
+        let (g, l) = self.place[slot as usize];
+        self.groups[g as usize].wf2q.rebudget_waiting(l, budget)
     }
 
     /// A waiting queue was served out of its turn (see [`Wf2q::served_out_of_turn`]); the groups above

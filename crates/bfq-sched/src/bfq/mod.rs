@@ -1216,6 +1216,10 @@ impl Scheduler for Bfq {
                     return Err(format!("queue {id} is merged into a queue that does not list it"));
                 }
             }
+            // An active queue is filed in its tree's heaps, or it would never be selected.
+            if !self.wf2q.filed(s) {
+                return Err(format!("queue {id} is active in B-WF2Q+ but filed in none of its heaps"));
+            }
             held += q.reqs.len();
         }
         if held != self.queued {

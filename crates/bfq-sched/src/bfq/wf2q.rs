@@ -559,6 +559,20 @@ fn stale_limit(entities: usize) -> usize {
 }
 
 impl Wf2q {
+    /// Whether the entity in `slot`, if active, has a live entry in its tree's eligible or pending
+    /// heap (it could never be selected otherwise). A full scan: for consistency checks only.
+    pub fn filed(&self, slot: u32) -> bool {
+        let ent = &self.entities[slot as usize];
+        if ent.state != EntityState::Active {
+            return true;
+        }
+        let tree = &self.trees[ent.class];
+        let found = |h: &RunHeap, kind: HeapKind| {
+            h.run.iter().chain(h.heap.v.iter()).any(|e| e.slot == slot && live(e, &self.entities, kind))
+        };
+        found(&tree.eligible, HeapKind::Eligible) || found(&tree.pending, HeapKind::Pending)
+    }
+
     /// Makes sure `slot` has an entity.
     ///
     /// The best-effort class's heaps are grown with the arena, so that they can hold as many entries
@@ -813,6 +827,37 @@ impl Wf2q {
         ent.weight = weight;
     }
 
+    /// A waiting (not in-service) entity may now have at most `budget` sectors, less than its finish
+    /// time was computed with: F comes back to S + budget / weight, and the entity is re-filed under
+    /// it (the kernel requeues a waiting queue whose budget changes, `bfq_updated_next_req`). Returns
+    /// whether F moved. An F within S + budget / weight is left as it is.
+    pub fn rebudget_waiting(&mut self, slot: u32, budget: u64) -> bool {
+        let ent = &mut self.entities[slot as usize];
+        if ent.state != EntityState::Active {
+            return false;
+        }
+        let finish = ent.start + vtime_delta(budget, ent.weight);
+        if finish >= ent.finish {
+            return false;
+        }
+        ent.finish = finish;
+        let tree = &mut self.trees[ent.class];
+        if ent.start > tree.vtime {
+            // Pending, filed by S: F is read when it becomes eligible.
+            return true;
+        }
+        // Eligible, filed by F: re-filed under the new one, the old entry now stale (see
+        // `served_out_of_turn`).
+        tree.active -= 1;
+        tree.insert_active(slot, ent);
+        if tree.eligible.len() + tree.pending.len() > tree.stale_bound() {
+            let entities = &self.entities;
+            tree.eligible.compact(|e| live(e, entities, HeapKind::Eligible));
+            tree.pending.compact(|e| live(e, entities, HeapKind::Pending));
+        }
+        true
+    }
+
     /// A waiting (not in-service) entity has no more requests (its last one was injected): it leaves
     /// the active set, with F = S (all its service is already in S), to the idle tree if F > V, else
     /// forgotten, as an expired queue does.
@@ -904,6 +949,34 @@ mod tests {
         // Bounded: past OUT_OF_TURN_SCAN refused entities in F order it gives up.
         assert_eq!(w.peek_out_of_turn(2, |c| c == 250), None);
         assert_eq!(w.peek_out_of_turn(2, |c| c == 0), Some(0), "the top at once");
+    }
+
+    #[test]
+    fn a_waiting_entity_whose_budget_shrank_is_ranked_by_its_new_finish_time() {
+        // Seed 000 sec. 3.1: F = S + budget / weight, and the smallest F among the eligible goes
+        // first. An entity queued with a large budget keeps the F of that budget while it waits; once
+        // its budget shrinks (budgets sized by the share, docs/fast-devices.md "Starved by a budget it
+        // no longer has") it is ranked by S + its new budget / weight.
+        let three = || {
+            let mut w = wf2q(3);
+            w.activate(0, 1, 100, 8192, None);
+            w.activate(1, 1, 100, 1000, None);
+            w.activate(2, 1, 100, 1000, None);
+            w
+        };
+        let (mut w, mut before) = (three(), three());
+        assert_eq!(w.select(Instant::ZERO, GUARD), Some(1));
+        assert_eq!(before.select(Instant::ZERO, GUARD), Some(1));
+        assert!(w.rebudget_waiting(0, 81), "F moves back");
+        assert_eq!(w.entities[0].finish, w.entities[0].start + vtime_delta(81, 100));
+        assert!(!w.rebudget_waiting(0, 8192), "a larger budget leaves F as it is");
+        assert!(!w.rebudget_waiting(1, 10), "the in-service entity is left alone");
+        for w in [&mut w, &mut before] {
+            w.served(1, 1000);
+            w.expire(1, 1000, Some((100, 1000)));
+        }
+        assert_eq!(before.select(Instant::ZERO, GUARD), Some(2), "without: behind the other small one");
+        assert_eq!(w.select(Instant::ZERO, GUARD), Some(0), "with: its F is the smallest now");
     }
 
     #[test]
