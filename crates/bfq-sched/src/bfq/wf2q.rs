@@ -786,16 +786,7 @@ impl Wf2q {
         if delta > 0 {
             ent.start += delta;
             ent.finish = ent.start + vtime_delta(budget, ent.weight);
-            // Re-filed under its new keys; the old entries are now stale.
-            tree.active -= 1;
-            tree.insert_active(slot, ent);
-            // Stale entries normally surface (their keys are the smaller ones) and are dropped on the
-            // way; bound them anyway, so that many re-filings cannot grow the heaps without limit.
-            if tree.eligible.len() + tree.pending.len() > tree.stale_bound() {
-                let entities = &self.entities;
-                tree.eligible.compact(|e| live(e, entities, HeapKind::Eligible));
-                tree.pending.compact(|e| live(e, entities, HeapKind::Pending));
-            }
+            self.refile(slot);
         }
         let serving = self.serving_in(class);
         self.trees[class].forget_idle(&mut self.entities, serving);
@@ -846,16 +837,24 @@ impl Wf2q {
             // Pending, filed by S: F is read when it becomes eligible.
             return true;
         }
-        // Eligible, filed by F: re-filed under the new one, the old entry now stale (see
-        // `served_out_of_turn`).
+        // Eligible, filed by F: re-filed under the new one.
+        self.refile(slot);
+        true
+    }
+
+    /// Files active entity `slot` again under its current keys; its old entries are now stale.
+    fn refile(&mut self, slot: u32) {
+        let ent = &mut self.entities[slot as usize];
+        let tree = &mut self.trees[ent.class];
         tree.active -= 1;
         tree.insert_active(slot, ent);
+        // Stale entries normally surface (their keys are the smaller ones) and are dropped on the
+        // way; bound them anyway, so that many re-filings cannot grow the heaps without limit.
         if tree.eligible.len() + tree.pending.len() > tree.stale_bound() {
             let entities = &self.entities;
             tree.eligible.compact(|e| live(e, entities, HeapKind::Eligible));
             tree.pending.compact(|e| live(e, entities, HeapKind::Pending));
         }
-        true
     }
 
     /// A waiting (not in-service) entity has no more requests (its last one was injected): it leaves
