@@ -129,12 +129,30 @@ fn kernel_release() -> String {
         .map_or_else(|_| "unknown release".into(), |r| r.trim().into())
 }
 
-/// Loads the module of `scheduler` when `choice` does not list it.
+/// Runs `modprobe` for the module of `scheduler`.
 fn load_module(scheduler: &str) -> ModuleLoad {
     match Command::new("modprobe").arg(module_of(scheduler)).output() {
         Ok(out) if out.status.success() => ModuleLoad::Loaded,
         Ok(out) => ModuleLoad::Failed(String::from_utf8_lossy(&out.stderr).trim().to_string()),
         Err(_) => ModuleLoad::NoModprobe,
+    }
+}
+
+/// `scheduler`, not among `listed` on `device`: loads its module, reads the device's list again (the
+/// first one if that fails) and says why it cannot be had, if it still cannot ([`not_offered`];
+/// `label` names the device in the message).
+fn load_or_explain(
+    scheduler: &str,
+    device: &str,
+    label: &str,
+    listed: Vec<String>,
+) -> Result<(), KernelError> {
+    let load = load_module(scheduler);
+    let available = read_scheduler(device).map_or(listed, |c| c.available);
+    let built = config_option_of(scheduler).and_then(kernel_config);
+    match not_offered(scheduler, label, &available, &load, built) {
+        None => Ok(()),
+        Some(why) => Err(KernelError::Setup(why)),
     }
 }
 
@@ -147,14 +165,7 @@ pub fn check_offered(scheduler: &str) -> Result<(), KernelError> {
     if scheduler == "none" || choice.available.iter().any(|s| s == scheduler) {
         return Ok(());
     }
-    let load = load_module(scheduler);
-    let available = read_scheduler(&device).map_or(choice.available, |c| c.available);
-    let built = config_option_of(scheduler).and_then(kernel_config);
-    let devices = format!("its block devices, e.g. {device}");
-    match not_offered(scheduler, &devices, &available, &load, built) {
-        None => Ok(()),
-        Some(why) => Err(KernelError::Setup(why)),
-    }
+    load_or_explain(scheduler, &device, &format!("its block devices, e.g. {device}"), choice.available)
 }
 
 /// The first block device (by name) whose scheduler file lists more than `none`.
@@ -182,12 +193,7 @@ pub fn select_scheduler(device: &str, scheduler: &str) -> Result<(), KernelError
     }
     let choice = read_scheduler(device)?;
     if !choice.available.iter().any(|s| s == scheduler) {
-        let load = load_module(scheduler);
-        let available = read_scheduler(device)?.available;
-        let built = config_option_of(scheduler).and_then(kernel_config);
-        if let Some(why) = not_offered(scheduler, device, &available, &load, built) {
-            return Err(KernelError::Setup(why));
-        }
+        load_or_explain(scheduler, device, device, choice.available)?;
     }
     let path = scheduler_file(device);
     std::fs::write(&path, scheduler)
