@@ -152,6 +152,7 @@ mod bookkeeping {
                     })
             });
             let Some(i) = partner else { return s };
+            self.appear_merged(s, now, request.sync);
             {
                 let (src, dst) = two_mut(&mut self.queues, s as usize, i as usize);
                 src.reqs.move_all(&mut self.slab, &mut dst.reqs);
