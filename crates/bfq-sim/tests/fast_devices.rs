@@ -250,3 +250,113 @@ file_size = "8MiB"
         );
     }
 }
+
+#[test]
+fn tenants_merged_into_one_stream_keep_their_weights() {
+    // Eight sequential readers of weight 50 read adjacent 8 MiB files with 32 reads outstanding, beside
+    // one of weight 500: each reader's first reads fall close to where its neighbour's end, so Early
+    // Queue Merge (seed 003 sec. V-D) serves the eight as one stream. Served with one queue's weight,
+    // as the kernel does, they read 32 MiB/s each and the heavy reader 2,774, against shares of 170
+    // and 1,695 (B-WF2Q+, seed 000 sec. 3: weight 500 against 8 x 50). `merge_keeps_weights` serves
+    // the merged queue with its members' weights: a merge changes the order, not the shares.
+    let text = r#"
+name = "merged-tenants"
+duration = "3s"
+warmup = "500ms"
+[device]
+preset = "nvme-960evo"
+[[app]]
+name = "heavy"
+kind = "seq-reader"
+weight = 500
+window = 8
+file_size = "1GiB"
+[[app]]
+name = "light"
+kind = "seq-reader"
+count = 8
+weight = 50
+window = 32
+file_size = "8MiB"
+"#;
+    let job = Job::from_toml(text, "merged-tenants.toml").unwrap();
+    let bytes = |r: &RunReport, weight: u32| -> Vec<u64> {
+        r.apps.iter().filter(|a| a.weight == weight).map(|a| a.bytes_read).collect()
+    };
+    for (keep, within) in [("1", true), ("0", false)] {
+        let r = run_job(&job, "bfq", &[("merge_keeps_weights".to_string(), keep.to_string())]).unwrap();
+        let heavy = bytes(&r, 500)[0] as f64;
+        let light = bytes(&r, 50);
+        let total = heavy + light.iter().sum::<u64>() as f64;
+        let heavy_share = heavy / total;
+        let light_least = *light.iter().min().unwrap() as f64 / total;
+        // Owed: 500 / 900 of the bytes, and 50 / 900 to each light reader.
+        let ok = (heavy_share / (500.0 / 900.0) - 1.0).abs() <= 0.10 && light_least / (50.0 / 900.0) >= 0.90;
+        assert_eq!(
+            ok,
+            within,
+            "merge_keeps_weights = {keep}: the heavy reader got {:.1} % of the bytes (owed 55.6 %), the \
+             least served light reader {:.2} % (owed 5.56 %)",
+            100.0 * heavy_share,
+            100.0 * light_least
+        );
+    }
+}
+
+#[test]
+fn readers_split_out_of_a_merged_queue_are_served_their_queued_requests() {
+    // Eight readers of 1 MiB blocks with their whole 8 MiB file outstanding start together on the
+    // SSD preset, beside heavier readers; their adjacent files merge them into one queue at once
+    // (seed 003 sec. V-D), and the merged stream is split 0.6 s later. Their requests queued in the
+    // merged queue stayed there (the kernel's way), served at one reader's weight after its own
+    // reads: six of the eight read nothing for 3 s. With `merge_keeps_weights` a split gives each
+    // queue its requests back (docs/fast-devices.md, "Merged tenants keep their weights").
+    let text = r#"
+name = "split-blocks"
+duration = "3s"
+warmup = "500ms"
+[device]
+preset = "ssd-px256m5s"
+[[app]]
+name = "a1"
+kind = "seq-reader"
+weight = 1000
+file_size = "64MiB"
+[[app]]
+name = "blocks"
+kind = "seq-reader"
+count = 8
+weight = 100
+window = 8
+request_size = "1MiB"
+file_size = "8MiB"
+[[app]]
+name = "db"
+kind = "rand-reader"
+count = 8
+weight = 300
+file_size = "1GiB"
+[[app]]
+name = "big"
+kind = "rand-reader"
+count = 2
+weight = 1000
+window = 4
+request_size = "256KiB"
+file_size = "1GiB"
+"#;
+    let job = Job::from_toml(text, "split-blocks.toml").unwrap();
+    for (keep, all_served) in [("1", true), ("0", false)] {
+        let r = run_job(&job, "bfq", &[("merge_keeps_weights".to_string(), keep.to_string())]).unwrap();
+        let blocks: Vec<u64> =
+            r.apps.iter().filter(|a| a.name.starts_with("blocks")).map(|a| a.bytes_read).collect();
+        assert_eq!(blocks.len(), 8);
+        let most = *blocks.iter().max().unwrap();
+        let least = *blocks.iter().min().unwrap();
+        assert_eq!(
+            least * 2 >= most,
+            all_served,
+            "merge_keeps_weights = {keep}: the block readers read {blocks:?} bytes"
+        );
+    }
+}

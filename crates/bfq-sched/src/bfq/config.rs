@@ -134,6 +134,15 @@ pub struct BfqConfig {
     /// `merge_distance` (8192 sectors): how close a new request must be to the in-service queue's next
     /// one for EQM.
     pub merge_distance: u64,
+    /// `merge_keeps_weights` (1): a merged queue is served with the sum of its members' weights (they
+    /// are of one weight and class), so that a merge changes the order of service, not the shares the
+    /// queues had apart. The kernel serves it with one queue's weight: eight tenants of weight 50
+    /// reading adjacent files were merged into one stream and read 32 MiB/s each beside a reader of
+    /// weight 500 at 2,774 MiB/s, where their shares are 170 and 1,695 (docs/fast-devices.md, "Merged
+    /// tenants keep their weights"). And a split gives each queue back the requests it had queued in
+    /// the merged queue, rather than leaving them to be served at the merged queue's weight after its
+    /// own. 0 = the kernel's and seed 003's rules (beyond the seeds).
+    pub merge_keeps_weights: bool,
     /// `large_burst` (1): large-burst detection for v7r8 interactive raising (kernel-bfq-reference.md
     /// "Burst": 8 queues appearing < 180 ms apart are not raised).
     pub large_burst: bool,
@@ -363,6 +372,7 @@ impl Default for BfqConfig {
             seeky_threshold: 8192,
             merge: true,
             merge_distance: 8192,
+            merge_keeps_weights: true,
             large_burst: true,
             burst_active_only: true,
             wr_default_weight_only: false,
@@ -423,6 +433,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "seeky_threshold",
     "merge",
     "merge_distance",
+    "merge_keeps_weights",
     "large_burst",
     "wr_default_weight_only",
     "wr_yield_after",
@@ -519,6 +530,7 @@ impl BfqConfig {
             "seeky_threshold" => self.seeky_threshold = parse_u64(NAME, key, value, 1, 1 << 40)?,
             "merge" => self.merge = parse_bool(NAME, key, value)?,
             "merge_distance" => self.merge_distance = parse_u64(NAME, key, value, 0, 1 << 40)?,
+            "merge_keeps_weights" => self.merge_keeps_weights = parse_bool(NAME, key, value)?,
             "large_burst" => self.large_burst = parse_bool(NAME, key, value)?,
             "wr_default_weight_only" => self.wr_default_weight_only = parse_bool(NAME, key, value)?,
             "wr_yield_after" => self.wr_yield_after = ms(0, 3_600_000)?,
@@ -605,6 +617,7 @@ impl BfqConfig {
             ("seeky_threshold", self.seeky_threshold.to_string()),
             ("merge", b(self.merge)),
             ("merge_distance", self.merge_distance.to_string()),
+            ("merge_keeps_weights", b(self.merge_keeps_weights)),
             ("large_burst", b(self.large_burst)),
             ("wr_default_weight_only", b(self.wr_default_weight_only)),
             ("wr_yield_after", (self.wr_yield_after / MSEC).to_string()),

@@ -187,8 +187,48 @@ mod bookkeeping {
                 // was merged (kernel: raising that would have ended meanwhile ends at the split).
                 self.check_raising_end(src, now);
             }
+            if self.cfg.merge_keeps_weights {
+                self.return_requests(t, &sources, now);
+            }
             sources.clear();
             self.queues[t as usize].merged_from = sources;
+        }
+
+        /// `merge_keeps_weights`: at a split, each queue gets back the requests it had queued in the
+        /// merged queue `t`, and is backlogged with them. Left in `t` (the kernel's way), they were
+        /// served at `t`'s weight alone, after `t`'s own: eight readers of 1 MiB blocks with their
+        /// whole 8 MiB file outstanding, merged at their start and split 0.6 s later, left six of
+        /// them with every read queued in the first one's queue, and they read nothing for 3 s.
+        fn return_requests(&mut self, t: u32, sources: &[u32], now: Instant) {
+            for &src in sources {
+                let moved = {
+                    let (from, to) = two_mut(&mut self.queues, t as usize, src as usize);
+                    from.reqs.move_owned(&mut self.slab, src, &mut to.reqs)
+                };
+                if moved == 0 {
+                    continue;
+                }
+                self.index_position(src);
+                let q = &mut self.queues[src as usize];
+                q.sync = q.reqs.has_sync();
+                let sync = q.sync;
+                if !matches!(self.wf2q.entity(src).state, EntityState::Active | EntityState::InService) {
+                    self.activate(src, now, sync);
+                }
+            }
+            self.index_position(t);
+            // A waiting merged queue left with nothing queued nor in flight leaves the tree, as a
+            // waiting queue drained by injection does; with requests in flight, their completion
+            // does it (`complete`); in service, its turn ends as any turn whose queue empties.
+            let q = &self.queues[t as usize];
+            if q.reqs.is_empty()
+                && q.serving_in_flight == 0
+                && self.wf2q.entity(t).state == EntityState::Active
+            {
+                self.wf2q.deactivate(t);
+                self.set_busy(t, false);
+                self.became_idle(t, now);
+            }
         }
     }
 }
@@ -285,6 +325,53 @@ mod tests {
         assert!(!should_merge(&MergeCandidate { classes_allow: false, ..cand(1000, 1000) }, 8192));
         assert!(!should_merge(&MergeCandidate { both_unmerged: false, ..cand(1000, 1000) }, 8192));
         assert!(!should_merge(&MergeCandidate { in_service_next: None, ..cand(1000, 1000) }, 8192));
+    }
+
+    #[test]
+    fn a_split_gives_each_queue_back_the_requests_it_had_queued_in_the_merged_queue() {
+        // `merge_keeps_weights`: a merge changes the order of service, not the shares (seed 003 sec.
+        // V-D merges; the split is the kernel's "split when the merged queue turns seeky"). Queue 2
+        // is merged into queue 1 with its first requests (8 KiB after queue 1's); when its reads turn
+        // random the merged queue is split, and queue 2's requests still queued go back to it, so
+        // that they are served at its own weight and turn. With the rule off (the kernel's way) they
+        // stay in queue 1.
+        use crate::bfq::{Bfq, BfqConfig};
+        use crate::testing::read_4k as read;
+        use crate::types::Instant;
+        use crate::{DeviceInfo, QueueId, Scheduler};
+        for keep in [true, false] {
+            let cfg = BfqConfig { merge_keeps_weights: keep, ..BfqConfig::default() };
+            let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 16 }, cfg);
+            let t = Instant::ZERO;
+            for k in 0..4u64 {
+                b.insert(read(1 + k, 1, (1 << 21) + 8 * k), t);
+            }
+            for k in 0..4u64 {
+                b.insert(read(10 + k, 2, (1 << 21) + 64 + 8 * k), t);
+            }
+            let (s1, s2) = (b.index.get(QueueId(1)).unwrap(), b.index.get(QueueId(2)).unwrap());
+            assert_eq!(b.queues[s2 as usize].merged_into, Some(s1), "keep {keep}: merged at once");
+            assert_eq!(b.queues[s1 as usize].reqs.len(), 8);
+            // Queue 2's next reads jump 1 GiB apart: the merged stream turns seeky and is split.
+            let mut k = 0;
+            while b.queues[s2 as usize].merged_into.is_some() {
+                b.insert(read(100 + k, 2, (k + 1) << 21), t);
+                k += 1;
+                assert!(k < 40, "keep {keep}: the merged queue is split");
+            }
+            let owners = |s: u32| -> Vec<u32> {
+                let q = &b.queues[s as usize];
+                q.reqs.indices().map(|i| b.slab.get(i).owner).collect()
+            };
+            if keep {
+                assert!(owners(s1).iter().all(|&o| o == s1), "keep: queue 1 holds only its own");
+                assert_eq!(owners(s2).iter().filter(|&&o| o == s2).count(), b.queues[s2 as usize].reqs.len());
+                assert!(b.queues[s2 as usize].reqs.len() >= 4, "keep: queue 2 has its first four back");
+                b.check_consistency().expect("consistent after the split");
+            } else {
+                assert!(owners(s1).iter().filter(|&&o| o == s2).count() >= 4, "off: they stay in queue 1");
+            }
+        }
     }
 
     #[test]

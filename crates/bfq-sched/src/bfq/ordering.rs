@@ -160,6 +160,12 @@ impl QueueRequests {
         self.sorted.len()
     }
 
+    /// The slab indices of the queued requests, by sector (for tests).
+    #[cfg(test)]
+    pub fn indices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.sorted.iter().map(|&(_, i)| i)
+    }
+
     /// Whether nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.sorted.is_empty()
@@ -282,6 +288,25 @@ impl QueueRequests {
         }
         self.sorted.clear();
         self.meta_count = 0;
+    }
+
+    /// Moves the requests issued by queue slot `owner` to `to` (a split, `merge_keeps_weights`),
+    /// keeping their deadlines. Returns how many moved. Allocates nothing.
+    pub fn move_owned(&mut self, slab: &mut Slab, owner: u32, to: &mut QueueRequests) -> usize {
+        let mut moved = 0;
+        for f in 0..2 {
+            let mut i = self.fifo[f].head;
+            while i != NIL {
+                let next = slab.get(i).next;
+                if slab.get(i).owner == owner {
+                    self.unlink(slab, i);
+                    to.adopt(slab, i);
+                    moved += 1;
+                }
+                i = next;
+            }
+        }
+        moved
     }
 }
 
@@ -424,6 +449,27 @@ mod tests {
         );
         assert_eq!(order(&mut slab, &mut q, 100, Instant::ZERO), vec![4, 3, 1]);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn move_owned_moves_only_that_queues_requests_with_their_deadlines() {
+        // A split gives each queue back the requests it had queued in the merged queue
+        // (`merge_keeps_weights`); the merged queue keeps the others, in order.
+        let mut slab = Slab::default();
+        let mut merged = QueueRequests::default();
+        for (id, sector, owner, at) in [(1, 500, 7, 0), (2, 100, 3, 5), (3, 300, 7, 10), (4, 200, 3, 15)] {
+            let i = slab.insert(req(id, sector, true, false), owner);
+            merged.add(&mut slab, i, Instant::from_nanos(at * MSEC), &P);
+        }
+        let mut own = QueueRequests::default();
+        assert_eq!(merged.move_owned(&mut slab, 7, &mut own), 2);
+        assert_eq!(merged.move_owned(&mut slab, 9, &mut own), 0);
+        assert_eq!((merged.len(), own.len()), (2, 2));
+        // Request 1 (arrived at 0) is still the first to expire, at 125 ms.
+        let first = own.peek_next(&slab, 0, Instant::from_nanos(125 * MSEC), &P).unwrap();
+        assert_eq!(slab.get(first).request.id.0, 1);
+        assert_eq!(order(&mut slab, &mut own, 0, Instant::ZERO), vec![3, 1]);
+        assert_eq!(order(&mut slab, &mut merged, 0, Instant::ZERO), vec![2, 4]);
     }
 
     #[test]

@@ -9,10 +9,13 @@ impl Bfq {
     pub(super) fn effective_weight(&self, s: u32) -> u64 {
         let q = &self.queues[s as usize];
         let weight = level_weight(q.spec);
-        if self.raising_on() {
-            q.raising.weight(&self.cfg, weight)
+        let own = if self.raising_on() { q.raising.weight(&self.cfg, weight) } else { u64::from(weight) };
+        // `merge_keeps_weights`: the queues merged into this one (of its weight and class, `merge`)
+        // are served through it, with their weights.
+        if self.cfg.merge_keeps_weights {
+            own * (1 + q.merged_from.len() as u64)
         } else {
-            u64::from(weight)
+            own
         }
     }
 
