@@ -360,3 +360,44 @@ file_size = "1GiB"
         );
     }
 }
+
+#[test]
+fn on_a_spinning_disk_deep_random_readers_are_charged_their_time() {
+    // `deep_charge_service` charges a random queue that kept half the device's queue depth
+    // outstanding its service, not its time, on devices that queue internally: on flash that queue
+    // used the device's parallelism. On a spinning disk with NCQ (seed 003's disk) its time is what
+    // it costs the others: charged ~600 sectors for each 125-ms turn, four readers of 32 random reads
+    // outstanding kept a reader of one read at a time (charged its time, seed 000 sec. 3.5) out for
+    // the whole run. Time-fair, the shallow reader gets its turns (fewer sectors in them: NCQ serves
+    // a deep queue's reads faster).
+    let text = r#"
+name = "ncq-deep-and-shallow"
+duration = "6s"
+warmup = "1s"
+[device]
+preset = "hdd-st1000dm003"
+[[app]]
+name = "deep"
+kind = "rand-reader"
+count = 4
+weight = 200
+window = 32
+file_size = "1GiB"
+[[app]]
+name = "shallow"
+kind = "rand-reader"
+weight = 200
+file_size = "64MiB"
+"#;
+    let job = Job::from_toml(text, "ncq-deep-and-shallow.toml").unwrap();
+    let r = run_job(&job, "bfq", &[]).unwrap();
+    let mut deep: Vec<u64> =
+        r.apps.iter().filter(|a| a.name.starts_with("deep")).map(|a| a.bytes_read).collect();
+    deep.sort_unstable();
+    let median = deep[deep.len() / 2];
+    let shallow = r.apps.iter().find(|a| a.name == "shallow").unwrap().bytes_read;
+    assert!(
+        shallow * 20 >= median,
+        "the shallow reader read {shallow} bytes, the median deep reader {median} (turns of equal time give it about 1/7)"
+    );
+}

@@ -284,7 +284,8 @@ pub struct BfqConfig {
     /// shared, and charging the whole time to the in-service queue would count the other queues'
     /// service against it too.
     pub fair_charge: bool,
-    /// `deep_charge_service` (1): on a device that queues internally, a slot that ended by budget
+    /// `deep_charge_service` (1): on a device that queues internally and is not a spinning disk (by
+    /// its flag, or by serving random requests faster than one can), a slot that ended by budget
     /// timeout or slowly while the queue kept at least half of the device's queue depth outstanding is
     /// charged its service, not its time (beyond the seeds, whose time charge is for queues that
     /// leave a disk seeking or idle: this one kept the device busy, and was slow because the device is

@@ -436,8 +436,13 @@ impl Bfq {
             own_sectors: svc.served_sectors,
             injected_sectors: svc.injected_sectors,
             raised: self.queues[s as usize].raising.coeff > 1,
+            // Not on a spinning disk, where the time a random queue holds the device is what it
+            // costs the others however many requests it keeps there: on the NCQ disk preset four
+            // readers of 32 random reads outstanding, charged ~600 sectors for each 125-ms turn,
+            // kept a reader of one read at a time (charged its time once) waiting for 6 s.
             kept_device_busy: self.cfg.deep_charge_service
                 && self.hw_tag.detected
+                && (!self.device.rotational || self.seek_rate.fast)
                 && self.keeps_half_the_device_queue(s),
         };
         if svc.deep_held > 0 && svc.deep_not_held == 0 {
