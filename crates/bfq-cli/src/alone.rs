@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use bfq_cli::suite::beyond::app_startup_time;
-use bfq_sched::fairness::{max_min_shares_by_class, share_ceiling};
+use bfq_sched::fairness::{hierarchical_max_min_shares, max_min_shares_by_class, share_ceiling};
 use bfq_sim::job::{Duration, Workload};
 use bfq_sim::{AppSpec, Job, RunReport};
 use serde::Serialize;
@@ -50,6 +50,10 @@ pub struct Solo {
 pub struct Alone {
     /// One entry per run alone.
     pub apps: Vec<AloneApp>,
+    /// The job's `[[group]]` tables: with groups, the shares are weighted max-min level by level
+    /// (`bfq_sched::fairness::hierarchical_max_min_shares`).
+    #[serde(skip)]
+    pub groups: Vec<bfq_sim::job::GroupSpec>,
 }
 
 /// One application's figures alone on the target.
@@ -153,6 +157,7 @@ pub fn measure_on_target(
         after_each();
         report
     })
+    .map(|alone| Alone { groups: job.groups.clone(), ..alone })
 }
 
 impl Alone {
@@ -167,7 +172,7 @@ impl Alone {
     /// no figure alone is taken as able to use any share.
     pub fn share_errors(&self, report: &RunReport) -> Vec<Option<f64>> {
         let judged = self.judged(report);
-        Self::errors_against(report, judged)
+        self.errors_against(report, judged)
     }
 
     /// [`Alone::share_errors`] with each cap raised to what the application got in the run, where
@@ -183,7 +188,7 @@ impl Alone {
         for (cap, &i) in judged.caps.iter_mut().zip(&judged.greedy) {
             *cap = cap.max(report.apps[i].throughput_mib_s);
         }
-        Self::errors_against(report, judged)
+        self.errors_against(report, judged)
     }
 
     /// Whether any greedy application of `reports` got more than alone: the two readings then differ.
@@ -194,10 +199,21 @@ impl Alone {
         })
     }
 
-    fn errors_against(report: &RunReport, judged: Judged) -> Vec<Option<f64>> {
+    fn errors_against(&self, report: &RunReport, judged: Judged) -> Vec<Option<f64>> {
         let Judged { greedy, weights, caps, classes } = judged;
         let total: f64 = greedy.iter().map(|&i| report.apps[i].throughput_mib_s).sum();
-        let fair = max_min_shares_by_class(&weights, &caps, &classes, total);
+        let fair = if self.groups.is_empty() {
+            max_min_shares_by_class(&weights, &caps, &classes, total)
+        } else {
+            // Classes among groups are not judged: B-WF2Q+ serves them level by level.
+            let index = |name: &str| self.groups.iter().position(|g| g.name == name);
+            let parents: Vec<Option<usize>> =
+                self.groups.iter().map(|g| g.parent.as_deref().and_then(index)).collect();
+            let group_weights: Vec<f64> = self.groups.iter().map(|g| f64::from(g.weight.0)).collect();
+            let groups: Vec<Option<usize>> =
+                greedy.iter().map(|&i| report.apps[i].group.as_deref().and_then(index)).collect();
+            hierarchical_max_min_shares(&parents, &group_weights, &groups, &weights, &caps, total)
+        };
         let mut errors = vec![None; report.apps.len()];
         for (k, &i) in greedy.iter().enumerate() {
             if fair[k] > 0.0 {
@@ -210,8 +226,11 @@ impl Alone {
     /// The share ceiling of a run's greedy applications (`bfq_sched::fairness::share_ceiling`): the
     /// largest aggregate at which each of them is owed its weight's share (none capped at its
     /// throughput alone), in MiB/s, and the application owed its throughput alone first above it.
-    /// None with several classes or without a figure alone for any of them.
+    /// None with several classes, with groups, or without a figure alone for any of them.
     pub fn share_ceiling(&self, report: &RunReport) -> Option<(f64, String)> {
+        if !self.groups.is_empty() {
+            return None;
+        }
         let Judged { greedy, weights, caps, classes } = self.judged(report);
         let (ceiling, first) = share_ceiling(&weights, &caps, &classes)?;
         ceiling.is_finite().then(|| (ceiling, report.apps[greedy[first]].name.clone()))
@@ -372,6 +391,7 @@ mod tests {
             name: name.to_string(),
             weight,
             class: class.to_string(),
+            group: None,
             greedy: true,
             throughput_mib_s: mib_s,
             ..template.apps[0].clone()
@@ -389,6 +409,7 @@ mod tests {
                     startup_runs_s: vec![],
                 })
                 .collect(),
+            groups: Vec::new(),
         }
     }
 

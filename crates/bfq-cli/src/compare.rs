@@ -378,7 +378,12 @@ impl Output {
 /// Weights divide the service within a class (seed 000 sec. 2: a class is served only while no
 /// higher one has work), so applications are compared with those of their own class only: a
 /// real-time reader beside best-effort ones has no weight's share of their bytes.
+/// A job with groups (`[[group]]`) has no flat weight's share: none is given here (`--alone` judges
+/// its applications by weighted max-min fairness level by level, `crate::alone`).
 pub fn share_errors(report: &RunReport) -> Vec<Option<f64>> {
+    if report.apps.iter().any(|a| a.group.is_some()) {
+        return vec![None; report.apps.len()];
+    }
     let apps: Vec<Served> = report
         .apps
         .iter()

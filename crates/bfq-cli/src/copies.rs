@@ -112,6 +112,7 @@ mod tests {
             kind: "rand-reader".into(),
             weight,
             class: "be4".into(),
+            group: None,
             greedy: true,
             queues: Vec::new(),
             requests: 0,

@@ -139,10 +139,13 @@ pub fn execute(args: SimArgs) -> Result<()> {
     // is taken as in real runs).
     let alone = if args.alone {
         let plan = crate::alone::plan(&job);
-        Some(crate::alone::measure(&plan, |solo| {
-            bfq_sim::run_job(&solo.job, "fifo", &[])
-                .with_context(|| format!("simulating {} of {} alone", solo.name, args.job.display()))
-        })?)
+        Some(
+            crate::alone::measure(&plan, |solo| {
+                bfq_sim::run_job(&solo.job, "fifo", &[])
+                    .with_context(|| format!("simulating {} of {} alone", solo.name, args.job.display()))
+            })
+            .map(|alone| crate::alone::Alone { groups: job.groups.clone(), ..alone })?,
+        )
     } else {
         None
     };

@@ -81,6 +81,30 @@ impl Cgroup {
     }
 }
 
+/// Cgroups removed in the reverse of their creation order (children before their parents).
+#[derive(Debug, Default)]
+pub struct CgroupStack(Vec<Cgroup>);
+
+impl CgroupStack {
+    /// Adds one, created after those already in.
+    pub fn push(&mut self, cg: Cgroup) {
+        self.0.push(cg);
+    }
+
+    /// The one pushed `index`-th.
+    pub fn get(&self, index: usize) -> Option<&Cgroup> {
+        self.0.get(index)
+    }
+}
+
+impl Drop for CgroupStack {
+    fn drop(&mut self) {
+        while let Some(cg) = self.0.pop() {
+            drop(cg);
+        }
+    }
+}
+
 /// The tree of this run: a parent cgroup and one child per application.
 #[derive(Debug)]
 pub struct CgroupTree {
@@ -120,7 +144,25 @@ impl CgroupTree {
 
     /// Creates a child for one application and sets its weight (1..=1000).
     pub fn child(&self, name: &str, weight: u32) -> Result<Cgroup, KernelError> {
-        let mut cg = make_dir(&self.root.path.join(sanitize(name)))?;
+        self.child_in(None, name, weight)
+    }
+
+    /// Creates a cgroup for one of the job's `[[group]]` tables inside `parent` (`None`: the run's
+    /// tree), with its weight; with cgroup v2 the io controller is enabled for its children, so the
+    /// applications and groups inside it get their own weights (the kernel's BFQ schedules a
+    /// hierarchy of cgroups as the job's hierarchy of groups).
+    pub fn group_in(&self, parent: Option<&Cgroup>, name: &str, weight: u32) -> Result<Cgroup, KernelError> {
+        let cg = self.child_in(parent, &format!("group-{name}"), weight)?;
+        if matches!(self.hierarchy, Hierarchy::V2(_)) {
+            enable_io(cg.path())?;
+        }
+        Ok(cg)
+    }
+
+    /// Creates a cgroup inside `parent` (`None`: the run's tree) and sets its weight (1..=1000).
+    pub fn child_in(&self, parent: Option<&Cgroup>, name: &str, weight: u32) -> Result<Cgroup, KernelError> {
+        let base = parent.map_or(&self.root.path, |p| &p.path);
+        let mut cg = make_dir(&base.join(sanitize(name)))?;
         let candidates: &[&str] = match self.hierarchy {
             Hierarchy::V1Blkio(_) => &["blkio.bfq.weight", "blkio.weight"],
             Hierarchy::V2(_) => &["io.bfq.weight", "io.weight"],

@@ -211,6 +211,8 @@ pub fn run_kernel_job(
     let device = LoopDevice::attach(target)?;
     sysfs::select_scheduler(device.name(), scheduler)?;
     let tree = CgroupTree::create(cgroup::detect()?, &run_id)?;
+    // Declared before the applications' cgroups, so dropped after them.
+    let mut job_groups = cgroup::CgroupStack::default();
     let mut groups = Vec::new();
     let timing = Timing { duration: job.duration.0, warmup: job.warmup.0 };
     let plan_all = |buffers: FioBuffers| {
@@ -249,8 +251,20 @@ pub fn run_kernel_job(
             }
         }
     }
+    // The job's groups as nested cgroups, parents first (removed children first).
+    let setup = job.group_setup();
+    for g in &setup {
+        let parent = setup.iter().position(|p| p.id == g.parent).and_then(|k| job_groups.get(k));
+        job_groups.push(tree.group_in(parent, &g.name, g.spec.weight)?);
+    }
     for (i, app) in apps.iter().enumerate() {
-        groups.push(tree.child(&format!("{i}-{}", app.name), app.spec.weight.0)?);
+        let group = app
+            .spec
+            .group
+            .as_deref()
+            .and_then(|name| setup.iter().position(|g| g.name == name))
+            .and_then(|k| job_groups.get(k));
+        groups.push(tree.child_in(group, &format!("{i}-{}", app.name), app.spec.weight.0)?);
     }
     let mut procs: Vec<FioProcess> = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
@@ -440,6 +454,19 @@ fn build_report(
     let total_bytes: u64 = results.iter().map(|r| bytes_of(r)).sum();
     let mut greedy = Vec::new();
     let mut reports = Vec::new();
+    // With groups, a greedy application's bytes are judged against its share of the hierarchy.
+    let is_greedy = |spec: &bfq_workload::AppSpec| spec.kind() != AppKind::Startup && spec.on_off().is_none();
+    let shares = bfq_workload::metrics::hierarchical_shares(
+        &job.group_setup(),
+        &apps
+            .iter()
+            .map(|a| bfq_workload::metrics::Member {
+                group: a.spec.group.as_deref().and_then(|g| job.group_id(g)),
+                weight: a.spec.weight.0,
+                greedy: is_greedy(&a.spec),
+            })
+            .collect::<Vec<_>>(),
+    );
     for (i, PlacedApp { name, spec, trace, .. }) in apps.iter().enumerate() {
         let rs = &results[i];
         let mut lat = LatencyHist::default();
@@ -452,9 +479,13 @@ fn build_report(
         let bytes = bytes_of(rs);
         // Video players have no fio translation (refused before the run): every application here but
         // a start-up and an ON/OFF reader always has work.
-        let always_busy = spec.kind() != AppKind::Startup && spec.on_off().is_none();
+        let always_busy = is_greedy(spec);
         if always_busy {
-            greedy.push(bytes as f64 / f64::from(spec.weight.0));
+            let norm = match shares[i] {
+                Some(share) if !job.groups.is_empty() => share,
+                _ => f64::from(spec.weight.0),
+            };
+            greedy.push(bytes as f64 / norm);
         }
         let startup = trace.as_ref().map(|t| {
             let expected = &plans[i].trace_requests;
@@ -476,6 +507,7 @@ fn build_report(
             weight: spec.weight.0,
             greedy: always_busy,
             class: spec.class.0.to_string(),
+            group: spec.group.clone(),
             queues: Vec::new(),
             requests: rs.iter().map(|r| r.reads + r.writes).sum(),
             bytes_read: rs.iter().map(|r| r.bytes_read).sum(),

@@ -292,26 +292,36 @@ pub fn run_job(
         builder = builder.event_log(file);
     }
     let windows: Vec<u32> = places.iter().map(|p| p.spec.window()).collect();
+    let app_groups: Vec<Option<String>> = places.iter().map(|p| p.spec.group.clone()).collect();
     let apps = bfq_workload::apps::build(job, places)
         .map_err(|e| RunError::Unsupported { app: e.app, what: e.message })?;
     // Every application and the engine on this thread (driver.rs says why).
     let mut engine = builder.build_local()?;
+    // The job's groups, parents first (seed 003 sec. V: B-WF2Q+ over groups and queues).
+    let groups = job.group_setup();
+    for g in &groups {
+        engine.configure_group(g.id, g.parent, g.spec)?;
+    }
     let running = Running::register();
     let clock = Arc::new(Clock { start: Instant::now(), warmup: job.warmup.0, end: job.duration.0 });
     // Queue 0 is no one's; each application's queues follow the previous one's, as in the simulator.
     let mut next_queue = 1u32;
     let mut drivers = Vec::new();
     let mut named = Vec::new();
-    for (index, ((name, app), window)) in apps.into_iter().zip(windows).enumerate() {
+    for (index, (((name, app), window), group)) in apps.into_iter().zip(windows).zip(app_groups).enumerate() {
         let mut ids = Vec::new();
+        let group_id = group.as_deref().and_then(|g| job.group_id(g));
         for spec in app.queues() {
             let id = queue_id(&mut next_queue);
             engine.configure_queue(id, spec)?;
+            if let Some(g) = group_id {
+                engine.set_queue_group(id, g)?;
+            }
             ids.push(id);
         }
         let weight = app.queues().first().map_or(bfq_sched::DEFAULT_WEIGHT, |s| s.weight);
         let class = app.queues().first().map(|s| s.class.to_string()).unwrap_or_default();
-        named.push((name, ids.iter().map(|q| q.0).collect::<Vec<u32>>(), weight, class));
+        named.push(NamedApp { name, ids: ids.iter().map(|q| q.0).collect(), weight, class, group, group_id });
         // The simulator's stream for this application: the same random choices.
         let rng = SimRng::new(job.seed, index as u64);
         let keep = options.request_log.is_some();
@@ -398,12 +408,31 @@ pub fn run_job(
     let mut greedy_norm = Vec::new();
     let mut reports = Vec::new();
     let mut queues = Vec::new();
-    for ((app, mut st), (name, ids, weight, class)) in finished.into_iter().zip(named) {
+    // With groups, a greedy application's bytes are judged against its share of the hierarchy.
+    let shares = bfq_workload::metrics::hierarchical_shares(
+        &job.group_setup(),
+        &finished
+            .iter()
+            .zip(&named)
+            .map(|((app, _), n)| bfq_workload::metrics::Member {
+                group: n.group_id,
+                weight: n.weight,
+                greedy: app.greedy(),
+            })
+            .collect::<Vec<_>>(),
+    );
+    for (((app, mut st), NamedApp { name, ids, weight, class, group: group_name, .. }), share) in
+        finished.into_iter().zip(named).zip(shares)
+    {
         read_latency.add(&st.read_latency);
         write_latency.add(&st.write_latency);
         let bytes = st.bytes_read + st.bytes_written;
         if app.greedy() {
-            greedy_norm.push(bytes as f64 / f64::from(weight));
+            let norm = match share {
+                Some(share) if !job.groups.is_empty() => share,
+                _ => f64::from(weight),
+            };
+            greedy_norm.push(bytes as f64 / norm);
         }
         for (id, (completed, qbytes, max_outstanding)) in ids.iter().zip(&st.queues) {
             if *max_outstanding > 0 {
@@ -431,6 +460,7 @@ pub fn run_job(
             weight,
             greedy: app.greedy(),
             class,
+            group: group_name,
             queues: ids,
             requests: st.requests,
             bytes_read: st.bytes_read,
@@ -487,9 +517,20 @@ pub fn run_job(
 }
 
 /// Writes `RunOptions::request_log`.
+/// An application of a run as its report names it.
+struct NamedApp {
+    name: String,
+    ids: Vec<u32>,
+    weight: u32,
+    class: String,
+    /// Its `[[group]]`'s name and scheduler id.
+    group: Option<String>,
+    group_id: Option<bfq_sched::GroupId>,
+}
+
 fn write_request_log(
     path: &Path,
-    named: &[(String, Vec<u32>, u32, String)],
+    named: &[NamedApp],
     finished: &[(Box<dyn App>, AppStats)],
 ) -> Result<(), RunError> {
     use std::io::Write as _;
@@ -497,7 +538,7 @@ fn write_request_log(
         RunError::Engine(EngineError::Config(format!("cannot write the request log {}: {e}", path.display())))
     };
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(fail)?);
-    for ((name, ..), (_, stats)) in named.iter().zip(finished) {
+    for (NamedApp { name, .. }, (_, stats)) in named.iter().zip(finished) {
         for r in &stats.submitted {
             let op = if r.op == bfq_sched::Op::Write { "write" } else { "read" };
             writeln!(out, "{name} {} {op} {} {}", r.queue, r.offset, r.len).map_err(fail)?;

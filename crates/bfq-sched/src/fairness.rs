@@ -54,6 +54,69 @@ pub fn max_min_shares_by_class(weights: &[f64], caps: &[f64], classes: &[usize],
     share
 }
 
+/// [`max_min_shares`] over a hierarchy of groups (seed 003 sec. V; `bfq::hierarchy`): `parents[g]`
+/// is group g's parent (`None`: the root) and `group_weights[g]` its weight; application i is in
+/// group `groups[i]` (`None`: the root). At each level the children (applications placed there,
+/// and groups with an application below them) share what the level gets by weighted max-min, a
+/// group's cap being the sum of the caps of the applications below it; a group's part is then
+/// divided among its own children the same way. Groups must not form a cycle (a group found in its
+/// own chain of parents is taken as a child of the root).
+pub fn hierarchical_max_min_shares(
+    parents: &[Option<usize>],
+    group_weights: &[f64],
+    groups: &[Option<usize>],
+    weights: &[f64],
+    caps: &[f64],
+    total: f64,
+) -> Vec<f64> {
+    let n = parents.len();
+    // Each group's parent with cycles and unknown parents cut at the root.
+    let parent_of = |g: usize| parents.get(g).copied().flatten().filter(|&p| p < n && p != g);
+    let depth_ok = |g: usize| {
+        let (mut at, mut steps) = (Some(g), 0);
+        while let Some(x) = at {
+            at = parent_of(x);
+            steps += 1;
+            if steps > n + 1 {
+                return false;
+            }
+        }
+        true
+    };
+    let parent = |g: usize| if depth_ok(g) { parent_of(g) } else { None };
+    // The caps of the groups: the sum of the caps of the applications below them.
+    let mut group_cap = vec![0.0; n];
+    let mut used = vec![false; n];
+    for (i, g) in groups.iter().enumerate() {
+        let mut at = g.filter(|&g| g < n);
+        while let Some(x) = at {
+            group_cap[x] += caps[i];
+            used[x] = true;
+            at = parent(x);
+        }
+    }
+    let mut share = vec![0.0; weights.len()];
+    // Levels from the root down: (the level's group, what it has to divide).
+    let mut levels: Vec<(Option<usize>, f64)> = vec![(None, total)];
+    while let Some((level, amount)) = levels.pop() {
+        let apps: Vec<usize> =
+            (0..weights.len()).filter(|&i| groups[i].filter(|&g| g < n) == level).collect();
+        let subgroups: Vec<usize> = (0..n).filter(|&g| used[g] && parent(g) == level).collect();
+        let mut w: Vec<f64> = apps.iter().map(|&i| weights[i]).collect();
+        let mut c: Vec<f64> = apps.iter().map(|&i| caps[i]).collect();
+        w.extend(subgroups.iter().map(|&g| group_weights[g]));
+        c.extend(subgroups.iter().map(|&g| group_cap[g]));
+        let parts = max_min_shares(&w, &c, amount);
+        for (k, &i) in apps.iter().enumerate() {
+            share[i] = parts[k];
+        }
+        for (k, &g) in subgroups.iter().enumerate() {
+            levels.push((Some(g), parts[apps.len() + k]));
+        }
+    }
+    share
+}
+
 /// The share ceiling: the largest aggregate at which no application's weighted max-min share is
 /// capped at its throughput alone, with the index of the application capped first above it (the
 /// least `caps[i] / weights[i]`); None with no application or with several classes (the ceiling of
@@ -79,6 +142,34 @@ pub fn share_ceiling(weights: &[f64], caps: &[f64], classes: &[usize]) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seed 003 sec. V with max-min: a group whose applications cannot use its share gives the rest
+    /// to its siblings, and inside a group the same holds among its members.
+    #[test]
+    fn hierarchical_max_min_divides_level_by_level_and_passes_on_what_a_group_cannot_use() {
+        // Groups 0 (weight 100) and 1 (weight 300) at the root; group 2 (100) inside group 1.
+        let parents = [None, None, Some(1)];
+        let group_weights = [100.0, 300.0, 100.0];
+        // App 0 in group 0; app 1 in group 1; apps 2 and 3 in group 2; no caps.
+        let groups = [Some(0), Some(1), Some(2), Some(2)];
+        let weights = [100.0; 4];
+        let inf = [f64::INFINITY; 4];
+        let s = hierarchical_max_min_shares(&parents, &group_weights, &groups, &weights, &inf, 400.0);
+        let round = |v: &[f64]| v.iter().map(|x| (x * 1e6).round() / 1e6).collect::<Vec<_>>();
+        assert_eq!(round(&s), vec![100.0, 150.0, 75.0, 75.0]);
+        // App 1 can use only 30: group 2 gets the rest of group 1's 300.
+        let caps = [f64::INFINITY, 30.0, f64::INFINITY, f64::INFINITY];
+        let s = hierarchical_max_min_shares(&parents, &group_weights, &groups, &weights, &caps, 400.0);
+        assert_eq!(round(&s), vec![100.0, 30.0, 135.0, 135.0]);
+        // Group 1 as a whole can use only 60: group 0 gets the rest.
+        let caps = [f64::INFINITY, 20.0, 20.0, 20.0];
+        let s = hierarchical_max_min_shares(&parents, &group_weights, &groups, &weights, &caps, 400.0);
+        assert_eq!(round(&s), vec![340.0, 20.0, 20.0, 20.0]);
+        // Without groups it is max_min_shares.
+        let s =
+            hierarchical_max_min_shares(&[], &[], &[None, None], &[100.0, 300.0], &[f64::INFINITY; 2], 40.0);
+        assert_eq!(round(&s), vec![10.0, 30.0]);
+    }
 
     #[test]
     fn max_min_shares_give_capped_applications_their_cap_and_the_rest_by_weight() {

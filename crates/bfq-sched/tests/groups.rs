@@ -123,3 +123,22 @@ fn without_groups_the_peers_accept_and_ignore_group_calls() {
     fifo.configure_group(GroupId(1), ROOT_GROUP, spec(100), Instant::ZERO).unwrap();
     fifo.set_queue_group(QueueId(1), GroupId(1), Instant::ZERO).unwrap();
 }
+
+#[test]
+fn a_group_of_the_idle_class_gets_the_disk_only_when_its_siblings_leave_it() {
+    // Seed 003 sec. V: classes apply to groups as to queues. A best-effort reader inside an idle-class
+    // group yields after each request while the best-effort group beside it has work, as an
+    // idle-class queue does; before this rule it was served full turns once the idle class's
+    // starvation guard let its group in, and got 48 % of the disk.
+    let mut s = bfq();
+    let idle = QueueSpec { class: IoClass::Idle, ..spec(100) };
+    s.configure_group(GroupId(1), ROOT_GROUP, idle, Instant::ZERO).unwrap();
+    s.configure_group(GroupId(2), ROOT_GROUP, spec(100), Instant::ZERO).unwrap();
+    s.set_queue_group(QueueId(1), GroupId(1), Instant::ZERO).unwrap();
+    s.set_queue_group(QueueId(2), GroupId(2), Instant::ZERO).unwrap();
+    let mut h = Harness::new(s.as_mut(), SimpleDisk::hdd());
+    let all = readers(&mut h, &[1, 2]);
+    let bytes: Vec<u64> = h.run_until(10 * SEC).iter().map(|r| r.bytes).collect();
+    let backup = share(&bytes, &all[0..1]);
+    assert!(backup < 0.02, "the idle group's reader got {backup:.3} of the disk ({bytes:?})");
+}

@@ -30,7 +30,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Write;
 
-use bfq_sched::{Decision, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler};
+use bfq_sched::{Decision, GroupId, Nanos, Op, QueueId, QueueSpec, Request, RequestId, Scheduler};
 use slab::Slab;
 
 use crate::device::{Completion, Device};
@@ -89,6 +89,8 @@ pub struct EngineConfig {
     pub writeback_depth: usize,
     /// Weight and class of the system-wide write-back queue.
     pub writeback_spec: QueueSpec,
+    /// Scheduling groups, parents first (the job's `[[group]]` tables; seed 003 sec. V).
+    pub groups: Vec<bfq_workload::GroupSetup>,
 }
 
 /// An error while setting a run up.
@@ -103,6 +105,15 @@ pub enum EngineError {
         #[source]
         source: bfq_sched::SchedError,
     },
+    /// The scheduler refused a group.
+    #[error("group `{group}`")]
+    Group {
+        /// The group.
+        group: String,
+        /// The scheduler's error.
+        #[source]
+        source: bfq_sched::SchedError,
+    },
 }
 
 /// An application as a run takes it.
@@ -113,12 +124,15 @@ pub struct SimApp {
     pub app: Box<dyn App>,
     /// How long after a completion of one of its requests it reacts (see the module documentation).
     pub think_time: Nanos,
+    /// The group its queues are in (`None`: the root).
+    pub group: Option<GroupId>,
 }
 
 struct AppSlot {
     name: String,
     app: Box<dyn App>,
     think_time: Nanos,
+    group: Option<GroupId>,
     rng: SimRng,
     queue_base: u32,
     specs: Vec<QueueSpec>,
@@ -184,6 +198,8 @@ pub struct FinishedApp {
     pub queue_ids: Vec<u32>,
     /// Weight and class of each of its queues.
     pub specs: Vec<QueueSpec>,
+    /// The group its queues were in (`None`: the root).
+    pub group: Option<GroupId>,
     /// What the engine measured for it.
     pub stats: AppStats,
 }
@@ -214,6 +230,8 @@ pub struct RunOutcome {
     pub completed: u64,
     /// The scheduler, for its final per-queue statistics.
     pub scheduler: Box<dyn Scheduler>,
+    /// The run's scheduling groups (empty: none).
+    pub groups: Vec<bfq_workload::GroupSetup>,
 }
 
 /// A run in progress.
@@ -308,18 +326,30 @@ impl Engine {
         let mut slots = Vec::with_capacity(apps.len());
         let mut next_queue = 0u32;
         let mut weights = Vec::new();
-        for (index, SimApp { name, app, think_time }) in apps.into_iter().enumerate() {
+        for g in &cfg.groups {
+            sched
+                .configure_group(g.id, g.parent, g.spec, Instant::ZERO)
+                .map_err(|source| EngineError::Group { group: g.name.clone(), source })?;
+        }
+        for (index, SimApp { name, app, think_time, group }) in apps.into_iter().enumerate() {
             let specs = app.queues();
             for (q, spec) in specs.iter().enumerate() {
+                let queue = QueueId(next_queue + q as u32);
                 sched
-                    .configure_queue(QueueId(next_queue + q as u32), *spec, Instant::ZERO)
+                    .configure_queue(queue, *spec, Instant::ZERO)
                     .map_err(|source| EngineError::Queue { app: name.clone(), source })?;
+                if let Some(group) = group {
+                    sched
+                        .set_queue_group(queue, group, Instant::ZERO)
+                        .map_err(|source| EngineError::Queue { app: name.clone(), source })?;
+                }
                 weights.push(spec.weight);
             }
             slots.push(AppSlot {
                 name,
                 app,
                 think_time,
+                group,
                 rng: SimRng::new(cfg.seed, index as u64),
                 queue_base: next_queue,
                 specs: specs.clone(),
@@ -476,11 +506,19 @@ impl Engine {
                 .into_iter()
                 .map(|s| {
                     let queue_ids = (0..s.specs.len() as u32).map(|q| s.queue_base + q).collect();
-                    FinishedApp { name: s.name, app: s.app, queue_ids, specs: s.specs, stats: s.stats }
+                    FinishedApp {
+                        name: s.name,
+                        app: s.app,
+                        queue_ids,
+                        specs: s.specs,
+                        group: s.group,
+                        stats: s.stats,
+                    }
                 })
                 .collect(),
             queues: self.queues,
             writeback_queue: self.writeback_queue,
+            groups: self.cfg.groups.clone(),
             lag: self.lag,
             series: self.series,
             read_latency: self.read_latency,

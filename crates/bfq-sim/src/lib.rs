@@ -130,11 +130,14 @@ pub fn run_job_traced(
     let sched = bfq_sched::build(scheduler, device.info(), &all_params)?;
     let places = laid_out(job, device.capacity_bytes())?;
     let think_times: Vec<Nanos> = places.iter().map(|p| p.spec.think_time()).collect();
+    let groups: Vec<Option<bfq_sched::GroupId>> =
+        places.iter().map(|p| p.spec.group.as_deref().and_then(|g| job.group_id(g))).collect();
     let apps = bfq_workload::apps::build(job, places)
         .map_err(|e| SimError::Workload { app: e.app, message: e.message })?
         .into_iter()
         .zip(think_times)
-        .map(|((name, app), think_time)| SimApp { name, app, think_time })
+        .zip(groups)
+        .map(|(((name, app), think_time), group)| SimApp { name, app, think_time, group })
         .collect();
     let cfg = EngineConfig {
         seed: job.seed,
@@ -144,6 +147,7 @@ pub fn run_job_traced(
         dirty_limit: job.writeback.dirty_limit.0,
         writeback_depth: job.writeback.depth as usize,
         writeback_spec: QueueSpec { weight: job.writeback.weight.0, class: job.writeback.class.0 },
+        groups: job.group_setup(),
     };
     let device_name = job.device.preset.clone();
     let mut engine = Engine::new(cfg, device, sched, apps)?;

@@ -16,7 +16,22 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
     let mut owners = vec![String::new(); outcome.queues.len()];
     let mut greedy = Vec::new();
     let mut apps = Vec::new();
-    for finished in &outcome.apps {
+    // With groups, a greedy application is judged against its share of the hierarchy, and the lag
+    // (measured against flat weights) is left out.
+    let hierarchical = !outcome.groups.is_empty();
+    let shares = crate::metrics::hierarchical_shares(
+        &outcome.groups,
+        &outcome
+            .apps
+            .iter()
+            .map(|a| crate::metrics::Member {
+                group: a.group,
+                weight: a.specs.first().map_or(bfq_sched::DEFAULT_WEIGHT, |s| s.weight),
+                greedy: a.app.greedy(),
+            })
+            .collect::<Vec<_>>(),
+    );
+    for (finished, share) in outcome.apps.iter().zip(shares) {
         let (name, app, ids, specs, stats) =
             (&finished.name, &finished.app, &finished.queue_ids, &finished.specs, &finished.stats);
         for id in ids {
@@ -25,7 +40,11 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
         let bytes = stats.bytes_read + stats.bytes_written;
         let weight = specs.first().map_or(bfq_sched::DEFAULT_WEIGHT, |s| s.weight);
         if app.greedy() {
-            greedy.push(bytes as f64 / f64::from(weight));
+            let norm = match share {
+                Some(share) if hierarchical => share,
+                _ => f64::from(weight),
+            };
+            greedy.push(bytes as f64 / norm);
         }
         let lag_max = ids.iter().map(|q| outcome.lag.max_lag(*q as usize)).fold(0.0, f64::max);
         let lag_min = ids.iter().map(|q| outcome.lag.min_lag(*q as usize)).fold(0.0, f64::min);
@@ -35,6 +54,10 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
             weight,
             greedy: app.greedy(),
             class: specs.first().map(|s| s.class.to_string()).unwrap_or_default(),
+            group: finished
+                .group
+                .and_then(|g| outcome.groups.iter().find(|s| s.id == g))
+                .map(|s| s.name.clone()),
             queues: ids.clone(),
             requests: stats.requests,
             bytes_read: stats.bytes_read,
@@ -42,8 +65,8 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
             throughput_mib_s: round3(bytes as f64 / MIB / secs),
             share: if total_bytes > 0 { round3(bytes as f64 / total_bytes as f64) } else { 0.0 },
             latency: stats.latency.summary(),
-            max_lag_kib: Some(round3(lag_max / 1024.0)),
-            min_lag_kib: Some(round3(lag_min / 1024.0)),
+            max_lag_kib: (!hierarchical).then(|| round3(lag_max / 1024.0)),
+            min_lag_kib: (!hierarchical).then(|| round3(lag_min / 1024.0)),
             throughput_series_mib_s: stats.series.mib_per_s(),
             extra: app.extra(outcome.end),
         });
@@ -63,7 +86,7 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
             completed: q.completed,
             bytes: q.bytes,
             max_outstanding: q.max_outstanding,
-            max_lag_kib: Some(round3(outcome.lag.max_lag(i) / 1024.0)),
+            max_lag_kib: (!hierarchical).then(|| round3(outcome.lag.max_lag(i) / 1024.0)),
             sched_service_sectors: sched_stats
                 .iter()
                 .find(|s| s.queue.0 as usize == i)
@@ -95,7 +118,7 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
             } else {
                 None
             },
-            max_lag_kib: Some(max_lag),
+            max_lag_kib: (!hierarchical).then_some(max_lag),
             dispatched_all: outcome.dispatched,
         },
         bucket_s: outcome.series.width() as f64 / 1e9,

@@ -95,7 +95,7 @@ fn run_with(
         .map(|i| {
             let region = Region { start: i * 40_000_000_000, len: 1_000_000_000 };
             let app = GreedyReader::new(QueueSpec::default(), Pattern::Sequential, region, 128 << 10, window);
-            SimApp { name: format!("reader-{i}"), app: Box::new(app), think_time }
+            SimApp { name: format!("reader-{i}"), app: Box::new(app), think_time, group: None }
         })
         .collect();
     let cfg = EngineConfig {
@@ -106,6 +106,7 @@ fn run_with(
         dirty_limit: 64 << 20,
         writeback_depth: 64,
         writeback_spec: QueueSpec::default(),
+        groups: Vec::new(),
     };
     Engine::new(cfg, device, sched, apps).unwrap().run();
     Arc::try_unwrap(seen).ok().unwrap().into_inner().unwrap()

@@ -279,6 +279,10 @@ pub struct AppSpec {
     pub weight: Weight,
     /// Class of each of its queues.
     pub class: Class,
+    /// The `[[group]]` its queues are placed in (default: none, the root of the hierarchy): B-WF2Q+
+    /// shares the device between groups by their weights, then between the queues of a group by
+    /// theirs (seed 003 sec. V, hierarchical BFQ).
+    pub group: Option<String>,
     /// Where its file (region) starts on the device, in bytes (default: right after the previous
     /// application's; with `count`, the first copy's).
     pub at: Option<Size>,
@@ -447,6 +451,9 @@ pub struct AppTable {
     /// Class of each of its queues.
     #[serde(default)]
     pub class: Class,
+    /// The `[[group]]` its queues are placed in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// Where its region starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<Size>,
@@ -519,7 +526,8 @@ impl AppKind {
         AppKind::Streaming,
     ];
 
-    /// The fields of an `[[app]]` table of this kind, beyond name, kind, count, weight and class.
+    /// The fields of an `[[app]]` table of this kind, beyond name, kind, count, weight, class, group
+    /// and at.
     pub fn fields(self) -> &'static [&'static str] {
         match self {
             AppKind::SeqReader | AppKind::RandReader => &["request_size", "window", "file_size", "on", "off"],
@@ -622,6 +630,7 @@ impl TryFrom<AppTable> for AppSpec {
             count: t.count,
             weight: t.weight,
             class: t.class,
+            group: t.group,
             at: t.at,
             think_time: t.think_time,
             workload,
@@ -637,6 +646,7 @@ impl From<AppSpec> for AppTable {
             count: a.count,
             weight: a.weight,
             class: a.class,
+            group: a.group,
             at: a.at,
             think_time: a.think_time,
             ..AppTable::default()
@@ -715,6 +725,7 @@ impl AppSpec {
             count: 1,
             weight: Weight::default(),
             class: Class::default(),
+            group: None,
             at: None,
             think_time: None,
             workload,
@@ -919,6 +930,8 @@ enum Place {
     Table(&'static str),
     /// A key of the `i`-th `[[app]]` table.
     App(usize),
+    /// A key of the `i`-th `[[group]]` table.
+    Group(usize),
 }
 
 /// A value [`Job::validate`] refuses, and where it is written.
@@ -971,9 +984,50 @@ pub struct Job {
     /// before the applications listed in `app`.
     #[serde(default)]
     pub workload: Option<String>,
+    /// Scheduling groups (`[[group]]`), in the order written: a hierarchy of tenants whose
+    /// applications are placed in them with `group`.
+    #[serde(default, rename = "group", skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupSpec>,
     /// Applications.
     #[serde(default, rename = "app")]
     pub apps: Vec<AppSpec>,
+}
+
+/// A scheduling group (`[[group]]`): a tenant of the hierarchy, scheduled by B-WF2Q+ among its
+/// siblings by its weight and class as a queue is (seed 003 sec. V; the kernel's BFQ does this with
+/// cgroups). The queues of the applications placed in it (`group = "name"`), and the groups below
+/// it (`parent = "name"`), share what it gets.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSpec {
+    /// Its name, which applications and other groups refer to.
+    pub name: String,
+    /// Its weight among its siblings.
+    #[serde(default)]
+    pub weight: Weight,
+    /// Its class among its siblings.
+    #[serde(default)]
+    pub class: Class,
+    /// The group it is inside (default: the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+/// The most `[[group]]` tables of a job.
+pub const MAX_GROUPS: usize = 1000;
+
+/// A group as a run sets it up in the scheduler: ids numbered from 1 in the order of the job's
+/// `[[group]]` tables (0 is the root), listed parents first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSetup {
+    /// Its name in the job.
+    pub name: String,
+    /// Its scheduler id.
+    pub id: bfq_sched::GroupId,
+    /// Its parent's scheduler id (`bfq_sched::ROOT_GROUP` at the top).
+    pub parent: bfq_sched::GroupId,
+    /// Its weight and class.
+    pub spec: QueueSpec,
 }
 
 fn default_seed() -> u64 {
@@ -1092,6 +1146,7 @@ impl Job {
             writeback: WritebackSpec::default(),
             layout_start: None,
             workload: None,
+            groups: Vec::new(),
             apps: Vec::new(),
         }
     }
@@ -1136,12 +1191,14 @@ impl Job {
                 Place::Top => top_level_line(text, &e.field),
                 Place::Table(table) => table_key_line(text, table, &e.field),
                 Place::App(i) => app_key_line(text, i, &e.field),
+                Place::Group(i) => array_key_line(text, "group", i, &e.field),
             };
             // A field the file does not write (an application's default `count`, say) is not named:
             // the line of its table is, and the message says what is wrong.
             let (line, field) = match (written, e.place) {
                 (Some(line), _) => (Some(line), Some(e.field)),
                 (None, Place::App(i)) => (app_table_line(text, i), None),
+                (None, Place::Group(i)) => (array_table_line(text, "group", i), None),
                 (None, Place::Table(table)) => (table_header_line(text, table), None),
                 (None, Place::Top) => (None, Some(e.field)),
             };
@@ -1192,7 +1249,7 @@ impl Job {
         self.check().map_err(|e| {
             let app = match e.place {
                 Place::App(i) => Some(i),
-                Place::Top | Place::Table(_) => None,
+                Place::Top | Place::Table(_) | Place::Group(_) => None,
             };
             let other = match e.other {
                 Some(Some(j)) => format!(" (the other is [[app]] number {})", j + 1),
@@ -1291,6 +1348,7 @@ impl Job {
         if self.workload.is_none() && self.apps.is_empty() {
             return top("app", "a job needs a `workload` or at least one [[app]]".into());
         }
+        self.check_groups()?;
         // The named workload's processes count too.
         let mut processes: u64 =
             named.iter().map(|a| u64::from(a.count) * u64::from(a.process_count())).sum();
@@ -1298,6 +1356,11 @@ impl Job {
             let fail = |field: &str, message: String| Err(Invalid::new(Place::App(i), field, message));
             if app.count == 0 || app.count > MAX_PROCESSES {
                 return fail("count", format!("must be 1..={MAX_PROCESSES}, got {}", app.count));
+            }
+            if let Some(group) = &app.group {
+                if !self.groups.iter().any(|g| &g.name == group) {
+                    return fail("group", unknown_group(group, &self.groups));
+                }
             }
             if let Some(Size(s)) = app.request_size() {
                 if s < 512 {
@@ -1467,6 +1530,111 @@ impl Job {
         Ok(())
     }
 
+    /// The `[[group]]` tables' checks: names unique and not empty, parents known, no cycle.
+    fn check_groups(&self) -> Result<(), Invalid> {
+        if self.groups.len() > MAX_GROUPS {
+            return Err(Invalid::new(
+                Place::Group(MAX_GROUPS),
+                "name",
+                format!(
+                    "a job may have at most {MAX_GROUPS} [[group]] tables, this one has {}",
+                    self.groups.len()
+                ),
+            ));
+        }
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, g) in self.groups.iter().enumerate() {
+            let fail = |field: &str, message: String| Err(Invalid::new(Place::Group(i), field, message));
+            if g.name.trim().is_empty() {
+                return fail("name", "a group needs a name (applications refer to it with `group`)".into());
+            }
+            if let Some(first) = seen.insert(&g.name, i) {
+                return fail(
+                    "name",
+                    format!(
+                        "two [[group]] tables are named `{}` (numbers {} and {}): applications and groups \
+                         refer to a group by its name; give one another name",
+                        g.name,
+                        first + 1,
+                        i + 1
+                    ),
+                );
+            }
+        }
+        for (i, g) in self.groups.iter().enumerate() {
+            let fail = |message: String| Err(Invalid::new(Place::Group(i), "parent", message));
+            let Some(parent) = &g.parent else { continue };
+            if parent == &g.name {
+                return fail(format!("group `{}` cannot be its own parent", g.name));
+            }
+            if !seen.contains_key(parent.as_str()) {
+                return fail(unknown_group(parent, &self.groups));
+            }
+            // Up the chain of parents: back to this group is a cycle.
+            let mut chain = vec![g.name.as_str()];
+            let mut up = Some(parent.as_str());
+            while let Some(name) = up {
+                if name == g.name {
+                    chain.push(name);
+                    return fail(format!(
+                        "the groups' parents make a cycle ({}): a group cannot be inside itself",
+                        chain.join(" -> ")
+                    ));
+                }
+                chain.push(name);
+                up = seen.get(name).and_then(|&j| self.groups[j].parent.as_deref());
+                if chain.len() > self.groups.len() + 1 {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The job's groups as a run sets them up in the scheduler, parents before children (the job has
+    /// been validated: every parent is known and there is no cycle).
+    pub fn group_setup(&self) -> Vec<GroupSetup> {
+        let id = |name: &str| {
+            self.groups
+                .iter()
+                .position(|g| g.name == name)
+                .map_or(bfq_sched::ROOT_GROUP, |i| bfq_sched::GroupId(i as u32 + 1))
+        };
+        let groups = &self.groups;
+        let depth = |g: &GroupSpec| {
+            let (mut d, mut parent) = (0usize, g.parent.as_deref());
+            while let Some(p) = parent.and_then(|p| groups.iter().find(|x| x.name == p)) {
+                d += 1;
+                parent = p.parent.as_deref();
+                if d > groups.len() {
+                    break;
+                }
+            }
+            d
+        };
+        let mut out: Vec<(usize, GroupSetup)> = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let setup = GroupSetup {
+                    name: g.name.clone(),
+                    id: bfq_sched::GroupId(i as u32 + 1),
+                    parent: g.parent.as_deref().map_or(bfq_sched::ROOT_GROUP, id),
+                    spec: QueueSpec { weight: g.weight.0, class: g.class.0 },
+                };
+                (depth(g), setup)
+            })
+            .collect();
+        out.sort_by_key(|(d, s)| (*d, s.id.0));
+        out.into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// The scheduler id of the group named `name` ([`Job::group_setup`]'s numbering).
+    pub fn group_id(&self, name: &str) -> Option<bfq_sched::GroupId> {
+        self.groups.iter().position(|g| g.name == name).map(|i| bfq_sched::GroupId(i as u32 + 1))
+    }
+
     /// Every application, the named workload's first, with `count` expanded, each with its name.
     pub fn expanded_apps(&self) -> Vec<(String, AppSpec)> {
         self.expanded_apps_with_source().into_iter().map(|(name, spec, _)| (name, spec)).collect()
@@ -1554,6 +1722,32 @@ fn failing_app(text: &str, message: &str) -> Option<usize> {
             .ok()
             .is_some_and(|t| AppSpec::try_from(t).err().is_some_and(|e| e == message))
     })
+}
+
+/// The message for a `group` or `parent` naming no `[[group]]` of the job.
+fn unknown_group(name: &str, groups: &[GroupSpec]) -> String {
+    if groups.is_empty() {
+        format!("unknown group `{name}`: the job has no [[group]] tables (add one with name = \"{name}\")")
+    } else {
+        let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+        format!("unknown group `{name}` (the job's groups: {})", names.join(", "))
+    }
+}
+
+/// The line of the `i`-th `[[table]]` of an array of tables.
+fn array_table_line(text: &str, table: &str, i: usize) -> Option<usize> {
+    text.lines().enumerate().filter(|(_, l)| l.trim() == format!("[[{table}]]")).nth(i).map(|(n, _)| n + 1)
+}
+
+/// The line where the `i`-th `[[table]]` sets `key`, if it does.
+fn array_key_line(text: &str, table: &str, i: usize, key: &str) -> Option<usize> {
+    let start = array_table_line(text, table, i)?;
+    text.lines()
+        .enumerate()
+        .skip(start)
+        .take_while(|(_, l)| !l.trim_start().starts_with('['))
+        .find(|(_, l)| sets_key(l, key))
+        .map(|(n, _)| n + 1)
 }
 
 /// The line of the `i`-th `[[app]]` table.
@@ -1991,6 +2185,69 @@ trace = "xterm"
         let (app, field, message) = job.validate().unwrap_err();
         assert_eq!((app, field.as_str()), (Some(1), "name"));
         assert!(message.contains("named `v` (the other is [[app]] number 1): "), "{message}");
+    }
+
+    /// Seed 003 sec. V (hierarchical BFQ): groups are read with their parents, set up parents first
+    /// (ids in the order written), and a group the job cannot have is refused on its line.
+    #[test]
+    fn groups_are_set_up_parents_first_and_bad_ones_are_refused_on_their_line() {
+        let text = "duration = \"1s\"\n[[group]]\nname = \"inner\"\nparent = \"outer\"\nweight = 300\n\
+                    [[group]]\nname = \"outer\"\nclass = \"idle\"\n[[app]]\nkind = \"seq-reader\"\ngroup = \"inner\"\n";
+        let job = Job::from_toml(text, "j.toml").unwrap();
+        let setup = job.group_setup();
+        let ids: Vec<(String, u32, u32, u32)> =
+            setup.iter().map(|g| (g.name.clone(), g.id.0, g.parent.0, g.spec.weight)).collect();
+        assert_eq!(ids, vec![("outer".into(), 2, 0, 100), ("inner".into(), 1, 2, 300)]);
+        assert_eq!(setup[0].spec.class, IoClass::Idle);
+        assert_eq!(job.group_id("inner"), Some(bfq_sched::GroupId(1)));
+        assert_eq!(job.expanded_apps()[0].1.group.as_deref(), Some("inner"));
+        // Written back, the job reads the same.
+        let again = Job::from_toml(&toml::to_string(&job).unwrap(), "again.toml").unwrap();
+        assert_eq!(again, job);
+        let group = |body: &str| format!("duration = \"1s\"\n{body}[[app]]\nkind = \"seq-reader\"\n");
+        let cases: [(String, usize, &str, &str); 6] = [
+            (
+                group("[[group]]\nname = \"a\"\nparent = \"b\"\n"),
+                4,
+                "parent",
+                "unknown group `b` (the job's groups: a)",
+            ),
+            (group("[[group]]\nname = \"a\"\nparent = \"a\"\n"), 4, "parent", "cannot be its own parent"),
+            (
+                group("[[group]]\nname = \"a\"\nparent = \"b\"\n[[group]]\nname = \"b\"\nparent = \"a\"\n"),
+                4,
+                "parent",
+                "make a cycle (a -> b -> a)",
+            ),
+            (
+                group("[[group]]\nname = \"a\"\n[[group]]\nname = \"a\"\n"),
+                5,
+                "name",
+                "two [[group]] tables are named `a` (numbers 1 and 2)",
+            ),
+            (group("[[group]]\nname = \" \"\n"), 3, "name", "a group needs a name"),
+            (group("[[group]]\nname = \"a\"\nweight = 0\n"), 4, "weight", "weight"),
+        ];
+        for (text, line, field, phrase) in cases {
+            let (got_line, got_field, message) = refused(&text);
+            assert_eq!((got_line, got_field.as_deref()), (Some(line), Some(field)), "{message}\n{text}");
+            assert!(message.contains(phrase), "{message} lacks {phrase:?}\n{text}");
+        }
+        // An application in a group the job does not have.
+        let text = "duration = \"1s\"\n[[app]]\nkind = \"seq-reader\"\ngroup = \"vm1\"\n";
+        let (line, field, message) = refused(text);
+        assert_eq!((line, field.as_deref()), (Some(4), Some("group")), "{message}");
+        assert!(
+            message.contains("the job has no [[group]] tables (add one with name = \"vm1\")"),
+            "{message}"
+        );
+        // An unknown field of a group is named.
+        let (line, _, message) = refused(&group("[[group]]\nname = \"a\"\nshare = 3\n"));
+        assert_eq!(line, Some(4), "{message}");
+        assert!(
+            message.contains("unknown field `share`, expected one of `name`, `weight`, `class`, `parent`"),
+            "{message}"
+        );
     }
 
     #[test]

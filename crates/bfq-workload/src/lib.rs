@@ -18,7 +18,7 @@ pub mod rng;
 pub mod trace;
 pub mod units;
 
-pub use job::{AppKind, AppSpec, Job, JobError, DEFAULT_THINK_TIME};
+pub use job::{AppKind, AppSpec, GroupSetup, GroupSpec, Job, JobError, DEFAULT_THINK_TIME};
 pub use layout::{real_layout, write_regions, LayoutError, Placement, REAL_FILE_BYTES};
 pub use report::RunReport;
 pub use trace::{load_trace, Trace};

@@ -284,10 +284,105 @@ pub fn jain_index(values: &[f64]) -> Option<f64> {
     Some(sum * sum / (n * squares))
 }
 
+/// An application as [`hierarchical_shares`] takes it: the group its queues are in (`None`: the
+/// root), the weight of its queues, and whether it always has work.
+#[derive(Clone, Copy, Debug)]
+pub struct Member {
+    /// Its group.
+    pub group: Option<bfq_sched::GroupId>,
+    /// Its queues' weight.
+    pub weight: u32,
+    /// Whether it is greedy (always backlogged).
+    pub greedy: bool,
+}
+
+/// Each greedy application's share of the device under hierarchical weighted fair queueing (seed
+/// 003 sec. V) while every greedy application is backlogged and no other is: at each level of the
+/// hierarchy a child (a group with a greedy application somewhere below it, or a greedy application
+/// placed there) gets its weight over the sum of its backlogged siblings' weights, and an
+/// application's share is the product of those fractions from the root down. `None` for an
+/// application that is not greedy. Without groups, this is each weight over the greedy weights' sum.
+pub fn hierarchical_shares(groups: &[crate::job::GroupSetup], apps: &[Member]) -> Vec<Option<f64>> {
+    use std::collections::BTreeMap;
+    let parent: BTreeMap<u32, (u32, u32)> =
+        groups.iter().map(|g| (g.id.0, (g.parent.0, g.spec.weight))).collect();
+    let root = bfq_sched::ROOT_GROUP.0;
+    // The groups with a greedy application below them (each counted once), and the weight of each
+    // level's backlogged children.
+    let mut active: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
+    let mut level_sum: BTreeMap<u32, f64> = BTreeMap::new();
+    for a in apps.iter().filter(|a| a.greedy) {
+        let g = a.group.map_or(root, |g| g.0);
+        *level_sum.entry(g).or_default() += f64::from(a.weight);
+        let mut at = g;
+        // Up to the root, adding each newly active group's weight to its parent's level.
+        while at != root && active.insert(at) {
+            let Some(&(up, weight)) = parent.get(&at) else { break };
+            *level_sum.entry(up).or_default() += f64::from(weight);
+            at = up;
+        }
+    }
+    apps.iter()
+        .map(|a| {
+            if !a.greedy {
+                return None;
+            }
+            let mut at = a.group.map_or(root, |g| g.0);
+            let mut share = f64::from(a.weight) / level_sum.get(&at).copied().unwrap_or(1.0);
+            let mut steps = 0;
+            while at != root && steps <= groups.len() {
+                let Some(&(up, weight)) = parent.get(&at) else { break };
+                share *= f64::from(weight) / level_sum.get(&up).copied().unwrap_or(1.0);
+                at = up;
+                steps += 1;
+            }
+            Some(share)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use bfq_sched::MSEC;
+
+    fn setup(id: u32, parent: u32, weight: u32) -> crate::job::GroupSetup {
+        crate::job::GroupSetup {
+            name: format!("g{id}"),
+            id: bfq_sched::GroupId(id),
+            parent: bfq_sched::GroupId(parent),
+            spec: bfq_sched::QueueSpec { weight, class: Default::default() },
+        }
+    }
+
+    fn member(group: Option<u32>, weight: u32, greedy: bool) -> Member {
+        Member { group: group.map(bfq_sched::GroupId), weight, greedy }
+    }
+
+    /// Seed 003 sec. V: the device divides level by level, whatever the number of queues in a group.
+    #[test]
+    fn hierarchical_shares_divide_level_by_level_among_the_backlogged() {
+        // Root: A (200) and B (100); A holds one reader (100) and group C (100); C two readers.
+        let groups = [setup(1, 0, 200), setup(2, 0, 100), setup(3, 1, 100)];
+        let apps = [
+            member(Some(1), 100, true),
+            member(Some(3), 100, true),
+            member(Some(3), 100, true),
+            member(Some(2), 100, true),
+            member(Some(2), 500, false),
+        ];
+        let got = hierarchical_shares(&groups, &apps);
+        let want = [Some(1.0 / 3.0), Some(1.0 / 6.0), Some(1.0 / 6.0), Some(1.0 / 3.0), None];
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g.map(|x| (x * 1e9).round()), w.map(|x: f64| (x * 1e9).round()));
+        }
+        // A group with no greedy application below it takes nothing from its siblings.
+        let apps = [member(Some(1), 100, true), member(Some(2), 100, false)];
+        assert_eq!(hierarchical_shares(&groups, &apps), vec![Some(1.0), None]);
+        // Without groups: weights over their sum.
+        let apps = [member(None, 100, true), member(None, 300, true)];
+        assert_eq!(hierarchical_shares(&[], &apps), vec![Some(0.25), Some(0.75)]);
+    }
 
     #[test]
     fn series_stays_bounded_and_keeps_the_total() {

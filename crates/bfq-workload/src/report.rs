@@ -88,6 +88,9 @@ pub struct AppReport {
     pub weight: u32,
     /// Class of its queues.
     pub class: String,
+    /// The `[[group]]` its queues were in (none: the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// Whether it always had work (a greedy reader or writer, the processes of a database or a web
     /// server): only such applications are judged by their weight's share and enter Jain's index.
     /// Not a start-up, a video player, or a reader with ON/OFF periods (`on`, `off`), which asks for

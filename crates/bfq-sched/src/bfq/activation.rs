@@ -15,7 +15,7 @@ impl Bfq {
         let rotational = self.device.rotational;
         let q = &self.queues[t as usize];
         let was_idle = q.serving_in_flight == 0;
-        let may_raise = raising_on && sync && q.spec.class != IoClass::Idle;
+        let may_raise = raising_on && sync && q.spec.class != IoClass::Idle && !self.wf2q.under_idle_group(t);
         // The activations that would raise the queue as interactive: it is new, or back after a long
         // idle time (seed 001 sec. 4.1, seed 003 sec. V-A).
         let appeared = may_raise
@@ -178,7 +178,7 @@ impl Bfq {
         let q = &self.queues[t as usize];
         if q.ever_backlogged
             || !(self.cfg.large_burst && self.cfg.weight_raising == WeightRaising::V7r8)
-            || !(self.raising_on() && sync && q.spec.class != IoClass::Idle)
+            || !(self.raising_on() && sync && q.spec.class != IoClass::Idle && !self.wf2q.under_idle_group(t))
         {
             return;
         }

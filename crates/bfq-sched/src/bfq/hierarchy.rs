@@ -79,6 +79,9 @@ pub enum GroupError {
     Busy,
 }
 
+/// The idle class's index (RT 0, BE 1, IDLE 2).
+const IDLE_CLASS: usize = 2;
+
 /// The tree of groups and the place of every queue in it.
 #[derive(Debug)]
 pub struct Hierarchy {
@@ -301,6 +304,36 @@ impl Hierarchy {
     /// The group a queue is in.
     pub fn group_of(&self, slot: u32) -> u32 {
         self.place[slot as usize].0
+    }
+
+    /// Whether a group above queue `slot` is of the idle class (seed 003 sec. V: classes apply at
+    /// every level, a group's as a queue's).
+    pub fn under_idle_group(&self, slot: u32) -> bool {
+        let (mut g, _) = self.place[slot as usize];
+        while let Some((parent, _)) = self.groups[g as usize].parent {
+            if self.groups[g as usize].class == IDLE_CLASS {
+                return true;
+            }
+            g = parent;
+        }
+        false
+    }
+
+    /// Whether a group of the idle class above queue `slot` has a sibling of a higher class with
+    /// work: then the queue yields the device after each request, as an idle-class queue does
+    /// beside queues of the other classes.
+    pub fn idle_group_outranked(&self, slot: u32) -> bool {
+        let (mut g, _) = self.place[slot as usize];
+        while let Some((parent, _)) = self.groups[g as usize].parent {
+            if self.groups[g as usize].class == IDLE_CLASS {
+                let p = &self.groups[parent as usize].wf2q;
+                if p.class_busy(0) || p.class_busy(1) {
+                    return true;
+                }
+            }
+            g = parent;
+        }
+        false
     }
 
     /// Moves a queue to `group`: now if it is not backlogged, else once it is no longer.

@@ -958,9 +958,12 @@ impl Scheduler for Bfq {
                     x.fifo_checked = true;
                 }
                 let r = self.dispatch_costed(s, index, now, true, cost);
-                // Kernel: an IDLE-class queue yields after each request when other classes have work.
-                if self.queues[s as usize].spec.class == IoClass::Idle
-                    && (self.wf2q.class_busy(0) || self.wf2q.class_busy(1))
+                // Kernel: an IDLE-class queue yields after each request when other classes have work;
+                // so does a queue below a group of the idle class while its group's siblings of a
+                // higher class have work (seed 003 sec. V: a group is scheduled as a queue is).
+                if (self.queues[s as usize].spec.class == IoClass::Idle
+                    && (self.wf2q.class_busy(0) || self.wf2q.class_busy(1)))
+                    || self.wf2q.idle_group_outranked(s)
                 {
                     self.expire(ExpiryReason::BudgetExhausted, now);
                 }

@@ -146,7 +146,7 @@ impl Bfq {
         let q = &self.queues[s as usize];
         IdleInputs {
             sync: q.sync,
-            idle_class: q.spec.class == IoClass::Idle,
+            idle_class: q.spec.class == IoClass::Idle || self.wf2q.under_idle_group(s),
             seeky: q.seek.seeky(self.cfg.seeky_threshold),
             raised: self.raising_on() && q.raising.active(),
             hw_tag: self.hw_tag.detected,

@@ -1,0 +1,132 @@
+//! Scheduling groups in job files (`[[group]]`, an application's `group`): the simulator sets the
+//! job's hierarchy up in the scheduler, and BFQ divides the device level by level (seed 003 sec. V,
+//! hierarchical B-WF2Q+, `bfq_sched::bfq::hierarchy`); the report judges the greedy applications
+//! against their shares of the hierarchy.
+
+use bfq_sim::{run_job, Job, RunReport};
+
+fn run(text: &str, scheduler: &str) -> RunReport {
+    let job = Job::from_toml(text, "groups.toml").unwrap();
+    run_job(&job, scheduler, &[]).unwrap()
+}
+
+fn mib_s(r: &RunReport, name: &str) -> f64 {
+    r.apps.iter().find(|a| a.name == name).unwrap_or_else(|| panic!("no {name}")).throughput_mib_s
+}
+
+/// Root: A (200) and B (100); A holds reader q1 and group C (100); C holds two readers; B one.
+const NESTED: &str = r#"
+duration = "20s"
+warmup = "2s"
+[[group]]
+name = "A"
+weight = 200
+[[group]]
+name = "C"
+weight = 100
+parent = "A"
+[[group]]
+name = "B"
+weight = 100
+[[app]]
+name = "q1"
+kind = "seq-reader"
+group = "A"
+[[app]]
+name = "c"
+kind = "seq-reader"
+count = 2
+group = "C"
+[[app]]
+name = "q4"
+kind = "seq-reader"
+group = "B"
+"#;
+
+#[test]
+fn nested_groups_of_a_job_divide_the_papers_disk_level_by_level() {
+    let bfq = run(NESTED, "bfq");
+    let total: f64 = bfq.apps.iter().map(|a| a.throughput_mib_s).sum();
+    // A: 2/3 (q1 1/3, C 1/3: each of its readers 1/6); B: 1/3. By queue weights alone (all 100),
+    // each reader would get a quarter.
+    for (name, want) in [("q1", 1.0 / 3.0), ("c-0", 1.0 / 6.0), ("c-1", 1.0 / 6.0), ("q4", 1.0 / 3.0)] {
+        let got = mib_s(&bfq, name) / total;
+        assert!((got - want).abs() < want * 0.08, "{name}: {got:.3} of the device, want {want:.3}");
+    }
+    // The report names each application's group, judges by the hierarchy's shares and leaves out
+    // the lag (measured against flat weights).
+    let group = |name: &str| bfq.apps.iter().find(|a| a.name == name).unwrap().group.clone();
+    assert_eq!(group("c-1").as_deref(), Some("C"));
+    assert_eq!(group("q4").as_deref(), Some("B"));
+    assert!(bfq.totals.jain_index.unwrap() > 0.99, "{:?}", bfq.totals.jain_index);
+    assert_eq!(bfq.totals.max_lag_kib, None);
+    // FIFO knows no groups: equal readers, far from the hierarchy's shares (Jain 0.9 exactly).
+    let fifo = run(NESTED, "fifo");
+    assert!(fifo.totals.jain_index.unwrap() < 0.95, "{:?}", fifo.totals.jain_index);
+}
+
+#[test]
+fn groups_on_the_nvme_preset_keep_their_shares_and_the_devices_throughput() {
+    // Groups of weights 100 and 300 with one and three sequential readers: each reader is owed a
+    // quarter, as FIFO also gives them; the hierarchy must not cost the device's throughput.
+    let text = r#"
+duration = "4s"
+warmup = "1s"
+[device]
+preset = "nvme-960evo"
+[[group]]
+name = "one"
+weight = 100
+[[group]]
+name = "three"
+weight = 300
+[[app]]
+name = "a"
+kind = "seq-reader"
+group = "one"
+[[app]]
+name = "b"
+kind = "seq-reader"
+count = 3
+group = "three"
+"#;
+    let bfq = run(text, "bfq");
+    let fifo = run(text, "fifo");
+    let ratio = bfq.totals.throughput_mib_s / fifo.totals.throughput_mib_s;
+    assert!(
+        ratio > 0.95,
+        "bfq {} MiB/s against fifo {}",
+        bfq.totals.throughput_mib_s,
+        fifo.totals.throughput_mib_s
+    );
+    let total: f64 = bfq.apps.iter().map(|a| a.throughput_mib_s).sum();
+    for a in &bfq.apps {
+        let got = a.throughput_mib_s / total;
+        assert!((got - 0.25).abs() < 0.25 * 0.05, "{}: {got:.3} of the device", a.name);
+    }
+}
+
+#[test]
+fn an_idle_class_group_gets_the_disk_only_when_the_others_leave_it() {
+    // Seed 003 sec. V: a class above another is served first, groups as queues.
+    let text = r#"
+duration = "10s"
+warmup = "1s"
+[[group]]
+name = "backup"
+class = "idle"
+[[group]]
+name = "db"
+[[app]]
+name = "backup"
+kind = "seq-reader"
+group = "backup"
+[[app]]
+name = "db"
+kind = "seq-reader"
+group = "db"
+"#;
+    let bfq = run(text, "bfq");
+    let (backup, db) = (mib_s(&bfq, "backup"), mib_s(&bfq, "db"));
+    assert!(backup < db * 0.05, "backup {backup} MiB/s beside db {db}");
+}
