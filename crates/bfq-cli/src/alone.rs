@@ -242,7 +242,7 @@ impl Alone {
         let greedy: Vec<usize> = (0..report.apps.len()).filter(|&i| report.apps[i].greedy).collect();
         let apps = || greedy.iter().map(|&i| &report.apps[i]);
         Judged {
-            weights: apps().map(|a| f64::from(a.weight)).collect(),
+            weights: apps().map(|a| a.total_weight()).collect(),
             caps: apps().map(|a| self.of(&a.name).map_or(f64::INFINITY, |x| x.throughput_mib_s)).collect(),
             classes: apps().map(|a| a.class.parse::<bfq_sched::IoClass>().map_or(1, |c| c.index())).collect(),
             greedy,
@@ -436,6 +436,28 @@ mod tests {
         let r = report(&t, &[("seq", 100, "be", 990.0), ("rand", 400, "be", 10.0)]);
         let a = alone(&[("seq", 2000.0), ("rand", 20.0)]);
         assert_eq!(rounded(&a.share_errors(&r)), [Some(1.0), Some(-50.0)]);
+    }
+
+    #[test]
+    fn an_application_of_several_processes_weighs_its_processes_weights() {
+        // Seed 000 sec. 2: each process is a queue of the application's weight, so a database of
+        // four processes at weight 100 is owed four fifths beside a reader of weight 100 (the
+        // simulator gave 57.2 and 14.3 MiB/s, 4:1, on the SSD preset). Judged by one process's
+        // weight it read -16.5 % for the reader, whose cap (17.1) is above its fifth.
+        let t = simulated();
+        let mut r = report(&t, &[("db", 100, "be", 57.2), ("rr", 100, "be", 14.3)]);
+        r.apps[0].queues = vec![1, 2, 3, 4];
+        r.apps[1].queues = vec![5];
+        for a in &mut r.apps {
+            (a.bytes_read, a.bytes_written) = ((a.throughput_mib_s * 1e6) as u64, 0);
+        }
+        let a = alone(&[("db", 60.9), ("rr", 17.1)]);
+        assert_eq!(rounded(&a.share_errors(&r)), [Some(0.0), Some(0.0)]);
+        // The table's errors by weight alone (`bfq run` without --alone) count the same weights.
+        assert_eq!(rounded(&crate::compare::share_errors(&r)), [Some(0.0), Some(0.0)]);
+        // A kernel run lists no queues: one cgroup of the weight for the whole application.
+        r.apps[0].queues.clear();
+        assert_eq!(r.apps[0].total_weight(), 100.0);
     }
 
     #[test]

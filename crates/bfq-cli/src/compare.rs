@@ -390,7 +390,7 @@ pub fn share_errors(report: &RunReport) -> Vec<Option<f64>> {
         .map(|a| Served {
             greedy: a.greedy,
             class: class_of(&a.class),
-            weight: f64::from(a.weight),
+            weight: a.total_weight(),
             bytes: (a.bytes_read + a.bytes_written) as f64,
         })
         .collect();

@@ -416,7 +416,7 @@ pub fn run_job(
             .zip(&named)
             .map(|((app, _), n)| bfq_workload::metrics::Member {
                 group: n.group_id,
-                weight: n.weight,
+                weight: n.weight.saturating_mul(n.ids.len().max(1) as u32),
                 greedy: app.greedy(),
             })
             .collect::<Vec<_>>(),
@@ -430,7 +430,8 @@ pub fn run_job(
         if app.greedy() {
             let norm = match share {
                 Some(share) if !job.groups.is_empty() => share,
-                _ => f64::from(weight),
+                // Each of its processes is a queue of its weight.
+                _ => f64::from(weight) * ids.len().max(1) as f64,
             };
             greedy_norm.push(bytes as f64 / norm);
         }

@@ -26,7 +26,7 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
             .iter()
             .map(|a| crate::metrics::Member {
                 group: a.group,
-                weight: a.specs.first().map_or(bfq_sched::DEFAULT_WEIGHT, |s| s.weight),
+                weight: a.specs.iter().map(|s| s.weight).sum::<u32>().max(1),
                 greedy: a.app.greedy(),
             })
             .collect::<Vec<_>>(),
@@ -42,7 +42,8 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
         if app.greedy() {
             let norm = match share {
                 Some(share) if hierarchical => share,
-                _ => f64::from(weight),
+                // Each of its processes is a queue of its weight.
+                _ => f64::from(weight) * specs.len().max(1) as f64,
             };
             greedy.push(bytes as f64 / norm);
         }

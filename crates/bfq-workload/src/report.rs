@@ -124,6 +124,16 @@ pub struct AppReport {
     pub extra: AppExtra,
 }
 
+impl AppReport {
+    /// Its weight among the other applications: its queues' weight times their number (each of its
+    /// processes is a queue of that weight, as a process is in BFQ, seed 000 sec. 2: a database of 100
+    /// processes at weight 300 weighs 30,000 beside a reader of weight 100), or the weight alone where
+    /// the run lists no queues (a kernel run: one cgroup of that weight for the whole application).
+    pub fn total_weight(&self) -> f64 {
+        f64::from(self.weight) * self.queues.len().max(1) as f64
+    }
+}
+
 /// One scheduler queue's figures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueueReport {
