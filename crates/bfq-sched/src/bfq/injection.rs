@@ -820,6 +820,7 @@ impl Bfq {
         let served = turn.unwrap_or(svc.served);
         let progress = mine.start.saturating_add(wf2q::vtime_delta(served, mine.weight.max(1)));
         theirs.start > progress.saturating_add(wf2q::vtime_delta(self.b_max, theirs.weight.max(1)))
+            || self.wf2q.ahead_below_meeting(c, s, self.b_max)
     }
 
     /// `inject_deep_within_share`: for a waiting deep queue `c` and a deep in-service queue `s`
