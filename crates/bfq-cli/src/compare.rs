@@ -541,7 +541,7 @@ pub fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
         let app = &first.apps[i];
         let find = |r: &RunReport| r.apps.iter().position(|a| a.name == app.name);
         row_alone(
-            &format!("{} w{} (MiB/s)", app.name, app.weight),
+            &format!("{} w{}{} (MiB/s)", app.name, app.weight, copies::in_group(app)),
             each(&|r| find(r).map_or("-".into(), |j| format!("{:.1}", r.apps[j].throughput_mib_s))),
             alone_of(&app.name).map(|x| format!("{:.1}", x.throughput_mib_s)),
         );

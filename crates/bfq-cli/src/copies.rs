@@ -37,10 +37,17 @@ impl Shown {
     /// The label of its rows: the application's name, or `base-0..N-1 (N)`.
     pub fn label(&self, apps: &[AppReport]) -> String {
         match self {
-            Shown::One(i) => apps[*i].name.clone(),
-            Shown::Copies { base, count, .. } => format!("{base}-0..{} ({count})", count - 1),
+            Shown::One(i) => format!("{}{}", apps[*i].name, in_group(&apps[*i])),
+            Shown::Copies { base, first, count } => {
+                format!("{base}-0..{} ({count}){}", count - 1, in_group(&apps[*first]))
+            }
         }
     }
+}
+
+/// Where a table names an application of a job with groups: " in GROUP" (nothing without one).
+pub fn in_group(app: &AppReport) -> String {
+    app.group.as_ref().map_or_else(String::new, |g| format!(" in {g}"))
 }
 
 /// How `apps` are shown: runs of more than [`MAX_LISTED_COPIES`] copies (consecutive applications

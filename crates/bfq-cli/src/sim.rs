@@ -232,7 +232,7 @@ pub(crate) fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
             continue;
         };
         let app = &first.apps[i];
-        let label = format!("{} (MiB/s)", app.name);
+        let label = format!("{}{} (MiB/s)", app.name, copies::in_group(app));
         row_alone(
             &label,
             &|r| r.apps.get(i).map_or("-".into(), |a| format!("{:.2}", a.throughput_mib_s)),

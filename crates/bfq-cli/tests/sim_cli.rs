@@ -334,3 +334,36 @@ fn sim_alone_owes_a_latency_bound_reader_what_it_gets_alone() {
         assert!(errors.get("gnometerm").is_none(), "a start-up has no share");
     }
 }
+
+/// A job with groups (`[[group]]`, seed 003 sec. V): the table names each application's group, the
+/// JSON carries it, and `--alone` judges the run level by level: the heavy group's reader, owed
+/// three quarters but able to read a quarter of the device alone, is judged against what it reads
+/// alone, the light group's readers against the rest.
+#[test]
+fn a_job_with_groups_names_them_in_the_table_and_the_json() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/groups-nvme.toml");
+    let json = std::env::temp_dir().join(format!("bfq-groups-{}.json", std::process::id()));
+    let out = bfq()
+        .args(["sim", file.to_str().unwrap(), "-s", "fifo", "--alone", "--duration", "2s", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("stream in heavy (MiB/s)") && stdout.contains("scan-2 in light (MiB/s)"),
+        "{stdout}"
+    );
+    let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let apps = &value["runs"][0]["apps"];
+    assert_eq!(apps[0]["group"], "heavy");
+    assert_eq!(apps[3]["group"], "light");
+    // FIFO splits the device four ways (a quarter each, 763 MiB/s): the heavy reader is at what it
+    // reads alone (its cap, 777), so within 2 %; the light ones have what is left, within 1 %.
+    let errors = &value["max_min_share_errors_pct"][0];
+    for (name, bound) in [("stream", 2.0), ("scan-0", 1.0), ("scan-2", 1.0)] {
+        let e = errors[name].as_f64().unwrap_or_else(|| panic!("{name}: {errors}"));
+        assert!(e.abs() < bound, "{name}: {e}% ({errors})");
+    }
+}
