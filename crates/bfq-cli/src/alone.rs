@@ -392,6 +392,7 @@ mod tests {
             weight,
             class: class.to_string(),
             group: None,
+            processes: 0,
             greedy: true,
             throughput_mib_s: mib_s,
             ..template.apps[0].clone()

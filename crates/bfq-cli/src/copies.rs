@@ -120,6 +120,7 @@ mod tests {
             weight,
             class: "be4".into(),
             group: None,
+            processes: 0,
             greedy: true,
             queues: Vec::new(),
             requests: 0,

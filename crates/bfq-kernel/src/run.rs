@@ -257,6 +257,7 @@ pub fn run_kernel_job(
         let parent = setup.iter().position(|p| p.id == g.parent).and_then(|k| job_groups.get(k));
         job_groups.push(tree.group_in(parent, &g.name, g.spec.weight)?);
     }
+    let cgroup_weights = cgroup_weights(&apps);
     for (i, app) in apps.iter().enumerate() {
         let group = app
             .spec
@@ -264,7 +265,7 @@ pub fn run_kernel_job(
             .as_deref()
             .and_then(|name| setup.iter().position(|g| g.name == name))
             .and_then(|k| job_groups.get(k));
-        groups.push(tree.child_in(group, &format!("{i}-{}", app.name), app.spec.weight.0)?);
+        groups.push(tree.child_in(group, &format!("{i}-{}", app.name), cgroup_weights[i])?);
     }
     let mut procs: Vec<FioProcess> = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
@@ -374,6 +375,14 @@ pub fn run_kernel_job(
         ("device".to_string(), device.path().display().to_string()),
         ("loop_direct_io".to_string(), device.direct_io().to_string()),
         ("cgroup_weight_file".to_string(), weight_file.unwrap_or_else(|| "none".into())),
+        (
+            "cgroup_weights".to_string(),
+            apps.iter()
+                .zip(&cgroup_weights)
+                .map(|(a, w)| format!("{}={w}", a.name))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
         ("fio".to_string(), crate::fio_version().unwrap_or_default()),
         ("fio_buffers".to_string(), buffers_note),
     ];
@@ -437,6 +446,35 @@ fn replay_results(o: &crate::replay::ReplayOutcome) -> Vec<JobResult> {
         .collect()
 }
 
+/// Each application's cgroup weight. The engine and the simulator give each process of a database
+/// (`dbms`, whose processes all read all the time) a queue of the application's weight, so the
+/// application weighs its processes' weights together; in a kernel run its processes share one
+/// cgroup, which is given that sum, so that both sides divide the device alike. Cgroup weights stop
+/// at 1,000 (`io.bfq.weight`, `blkio.bfq.weight`): when a sum is larger, every application's weight
+/// is scaled by the same factor (at least 1), which keeps the ratios. A start-up's processes take
+/// turns rather than reading together, so it keeps its weight, as every other application does.
+pub fn cgroup_weights(apps: &[PlacedApp]) -> Vec<u32> {
+    let totals: Vec<u64> =
+        apps.iter().map(|a| u64::from(a.spec.weight.0) * u64::from(kernel_processes(&a.spec))).collect();
+    let most = totals.iter().copied().max().unwrap_or(1);
+    totals
+        .iter()
+        .map(|&t| {
+            let scaled = if most > 1000 { (t * 1000 + most / 2) / most } else { t };
+            scaled.clamp(1, 1000) as u32
+        })
+        .collect()
+}
+
+/// The processes of an application that read all the time and weigh together in its cgroup: a
+/// database's; one for the other kinds.
+fn kernel_processes(spec: &bfq_workload::AppSpec) -> u32 {
+    match spec.kind() {
+        AppKind::Dbms => spec.process_count(),
+        _ => 1,
+    }
+}
+
 fn build_report(
     job: &Job,
     scheduler: &str,
@@ -456,13 +494,16 @@ fn build_report(
     let mut reports = Vec::new();
     // With groups, a greedy application's bytes are judged against its share of the hierarchy.
     let is_greedy = |spec: &bfq_workload::AppSpec| spec.kind() != AppKind::Startup && spec.on_off().is_none();
+    // Each application weighs its cgroup's weight among the others.
+    let weights = cgroup_weights(apps);
     let shares = bfq_workload::metrics::hierarchical_shares(
         &job.group_setup(),
         &apps
             .iter()
-            .map(|a| bfq_workload::metrics::Member {
+            .zip(&weights)
+            .map(|(a, &weight)| bfq_workload::metrics::Member {
                 group: a.spec.group.as_deref().and_then(|g| job.group_id(g)),
-                weight: a.spec.weight.0,
+                weight,
                 greedy: is_greedy(&a.spec),
             })
             .collect::<Vec<_>>(),
@@ -483,7 +524,7 @@ fn build_report(
         if always_busy {
             let norm = match shares[i] {
                 Some(share) if !job.groups.is_empty() => share,
-                _ => f64::from(spec.weight.0),
+                _ => f64::from(weights[i]),
             };
             greedy.push(bytes as f64 / norm);
         }
@@ -508,6 +549,7 @@ fn build_report(
             greedy: always_busy,
             class: spec.class.0.to_string(),
             group: spec.group.clone(),
+            processes: if kernel_processes(spec) > 1 { kernel_processes(spec) } else { 0 },
             queues: Vec::new(),
             requests: rs.iter().map(|r| r.reads + r.writes).sum(),
             bytes_read: rs.iter().map(|r| r.bytes_read).sum(),
@@ -549,5 +591,31 @@ fn build_report(
         throughput_mib_s: Vec::new(),
         apps: reports,
         queues: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod cgroup_weight_tests {
+    use super::*;
+
+    fn apps(text: &str) -> Vec<PlacedApp> {
+        layout(&Job::from_toml(text, "w.toml").unwrap()).unwrap().0
+    }
+
+    /// The engine gives each process of a database a queue of its weight (seed 000 sec. 2); the
+    /// kernel's run gives the database's one cgroup the sum, scaled with every other application's
+    /// when a sum passes the cgroup limit of 1,000, so that both sides divide the device alike.
+    #[test]
+    fn a_databases_cgroup_weighs_its_processes_and_the_ratios_survive_the_cgroup_limit() {
+        let two =
+            "duration = \"1s\"\n[[app]]\nkind = \"dbms\"\nprocesses = 4\n[[app]]\nkind = \"rand-reader\"\n";
+        assert_eq!(cgroup_weights(&apps(two)), vec![400, 100]);
+        // 100 processes at 300 (30,000) beside a reader of 100: 1,000 and 3 (1:300 as in the engine).
+        let big = "duration = \"1s\"\n[[app]]\nkind = \"dbms\"\nprocesses = 100\nweight = 300\nfile_size = \"64MiB\"\n\
+                   [[app]]\nkind = \"rand-reader\"\n";
+        assert_eq!(cgroup_weights(&apps(big)), vec![1000, 3]);
+        // Without a database every application keeps its own weight, a start-up's too.
+        let plain = "duration = \"1s\"\n[[app]]\nkind = \"seq-reader\"\nweight = 1000\n[[app]]\nkind = \"startup\"\ntrace = \"xterm\"\n";
+        assert_eq!(cgroup_weights(&apps(plain)), vec![1000, 100]);
     }
 }

@@ -462,6 +462,7 @@ pub fn run_job(
             greedy: app.greedy(),
             class,
             group: group_name,
+            processes: 0,
             queues: ids,
             requests: st.requests,
             bytes_read: st.bytes_read,

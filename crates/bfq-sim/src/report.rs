@@ -59,6 +59,7 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
                 .group
                 .and_then(|g| outcome.groups.iter().find(|s| s.id == g))
                 .map(|s| s.name.clone()),
+            processes: 0,
             queues: ids.clone(),
             requests: stats.requests,
             bytes_read: stats.bytes_read,

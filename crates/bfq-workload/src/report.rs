@@ -77,6 +77,10 @@ fn always() -> bool {
     true
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// One application's figures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AppReport {
@@ -99,6 +103,11 @@ pub struct AppReport {
     pub greedy: bool,
     /// Its scheduler queue ids.
     pub queues: Vec<u32>,
+    /// Its processes that share the device by the application's weight each, where the run lists no
+    /// queues for them (a kernel run of a database: its processes in one cgroup of their weights'
+    /// sum, `bfq_kernel`); 0 (left out): one per listed queue.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub processes: u32,
     /// Requests of its own queues completed.
     pub requests: u64,
     /// Bytes read.
@@ -127,10 +136,12 @@ pub struct AppReport {
 impl AppReport {
     /// Its weight among the other applications: its queues' weight times their number (each of its
     /// processes is a queue of that weight, as a process is in BFQ, seed 000 sec. 2: a database of 100
-    /// processes at weight 300 weighs 30,000 beside a reader of weight 100), or the weight alone where
-    /// the run lists no queues (a kernel run: one cgroup of that weight for the whole application).
+    /// processes at weight 300 weighs 30,000 beside a reader of weight 100); where the run lists no
+    /// queues, its `processes` (a kernel run's database), or one (a kernel run's other applications:
+    /// one cgroup of the weight each).
     pub fn total_weight(&self) -> f64 {
-        f64::from(self.weight) * self.queues.len().max(1) as f64
+        let processes = if self.processes > 0 { self.processes as usize } else { self.queues.len().max(1) };
+        f64::from(self.weight) * processes as f64
     }
 }
 
