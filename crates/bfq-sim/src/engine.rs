@@ -232,6 +232,8 @@ pub struct RunOutcome {
     pub scheduler: Box<dyn Scheduler>,
     /// The run's scheduling groups (empty: none).
     pub groups: Vec<bfq_workload::GroupSetup>,
+    /// Each group's write-back queue id, in the order of `groups`' setup.
+    pub group_writeback: Vec<u32>,
 }
 
 /// A run in progress.
@@ -256,6 +258,8 @@ pub struct Engine {
     groups: Slab<SplitGroup>,
     writeback: Writeback,
     writeback_queue: u32,
+    /// Each group's write-back queue (with groups: cgroup writeback).
+    group_writeback: Vec<(GroupId, u32)>,
     /// While the applications start, the flusher waits (see `run`).
     flush_deferred: bool,
     queues: Vec<QueueCounters>,
@@ -368,7 +372,24 @@ impl Engine {
             .configure_queue(QueueId(writeback_queue), cfg.writeback_spec, Instant::ZERO)
             .map_err(|source| EngineError::Queue { app: "writeback".into(), source })?;
         weights.push(cfg.writeback_spec.weight);
+        // With groups, each group's buffered writes are flushed through a write-back queue of its
+        // own, in the group, as the kernel charges a cgroup's dirty data to it (cgroup writeback):
+        // a group's writers share its part, not the root's.
+        let mut group_writeback = Vec::with_capacity(cfg.groups.len());
+        for (k, g) in cfg.groups.iter().enumerate() {
+            let queue = writeback_queue + 1 + k as u32;
+            let name = || format!("writeback of group `{}`", g.name);
+            sched
+                .configure_queue(QueueId(queue), cfg.writeback_spec, Instant::ZERO)
+                .map_err(|source| EngineError::Queue { app: name(), source })?;
+            sched
+                .set_queue_group(QueueId(queue), g.id, Instant::ZERO)
+                .map_err(|source| EngineError::Queue { app: name(), source })?;
+            weights.push(cfg.writeback_spec.weight);
+            group_writeback.push((g.id, queue));
+        }
         Ok(Engine {
+            group_writeback,
             writeback: Writeback::new(slots.len(), cfg.dirty_limit, cfg.writeback_depth),
             series: ThroughputSeries::new(cfg.warmup, cfg.bucket),
             queues: vec![QueueCounters::default(); weights.len()],
@@ -518,6 +539,7 @@ impl Engine {
                 .collect(),
             queues: self.queues,
             writeback_queue: self.writeback_queue,
+            group_writeback: self.group_writeback.iter().map(|&(_, q)| q).collect(),
             groups: self.cfg.groups.clone(),
             lag: self.lag,
             series: self.series,
@@ -761,18 +783,11 @@ impl Engine {
     /// The flusher: moves dirty data into the scheduler while the write-back queue has room.
     fn flush(&mut self) {
         while let Some(e) = self.writeback.next_flush() {
-            self.insert(
-                e.app,
-                self.writeback_queue,
-                Op::Write,
-                e.offset,
-                e.len,
-                false,
-                false,
-                e.tag,
-                true,
-                Vec::new(),
-            );
+            let queue = self.apps[e.app]
+                .group
+                .and_then(|g| self.group_writeback.iter().find(|(id, _)| *id == g))
+                .map_or(self.writeback_queue, |&(_, q)| q);
+            self.insert(e.app, queue, Op::Write, e.offset, e.len, false, false, e.tag, true, Vec::new());
         }
     }
 

@@ -76,6 +76,11 @@ pub fn report_from_outcome(job: &str, device: &str, seed: u64, outcome: RunOutco
     if let Some(o) = owners.get_mut(outcome.writeback_queue as usize) {
         *o = "writeback".into();
     }
+    for (g, q) in outcome.groups.iter().zip(&outcome.group_writeback) {
+        if let Some(o) = owners.get_mut(*q as usize) {
+            *o = format!("writeback:{}", g.name);
+        }
+    }
     let sched_stats = outcome.scheduler.all_queue_stats();
     let queues: Vec<QueueReport> = outcome
         .queues

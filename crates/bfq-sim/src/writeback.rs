@@ -4,6 +4,9 @@
 //! dirty limit blocks until flushing frees room (Linux balance_dirty_pages); each writer may hold at most
 //! its equal part of the limit among the applications that write (greedy writers count from the start
 //! of the run, others from their first write), so one greedy writer cannot lock the others out.
+//! With scheduling groups (a job's `[[group]]`), the engine flushes each group's data through a
+//! write-back queue of that group instead, as the kernel's cgroup writeback charges a cgroup's dirty
+//! data to it; the dirty limit stays system-wide.
 //!
 //! The flusher goes round the files with dirty data, writing up to [`WRITEBACK_CHUNK`] of one file's
 //! data before moving to the next, as Linux's writeback does per inode (at least 1024 pages per inode
