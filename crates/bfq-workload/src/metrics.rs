@@ -303,42 +303,18 @@ pub struct Member {
 /// application's share is the product of those fractions from the root down. `None` for an
 /// application that is not greedy. Without groups, this is each weight over the greedy weights' sum.
 pub fn hierarchical_shares(groups: &[crate::job::GroupSetup], apps: &[Member]) -> Vec<Option<f64>> {
-    use std::collections::BTreeMap;
-    let parent: BTreeMap<u32, (u32, u32)> =
-        groups.iter().map(|g| (g.id.0, (g.parent.0, g.spec.weight))).collect();
-    let root = bfq_sched::ROOT_GROUP.0;
-    // The groups with a greedy application below them (each counted once), and the weight of each
-    // level's backlogged children.
-    let mut active: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
-    let mut level_sum: BTreeMap<u32, f64> = BTreeMap::new();
-    for a in apps.iter().filter(|a| a.greedy) {
-        let g = a.group.map_or(root, |g| g.0);
-        *level_sum.entry(g).or_default() += f64::from(a.weight);
-        let mut at = g;
-        // Up to the root, adding each newly active group's weight to its parent's level.
-        while at != root && active.insert(at) {
-            let Some(&(up, weight)) = parent.get(&at) else { break };
-            *level_sum.entry(up).or_default() += f64::from(weight);
-            at = up;
-        }
-    }
-    apps.iter()
-        .map(|a| {
-            if !a.greedy {
-                return None;
-            }
-            let mut at = a.group.map_or(root, |g| g.0);
-            let mut share = f64::from(a.weight) / level_sum.get(&at).copied().unwrap_or(1.0);
-            let mut steps = 0;
-            while at != root && steps <= groups.len() {
-                let Some(&(up, weight)) = parent.get(&at) else { break };
-                share *= f64::from(weight) / level_sum.get(&up).copied().unwrap_or(1.0);
-                at = up;
-                steps += 1;
-            }
-            Some(share)
-        })
-        .collect()
+    // The division of the whole (1) with no application capped: weighted max-min level by level.
+    let index = |id: bfq_sched::GroupId| groups.iter().position(|g| g.id == id);
+    let parents: Vec<Option<usize>> = groups.iter().map(|g| index(g.parent)).collect();
+    let group_weights: Vec<f64> = groups.iter().map(|g| f64::from(g.spec.weight)).collect();
+    let greedy: Vec<&Member> = apps.iter().filter(|a| a.greedy).collect();
+    let of: Vec<Option<usize>> = greedy.iter().map(|a| a.group.and_then(index)).collect();
+    let weights: Vec<f64> = greedy.iter().map(|a| f64::from(a.weight)).collect();
+    let caps = vec![f64::INFINITY; greedy.len()];
+    let mut shares =
+        bfq_sched::fairness::hierarchical_max_min_shares(&parents, &group_weights, &of, &weights, &caps, 1.0)
+            .into_iter();
+    apps.iter().map(|a| if a.greedy { shares.next() } else { None }).collect()
 }
 
 #[cfg(test)]
