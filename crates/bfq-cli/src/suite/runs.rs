@@ -401,6 +401,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("idle_by_think_time", "0"),
     ("share_horizon", "0"),
     ("merge_keeps_weights", "0"),
+    ("raised_seeky_timeout", "0"),
     // The seeds' write charge (seed 001 sec. 4.5: every write x10) and raising ended by time (and v1's
     // wr_budget) only; today's BFQ follows the kernel (docs/fast-devices.md, "Writers beside readers").
     ("write_charge", "10"),

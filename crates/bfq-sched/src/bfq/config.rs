@@ -160,6 +160,14 @@ pub struct BfqConfig {
     /// application-defined queue configured with the default weight beside others with explicit
     /// weights would be raised over them, breaking configured shares for the raising period.
     pub wr_default_weight_only: bool,
+    /// `raised_seeky_timeout` (1): a weight-raised queue that is random (seeky) ends its turn at T_max,
+    /// not at T_max x its raising coefficient, while a queue raised at least a second after it (a
+    /// newer application starting) is busy (beyond the kernel: `Bfq::raised_seeky_turn`). The kernel
+    /// multiplies a raised queue's budget timeout so that it can use its budget in one turn; a random
+    /// reader on a disk (some 170 reads a second) needs seconds for one, and a raised one held the
+    /// papers' disk for 3.75 s a turn while an xterm starting beside it read nothing
+    /// (docs/fast-devices.md, "A raised random reader's turn"). 0 = the kernel's rule.
+    pub raised_seeky_timeout: bool,
     /// `wr_yield_after` (1000 ms; 0 = never, as the kernel): on a device that queues internally, a
     /// queue raised as interactive when no queue had been for this long is a new application starting,
     /// and ends the interactive raisings still in force (beyond the kernel: `bfq::activation`).
@@ -377,6 +385,7 @@ impl Default for BfqConfig {
             large_burst: true,
             burst_active_only: true,
             wr_default_weight_only: false,
+            raised_seeky_timeout: true,
             wr_yield_after: SEC,
             injection: true,
             inject_latency_ratio: 115,
@@ -437,6 +446,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "merge_keeps_weights",
     "large_burst",
     "wr_default_weight_only",
+    "raised_seeky_timeout",
     "wr_yield_after",
     "injection",
     "inject_latency_ratio",
@@ -534,6 +544,7 @@ impl BfqConfig {
             "merge_keeps_weights" => self.merge_keeps_weights = parse_bool(NAME, key, value)?,
             "large_burst" => self.large_burst = parse_bool(NAME, key, value)?,
             "wr_default_weight_only" => self.wr_default_weight_only = parse_bool(NAME, key, value)?,
+            "raised_seeky_timeout" => self.raised_seeky_timeout = parse_bool(NAME, key, value)?,
             "wr_yield_after" => self.wr_yield_after = ms(0, 3_600_000)?,
             "injection" => self.injection = parse_bool(NAME, key, value)?,
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
@@ -621,6 +632,7 @@ impl BfqConfig {
             ("merge_keeps_weights", b(self.merge_keeps_weights)),
             ("large_burst", b(self.large_burst)),
             ("wr_default_weight_only", b(self.wr_default_weight_only)),
+            ("raised_seeky_timeout", b(self.raised_seeky_timeout)),
             ("wr_yield_after", (self.wr_yield_after / MSEC).to_string()),
             ("injection", b(self.injection)),
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),

@@ -103,6 +103,11 @@ struct Service {
 /// sectors only).
 const INJECTED_TRACKED: usize = 32;
 
+/// `raised_seeky_timeout`: how much later than a raised queue another one must have been raised
+/// to count as a newer application starting (the processes of one start-up are raised within tens
+/// to hundreds of milliseconds of each other; `wr_yield_after`'s default quiet second).
+const RAISED_TURN_NEWER: Nanos = crate::types::SEC;
+
 /// The BFQ scheduler.
 #[derive(Debug)]
 pub struct Bfq {
@@ -387,6 +392,31 @@ impl Bfq {
             injected_sectors: 0,
         });
         self.event(now, s, EventKind::Selected { budget: b });
+    }
+
+    /// `raised_seeky_timeout`: whether in-service queue `s`, raised and random, ends its turn at
+    /// T_max rather than at T_max x its raising coefficient: when a queue raised at least
+    /// [`RAISED_TURN_NEWER`] after it (a newer application starting) is busy. The kernel multiplies a
+    /// raised queue's budget timeout so that it can use its budget in one turn; a random queue on a
+    /// disk (some 170 reads a second) needs seconds for one, and a turn of 3.75 s left an xterm
+    /// starting beside it unserved. Beside plain queues, or queues raised with it (the processes of
+    /// one start-up, tenants started together), the long turn stays: favouring the raised queue over
+    /// greedy ones is what raising is for (seed 001 sec. 4.1), and cutting a start-up's turns for its
+    /// own processes made it slower (docs/fast-devices.md, "A raised random reader's turn"). Scans
+    /// the queues, but only once a raised random turn has passed T_max.
+    fn raised_seeky_turn(&self, s: u32) -> bool {
+        let q = &self.queues[s as usize];
+        self.cfg.raised_seeky_timeout
+            && self.raising_on()
+            && q.raising.coeff > 1
+            && q.seek.seeky(self.cfg.seeky_threshold)
+            && self.busy_raised > 1
+            && self.queues.iter().enumerate().any(|(m, o)| {
+                m != s as usize
+                    && o.raising.active()
+                    && o.raising.start >= q.raising.start.saturating_add(RAISED_TURN_NEWER)
+                    && o.counted_weight.is_some_and(|(_, raised)| raised)
+            })
     }
 
     /// Ends the in-service queue's service (seed 000 sec. 3 step 3).
@@ -906,6 +936,14 @@ impl Scheduler for Bfq {
                 self.expire(ExpiryReason::Preempted, now);
                 continue;
             }
+            // `raised_seeky_timeout`: past T_max, a raised random queue's turn ends beside a newer
+            // raised one, as an unraised queue's would.
+            let base_deadline = svc.started.saturating_add(self.cfg.timeout_sync);
+            let deadline = if now >= base_deadline && now < deadline && self.raised_seeky_turn(s) {
+                base_deadline
+            } else {
+                deadline
+            };
             // A deadline that saturated at the end of the clock never passes: at `now == Instant::MAX`
             // every slot would otherwise time out at once and nothing would be dispatched.
             if now >= deadline
