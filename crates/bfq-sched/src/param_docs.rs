@@ -35,6 +35,7 @@ pub const PARAM_DOCS: &[(&str, &str, &str)] = &[
     ("bfq", "large_burst", "1 = queues created in a large burst are not raised (kernel)"),
     ("bfq", "wr_default_weight_only", "1 = raise only queues with the default weight, as the kernel does"),
     ("bfq", "raised_seeky_timeout", "1 = a weight-raised random queue ends its turn at timeout_sync, not at timeout_sync x its raising coefficient, while a queue raised at least 1 s after it is busy (an application starting beside it); 0 = the kernel's rule (beyond the kernel)"),
+    ("bfq", "max_lead_wait", "ms: a queue that has had requests queued and none dispatched for this long while ahead of the virtual time from service out of its turns (injection) starts at the virtual time again; 0 = off, as the kernel (beyond the kernel)"),
     ("bfq", "wr_yield_after", "ms: on a device that queues internally, a queue raised as interactive when none had been for this long (a new application starting) ends the interactive raisings still in force; 0 = never, as the kernel; 1000 by default (beyond the kernel)"),
     ("bfq", "injection", "1 = serve other queues while the device is idled or held for the in-service queue, within a learned limit (beyond the seeds)"),
     ("bfq", "inject_latency_ratio", "%: how much slower than alone the in-service queue's requests may get from injection (kernel: 150)"),

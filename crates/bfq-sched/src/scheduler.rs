@@ -118,6 +118,9 @@ pub enum EventKind {
     /// At the end of another queue's slot (`into`, the queue in service), this queue had `sectors`
     /// dispatched in it by injection (`bfq::injection`, beyond the seeds).
     Injected { into: QueueId, sectors: u64 },
+    /// The queue had waited `max_lead_wait` with requests queued while ahead of the virtual time
+    /// from service out of its turns; it starts at the virtual time again (`bfq`, beyond the kernel).
+    LeadForgiven,
 }
 
 /// A snapshot of one queue's state, for observability (issue: "without a debugger").

@@ -160,6 +160,11 @@ pub struct BfqConfig {
     /// application-defined queue configured with the default weight beside others with explicit
     /// weights would be raised over them, breaking configured shares for the raising period.
     pub wr_default_weight_only: bool,
+    /// `max_lead_wait` (1000 ms; 0 = off, as the kernel): a queue that has had requests queued and
+    /// none dispatched for this long while its start time is past the virtual time (a lead from
+    /// service out of its turns) starts at the virtual time again (beyond the kernel:
+    /// `Bfq::forgive_stale_leads`; docs/fast-devices.md, "Debt from injection").
+    pub max_lead_wait: Nanos,
     /// `raised_seeky_timeout` (1): a weight-raised queue that is random (seeky) ends its turn at T_max,
     /// not at T_max x its raising coefficient, while a queue raised at least a second after it (a
     /// newer application starting) is busy (beyond the kernel: `Bfq::raised_seeky_turn`). The kernel
@@ -385,6 +390,7 @@ impl Default for BfqConfig {
             large_burst: true,
             burst_active_only: true,
             wr_default_weight_only: false,
+            max_lead_wait: SEC,
             raised_seeky_timeout: true,
             wr_yield_after: SEC,
             injection: true,
@@ -446,6 +452,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "merge_keeps_weights",
     "large_burst",
     "wr_default_weight_only",
+    "max_lead_wait",
     "raised_seeky_timeout",
     "wr_yield_after",
     "injection",
@@ -544,6 +551,7 @@ impl BfqConfig {
             "merge_keeps_weights" => self.merge_keeps_weights = parse_bool(NAME, key, value)?,
             "large_burst" => self.large_burst = parse_bool(NAME, key, value)?,
             "wr_default_weight_only" => self.wr_default_weight_only = parse_bool(NAME, key, value)?,
+            "max_lead_wait" => self.max_lead_wait = ms(0, 3_600_000)?,
             "raised_seeky_timeout" => self.raised_seeky_timeout = parse_bool(NAME, key, value)?,
             "wr_yield_after" => self.wr_yield_after = ms(0, 3_600_000)?,
             "injection" => self.injection = parse_bool(NAME, key, value)?,
@@ -632,6 +640,7 @@ impl BfqConfig {
             ("merge_keeps_weights", b(self.merge_keeps_weights)),
             ("large_burst", b(self.large_burst)),
             ("wr_default_weight_only", b(self.wr_default_weight_only)),
+            ("max_lead_wait", (self.max_lead_wait / MSEC).to_string()),
             ("raised_seeky_timeout", b(self.raised_seeky_timeout)),
             ("wr_yield_after", (self.wr_yield_after / MSEC).to_string()),
             ("injection", b(self.injection)),

@@ -637,6 +637,22 @@ impl Hierarchy {
         self.groups[g as usize].wf2q.reweight_waiting(l, weight);
     }
 
+    /// A waiting queue's lead is forgiven ([`Wf2q::forgive_lead`]), and so is that of each group
+    /// above it that is waiting too (its lead came from the same service). Returns whether the
+    /// queue's own start time moved.
+    pub fn forgive_lead(&mut self, slot: u32) -> bool {
+        let (mut g, l) = self.place[slot as usize];
+        let moved = self.groups[g as usize].wf2q.forgive_lead(l);
+        while let Some((parent, local)) = self.groups[g as usize].parent {
+            if self.groups[parent as usize].wf2q.entities[local as usize].state != EntityState::Active {
+                break;
+            }
+            self.groups[parent as usize].wf2q.forgive_lead(local);
+            g = parent;
+        }
+        moved
+    }
+
     /// A waiting queue's budget shrank ([`Wf2q::rebudget_waiting`]; the queue's level only: a group's
     /// finish time follows the child it is next served for, when it is next queued).
     pub fn rebudget_waiting(&mut self, slot: u32, budget: u64) -> bool {

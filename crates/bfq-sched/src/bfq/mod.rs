@@ -143,6 +143,8 @@ pub struct Bfq {
     /// when they were counted (`share_horizon`).
     recent_weight: u64,
     recent_counted: Option<Instant>,
+    /// When `forgive_stale_leads` last looked.
+    lead_checked: Option<Instant>,
     weight_counts: IdMap<u64, u32>,
     /// Busy queues that are not weight-raised.
     busy_non_raised: usize,
@@ -217,6 +219,7 @@ impl Bfq {
             seek_rate: budget_share::SeekRate::default(),
             recent_weight: 0,
             recent_counted: None,
+            lead_checked: None,
             weight_counts: IdMap::default(),
             busy_non_raised: 0,
             busy_patterns: [0; 2],
@@ -360,6 +363,7 @@ impl Bfq {
 
     fn start_service(&mut self, s: u32, now: Instant) {
         self.check_raising_end(s, now);
+        self.queues[s as usize].served_out_of_turn = false;
         {
             // What the queue keeps outstanding: the most since its last slot (`injection`).
             let q = &mut self.queues[s as usize];
@@ -392,6 +396,44 @@ impl Bfq {
             injected_sectors: 0,
         });
         self.event(now, s, EventKind::Selected { budget: b });
+    }
+
+    /// `max_lead_wait`: before B-WF2Q+ selects the next queue (at most once a `slice_idle`), a queue
+    /// that has had requests queued and none dispatched for longer than `max_lead_wait` while its
+    /// start time is past the virtual time has that lead forgiven. The lead comes from service out
+    /// of its turns (injection, `bypass_depth`), charged as any service; B-WF2Q+ holds such a queue
+    /// back until the others catch up, which is its fairness over the long run, but the service was
+    /// what the in-service queues left unused, and a writer of weight 50 in class be7 injected 18 MiB
+    /// in the first 125 ms beside twelve database processes then wrote nothing for 13 s on this
+    /// machine's disk file (docs/fast-devices.md, "Debt from injection"). Only a queue served out of
+    /// its turns since its last turn: one that is ahead because its own turns served it (on a disk
+    /// with ten readers a turn comes every second or so) waits as B-WF2Q+ says; one that is served,
+    /// in its turns or by injection, is not waiting.
+    fn forgive_stale_leads(&mut self, now: Instant) {
+        let limit = self.cfg.max_lead_wait;
+        // Not on a spinning disk, where what a queue took out of its turns was disk time the others
+        // paid for in seeks (as `deep_charge_service`).
+        let spinning = self.device.rotational && !self.seek_rate.fast;
+        if limit == 0
+            || spinning
+            || self
+                .lead_checked
+                .is_some_and(|t| now.saturating_since(t) < self.cfg.slice_idle.max(crate::types::MSEC))
+        {
+            return;
+        }
+        self.lead_checked = Some(now);
+        for s in 0..self.queues.len() as u32 {
+            let q = &self.queues[s as usize];
+            if !q.served_out_of_turn || q.reqs.is_empty() || self.wf2q.entity(s).state != EntityState::Active
+            {
+                continue;
+            }
+            let waiting_since = q.last_dispatch.map_or(q.backlogged_since, |t| t.max(q.backlogged_since));
+            if now.saturating_since(waiting_since) > limit && self.wf2q.forgive_lead(s) {
+                self.event(now, s, EventKind::LeadForgiven);
+            }
+        }
     }
 
     /// `raised_seeky_timeout`: whether in-service queue `s`, raised and random, ends its turn at
@@ -607,6 +649,8 @@ impl Bfq {
     /// the in-service queue's path needs first for its budget check).
     fn dispatch_costed(&mut self, s: u32, index: u32, now: Instant, in_turn: bool, cost: u64) -> Request {
         let slot = self.queues[s as usize].reqs.remove(&mut self.slab, index);
+        self.queues[s as usize].last_dispatch = Some(now);
+        self.queues[s as usize].served_out_of_turn |= !in_turn;
         if self.queues[s as usize].reqs.is_empty() && self.queues[s as usize].pos_bucket.is_some() {
             self.index_position(s);
         }
@@ -915,6 +959,7 @@ impl Scheduler for Bfq {
                 if self.queued == 0 {
                     return Decision::Empty;
                 }
+                self.forgive_stale_leads(now);
                 match self.wf2q.select(now, self.cfg.idle_class_guard) {
                     Some(s) => self.start_service(s, now),
                     None => {

@@ -161,6 +161,11 @@ pub(super) struct Queue {
     pub(super) think: ThinkHistory,
     /// When its last request arrived (waker detection checks whether a waker waited for its wakee).
     pub(super) last_arrival: Option<crate::types::Instant>,
+    /// When a request of it was last dispatched, in its turn or out of it (`max_lead_wait`).
+    pub(super) last_dispatch: Option<crate::types::Instant>,
+    /// Served out of its turns (injection, bypass) since its last turn: its lead over the virtual
+    /// time, if any, may come from that (`max_lead_wait`).
+    pub(super) served_out_of_turn: bool,
 }
 
 impl Queue {
@@ -233,6 +238,8 @@ impl Queue {
             pending_think: None,
             think: ThinkHistory::default(),
             last_arrival: None,
+            last_dispatch: None,
+            served_out_of_turn: false,
         }
     }
 }

@@ -842,6 +842,25 @@ impl Wf2q {
         true
     }
 
+    /// A waiting entity whose start time is past the virtual time (ahead of its share, from service
+    /// out of its turns) starts at the virtual time again, its finish time as far after it as before
+    /// (`max_lead_wait`). Returns whether it moved.
+    pub fn forgive_lead(&mut self, slot: u32) -> bool {
+        let ent = &mut self.entities[slot as usize];
+        if ent.state != EntityState::Active {
+            return false;
+        }
+        let vtime = self.trees[ent.class].vtime;
+        if ent.start <= vtime {
+            return false;
+        }
+        let width = ent.finish - ent.start;
+        ent.start = vtime;
+        ent.finish = vtime + width;
+        self.refile(slot);
+        true
+    }
+
     /// Files active entity `slot` again under its current keys; its old entries are now stale.
     fn refile(&mut self, slot: u32) {
         let ent = &mut self.entities[slot as usize];
@@ -1039,6 +1058,53 @@ mod tests {
         assert_eq!(w.entities[2].start - before, vtime_delta(1000, 10), "charged at the new weight");
         w.reweight_waiting(0, 1);
         assert_eq!(w.entities[0].weight, 3000, "the in-service entity changes weight at its requeue");
+    }
+
+    #[test]
+    fn a_waiting_entity_ahead_from_service_out_of_turn_can_be_brought_back_to_the_virtual_time() {
+        // `max_lead_wait` (docs/fast-devices.md, "Debt from injection"): an entity of weight 12
+        // served 36,864 sectors out of its turns is far past V; forgiven, it starts at V with the
+        // same F - S, and becomes eligible; an entity not ahead of V is left as it is.
+        let mut w = wf2q(3);
+        w.activate(0, 1, 300, 1000, None);
+        w.activate(1, 1, 12, 1000, None);
+        w.activate(2, 1, 300, 1000, None);
+        assert_eq!(w.select(Instant::ZERO, GUARD), Some(0));
+        w.served_out_of_turn(1, 36_864, 1000);
+        let v = w.trees[1].vtime;
+        let (s, f) = (w.entities[1].start, w.entities[1].finish);
+        assert!(s > v + vtime_delta(30_000, 12), "far ahead of V");
+        assert!(w.forgive_lead(1));
+        assert_eq!(w.entities[1].start, v);
+        assert_eq!(w.entities[1].finish - w.entities[1].start, f - s);
+        assert!(!w.forgive_lead(1), "no longer ahead");
+        assert!(!w.forgive_lead(2), "entity 2 was never ahead of V");
+        assert!(!w.forgive_lead(0), "the in-service entity is not waiting");
+        // Eligible now: once entity 0's turn ends, entity 1 competes by its finish time again
+        // (before the forgiveness it was pending until V reached its S).
+        // Entities 0 and 2 stay backlogged: forgiven, entity 1 comes after the turns its weight
+        // (1/25 of theirs) gives them; before, it waited until they had been served its whole lead.
+        let turns_before = |w: &mut Wf2q| {
+            w.expire(0, 1000, Some((300, 1000)));
+            for turn in 0..2000 {
+                let e = w.select(Instant::ZERO, GUARD).unwrap();
+                if e == 1 {
+                    return turn;
+                }
+                w.expire(e, 1000, Some((300, 1000)));
+            }
+            2000
+        };
+        let forgiven = turns_before(&mut w);
+        assert!(forgiven <= 60, "forgiven, entity 1 waited {forgiven} turns of the others");
+        let mut kept = wf2q(3);
+        kept.activate(0, 1, 300, 1000, None);
+        kept.activate(1, 1, 12, 1000, None);
+        kept.activate(2, 1, 300, 1000, None);
+        assert_eq!(kept.select(Instant::ZERO, GUARD), Some(0));
+        kept.served_out_of_turn(1, 36_864, 1000);
+        let waited = turns_before(&mut kept);
+        assert!(waited > 10 * forgiven, "without it entity 1 waited {waited} turns, forgiven {forgiven}");
     }
 
     #[test]
