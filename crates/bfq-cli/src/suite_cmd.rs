@@ -66,6 +66,9 @@ pub fn execute(args: SuiteArgs) -> Result<()> {
     if let Some(dir) = &args.jobs {
         return write_jobs(&opts, dir, args.quiet);
     }
+    // Before the runs, which take minutes: a --json path in a directory that does not exist failed
+    // only after them, and the results were lost.
+    crate::checks::json_path(args.json.as_deref())?;
     let result = suite::run(&opts).map_err(|e| anyhow!(e))?;
     let colour = crate::output::colour() && !crate::output::json_to_stdout(args.json.as_deref());
     crate::output::print_table(

@@ -243,6 +243,25 @@ fn an_unwritable_json_path_is_refused_before_any_run() {
     assert!(!stderr.contains("requests simulated"), "a run started before the check: {stderr}");
 }
 
+/// The same for `bfq suite`, whose runs take minutes: found by a fuzzer (2026-12-05), the JSON was lost
+/// after the whole suite. And a job file or a trace with no length (`/dev/zero`) is read through a
+/// limit, not until memory runs out.
+#[test]
+fn the_suite_checks_its_json_path_first_and_files_are_read_through_a_limit() {
+    let out = bfq().args(["suite", "--quick", "-q", "--json", "/nonexistent-dir/x.json"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--json /nonexistent-dir/x.json: cannot be written"), "{stderr}");
+    let out = bfq().args(["sim", "/dev/zero", "-q"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("/dev/zero: the job file is longer than"), "{stderr}");
+    let job = "duration = \"1s\"\n[[app]]\nkind = \"startup\"\ntrace = \"/dev/zero\"\n";
+    let (code, stderr) = sim_job("zero-trace", job, &["-q"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("more than the limit"), "{stderr}");
+}
+
 /// A deterministic simulation under the same scheduler twice gives two identical columns; a key
 /// missing before `=` in `--params` reached the schedulers as "unknown parameter ``".
 #[test]

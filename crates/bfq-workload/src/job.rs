@@ -200,6 +200,9 @@ pub struct WritebackSpec {
     pub class: Class,
 }
 
+/// The largest `[writeback] dirty_limit`: what the simulator's write-back model can hold in memory.
+pub const MAX_DIRTY_LIMIT: u64 = 64 << 30;
+
 fn default_dirty_limit() -> Size {
     Size(256 << 20)
 }
@@ -1300,11 +1303,14 @@ impl Job {
                 ),
             );
         }
-        if self.writeback.dirty_limit.0 < 4096 {
+        // The simulator keeps an entry per dirtied extent (a page written twice counts twice, as the
+        // seeds' write-back model does), so its memory follows the limit: 64 GiB of 4 KiB writes is
+        // about half a GiB; 1 TiB ran out of memory.
+        if !(4096..=MAX_DIRTY_LIMIT).contains(&self.writeback.dirty_limit.0) {
             return writeback(
                 "dirty_limit",
                 format!(
-                    "[writeback] dirty_limit must be at least 4096 bytes (one page), got {}",
+                    "[writeback] dirty_limit must be 4096 bytes (one page) to 64 GiB, got {}",
                     self.writeback.dirty_limit.0
                 ),
             );
@@ -1682,10 +1688,20 @@ pub(crate) const THINK_TIME_SIMULATED_ONLY: &str =
      a real run's processes react with their own think time; remove the field for real runs";
 
 /// A job file's name as errors show it, and its text.
+/// The longest job file read (10,000 applications of a few lines each fit many times over).
+const MAX_JOB_FILE_BYTES: u64 = 16 << 20;
+
 fn read_job_text(path: &std::path::Path) -> Result<(String, String), JobError> {
     let file = path.display().to_string();
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok((file, text)),
+    // Through a limit: a job file named `/dev/zero` was read until memory ran out.
+    match crate::trace::read_at_most(path, MAX_JOB_FILE_BYTES) {
+        Ok(Some(text)) => Ok((file, text)),
+        Ok(None) => Err(JobError {
+            file,
+            line: None,
+            field: None,
+            message: format!("the job file is longer than {MAX_JOB_FILE_BYTES} bytes; is it a job file?"),
+        }),
         Err(e) => {
             Err(JobError { file, line: None, field: None, message: format!("cannot read the job file: {e}") })
         }
@@ -2055,7 +2071,18 @@ trace = "xterm"
                 "at least 1",
             ),
             (app("") + "[writeback]\ndepth = 0\n", Some(6), Some("depth"), "1..=4096"),
-            (app("") + "[writeback]\ndirty_limit = 0\n", Some(6), Some("dirty_limit"), "at least 4096 bytes"),
+            (
+                app("") + "[writeback]\ndirty_limit = 0\n",
+                Some(6),
+                Some("dirty_limit"),
+                "4096 bytes (one page) to 64 GiB",
+            ),
+            (
+                app("") + "[writeback]\ndirty_limit = \"1TiB\"\n",
+                Some(6),
+                Some("dirty_limit"),
+                "to 64 GiB, got 1099511627776",
+            ),
             (format!("bucket = \"0s\"\n{}", app("")), Some(1), Some("bucket"), "at least 1ms"),
             (app("").replace("2s", "100000h"), Some(1), Some("duration"), "limit of 24h"),
             (

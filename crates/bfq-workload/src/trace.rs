@@ -150,7 +150,21 @@ pub fn load_trace_head(name: &str, requests: Option<u64>) -> Result<Trace, Strin
     })
 }
 
-/// Loads a start-up trace: a built-in name, or a file path (its size is checked before it is read).
+/// The text of the file at `path` if it is at most `limit` bytes (None if longer), read through the
+/// limit: a device or a pipe has no length to check beforehand.
+pub fn read_at_most(path: &std::path::Path, limit: u64) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Ok(None);
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// Loads a start-up trace: a built-in name, or a file path (read up to its size limit).
 pub fn load_trace(name: &str) -> Result<Trace, String> {
     if let Some(t) = Trace::builtin(name) {
         return Ok(t);
@@ -159,19 +173,27 @@ pub fn load_trace(name: &str) -> Result<Trace, String> {
         let known: Vec<&str> = BUILTIN_TRACES.iter().map(|(n, _)| *n).collect();
         format!("trace {name:?} is neither a built-in trace ({}) nor a readable file: {e}", known.join(", "))
     };
-    let len = std::fs::metadata(name).map_err(unreadable)?.len();
-    if len > MAX_TRACE_FILE_BYTES {
-        return Err(format!(
-            "trace {name}: {len} bytes is more than the limit of {MAX_TRACE_FILE_BYTES} bytes for a trace file"
-        ));
-    }
-    let text = std::fs::read_to_string(name).map_err(unreadable)?;
+    // Read through a limit rather than by the file's length: a device or a pipe has none
+    // (`/dev/zero` was read until memory ran out).
+    let text =
+        read_at_most(std::path::Path::new(name), MAX_TRACE_FILE_BYTES).map_err(unreadable)?.ok_or_else(
+            || format!("trace {name}: more than the limit of {MAX_TRACE_FILE_BYTES} bytes for a trace file"),
+        )?;
     Trace::parse(&text).map_err(|e| format!("trace {name}: {e}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_is_read_only_up_to_its_size_limit_whatever_the_file() {
+        // `/dev/zero` has no length: read through the limit, it is refused there, not read on.
+        let e = load_trace("/dev/zero").unwrap_err();
+        assert!(e.contains("more than the limit"), "{e}");
+        let e = load_trace("/").unwrap_err();
+        assert!(e.contains("nor a readable file"), "{e}");
+    }
 
     #[test]
     fn builtin_traces_parse_with_their_documented_sizes() {
