@@ -434,7 +434,7 @@ impl Config {
             for (k, v) in entries {
                 let value = match v.get_ref() {
                     Node::Str(s) => s.clone(),
-                    Node::Bool(b) => if *b { "1" } else { "0" }.to_string(),
+                    Node::Bool(b) => b.to_string(),
                     Node::Int(i) => i.to_string(),
                     Node::Float(x) => x.to_string(),
                     other => {

@@ -124,27 +124,38 @@ impl Serialize for Class {
     }
 }
 
-/// A parameter value as text; TOML numbers and booleans are accepted and turned into text.
+/// A parameter value as text; TOML numbers and booleans are accepted and turned into text. A boolean
+/// stays a word (`true`/`false`), which switches accept and numbers refuse: as `1`/`0` it ran
+/// `max_budget = true` with a budget of one sector.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
 pub struct ParamValue(pub String);
 
 impl<'de> Deserialize<'de> for ParamValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Any {
-            Int(i64),
-            Float(f64),
-            Bool(bool),
-            Str(String),
+        struct Text;
+        impl de::Visitor<'_> for Text {
+            type Value = ParamValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number, a string or a boolean (a parameter's value)")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ParamValue, E> {
+                Ok(ParamValue(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ParamValue, E> {
+                Ok(ParamValue(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ParamValue, E> {
+                Ok(ParamValue(v.to_string()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ParamValue, E> {
+                Ok(ParamValue(v.to_string()))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ParamValue, E> {
+                Ok(ParamValue(v.to_string()))
+            }
         }
-        Ok(ParamValue(match Any::deserialize(d)? {
-            Any::Int(i) => i.to_string(),
-            Any::Float(f) => f.to_string(),
-            Any::Bool(b) => if b { "1" } else { "0" }.to_string(),
-            Any::Str(s) => s,
-        }))
+        d.deserialize_any(Text)
     }
 }
 
@@ -2082,6 +2093,19 @@ trace = "xterm"
                 Some(6),
                 Some("dirty_limit"),
                 "to 64 GiB, got 1099511627776",
+            ),
+            // A boolean for a number (ran with a budget of one sector when booleans became 1/0).
+            (
+                app("") + "[scheduler]\nname = \"bfq\"\nparams = { max_budget = true }\n",
+                Some(7),
+                Some("params"),
+                "`max_budget` = \"true\"",
+            ),
+            (
+                app("") + "[device]\npreset = \"ssd-px256m5s\"\nparams = { queue_depth = [1] }\n",
+                Some(7),
+                Some("params"),
+                "a number, a string or a boolean (a parameter's value), got an array",
             ),
             (format!("bucket = \"0s\"\n{}", app("")), Some(1), Some("bucket"), "at least 1ms"),
             (app("").replace("2s", "100000h"), Some(1), Some("duration"), "limit of 24h"),
