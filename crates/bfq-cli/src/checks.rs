@@ -87,6 +87,35 @@ pub fn json_path(path: Option<&Path>) -> Result<()> {
     output_path("--json", path)
 }
 
+/// Checks that the output files of one command do not collide: two options naming the same file (the
+/// JSON written over the event log), both on standard output (`-`: the JSON no longer parses), or
+/// the event logs of several schedulers on standard output, where nothing tells them apart.
+pub fn distinct_outputs(outputs: &[(&str, Option<&Path>)], schedulers: usize) -> Result<()> {
+    let named: Vec<(&str, &Path)> = outputs.iter().filter_map(|&(o, p)| Some((o, p?))).collect();
+    for (i, &(a, pa)) in named.iter().enumerate() {
+        if pa.as_os_str() == "-" && a != "--json" && schedulers > 1 {
+            bail!(
+                "{a} -: the runs of {schedulers} schedulers would be mixed on standard output; give a file \
+                 name (one file per scheduler, FILE.SCHEDULER) or one scheduler"
+            );
+        }
+        for &(b, pb) in &named[i + 1..] {
+            let same = pa == pb
+                || (pa.as_os_str() != "-"
+                    && pa.canonicalize().ok().is_some_and(|c| pb.canonicalize().ok() == Some(c)));
+            if same {
+                let what = if pa.as_os_str() == "-" {
+                    "standard output".to_string()
+                } else {
+                    pa.display().to_string()
+                };
+                bail!("{a} and {b} both name {what}: give each its own file");
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks that an output file named by `option` can be written (`-`: standard output), without
 /// leaving a file behind if none was there.
 pub fn output_path(option: &str, path: Option<&Path>) -> Result<()> {

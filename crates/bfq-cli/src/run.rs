@@ -95,6 +95,14 @@ pub fn execute(args: RunArgs) -> Result<()> {
         args.scheduler.clone()
     };
     crate::checks::schedulers("--scheduler", &schedulers, &params)?;
+    crate::checks::distinct_outputs(
+        &[
+            ("--json", args.json.as_deref()),
+            ("--events", args.events.as_deref()),
+            ("--requests", args.requests.as_deref()),
+        ],
+        schedulers.len(),
+    )?;
     crate::checks::json_path(args.json.as_deref())?;
     crate::checks::output_path("--events", args.events.as_deref())?;
     crate::checks::output_path("--requests", args.requests.as_deref())?;

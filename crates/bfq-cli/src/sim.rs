@@ -87,6 +87,10 @@ pub fn execute(args: SimArgs) -> Result<()> {
     };
     crate::checks::schedulers("--scheduler", &schedulers, &params)?;
     named_once(&schedulers)?;
+    crate::checks::distinct_outputs(
+        &[("--json", args.json.as_deref()), ("--events", args.events.as_deref())],
+        schedulers.len(),
+    )?;
     crate::checks::output_path("--events", args.events.as_deref())?;
     // Before the runs, whose results would otherwise be lost after the last one.
     crate::checks::json_path(args.json.as_deref())?;

@@ -262,6 +262,29 @@ fn the_suite_checks_its_json_path_first_and_files_are_read_through_a_limit() {
     assert!(stderr.contains("more than the limit"), "{stderr}");
 }
 
+/// Output options that collide are refused before any run (found by a fuzzer, 2026-12-05): the JSON
+/// written over the event log of the same name, both on standard output (the JSON no longer parses),
+/// the event logs of two schedulers mixed on standard output.
+#[test]
+fn colliding_output_files_are_refused() {
+    let job = "duration = \"1s\"\nworkload = \"10r-seq\"\n[device]\npreset = \"constant\"\n";
+    let dir = std::env::temp_dir().join(format!("bfq-collide-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let same = dir.join("out.json");
+    let same = same.to_str().unwrap();
+    for (args, expected) in [
+        (vec!["-s", "bfq", "--json", same, "--events", same], "--json and --events both name"),
+        (vec!["-s", "bfq", "--json", "-", "--events", "-"], "both name standard output"),
+        (vec!["-s", "bfq,fifo", "--events", "-"], "would be mixed on standard output"),
+    ] {
+        let (code, stderr) = sim_job("collide", job, &args);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {expected:?} not in {stderr}");
+        assert!(!std::path::Path::new(same).exists(), "nothing written");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A deterministic simulation under the same scheduler twice gives two identical columns; a key
 /// missing before `=` in `--params` reached the schedulers as "unknown parameter ``".
 #[test]
