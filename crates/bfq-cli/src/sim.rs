@@ -332,7 +332,21 @@ fn device_and_layout(job: &Job, path: &std::path::Path) -> Result<()> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let (line, field, message) = match &e {
         SimError::DoesNotFit { app, .. } => {
-            (job.app_line(&text, app, "file_size"), Some("file_size".to_string()), e.to_string())
+            // A start-up has no file_size: its files are its trace's processes', one per process
+            // and copy (a fuzzer's trace of 1,024 processes, count 20, was told to shrink file_size).
+            let startup = job
+                .expanded_apps()
+                .iter()
+                .any(|(name, spec)| name == app && spec.kind() == bfq_sim::job::AppKind::Startup);
+            if startup {
+                let message = e.to_string().replace(
+                    "use a smaller file_size, or fewer applications",
+                    "use a smaller count, a trace of fewer processes, or fewer applications",
+                );
+                (job.app_line(&text, app, "count"), Some("count".to_string()), message)
+            } else {
+                (job.app_line(&text, app, "file_size"), Some("file_size".to_string()), e.to_string())
+            }
         }
         SimError::Device(d @ DeviceError::UnknownPreset { .. }) => {
             (Job::table_line(&text, "device", "preset"), Some("preset".to_string()), d.to_string())

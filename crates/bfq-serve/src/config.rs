@@ -211,7 +211,7 @@ impl Node {
         match self {
             Node::Str(s) => format!("the string {s:?}"),
             Node::Int(n) => format!("the number {n}"),
-            Node::Float(x) => format!("the number {x}"),
+            Node::Float(x) => format!("the number {x:?} (with a fraction part)"),
             Node::Bool(b) => format!("`{b}`"),
             Node::Date(d) => format!("the date {d}"),
             Node::List(_) => "a list".into(),
