@@ -205,6 +205,24 @@ impl<'de> Deserialize<'de> for Node {
     }
 }
 
+/// Whether two `HOST:PORT` addresses would take the same socket: the same port (not 0), on an address
+/// they share once resolved, or one of them on every address (`0.0.0.0`, `[::]`). Spelt differently
+/// (`localhost:10809` and `127.0.0.1:10809`), the second bind failed with "Address already in use", as
+/// if another process held the port. Names that do not resolve are left to the bind to report.
+fn same_socket(a: &str, b: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    let (Ok(a), Ok(b)) = (a.to_socket_addrs(), b.to_socket_addrs()) else { return false };
+    let (a, b): (Vec<_>, Vec<_>) = (a.collect(), b.collect());
+    a.iter().any(|x| {
+        b.iter().any(|y| {
+            x.port() == y.port()
+                && x.port() != 0
+                && (x.ip() == y.ip()
+                    || (x.ip().is_unspecified() || y.ip().is_unspecified()) && x.is_ipv4() == y.is_ipv4())
+        })
+    })
+}
+
 impl Node {
     /// What the value is, for an error: `the string "300"`, `the number 32`, `a table`.
     fn describe(&self) -> String {
@@ -383,6 +401,15 @@ impl Config {
             if twice {
                 return Err(bad(format!("{l:?} is listed twice")));
             }
+            if let Some(Listen::Tcp(other)) = listen
+                .iter()
+                .find(|x| matches!((x, &address), (Listen::Tcp(a), Listen::Tcp(b)) if same_socket(a, b)))
+            {
+                return Err(bad(format!(
+                    "{l:?} and {other:?} are the same port on the same address (or one is on every address): \
+                     the second could not listen"
+                )));
+            }
             listen.push(address);
         }
         if listen.is_empty() {
@@ -462,7 +489,9 @@ impl Config {
                 if !is_host_port(&m) {
                     return Err(err("metrics", format!("{m:?} is not `HOST:PORT`")));
                 }
-                if !m.ends_with(":0") && listen.contains(&Listen::Tcp(m.clone())) {
+                if !m.ends_with(":0")
+                    && listen.iter().any(|l| matches!(l, Listen::Tcp(a) if a == &m || same_socket(a, &m)))
+                {
                     return Err(err(
                         "metrics",
                         format!("{m:?} is in `listen` too: the metrics need an address of their own"),
@@ -966,6 +995,30 @@ mod tests {
             assert_eq!(e.field.as_deref(), Some("listen"), "{e}");
             assert!(e.message.contains("listed twice"), "{e}");
         }
+        // The same socket spelt two ways, or inside one on every address (a fuzzer's; the bind then
+        // failed with "Address already in use", as if another process held the port).
+        for clash in [
+            "listen = [\"127.0.0.1:10899\", \"localhost:10899\"]",
+            "listen = [\"0.0.0.0:10899\", \"127.0.0.1:10899\"]",
+        ] {
+            let e = Config::from_toml(
+                &format!("{clash}\n[[export]]\nname = \"a\"\npath = \"/tmp/a\"\n"),
+                "s.toml",
+            )
+            .unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("listen"), "{e}");
+            assert!(e.message.contains("same port on the same address"), "{e}");
+        }
+        for apart in [
+            "listen = [\"127.0.0.1:10899\", \"127.0.0.1:10900\"]",
+            "listen = [\"127.0.0.1:0\", \"localhost:0\"]",
+        ] {
+            Config::from_toml(&format!("{apart}\n[[export]]\nname = \"a\"\npath = \"/tmp/a\"\n"), "s.toml")
+                .unwrap();
+        }
+        let e = Config::from_toml(&format!("metrics = \"localhost:10809\"\n{DEFAULT_CONFIG}"), "s.toml")
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("metrics"), "{e}");
         let e = Config::from_toml(&format!("metrics = \"127.0.0.1:10809\"\n{DEFAULT_CONFIG}"), "s.toml")
             .unwrap_err();
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("metrics")), "{e}");
