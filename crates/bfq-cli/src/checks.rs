@@ -30,8 +30,36 @@ pub fn schedulers(option: &str, names: &[String], params: &[(String, String)]) -
     for name in names {
         let own = params_for(name, params);
         for rotational in [true, false] {
-            bfq_sched::build(name, DeviceInfo { rotational, queue_depth: 32 }, &own)
-                .with_context(|| format!("--params for scheduler {name}"))?;
+            if let Err(e) = bfq_sched::build(name, DeviceInfo { rotational, queue_depth: 32 }, &own) {
+                // An unscoped key goes to every scheduler of the run: one that another scheduler of
+                // the run takes was meant for that one (`-s bfq,fifo -p slice_idle=0`).
+                let unscoped: Vec<&str> = params
+                    .iter()
+                    .filter(|(k, _)| !k.contains('.') && e.to_string().contains(&format!("`{k}`")))
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                let hint = unscoped.first().and_then(|k| {
+                    let value = &params.iter().find(|(key, _)| key == k)?.1;
+                    names
+                        .iter()
+                        .filter(|n| *n != name)
+                        .find(|n| {
+                            bfq_sched::build(
+                                n,
+                                DeviceInfo { rotational, queue_depth: 32 },
+                                &[(k.to_string(), value.clone())],
+                            )
+                            .is_ok()
+                        })
+                        .map(|other| format!("; a key for one scheduler only is written {other}.{k}={value}"))
+                });
+                match hint {
+                    Some(hint) => bail!("--params for scheduler {name}: {e}{hint}"),
+                    None => {
+                        return Err(anyhow::Error::new(e).context(format!("--params for scheduler {name}")))
+                    }
+                }
+            }
         }
     }
     Ok(())

@@ -285,6 +285,17 @@ fn colliding_output_files_are_refused() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A tunable of one scheduler given to a run of two says how to scope it (a fuzzer's case: the error
+/// named only the scheduler that refused it).
+#[test]
+fn a_tunable_for_one_scheduler_of_two_is_answered_with_its_scoped_spelling() {
+    let job = "duration = \"1s\"\nworkload = \"10r-seq\"\n[device]\npreset = \"constant\"\n";
+    let (code, stderr) = sim_job("scope", job, &["-s", "bfq,fifo", "-p", "slice_idle=0"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("unknown parameter `slice_idle`"), "{stderr}");
+    assert!(stderr.contains("a key for one scheduler only is written bfq.slice_idle=0"), "{stderr}");
+}
+
 /// A deterministic simulation under the same scheduler twice gives two identical columns; a key
 /// missing before `=` in `--params` reached the schedulers as "unknown parameter ``".
 #[test]

@@ -1194,7 +1194,13 @@ impl Job {
                 }
                 Some(span) => {
                     let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                    (Some(line), key_on_line(text, line).or(named))
+                    // A one-bracket header (`[app]` for `[[app]]`) names its table as the field.
+                    let header = text.lines().nth(line - 1).and_then(|l| {
+                        let l = l.trim();
+                        let name = l.strip_prefix('[')?.strip_suffix(']')?;
+                        (!name.starts_with('[')).then(|| name.trim().to_string())
+                    });
+                    (Some(line), key_on_line(text, line).or(named).or(header))
                 }
                 None => (None, named),
             };
@@ -1836,6 +1842,14 @@ fn table_key_line(text: &str, table: &str, key: &str) -> Option<usize> {
 /// `expected a whole number from 1 to 1024, got the string "high"` for `window` (what the field
 /// takes, where it is known; else the type in words).
 fn in_words(message: &str, field: Option<&str>) -> String {
+    // `[app]` (one bracket) where `[[app]]` is meant, as `bfq serve` says for `[export]`.
+    if let Some(f @ ("app" | "group")) = field {
+        if message.contains("expected a sequence")
+            && (message.contains("got a table") || message.contains("invalid type: map"))
+        {
+            return format!("expected an array of tables: write each as [[{f}]] (two brackets), not [{f}]");
+        }
+    }
     // toml's own word for an enum given a number (`kind = 3`).
     if message == "wanted string or table" {
         return match field {
@@ -1875,7 +1889,8 @@ fn field_takes(field: &str) -> Option<&'static str> {
         "fps" => "a whole number from 1 to 1000",
         "invocations" | "requests" => "a whole number, at least 1",
         "depth" => "a whole number from 1 to 4096",
-        "seed" => "a whole number from 0 to 18446744073709551615",
+        // TOML integers are signed 64-bit: a job file cannot hold the larger half of a u64.
+        "seed" => "a whole number from 0 to 9223372036854775807",
         "class" => "an I/O class: \"rt\", \"rt0\" to \"rt7\", \"be\", \"be0\" to \"be7\", or \"idle\"",
         _ => return None,
     })
@@ -1896,6 +1911,13 @@ fn type_in_words(expected: &str) -> String {
         "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
         "f32" | "f64" => "a number".to_string(),
         "a map" => "a table, such as { key = value }".to_string(),
+        // The job's own tables, by their Rust names (`app = ["x"]`, `device = 3`).
+        "struct AppTable" | "struct AppSpec" => "an [[app]] table".to_string(),
+        "struct DeviceSpec" => "a [device] table".to_string(),
+        "struct SchedulerSpec" => "a [scheduler] table".to_string(),
+        "struct WritebackSpec" => "a [writeback] table".to_string(),
+        "struct GroupSpec" | "struct GroupTable" => "a [[group]] table".to_string(),
+        other if other.starts_with("struct ") => "a table".to_string(),
         other => other.to_string(),
     }
 }
@@ -2106,6 +2128,31 @@ trace = "xterm"
                 Some(7),
                 Some("params"),
                 "a number, a string or a boolean (a parameter's value), got an array",
+            ),
+            // One bracket where two are meant, and the job's tables named in words, not Rust's.
+            (
+                "duration = \"1s\"\n[app]\nkind = \"seq-reader\"\n".to_string(),
+                Some(2),
+                Some("app"),
+                "write each as [[app]] (two brackets), not [app]",
+            ),
+            (
+                "duration = \"1s\"\n[group]\nname = \"g\"\n".to_string(),
+                Some(2),
+                Some("group"),
+                "write each as [[group]] (two brackets), not [group]",
+            ),
+            (
+                "duration = \"1s\"\napp = [\"x\"]\n".to_string(),
+                Some(2),
+                Some("app"),
+                "expected an [[app]] table",
+            ),
+            (
+                "duration = \"1s\"\ndevice = 3\n".to_string(),
+                Some(2),
+                Some("device"),
+                "expected a [device] table",
             ),
             (format!("bucket = \"0s\"\n{}", app("")), Some(1), Some("bucket"), "at least 1ms"),
             (app("").replace("2s", "100000h"), Some(1), Some("duration"), "limit of 24h"),
