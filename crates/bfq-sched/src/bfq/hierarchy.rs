@@ -782,6 +782,36 @@ mod tests {
     }
 
     #[test]
+    fn a_forgiven_lead_is_forgiven_in_the_waiting_groups_above_the_queue_too() {
+        // `max_lead_wait` (docs/fast-devices.md, "Debt from injection"): service out of turn moves the
+        // queue and every waiting group above it past their trees' virtual times; forgiving the
+        // queue's lead brings each of them back, or the group would still wait out the same debt.
+        let mut h = Hierarchy::default();
+        h.ensure_slot(2);
+        h.configure_group(1, ROOT, 100, 1).unwrap();
+        h.configure_group(2, ROOT, 100, 1).unwrap();
+        h.set_queue_group(0, 1).unwrap();
+        h.set_queue_group(1, 2).unwrap();
+        h.set_queue_group(2, 2).unwrap();
+        for q in 0..3 {
+            h.activate(q, 1, 100, BUDGET, None);
+        }
+        assert_eq!(h.select(Instant::ZERO, GUARD), Some(0));
+        h.served_out_of_turn(1, 40 * BUDGET, BUDGET);
+        let (parent, local) = h.groups[2].parent.unwrap();
+        let group = |h: &Hierarchy| {
+            let w = &h.groups[parent as usize].wf2q;
+            (w.entities[local as usize].start, w.trees[1].vtime)
+        };
+        let queue = |h: &Hierarchy| (h.entity(1).start, h.groups[2].wf2q.trees[1].vtime);
+        assert!(queue(&h).0 > queue(&h).1 && group(&h).0 > group(&h).1, "both ahead after the injection");
+        assert!(h.forgive_lead(1));
+        assert_eq!(queue(&h).0, queue(&h).1, "the queue starts at its group's virtual time");
+        assert_eq!(group(&h).0, group(&h).1, "its group starts at the root's");
+        assert!(!h.forgive_lead(2), "its sibling was never ahead");
+    }
+
+    #[test]
     fn without_groups_every_queue_keeps_its_own_slot_in_the_root() {
         let mut h = Hierarchy::default();
         h.ensure_slot(9);
