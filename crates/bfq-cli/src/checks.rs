@@ -33,13 +33,10 @@ pub fn schedulers(option: &str, names: &[String], params: &[(String, String)]) -
             if let Err(e) = bfq_sched::build(name, DeviceInfo { rotational, queue_depth: 32 }, &own) {
                 // An unscoped key goes to every scheduler of the run: one that another scheduler of
                 // the run takes was meant for that one (`-s bfq,fifo -p slice_idle=0`).
-                let unscoped: Vec<&str> = params
-                    .iter()
-                    .filter(|(k, _)| !k.contains('.') && e.to_string().contains(&format!("`{k}`")))
-                    .map(|(k, _)| k.as_str())
-                    .collect();
-                let hint = unscoped.first().and_then(|k| {
-                    let value = &params.iter().find(|(key, _)| key == k)?.1;
+                let refused = e.to_string();
+                let unscoped =
+                    params.iter().find(|(k, _)| !k.contains('.') && refused.contains(&format!("`{k}`")));
+                let hint = unscoped.and_then(|(k, value)| {
                     names
                         .iter()
                         .filter(|n| *n != name)

@@ -331,7 +331,7 @@ fn device_and_layout(job: &Job, path: &std::path::Path) -> Result<()> {
     let Err(e) = bfq_sim::check_fits(job) else { return Ok(()) };
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let (line, field, message) = match &e {
-        SimError::DoesNotFit { app, .. } => {
+        SimError::DoesNotFit { app, len, start, capacity, preset } => {
             // A start-up has no file_size: its files are its trace's processes', one per process
             // and copy (a fuzzer's trace of 1,024 processes, count 20, was told to shrink file_size).
             let startup = job
@@ -339,9 +339,13 @@ fn device_and_layout(job: &Job, path: &std::path::Path) -> Result<()> {
                 .iter()
                 .any(|(name, spec)| name == app && spec.kind() == bfq_sim::job::AppKind::Startup);
             if startup {
-                let message = e.to_string().replace(
-                    "use a smaller file_size, or fewer applications",
-                    "use a smaller count, a trace of fewer processes, or fewer applications",
+                use bfq_sim::units::format_size;
+                let message = format!(
+                    "application `{app}`: its files ({} at {}) do not fit on the device ({preset}, {}); \
+                     use a smaller count, a trace of fewer processes, or fewer applications",
+                    format_size(*len),
+                    format_size(*start),
+                    format_size(*capacity)
                 );
                 (job.app_line(&text, app, "count"), Some("count".to_string()), message)
             } else {

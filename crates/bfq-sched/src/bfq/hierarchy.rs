@@ -752,12 +752,9 @@ mod tests {
         got
     }
 
-    #[test]
-    fn a_queue_ahead_of_its_siblings_inside_its_group_is_seen_below_where_its_path_meets_anothers() {
-        // Seed 003 sec. V: injection compares two tenants where their paths meet (`meeting`); a queue
-        // served out of turn far beyond its siblings in its own group is ahead there, which that
-        // comparison cannot see. Queue 0 is alone in tenant group 1 and in service; queues 1 and 2
-        // share tenant group 2.
+    /// Queue 0 alone in tenant group 1, in service; queues 1 and 2 waiting in tenant group 2; every
+    /// weight 100.
+    fn two_tenants_first_in_service() -> Hierarchy {
         let mut h = Hierarchy::default();
         h.ensure_slot(2);
         h.configure_group(1, ROOT, 100, 1).unwrap();
@@ -769,6 +766,16 @@ mod tests {
             h.activate(q, 1, 100, BUDGET, None);
         }
         assert_eq!(h.select(Instant::ZERO, GUARD), Some(0));
+        h
+    }
+
+    #[test]
+    fn a_queue_ahead_of_its_siblings_inside_its_group_is_seen_below_where_its_path_meets_anothers() {
+        // Seed 003 sec. V: injection compares two tenants where their paths meet (`meeting`); a queue
+        // served out of turn far beyond its siblings in its own group is ahead there, which that
+        // comparison cannot see. Queue 0 is alone in tenant group 1 and in service; queues 1 and 2
+        // share tenant group 2.
+        let mut h = two_tenants_first_in_service();
         assert!(!h.ahead_below_meeting(1, 0, BUDGET), "nobody has been served yet");
         // Queue 1 takes ten budgets out of queue 0's turn: ahead of queue 2 inside group 2.
         h.served_out_of_turn(1, 10 * BUDGET, BUDGET);
@@ -786,17 +793,7 @@ mod tests {
         // `max_lead_wait` (docs/fast-devices.md, "Debt from injection"): service out of turn moves the
         // queue and every waiting group above it past their trees' virtual times; forgiving the
         // queue's lead brings each of them back, or the group would still wait out the same debt.
-        let mut h = Hierarchy::default();
-        h.ensure_slot(2);
-        h.configure_group(1, ROOT, 100, 1).unwrap();
-        h.configure_group(2, ROOT, 100, 1).unwrap();
-        h.set_queue_group(0, 1).unwrap();
-        h.set_queue_group(1, 2).unwrap();
-        h.set_queue_group(2, 2).unwrap();
-        for q in 0..3 {
-            h.activate(q, 1, 100, BUDGET, None);
-        }
-        assert_eq!(h.select(Instant::ZERO, GUARD), Some(0));
+        let mut h = two_tenants_first_in_service();
         h.served_out_of_turn(1, 40 * BUDGET, BUDGET);
         let (parent, local) = h.groups[2].parent.unwrap();
         let group = |h: &Hierarchy| {

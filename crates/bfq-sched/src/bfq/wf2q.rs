@@ -1080,8 +1080,6 @@ mod tests {
         assert!(!w.forgive_lead(1), "no longer ahead");
         assert!(!w.forgive_lead(2), "entity 2 was never ahead of V");
         assert!(!w.forgive_lead(0), "the in-service entity is not waiting");
-        // Eligible now: once entity 0's turn ends, entity 1 competes by its finish time again
-        // (before the forgiveness it was pending until V reached its S).
         // Entities 0 and 2 stay backlogged: forgiven, entity 1 comes after the turns its weight
         // (1/25 of theirs) gives them; before, it waited until they had been served its whole lead.
         let turns_before = |w: &mut Wf2q| {
