@@ -72,18 +72,30 @@ pub fn hierarchical_max_min_shares(
     let n = parents.len();
     // Each group's parent with cycles and unknown parents cut at the root.
     let parent_of = |g: usize| parents.get(g).copied().flatten().filter(|&p| p < n && p != g);
-    let depth_ok = |g: usize| {
-        let (mut at, mut steps) = (Some(g), 0);
-        while let Some(x) = at {
-            at = parent_of(x);
-            steps += 1;
-            if steps > n + 1 {
-                return false;
+    // Whether each group's chain of parents reaches the root, found once for all (asked along every
+    // chain at every level, it took seconds for 1,000 nested groups): a walk stops at a group already
+    // known, and what it finds holds for every group it passed.
+    let mut reaches_root: Vec<Option<bool>> = vec![None; n];
+    for start in 0..n {
+        let mut path = Vec::new();
+        let mut at = Some(start);
+        let found = loop {
+            let Some(x) = at else { break true };
+            if let Some(known) = reaches_root[x] {
+                break known;
             }
+            if path.len() > n {
+                break false;
+            }
+            path.push(x);
+            at = parent_of(x);
+        };
+        for x in path {
+            reaches_root[x] = Some(found);
         }
-        true
-    };
-    let parent = |g: usize| if depth_ok(g) { parent_of(g) } else { None };
+    }
+    let parent: Vec<Option<usize>> =
+        (0..n).map(|g| if reaches_root[g] == Some(true) { parent_of(g) } else { None }).collect();
     // The caps of the groups: the sum of the caps of the applications below them.
     let mut group_cap = vec![0.0; n];
     let mut used = vec![false; n];
@@ -92,16 +104,25 @@ pub fn hierarchical_max_min_shares(
         while let Some(x) = at {
             group_cap[x] += caps[i];
             used[x] = true;
-            at = parent(x);
+            at = parent[x];
         }
+    }
+    // Each level's applications and groups (index `n`: the root).
+    let slot = |level: Option<usize>| level.unwrap_or(n);
+    let mut apps_at: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+    for (i, g) in groups.iter().enumerate().take(weights.len()) {
+        apps_at[slot(g.filter(|&g| g < n))].push(i);
+    }
+    let mut groups_at: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+    for g in (0..n).filter(|&g| used[g]) {
+        groups_at[slot(parent[g])].push(g);
     }
     let mut share = vec![0.0; weights.len()];
     // Levels from the root down: (the level's group, what it has to divide).
     let mut levels: Vec<(Option<usize>, f64)> = vec![(None, total)];
     while let Some((level, amount)) = levels.pop() {
-        let apps: Vec<usize> =
-            (0..weights.len()).filter(|&i| groups[i].filter(|&g| g < n) == level).collect();
-        let subgroups: Vec<usize> = (0..n).filter(|&g| used[g] && parent(g) == level).collect();
+        let apps = &apps_at[slot(level)];
+        let subgroups = &groups_at[slot(level)];
         let mut w: Vec<f64> = apps.iter().map(|&i| weights[i]).collect();
         let mut c: Vec<f64> = apps.iter().map(|&i| caps[i]).collect();
         w.extend(subgroups.iter().map(|&g| group_weights[g]));
@@ -169,6 +190,33 @@ mod tests {
         let s =
             hierarchical_max_min_shares(&[], &[], &[None, None], &[100.0, 300.0], &[f64::INFINITY; 2], 40.0);
         assert_eq!(round(&s), vec![10.0, 30.0]);
+    }
+
+    #[test]
+    fn groups_in_a_cycle_count_as_children_of_the_root_and_a_deep_chain_passes_its_part_down() {
+        // Groups 0 and 1 are each other's parents; group 2 hangs below the cycle; group 3 is a chain
+        // of 2,000 groups below the root whose last one holds an application.
+        let chain = 2_000;
+        let mut parents = vec![Some(1), Some(0), Some(0)];
+        parents.push(None);
+        for g in 3..3 + chain - 1 {
+            parents.push(Some(g));
+        }
+        let group_weights = vec![100.0; parents.len()];
+        let groups = [Some(0), Some(1), Some(2), Some(3 + chain - 1), None];
+        let weights = [100.0; 5];
+        let s = hierarchical_max_min_shares(
+            &parents,
+            &group_weights,
+            &groups,
+            &weights,
+            &[f64::INFINITY; 5],
+            500.0,
+        );
+        let round = |v: &[f64]| v.iter().map(|x| (x * 1e6).round() / 1e6).collect::<Vec<_>>();
+        // At the root: groups 0, 1 and 2 (their chains never end), the chain's top and the root's
+        // application, 100 each.
+        assert_eq!(round(&s), vec![100.0; 5]);
     }
 
     #[test]
