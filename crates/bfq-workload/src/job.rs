@@ -1634,10 +1634,9 @@ impl Job {
                 chain.push(i);
                 at = parent_of(i);
             }
-            let mut d = at.and_then(|i| depth[i]).map_or(0, |d| d + 1);
-            for &i in chain.iter().rev() {
-                depth[i] = Some(d);
-                d += 1;
+            let top = at.and_then(|i| depth[i]).map_or(0, |d| d + 1);
+            for (k, &i) in chain.iter().rev().enumerate() {
+                depth[i] = Some(top + k);
             }
         }
         let mut out: Vec<(usize, GroupSetup)> = self
