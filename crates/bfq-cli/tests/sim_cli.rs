@@ -420,3 +420,39 @@ fn a_job_with_groups_names_them_in_the_table_and_the_json() {
         assert!(e.abs() < bound, "{name}: {e}% ({errors})");
     }
 }
+
+/// A start-up's relative `trace` path is read from the job file's directory, so a job and its trace
+/// run from anywhere (a fuzzer found it read from the current directory, 2026-12-05); a missing one
+/// says where it was looked for.
+#[test]
+fn a_relative_trace_path_is_read_from_the_job_files_directory() {
+    let dir = std::env::temp_dir().join(format!("bfq-trace-dir-{}", std::process::id()));
+    let jobs = dir.join("jobs");
+    std::fs::create_dir_all(jobs.join("traces")).unwrap();
+    let xterm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bfq-workload/traces/xterm.trace");
+    std::fs::copy(xterm, jobs.join("traces/mine.trace")).unwrap();
+    let job = |trace: &str| format!("duration = \"1s\"\n[[app]]\nkind = \"startup\"\ntrace = \"{trace}\"\n");
+    std::fs::write(jobs.join("found.toml"), job("traces/mine.trace")).unwrap();
+    std::fs::write(jobs.join("missing.toml"), job("traces/none.trace")).unwrap();
+    // From the directory above the job's, and from an unrelated one.
+    for cwd in [dir.clone(), std::env::temp_dir()] {
+        let out = bfq()
+            .current_dir(&cwd)
+            .args(["sim", "-q", "-s", "fifo", "--json", "-"])
+            .arg(jobs.join("found.toml"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "from {}: {stderr}", cwd.display());
+        assert!(String::from_utf8_lossy(&out.stdout).contains("\"trace_requests\": 718"), "{stderr}");
+    }
+    let out = bfq().current_dir(&dir).args(["sim", "-q", "jobs/missing.toml"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("jobs/missing.toml:4: field `trace`: trace \"jobs/traces/none.trace\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(a relative `trace` is read from the job file's directory)"), "{stderr}");
+}

@@ -1165,9 +1165,16 @@ impl Job {
         }
     }
 
-    /// Reads a job from TOML text; `file` names it in errors.
+    /// Reads a job from TOML text; `file` names it in errors. A relative start-up `trace` path is read
+    /// from the current directory ([`Job::from_file`] reads it from the job file's).
     pub fn from_toml(text: &str, file: &str) -> Result<Job, JobError> {
-        let job: Job = toml::from_str(text).map_err(|e| {
+        Job::from_toml_in(text, file, None)
+    }
+
+    /// [`Job::from_toml`], with relative start-up `trace` paths read from `dir` if given: a job file
+    /// and its traces move together, and the job then runs from any directory.
+    fn from_toml_in(text: &str, file: &str, dir: Option<&std::path::Path>) -> Result<Job, JobError> {
+        let mut job: Job = toml::from_str(text).map_err(|e| {
             let message = e.message().trim();
             let named = field_in_message(message);
             let error = |line: Option<usize>, field: Option<String>| {
@@ -1206,6 +1213,7 @@ impl Job {
             };
             error(line, field)
         })?;
+        let moved = job.read_traces_from(dir);
         job.check().map_err(|e| {
             let written = match e.place {
                 Place::Top => top_level_line(text, &e.field),
@@ -1228,10 +1236,31 @@ impl Job {
                 None => None,
             };
             let other = other.map_or_else(String::new, |line| format!(" (the other on line {line})"));
-            let message = with_other(&e.message, &other);
+            let mut message = with_other(&e.message, &other);
+            if matches!(e.place, Place::App(i) if moved.contains(&i)) && field.as_deref() == Some("trace") {
+                message.push_str(" (a relative `trace` is read from the job file's directory)");
+            }
             JobError { file: file.to_string(), line, field, message }
         })?;
         Ok(job)
+    }
+
+    /// Puts `dir` before each start-up's relative `trace` path that is not a built-in trace's name;
+    /// the indexes of the applications changed.
+    fn read_traces_from(&mut self, dir: Option<&std::path::Path>) -> Vec<usize> {
+        let Some(dir) = dir else { return Vec::new() };
+        let mut moved = Vec::new();
+        for (i, app) in self.apps.iter_mut().enumerate() {
+            if let Workload::Startup(s) = &mut app.workload {
+                let path = std::path::Path::new(&s.trace);
+                let builtin = crate::trace::BUILTIN_TRACES.iter().any(|(name, _)| *name == s.trace);
+                if !builtin && path.is_relative() {
+                    s.trace = dir.join(path).display().to_string();
+                    moved.push(i);
+                }
+            }
+        }
+        moved
     }
 
     /// The line of a job file's text where table `[table]` sets `key` (`table` may be dotted, as
@@ -1244,7 +1273,7 @@ impl Job {
     /// Reads a job from a file.
     pub fn from_file(path: &std::path::Path) -> Result<Job, JobError> {
         let (file, text) = read_job_text(path)?;
-        Job::from_toml(&text, &file)
+        Job::from_toml_in(&text, &file, path.parent())
     }
 
     /// A job file for a real run (`bfq run`, `bfq compare`): [`Job::from_file`], and then a field that
@@ -1252,7 +1281,7 @@ impl Job {
     /// file and line).
     pub fn from_file_for_real_run(path: &std::path::Path) -> Result<Job, JobError> {
         let (file, text) = read_job_text(path)?;
-        let job = Job::from_toml(&text, &file)?;
+        let job = Job::from_toml_in(&text, &file, path.parent())?;
         if let Some(i) = job.apps.iter().position(|a| a.think_time.is_some()) {
             return Err(JobError {
                 file,

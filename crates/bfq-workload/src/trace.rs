@@ -170,6 +170,10 @@ pub fn load_trace(name: &str) -> Result<Trace, String> {
         return Ok(t);
     }
     let unreadable = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            // Read, but not text: "not a readable file" sent a user to the file's permissions.
+            return format!("trace {name:?} is not a text file (not UTF-8): a trace has one request per line");
+        }
         let known: Vec<&str> = BUILTIN_TRACES.iter().map(|(n, _)| *n).collect();
         format!("trace {name:?} is neither a built-in trace ({}) nor a readable file: {e}", known.join(", "))
     };
@@ -193,6 +197,12 @@ mod tests {
         assert!(e.contains("more than the limit"), "{e}");
         let e = load_trace("/").unwrap_err();
         assert!(e.contains("nor a readable file"), "{e}");
+        // A binary file is readable: it is named as not text.
+        let binary = std::env::temp_dir().join(format!("bfq-binary-trace-{}", std::process::id()));
+        std::fs::write(&binary, [0xff, 0xfe, 0x00, 0x80]).unwrap();
+        let e = load_trace(binary.to_str().unwrap()).unwrap_err();
+        let _ = std::fs::remove_file(&binary);
+        assert!(e.contains("is not a text file (not UTF-8)"), "{e}");
     }
 
     #[test]
