@@ -365,7 +365,13 @@ fn device_and_layout(job: &Job, path: &std::path::Path) -> Result<()> {
         SimError::Workload { app, message } => {
             // The layout's refusals: an `at` inside the region before it, a region past 2^64 bytes, a
             // default file too small for the kind (cited on the application's table).
-            let field = message.starts_with("`at`").then(|| "at".to_string());
+            let field = if message.starts_with("`at`") {
+                Some("at".to_string())
+            } else if message.contains("ends past 16 EiB") {
+                Some("file_size".to_string())
+            } else {
+                None
+            };
             let line = job.app_line(&text, app, field.as_deref().unwrap_or("[[app]]"));
             (line, field, e.to_string())
         }

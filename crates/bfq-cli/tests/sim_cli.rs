@@ -87,6 +87,18 @@ fn files_too_large_for_the_simulated_device_are_reported_on_their_line_before_an
     assert!(stderr.contains("big.toml:12: field `file_size`: application `seq-2`"), "{stderr}");
     assert!(stderr.contains("does not fit on the device (nvme-960evo, 465.7 GiB)"), "{stderr}");
     assert!(!stderr.contains("requests simulated"), "a run started before the check: {stderr}");
+    // Copies whose files end past any device's offsets: the same field, in sizes, not raw bytes
+    // (a fuzzer's case, 2026-12-05).
+    let job = "duration = \"1s\"\n[[app]]\nkind = \"seq-reader\"\ncount = 3\nfile_size = \"8000000TiB\"\n";
+    let (code, stderr) = sim_job("past-2-64", job, &["-q"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "past-2-64.toml:5: field `file_size`: application `seq-reader-2`: its file (8000000 TiB at \
+             16000000 TiB) ends past 16 EiB"
+        ),
+        "{stderr}"
+    );
 }
 
 /// A tunable the scheduler does not have is named once, with what the scheduler does accept (the

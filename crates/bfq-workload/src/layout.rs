@@ -108,7 +108,12 @@ pub fn layout(job: &Job, default_file_bytes: u64) -> Result<(Vec<Placement>, u64
         };
         next = start.checked_add(len).ok_or_else(|| LayoutError {
             app: name.clone(),
-            message: format!("its region ({len} bytes at {start}) ends beyond 2^64 bytes"),
+            message: format!(
+                "its file ({} at {}) ends past 16 EiB, the largest offset a device can have; use a smaller \
+                 file_size, or fewer applications",
+                crate::units::format_size(len),
+                crate::units::format_size(start)
+            ),
         })?;
         out.push(Placement { name, spec, start, len, trace });
     }

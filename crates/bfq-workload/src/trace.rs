@@ -172,7 +172,9 @@ pub fn load_trace(name: &str) -> Result<Trace, String> {
     let unreadable = |e: std::io::Error| {
         if e.kind() == std::io::ErrorKind::InvalidData {
             // Read, but not text: "not a readable file" sent a user to the file's permissions.
-            return format!("trace {name:?} is not a text file (not UTF-8): a trace has one request per line");
+            return format!(
+                "trace {name:?} is not a text file (not UTF-8): a trace has one request per line"
+            );
         }
         let known: Vec<&str> = BUILTIN_TRACES.iter().map(|(n, _)| *n).collect();
         format!("trace {name:?} is neither a built-in trace ({}) nor a readable file: {e}", known.join(", "))
