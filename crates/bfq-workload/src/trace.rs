@@ -59,8 +59,15 @@ impl Trace {
             if fields.is_empty() || fields[0].starts_with('#') {
                 continue;
             }
-            if fields.len() < 8 {
-                return Err(format!("line {}: expected 10 fields, got {}", n + 1, fields.len()));
+            // Exactly the format's ten (the last two are not replayed): a line of more or fewer is
+            // another format, whose fields would be read as the wrong ones.
+            if fields.len() != 10 {
+                return Err(format!(
+                    "line {}: expected 10 fields (process, time, size, sector, Seq/Rand, distance, run, \
+                     action, timestamp, START/C), got {}",
+                    n + 1,
+                    fields.len()
+                ));
             }
             let thread = match thread_index.get(fields[0]) {
                 Some(&i) => i,
@@ -252,6 +259,18 @@ mod tests {
     fn malformed_trace_lines_are_reported_with_their_number() {
         let err = Trace::parse("p-1 0 8 100 Seq 0 0 R 0 START\np-1 0 x 100 Seq 0 0 R 0 C\n").unwrap_err();
         assert!(err.starts_with("line 2"), "{err}");
+        // Lines of more or fewer fields than the format's ten are another format: eight, nine and
+        // eleven passed while seven was told "expected 10" (a fuzzer's cases, 2026-12-05).
+        for fields in
+            ["p 0 8 0 Seq 0 0", "p 0 8 0 Seq 0 0 R", "p 0 8 0 Seq 0 0 R 0", "p 0 8 0 Seq 0 0 R 0 C x"]
+        {
+            let err = Trace::parse(&format!("p 0 8 0 Seq 0 0 R 0 START\n{fields}\n")).unwrap_err();
+            let got = fields.split(' ').count();
+            assert!(
+                err.starts_with("line 2: expected 10 fields") && err.ends_with(&format!("got {got}")),
+                "{err}"
+            );
+        }
     }
 
     /// Issue 14 item 5: a trace of 300,000 processes is refused at the first process over the limit,
