@@ -1409,6 +1409,10 @@ impl Job {
             if app.count == 0 || app.count > MAX_PROCESSES {
                 return fail("count", format!("must be 1..={MAX_PROCESSES}, got {}", app.count));
             }
+            if app.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+                // Reports and --alone name applications by it: an empty one made a blank table row.
+                return fail("name", "must not be empty (leave `name` out to name it after its kind)".into());
+            }
             if let Some(group) = &app.group {
                 if !self.groups.iter().any(|g| &g.name == group) {
                     return fail("group", unknown_group(group, &self.groups));
@@ -1506,6 +1510,20 @@ impl Job {
                                 human_duration(l),
                                 human_duration(frame),
                                 v.fps.unwrap_or(DEFAULT_FPS)
+                            ),
+                        );
+                    }
+                    // Over before the measurement starts: its table reported 0 frames dropped of 2,
+                    // which reads as a perfect playback.
+                    let end = v.start.map_or(0, |s| s.0).saturating_add(l);
+                    if end <= self.warmup.0 {
+                        return fail(
+                            "length",
+                            format!(
+                                "the player stops at {}, inside the warm-up ({}), which is not measured: \
+                                 nothing of it would be reported; start it later or play longer",
+                                human_duration(end),
+                                human_duration(self.warmup.0)
                             ),
                         );
                     }
@@ -2243,6 +2261,12 @@ trace = "xterm"
             (app("seq-reader", "on = \"1ns\"\noff = \"1s\""), "on", "at least 1ms, got 1ns"),
             (app("seq-reader", "on = \"1s\"\noff = \"500us\""), "off", "at least 1ms, got 500us"),
             (app("video", "length = \"0s\""), "length", "shorter than one frame (40ms at 25 fps)"),
+            (
+                format!("warmup = \"500ms\"\n{}", app("video", "start = \"100ms\"\nlength = \"100ms\"")),
+                "length",
+                "stops at 200ms, inside the warm-up (500ms)",
+            ),
+            (app("seq-reader", "name = \" \""), "name", "must not be empty"),
             (
                 app("video", "fps = 10\nlength = \"50ms\""),
                 "length",
