@@ -164,6 +164,60 @@ pub fn output_path(option: &str, path: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
+/// Checks that the output directory named by `option` can take `files` (each a name and the text a
+/// file of that name starts with when this command wrote it): the directory exists, or only its last
+/// component is missing (it is made then, not a whole path: as root, a mistyped path made a tree of
+/// directories); and a file of that name already there is one this command wrote, never a file of
+/// the user's. Nothing is written here.
+pub fn output_dir(option: &str, dir: &Path, files: &[(&str, &str)]) -> Result<()> {
+    if dir.exists() {
+        if !dir.is_dir() {
+            bail!("{option} {}: is not a directory", dir.display());
+        }
+    } else {
+        let parent = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        if !parent.is_dir() {
+            bail!(
+                "{option} {}: its parent directory {} does not exist; create it first (only the last \
+                 directory is made)",
+                dir.display(),
+                parent.display()
+            );
+        }
+        return Ok(());
+    }
+    for (name, starts_with) in files {
+        let path = dir.join(name);
+        if !path.exists() {
+            continue;
+        }
+        let mut head = vec![0; starts_with.len()];
+        let ours = std::fs::File::open(&path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+            .is_ok_and(|()| head == starts_with.as_bytes());
+        if !ours {
+            bail!(
+                "{option} {}: {} is there and was not written by bfq; it is not overwritten: move it, or \
+                 give another directory",
+                dir.display(),
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Makes the directory [`output_dir`] checked, if it does not exist yet.
+pub fn make_output_dir(option: &str, dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        std::fs::create_dir(dir).with_context(|| format!("{option} {}: cannot be made", dir.display()))?;
+    }
+    Ok(())
+}
+
 /// Applies `--duration` to the job read from `path`: it must be longer than the warm-up and at most
 /// 24 h (the job file's own limit, `bfq_sim::job::MAX_DURATION`), and every application with a
 /// `start` must start before the new end (one that would not run is refused, as the job file refuses

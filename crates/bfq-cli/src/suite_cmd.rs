@@ -69,6 +69,9 @@ pub fn execute(args: SuiteArgs) -> Result<()> {
     // Before the runs, which take minutes: a --json path in a directory that does not exist failed
     // only after them, and the results were lost.
     crate::checks::json_path(args.json.as_deref())?;
+    if let Some(dir) = &args.report {
+        crate::checks::output_dir("--report", dir, &[("index.html", suite::html::HEAD)])?;
+    }
     let result = suite::run(&opts).map_err(|e| anyhow!(e))?;
     let colour = crate::output::colour() && !crate::output::json_to_stdout(args.json.as_deref());
     crate::output::print_table(
@@ -83,7 +86,7 @@ pub fn execute(args: SuiteArgs) -> Result<()> {
         }
     }
     if let Some(dir) = &args.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        crate::checks::make_output_dir("--report", dir)?;
         let path = dir.join("index.html");
         std::fs::write(&path, suite::html::render(&result))
             .with_context(|| format!("writing {}", path.display()))?;
@@ -105,16 +108,26 @@ pub fn execute(args: SuiteArgs) -> Result<()> {
     Ok(())
 }
 
+/// How a job file of `bfq suite --jobs` starts (what tells it from a file of the user's).
+const JOB_HEAD: &str = "# bfq suite run: ";
+
+/// How `bfq suite --jobs`'s DIR/commands.txt starts.
+const COMMANDS_HEAD: &str = "# bfq suite --jobs: the bfq sim command of each run\n";
+
 /// `bfq suite --jobs DIR`: every run as a job file, and the command that runs each.
 fn write_jobs(opts: &SuiteOptions, dir: &std::path::Path, quiet: bool) -> Result<()> {
     let jobs = suite::plan_jobs(opts).map_err(|e| anyhow!(e))?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Every file checked before the first is written: the directory may hold the user's files.
+    let mut files: Vec<(&str, &str)> = jobs.iter().map(|j| (j.file_name.as_str(), JOB_HEAD)).collect();
+    files.push(("commands.txt", COMMANDS_HEAD));
+    crate::checks::output_dir("--jobs", dir, &files)?;
+    crate::checks::make_output_dir("--jobs", dir)?;
     let shown = dir.display().to_string();
-    let mut commands = String::new();
+    let mut commands = String::from(COMMANDS_HEAD);
     for j in &jobs {
         let text = toml::to_string(&j.job).with_context(|| format!("{}: job as TOML", j.label))?;
         let path = dir.join(&j.file_name);
-        std::fs::write(&path, format!("# bfq suite run: {}\n{text}", j.label))
+        std::fs::write(&path, format!("{JOB_HEAD}{}\n{text}", j.label))
             .with_context(|| format!("writing {}", path.display()))?;
         commands.push_str(&format!("# {}\n{}\n", j.label, j.command(&shown)));
     }

@@ -468,3 +468,49 @@ fn a_relative_trace_path_is_read_from_the_job_files_directory() {
     );
     assert!(stderr.contains("(a relative `trace` is read from the job file's directory)"), "{stderr}");
 }
+
+/// docs/safety.md: `bfq suite --jobs DIR` and `--report DIR` make only the last directory of the
+/// path (as root, a mistyped path made a tree), and write over no file they did not write (a
+/// `commands.txt` of the user's was overwritten); a second run over their own files is fine.
+#[test]
+fn suite_output_directories_are_made_one_level_deep_and_keep_the_users_files() {
+    let dir = std::env::temp_dir().join(format!("bfq-suite-dirs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let suite = |args: &[&str]| {
+        let out = bfq().args(["suite", "--quick", "-q"]).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let deep = dir.join("a/b");
+    let (code, stderr) = suite(&["--jobs", deep.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("does not exist; create it first"), "{stderr}");
+    assert!(!dir.exists(), "a directory was made: {stderr}");
+    let (code, stderr) = suite(&["--report", deep.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("does not exist; create it first"), "{stderr}");
+    assert!(!stderr.contains("claims"), "the suite ran before the check: {stderr}");
+    std::fs::create_dir_all(&dir).unwrap();
+    let jobs = dir.join("jobs");
+    for _ in 0..2 {
+        let (code, stderr) = suite(&["--jobs", jobs.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+    let commands = jobs.join("commands.txt");
+    std::fs::write(&commands, "my notes\n").unwrap();
+    let job = std::fs::read_dir(&jobs).unwrap().flatten().find(|e| e.path() != commands).unwrap().path();
+    std::fs::write(&job, "mine too\n").unwrap();
+    let (code, stderr) = suite(&["--jobs", jobs.to_str().unwrap()]);
+    let (notes, mine) = (std::fs::read_to_string(&commands).unwrap(), std::fs::read_to_string(&job).unwrap());
+    let report = dir.join("report");
+    std::fs::create_dir_all(&report).unwrap();
+    std::fs::write(report.join("index.html"), "<html>mine</html>").unwrap();
+    let (report_code, report_stderr) = suite(&["--report", report.to_str().unwrap()]);
+    let page = std::fs::read_to_string(report.join("index.html")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("was not written by bfq; it is not overwritten"), "{stderr}");
+    assert_eq!((notes.as_str(), mine.as_str()), ("my notes\n", "mine too\n"));
+    assert_eq!(report_code, Some(1), "{report_stderr}");
+    assert!(report_stderr.contains("index.html is there and was not written by bfq"), "{report_stderr}");
+    assert_eq!(page, "<html>mine</html>");
+}

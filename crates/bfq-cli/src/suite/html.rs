@@ -65,9 +65,13 @@ fn tally(claims: &[&ClaimResult]) -> String {
     super::tally_words(super::tally(claims.iter().copied()))
 }
 
+/// How the page starts: what tells a page of `bfq suite --report` from a file of the user's.
+pub const HEAD: &str = "<!DOCTYPE html><html><head><meta charset='utf-8'><title>bfq suite</title>";
+
 /// The page.
 pub fn render(r: &SuiteResult) -> String {
-    let mut h = String::from("<!DOCTYPE html><html><head><meta charset='utf-8'><title>bfq suite</title><style>body{font-family:sans-serif;max-width:980px;margin:0 auto;padding:0 10px}figure{margin:0 0 6px 0;display:block}header{height:130px;overflow:hidden}h1{margin:10px 0 6px 0;font-size:26px}header p{margin:4px 0;font-size:14px}td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}table{border-collapse:collapse}.PASS{background:#dfd}.FAIL{background:#fdd}.NOTRUN{background:#eee}</style></head><body>");
+    let mut h = String::from(HEAD);
+    h.push_str("<style>body{font-family:sans-serif;max-width:980px;margin:0 auto;padding:0 10px}figure{margin:0 0 6px 0;display:block}header{height:130px;overflow:hidden}h1{margin:10px 0 6px 0;font-size:26px}header p{margin:4px 0;font-size:14px}td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}table{border-collapse:collapse}.PASS{background:#dfd}.FAIL{background:#fdd}.NOTRUN{background:#eee}</style></head><body>");
     let all: Vec<&ClaimResult> = r.claims.iter().collect();
     let headline: Vec<&ClaimResult> = r.claims.iter().filter(|c| c.headline).collect();
     let (charts, charts_h) = glance(r);
