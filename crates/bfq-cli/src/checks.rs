@@ -103,6 +103,34 @@ pub fn params(text: Option<&str>) -> Result<Vec<(String, String)>> {
     {
         bail!("--params: `{item}`: a key is missing before `=` (expected key=value, e.g. slice_idle=0)");
     }
+    // One tunable set twice, or under both its names, for one scheduler: the last one won silently
+    // (`slice_idle=1,slice_idle_us=5000` ran with 5 ms, the reverse with 1 ms).
+    let knob = |key: &str| -> (Option<String>, String) {
+        let (scope, name) = match key.split_once('.') {
+            Some((scope, name)) => {
+                (Some(bfq_sched::canonical_name(scope).unwrap_or(scope).to_string()), name)
+            }
+            None => (None, key),
+        };
+        // The kernel's two spellings of BFQ's idle window (kernel-bfq-reference.md, "Tunables").
+        let name = if name == "slice_idle_us" { "slice_idle" } else { name };
+        (scope, name.to_string())
+    };
+    for (i, (a, _)) in pairs.iter().enumerate() {
+        let (scope_a, name_a) = knob(a);
+        for (b, _) in &pairs[i + 1..] {
+            let (scope_b, name_b) = knob(b);
+            let same_scheduler = scope_a.is_none() || scope_b.is_none() || scope_a == scope_b;
+            if name_a == name_b && same_scheduler {
+                let what = if a == b {
+                    format!("`{a}` is given twice")
+                } else {
+                    format!("`{a}` and `{b}` set one tunable")
+                };
+                bail!("--params: {what}; give it once");
+            }
+        }
+    }
     Ok(pairs)
 }
 

@@ -319,6 +319,20 @@ fn a_scheduler_named_twice_and_a_tunable_without_key_are_refused() {
     let (code, stderr) = sim_job("twice", job, &["-p", "=3"]);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("--params: `=3`: a key is missing before `=`"), "{stderr}");
+    // One tunable twice, or under both its kernel names, for one scheduler: the last one won
+    // silently (a fuzzer's case, 2026-12-05). For two schedulers each, it is two settings.
+    for (params, expected) in [
+        ("slice_idle=1,slice_idle_us=5000", "`slice_idle` and `slice_idle_us` set one tunable"),
+        ("bfq.slice_idle=1,bfq.slice_idle=2", "`bfq.slice_idle` is given twice"),
+        ("slice_idle=1,bfq.slice_idle_us=2", "`slice_idle` and `bfq.slice_idle_us` set one tunable"),
+    ] {
+        let (code, stderr) = sim_job("twice", job, &["-s", "bfq", "-p", params]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains(&format!("--params: {expected}; give it once")), "{stderr}");
+    }
+    let (code, stderr) =
+        sim_job("twice", job, &["-s", "bfq,cfq", "-p", "bfq.slice_idle=1,cfq.slice_idle=2", "-q"]);
+    assert_eq!(code, Some(0), "{stderr}");
 }
 
 /// A job of many copies of one application (a block server's tenants) gives a table a person can
