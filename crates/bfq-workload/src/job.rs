@@ -1374,6 +1374,15 @@ impl Job {
                     ),
                 );
             }
+            // Both kernel names of BFQ's idle window: one would win by the keys' order, unsaid.
+            if s.params.contains_key("slice_idle") && s.params.contains_key("slice_idle_us") {
+                return scheduler(
+                    "params",
+                    "[scheduler] params: `slice_idle` and `slice_idle_us` set one tunable (the idle window, \
+                     in ms and in us); give one"
+                        .into(),
+                );
+            }
             // Built once as a check, on both kinds of device (some tunables depend on it), so that a bad
             // tunable is named here rather than when its run starts, after the runs before it.
             let params: Vec<(String, String)> =
@@ -2173,6 +2182,13 @@ trace = "xterm"
                 Some(7),
                 Some("params"),
                 "`max_budget` = \"true\"",
+            ),
+            // Both names of the idle window: `slice_idle_us` won by the keys' order, unsaid.
+            (
+                app("") + "[scheduler]\nname = \"bfq\"\nparams = { slice_idle = 1, slice_idle_us = 5000 }\n",
+                Some(7),
+                Some("params"),
+                "`slice_idle` and `slice_idle_us` set one tunable",
             ),
             (
                 app("") + "[device]\npreset = \"ssd-px256m5s\"\nparams = { queue_depth = [1] }\n",
