@@ -107,10 +107,26 @@ pub const CMD_BLOCK_STATUS: u16 = 7;
 
 /// Command flags: forced unit access.
 pub const CMD_FLAG_FUA: u16 = 1 << 0;
+/// Command flags: a write-zeroes must not leave a hole (this server's zeroes are written either way
+/// the file system allows: it may punch a hole, which the flag asks it not to prefer).
+pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
 /// Command flags: "don't fragment", at most one content chunk in a read's structured reply.
 pub const CMD_FLAG_DF: u16 = 1 << 2;
 /// Command flags: one extent per metadata context in a block status reply.
 pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
+
+/// The command flags a request of `command` may carry (NBD protocol, "Command flags"): FUA on any
+/// command (`NBD_FLAG_SEND_FUA` is advertised), DF on a read once structured replies are
+/// negotiated, NO_HOLE on write-zeroes, REQ_ONE on block status. Not FAST_ZERO: it is not advertised.
+pub fn command_flags_allowed(command: u16, structured: bool) -> u16 {
+    CMD_FLAG_FUA
+        | match command {
+            CMD_READ if structured => CMD_FLAG_DF,
+            CMD_WRITE_ZEROES => CMD_FLAG_NO_HOLE,
+            CMD_BLOCK_STATUS => CMD_FLAG_REQ_ONE,
+            _ => 0,
+        }
+}
 
 /// Structured reply flags: the last chunk of a reply.
 pub const REPLY_FLAG_DONE: u16 = 1 << 0;

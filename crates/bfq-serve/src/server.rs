@@ -2263,6 +2263,22 @@ async fn transmission<R, W>(
             let _ = tx.send(Reply::failed(h.handle, shutdown)).await;
             continue;
         }
+        // A flag the command does not take, or one not advertised, is refused (the protocol asks for
+        // EINVAL) rather than ignored: a client that sets FAST_ZERO, say, counts on a fast zero or
+        // ENOTSUP, and ignoring the flag would give it neither. NBD_CMD_DISC has no reply.
+        let stray = h.flags & !crate::protocol::command_flags_allowed(h.command, session.structured);
+        if stray != 0 && h.command != CMD_DISC {
+            if h.command == CMD_WRITE && skip(&mut rd, h.length, &mut stopped, &mut draining).await.is_err() {
+                break;
+            }
+            let f = Failure::new(
+                EINVAL,
+                format!("command flags {stray:#06x} do not apply to this command or were not advertised"),
+            );
+            e.counters.record(Kind::Flush, false, arrived.elapsed());
+            let _ = tx.send(Reply::failed(h.handle, f)).await;
+            continue;
+        }
         let end = h.offset.checked_add(u64::from(h.length));
         let in_bounds = end.is_some_and(|end| end <= e.size);
         let beyond = |what: &str| {

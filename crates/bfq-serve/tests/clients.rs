@@ -433,6 +433,21 @@ fn bad_requests_get_the_protocols_error_replies_and_the_server_keeps_serving() {
     assert_eq!(c.simple(), (28, 3), "write past the end: ENOSPC");
     c.request(42, 4, 0, 0, &[]);
     assert_eq!(c.simple(), (22, 4), "unknown command: EINVAL");
+    // Command flags the command does not take, or that were not advertised, are refused with
+    // EINVAL (the protocol's "SHOULD"), a write's payload skipped: an unknown flag on a read,
+    // FAST_ZERO (not advertised) on write-zeroes, DF without structured replies, on a write.
+    for (handle, (flags, command)) in [(0x80u16, 0u16), (1 << 4, 6), (1 << 2, 0)].into_iter().enumerate() {
+        c.request_flags(flags, command, 20 + handle as u64, 0, 512);
+        assert_eq!(c.simple(), (22, 20 + handle as u64), "flags {flags:#x} on command {command}: EINVAL");
+    }
+    c.0.write_all(&common::request_header(0x40, 1, 23, 0, 4)).unwrap();
+    c.0.write_all(b"zzzz").unwrap();
+    assert_eq!(c.simple(), (22, 23), "an unknown flag on a write: EINVAL, its payload skipped");
+    // FUA is taken on any command (clients set it on reads and flushes too), NO_HOLE on write-zeroes.
+    c.request_flags(1, 3, 24, 0, 0);
+    assert_eq!(c.simple(), (0, 24), "FUA on a flush");
+    c.request_flags(1 << 1, 6, 25, 8192, 512);
+    assert_eq!(c.simple(), (0, 25), "NO_HOLE on write-zeroes");
     c.request(1, 5, 100, 3, b"abc");
     assert_eq!(c.simple(), (0, 5));
     c.request(0, 6, 99, 5, &[]);
