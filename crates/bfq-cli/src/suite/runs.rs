@@ -402,6 +402,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("share_horizon", "0"),
     ("merge_keeps_weights", "0"),
     ("raised_seeky_timeout", "0"),
+    ("seeky_timeout_waits", "0"),
     ("max_lead_wait", "0"),
     // The seeds' write charge (seed 001 sec. 4.5: every write x10) and raising ended by time (and v1's
     // wr_budget) only; today's BFQ follows the kernel (docs/fast-devices.md, "Writers beside readers").

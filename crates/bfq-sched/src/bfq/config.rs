@@ -171,8 +171,18 @@ pub struct BfqConfig {
     /// multiplies a raised queue's budget timeout so that it can use its budget in one turn; a random
     /// reader on a disk (some 170 reads a second) needs seconds for one, and a raised one held the
     /// papers' disk for 3.75 s a turn while an xterm starting beside it read nothing
-    /// (docs/fast-devices.md, "A raised random reader's turn"). 0 = the kernel's rule.
+    /// (docs/fast-devices.md, "A raised random reader's turn"). On a spinning disk, also once it has
+    /// held the disk for a second in its turns beside a queue raised with it (readers started
+    /// together took 3.75-s turns for their whole raising), and when its raising ends during the turn
+    /// ("Random readers of unequal weights on a disk"). 0 = the kernel's rule.
     pub raised_seeky_timeout: bool,
+    /// `seeky_timeout_waits` (1): on a spinning disk, a random synchronous queue whose turn times out
+    /// while its request is in the device, or while it thinks, is expired when its next request
+    /// arrives (within the idle window), not at once with nothing queued (beyond the kernel:
+    /// `Bfq::timeout_waits`). Expired empty, it left B-WF2Q+ at every turn and could never be served
+    /// two turns in a row: a one-read-at-a-time reader got at most half of the turns whatever its
+    /// weight (three readers weighted 1:2:5 on the papers' disk got 1:2:3). 0 = the kernel's rule.
+    pub seeky_timeout_waits: bool,
     /// `wr_yield_after` (1000 ms; 0 = never, as the kernel): on a device that queues internally, a
     /// queue raised as interactive when no queue had been for this long is a new application starting,
     /// and ends the interactive raisings still in force (beyond the kernel: `bfq::activation`).
@@ -392,6 +402,7 @@ impl Default for BfqConfig {
             wr_default_weight_only: false,
             max_lead_wait: SEC,
             raised_seeky_timeout: true,
+            seeky_timeout_waits: true,
             wr_yield_after: SEC,
             injection: true,
             inject_latency_ratio: 115,
@@ -454,6 +465,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "wr_default_weight_only",
     "max_lead_wait",
     "raised_seeky_timeout",
+    "seeky_timeout_waits",
     "wr_yield_after",
     "injection",
     "inject_latency_ratio",
@@ -553,6 +565,7 @@ impl BfqConfig {
             "wr_default_weight_only" => self.wr_default_weight_only = parse_bool(NAME, key, value)?,
             "max_lead_wait" => self.max_lead_wait = ms(0, 3_600_000)?,
             "raised_seeky_timeout" => self.raised_seeky_timeout = parse_bool(NAME, key, value)?,
+            "seeky_timeout_waits" => self.seeky_timeout_waits = parse_bool(NAME, key, value)?,
             "wr_yield_after" => self.wr_yield_after = ms(0, 3_600_000)?,
             "injection" => self.injection = parse_bool(NAME, key, value)?,
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
@@ -642,6 +655,7 @@ impl BfqConfig {
             ("wr_default_weight_only", b(self.wr_default_weight_only)),
             ("max_lead_wait", (self.max_lead_wait / MSEC).to_string()),
             ("raised_seeky_timeout", b(self.raised_seeky_timeout)),
+            ("seeky_timeout_waits", b(self.seeky_timeout_waits)),
             ("wr_yield_after", (self.wr_yield_after / MSEC).to_string()),
             ("injection", b(self.injection)),
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),

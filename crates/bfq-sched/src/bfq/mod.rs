@@ -108,6 +108,10 @@ const INJECTED_TRACKED: usize = 32;
 /// to hundreds of milliseconds of each other; `wr_yield_after`'s default quiet second).
 const RAISED_TURN_NEWER: Nanos = crate::types::SEC;
 
+/// `raised_seeky_timeout`: how long a raised random queue may hold the device in long turns before
+/// its turns end at T_max beside a queue raised with it.
+const RAISED_LONG_HELD: Nanos = crate::types::SEC;
+
 /// The BFQ scheduler.
 #[derive(Debug)]
 pub struct Bfq {
@@ -444,10 +448,29 @@ impl Bfq {
     /// starting beside it unserved. Beside plain queues, or queues raised with it (the processes of
     /// one start-up, tenants started together), the long turn stays: favouring the raised queue over
     /// greedy ones is what raising is for (seed 001 sec. 4.1), and cutting a start-up's turns for its
-    /// own processes made it slower (docs/fast-devices.md, "A raised random reader's turn"). Scans
-    /// the queues, but only once a raised random turn has passed T_max.
-    fn raised_seeky_turn(&self, s: u32) -> bool {
+    /// own processes made it slower (docs/fast-devices.md, "A raised random reader's turn"). On a
+    /// spinning disk two more: a queue that has held the disk for [`RAISED_LONG_HELD`] in its turns
+    /// of this raising loses the long turn beside queues raised with it too (readers started together
+    /// took 3.75-s turns for their whole raising, the lightest waiting 11 s), and a turn whose raising
+    /// ended during it ends at T_max ("Random readers of unequal weights on a disk"). Scans the
+    /// queues, but only once a random turn has passed T_max.
+    fn raised_seeky_turn(&self, s: u32, now: Instant) -> bool {
         let q = &self.queues[s as usize];
+        let held =
+            self.service.map_or(0, |svc| now.saturating_since(svc.started)).saturating_add(q.raising.held);
+        // The two conditions for turns that are the device's alone, on a spinning disk: where
+        // injection fills a flash device beside the turn, cutting it cost the others (an IDLE-class
+        // reader took the best-effort readers' slots).
+        let spinning = self.device.rotational && !self.seek_rate.fast;
+        if self.cfg.raised_seeky_timeout
+            && spinning
+            && q.seek.seeky(self.cfg.seeky_threshold)
+            && (!q.raising.active() || !self.raising_on())
+        {
+            // Its raising ended during the turn: the turn's long timeout went with it (it held the
+            // disk 3.7 s past the end of its raising).
+            return true;
+        }
         self.cfg.raised_seeky_timeout
             && self.raising_on()
             && q.raising.coeff > 1
@@ -456,8 +479,11 @@ impl Bfq {
             && self.queues.iter().enumerate().any(|(m, o)| {
                 m != s as usize
                     && o.raising.active()
-                    && o.raising.start >= q.raising.start.saturating_add(RAISED_TURN_NEWER)
                     && o.counted_weight.is_some_and(|(_, raised)| raised)
+                    && (o.raising.start >= q.raising.start.saturating_add(RAISED_TURN_NEWER)
+                        || (spinning
+                            && held >= RAISED_LONG_HELD
+                            && o.raising.start.saturating_add(RAISED_TURN_NEWER) > q.raising.start))
             })
     }
 
@@ -480,7 +506,20 @@ impl Bfq {
         now: Instant,
     ) -> bool {
         let q = &self.queues[s as usize];
-        if !q.reqs.is_empty() || q.serving_in_flight > 0 || budget.saturating_sub(served) >= budget / 3 {
+        if !q.reqs.is_empty() {
+            return false;
+        }
+        // `seeky_timeout_waits`: a random reader's request is in the disk at its timeout as a rule;
+        // expired then, empty, it left B-WF2Q+ and could not have the next turn too, however heavy.
+        let seeky_waits = self.cfg.seeky_timeout_waits
+            && self.device.rotational
+            && !self.seek_rate.fast
+            && q.sync
+            && q.seek.seeky(self.cfg.seeky_threshold);
+        if q.serving_in_flight > 0 {
+            return seeky_waits;
+        }
+        if budget.saturating_sub(served) >= budget / 3 && !seeky_waits {
             return false;
         }
         match idle_until {
@@ -494,6 +533,9 @@ impl Bfq {
         self.preempt = false;
         let s = svc.slot;
         self.queues[s as usize].turn_time += now.saturating_since(svc.started);
+        if self.queues[s as usize].raising.kind == Some(RaiseKind::Interactive) {
+            self.queues[s as usize].raising.held += now.saturating_since(svc.started);
+        }
         let seeky = self.queues[s as usize].seek.seeky(self.cfg.seeky_threshold);
         let outcome = budget::SlotOutcome {
             reason,
@@ -984,7 +1026,7 @@ impl Scheduler for Bfq {
             // `raised_seeky_timeout`: past T_max, a raised random queue's turn ends beside a newer
             // raised one, as an unraised queue's would.
             let base_deadline = svc.started.saturating_add(self.cfg.timeout_sync);
-            let deadline = if now >= base_deadline && now < deadline && self.raised_seeky_turn(s) {
+            let deadline = if now >= base_deadline && now < deadline && self.raised_seeky_turn(s, now) {
                 base_deadline
             } else {
                 deadline

@@ -45,6 +45,9 @@ pub struct Raising {
     pub budget: u64,
     /// Sectors served since interactive raising started (`max_service_from_wr`).
     pub served: u64,
+    /// Time the queue has held the device in its turns since interactive raising started
+    /// (`raised_seeky_timeout`'s second condition).
+    pub held: Nanos,
 }
 
 /// The v7r8 interactive raising duration for a device of rate `rate` (sectors/s).
@@ -66,6 +69,7 @@ impl Raising {
         if self.kind != Some(RaiseKind::Interactive) {
             // A new raising period (kernel: a renewal keeps the service counted so far).
             self.served = 0;
+            self.held = 0;
         }
         self.kind = Some(RaiseKind::Interactive);
         self.coeff = u64::from(cfg.interactive_coeff());
