@@ -620,8 +620,11 @@ impl Config {
         differs("read_ahead", bytes(self.read_ahead), bytes(new.read_ahead));
         differs("read_cache", bytes(self.read_cache), bytes(new.read_cache));
         differs("threads", self.threads_or_default().to_string(), new.threads_or_default().to_string());
+        // By name, looked up (a SIGHUP to a server of 10,000 exports compared every pair).
+        let running: HashMap<&str, &Export> = self.exports.iter().map(|e| (e.name.as_str(), e)).collect();
+        let wanted: HashSet<&str> = new.exports.iter().map(|e| e.name.as_str()).collect();
         for n in &new.exports {
-            let Some(e) = self.exports.iter().find(|e| e.name == n.name) else {
+            let Some(e) = running.get(n.name.as_str()) else {
                 notes.push(format!("export `{}` is new: restart to serve it", n.name));
                 continue;
             };
@@ -648,7 +651,7 @@ impl Config {
             }
         }
         for e in &self.exports {
-            if !new.exports.iter().any(|n| n.name == e.name) {
+            if !wanted.contains(e.name.as_str()) {
                 notes.push(format!(
                     "export `{}` is gone from the configuration: it is served until a restart",
                     e.name
@@ -1247,6 +1250,10 @@ mod tests {
         // Line 1 is `listen`; export i's `path` is line 4 + 3i.
         assert_eq!(c.exports[N - 1].line, Some(4 + 3 * (N - 1)));
         c.check_shared_files().unwrap();
+        // A reload of it compares the exports by name (SIGHUP's notes): one gone, one new.
+        assert_eq!(c.restart_needed(&c), Vec::<String>::new());
+        let renamed = Config::from_toml(&text.replace("\"e5\"", "\"e5b\""), "many.toml").unwrap();
+        assert_eq!(c.restart_needed(&renamed).len(), 2);
         let last_line = 1 + 3 * N;
         let twice = format!("{text}[[export]]\nname = \"e17\"\npath = \"/nonexistent/bfq/new.img\"\n");
         let e = Config::from_toml(&twice, "many.toml").unwrap_err();

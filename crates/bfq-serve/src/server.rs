@@ -242,26 +242,31 @@ impl State {
         new.check_shared_files()?;
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let mut notes = running.restart_needed(new);
+        // The exports by name, and after their new weights are set (as before, a connection that
+        // opens from then on gets the new one) their open connections by export: each gathered
+        // once, not searched for every export of the new configuration.
+        let by_name: HashMap<&str, usize> =
+            self.exports.iter().enumerate().map(|(i, e)| (e.name.as_str(), i)).collect();
+        let mut changed = Vec::new();
         for n in &new.exports {
-            let Some((i, e)) = self.exports.iter().enumerate().find(|(_, e)| e.name == n.name) else {
-                continue;
-            };
+            let Some(&i) = by_name.get(n.name.as_str()) else { continue };
+            let e = &self.exports[i];
             *e.spec.lock().unwrap_or_else(|p| p.into_inner()) = n.spec;
             running.exports[i].spec = n.spec;
             if let Err(err) = self.engines[e.engine].configure_group(group_of(i), ROOT_GROUP, n.spec) {
                 notes.push(format!("export `{}`: the new weight and class were refused: {err}", n.name));
             }
-            let queues: Vec<QueueId> = self
-                .live
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .filter(|(_, &x)| x == i)
-                .map(|(q, _)| *q)
-                .collect();
-            for q in queues {
+            changed.push((i, n.spec));
+        }
+        let mut live_of: HashMap<usize, Vec<QueueId>> = HashMap::new();
+        for (q, &i) in self.live.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            live_of.entry(i).or_default().push(*q);
+        }
+        for (i, spec) in changed {
+            let e = &self.exports[i];
+            for &q in live_of.get(&i).into_iter().flatten() {
                 // A handle bound to the queue carries the new class to the scheduler.
-                let _ = self.engines[e.engine].client_on(e.target, q, connection_spec(n.spec));
+                let _ = self.engines[e.engine].client_on(e.target, q, connection_spec(spec));
             }
         }
         if new.summary_interval != running.summary_interval {
