@@ -125,6 +125,11 @@ pub struct Config {
     pub exports: Vec<Export>,
     /// The file it was read from, as its errors name it.
     pub file: String,
+    /// The line of each `listen` address, in `listen`'s order (none for the default address, without
+    /// a `listen` field): what only a start finds wrong with one (a port in use) names its line.
+    pub listen_lines: Vec<usize>,
+    /// The line of `metrics`, likewise.
+    pub metrics_line: Option<usize>,
 }
 
 /// A configuration that cannot be used.
@@ -391,13 +396,27 @@ impl Config {
         if top.contains_key("listen") && raw_listen.is_empty() {
             return Err(err("listen", "needs at least one address (`HOST:PORT` or `unix:PATH`)".into()));
         }
+        let mut listen_lines = Vec::new();
         for item in raw_listen {
             let l = src.string(item, "listen", "an address (`HOST:PORT` or `unix:PATH`)")?;
             let bad = |m: String| src.err(Some(&item.span()), "listen", m);
             let address = match l.strip_prefix("unix:") {
-                Some(p) if !p.is_empty() => Listen::Unix(PathBuf::from(p)),
+                Some(p) if !p.is_empty() => {
+                    // sun_path holds 108 bytes, its terminating zero included: a longer path could
+                    // never be bound, whatever the file system holds.
+                    if p.len() > MAX_SOCKET_PATH {
+                        return Err(bad(format!(
+                            "{l:?}: a unix socket's path is {} bytes long, and at most {MAX_SOCKET_PATH} fit",
+                            p.len()
+                        )));
+                    }
+                    Listen::Unix(PathBuf::from(p))
+                }
                 Some(_) => return Err(bad(format!("{l:?}: `unix:` needs a path"))),
-                None if is_host_port(&l) => Listen::Tcp(l.clone()),
+                None if is_host_port(&l) => {
+                    check_host(&l).map_err(|m| bad(format!("{l:?}: {m}")))?;
+                    Listen::Tcp(l.clone())
+                }
                 None => return Err(bad(format!("{l:?} is not `HOST:PORT` or `unix:PATH`"))),
             };
             let twice = listen.iter().any(|x| match (x, &address) {
@@ -418,6 +437,7 @@ impl Config {
                 )));
             }
             listen.push(address);
+            listen_lines.push(src.line(&item.span()));
         }
         if listen.is_empty() {
             listen.push(Listen::Tcp("127.0.0.1:10809".into()));
@@ -496,6 +516,7 @@ impl Config {
                 if !is_host_port(&m) {
                     return Err(err("metrics", format!("{m:?} is not `HOST:PORT`")));
                 }
+                check_host(&m).map_err(|why| err("metrics", format!("{m:?}: {why}")))?;
                 if !m.ends_with(":0")
                     && listen.iter().any(|l| matches!(l, Listen::Tcp(a) if a == &m || same_socket(a, &m)))
                 {
@@ -563,7 +584,31 @@ impl Config {
             stop_timeout,
             exports,
             file: file.into(),
+            listen_lines,
+            metrics_line: at("metrics").map(|s| src.line(&s)),
         })
+    }
+
+    /// An error about `listen`'s address `i`, on its line: the configuration's own kind of error,
+    /// for what only a look beyond the text finds (a name that does not resolve, a socket's missing
+    /// directory).
+    pub fn listen_error(&self, i: usize, message: String) -> ConfigError {
+        ConfigError {
+            file: self.file.clone(),
+            line: self.listen_lines.get(i).copied(),
+            field: Some("listen".into()),
+            message,
+        }
+    }
+
+    /// An error about the `metrics` address, on its line.
+    pub fn metrics_error(&self, message: String) -> ConfigError {
+        ConfigError {
+            file: self.file.clone(),
+            line: self.metrics_line,
+            field: Some("metrics".into()),
+            message,
+        }
     }
 
     /// The threads to serve with: the configured number, or [`DEFAULT_THREADS`].
@@ -734,6 +779,45 @@ fn shared_file_error(file: &str, first: &Export, second: &Export) -> ConfigError
 
 fn is_host_port(s: &str) -> bool {
     s.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+}
+
+/// The longest path a unix socket can be bound at: sun_path's 108 bytes less the terminating zero.
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Whether the host of a `HOST:PORT` can be an address at all, without looking it up: an IP address
+/// (IPv6 in brackets), or a host name's letters, digits, `-`, `.` and `_` (and an IPv6 address's
+/// `:` and `%`, which the resolver takes unbracketed). Such a host was left to the bind, which said
+/// only "failed to lookup address information" (`tcp://127.0.0.1:0`, `999.1.1.1:0`).
+fn check_host(address: &str) -> Result<(), String> {
+    if address.parse::<std::net::SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    let Some((host, _)) = address.rsplit_once(':') else { return Ok(()) };
+    if let Some((scheme, _)) = address.split_once("://") {
+        return Err(format!(
+            "write `HOST:PORT` without a scheme (`{scheme}://`), such as \"127.0.0.1:10809\""
+        ));
+    }
+    if let Some(inside) = host.strip_prefix('[') {
+        return Err(match inside.strip_suffix(']') {
+            Some(ip) if ip.parse::<std::net::Ipv6Addr>().is_err() => {
+                format!("`{ip}` in brackets is not an IPv6 address")
+            }
+            _ => format!("`{host}` is not an IPv6 address in brackets such as \"[::1]:10809\""),
+        });
+    }
+    // Four numbers are an IPv4 address, never a name to look up: each must be 0..=255. A number
+    // with a leading zero is left to the resolver (octal, for inet_aton).
+    let parts: Vec<&str> = host.split('.').collect();
+    if parts.len() == 4 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+        if let Some(p) = parts.iter().find(|p| !p.starts_with('0') && p.parse::<u8>().is_err()) {
+            return Err(format!("`{host}` is not an IPv4 address: {p} is more than 255"));
+        }
+    }
+    if let Some(c) = host.chars().find(|c| !(c.is_ascii_alphanumeric() || "-._:%".contains(*c))) {
+        return Err(format!("`{host}` is not an IP address or a host name (it has {c:?})"));
+    }
+    Ok(())
 }
 
 /// The `[[export]]` tables.
@@ -1045,6 +1129,43 @@ mod tests {
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("metrics")), "{e}");
         let e = Config::from_toml("colour = 1\n", "s.toml").unwrap_err();
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("colour")), "{e}");
+    }
+
+    /// A fuzzer's: `tcp://127.0.0.1:0` and `999.1.1.1:0` passed as `HOST:PORT` and failed at the
+    /// bind ("failed to lookup address information"), a unix socket's path too long to bind failed
+    /// only at the check's look at it; each is refused when the file is read, on its line, with
+    /// what is wrong, and the addresses a resolver takes still pass.
+    #[test]
+    fn addresses_that_cannot_be_listened_on_are_refused_on_their_line_when_read() {
+        let base = "[[export]]\nname = \"a\"\npath = \"/tmp/a\"\n";
+        let long = format!("/tmp/{}.sock", "s".repeat(135));
+        let cases = [
+            ("listen", "\"127.0.0.1:0\", \"tcp://127.0.0.1:0\"", "without a scheme (`tcp://`)"),
+            ("listen", "\"999.1.1.1:0\"", "`999.1.1.1` is not an IPv4 address: 999 is more than 255"),
+            ("listen", "\"[nope]:80\"", "`nope` in brackets is not an IPv6 address"),
+            ("listen", "\"my host:80\"", "`my host` is not an IP address or a host name (it has ' ')"),
+            (
+                "listen",
+                &format!("\"unix:{long}\""),
+                "a unix socket's path is 145 bytes long, and at most 107 fit",
+            ),
+            ("metrics", "\"tcp://127.0.0.1:9109\"", "without a scheme (`tcp://`)"),
+        ];
+        for (field, value, message) in cases {
+            let value = if field == "listen" { format!("[{value}]") } else { value.to_string() };
+            let text = format!("\n{field} = {value}\n{base}");
+            let e = Config::from_toml(&text, "s.toml").unwrap_err();
+            assert_eq!((e.line, e.field.as_deref()), (Some(2), Some(field)), "{e}");
+            assert!(e.message.contains(message), "{e}");
+        }
+        let c = Config::from_toml(
+            &format!(
+                "listen = [\n\"[::1]:0\",\n\"::1:0\",\n\"localhost:0\",\n\"my-host_1.example:0\",\n\"010.0.0.1:0\",\n\"unix:/tmp/s.sock\"]\nmetrics = \"127.0.0.1:0\"\n{base}"
+            ),
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!((c.listen_lines, c.metrics_line), (vec![2, 3, 4, 5, 6, 7], Some(8)));
     }
 
     #[test]

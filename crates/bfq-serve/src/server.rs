@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
-use crate::config::{Cache, Config, ConfigError, Export, Listen};
+use crate::config::{Cache, Config, ConfigError, Export, Listen, MAX_SOCKET_PATH};
 pub use crate::metrics::{ConnectionScheduling, ConnectionStats};
 use crate::metrics::{ExportCounters, Kind};
 use crate::protocol::*;
@@ -76,9 +76,16 @@ pub enum ServeError {
         /// What went wrong.
         message: String,
     },
-    /// A listen address cannot be bound.
-    #[error("cannot listen on {address}")]
+    /// A listen (or metrics) address cannot be bound. The message starts with the configuration's
+    /// file, the address's line and its field, as the configuration's own errors do.
+    #[error("{}field `{field}`: cannot listen on {address}", config_at(file, *line))]
     Listen {
+        /// The configuration file, as its errors name it.
+        file: String,
+        /// The address's line in it, when known (not for the default address).
+        line: Option<usize>,
+        /// `listen` or `metrics`.
+        field: &'static str,
         /// The address.
         address: String,
         /// The OS error.
@@ -118,9 +125,15 @@ pub enum ServeError {
     /// The configuration cannot be served as it stands (two exports on one file).
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// A Unix socket's path is taken: by a running server, or by a file that is not a socket.
-    #[error("unix socket {path} {message}")]
+    /// A Unix socket's path is taken: by a running server, or by a file that is not a socket; or it
+    /// cannot be made there. The message starts with the configuration's file and the line of the
+    /// address in `listen`.
+    #[error("{}field `listen`: unix socket {path} {message}", config_at(file, *line))]
     Socket {
+        /// The configuration file, as its errors name it.
+        file: String,
+        /// The line of the address in `listen`, when known.
+        line: Option<usize>,
         /// The path.
         path: String,
         /// What is there.
@@ -132,6 +145,16 @@ pub enum ServeError {
 /// whose line is not known, one built by code rather than read from a file).
 fn config_line(file: &str, line: Option<usize>) -> String {
     line.map(|l| format!("{file}:{l}: ")).unwrap_or_default()
+}
+
+/// `serve.toml:3: ` or, without a line, `serve.toml: `: where an error about a field of the
+/// configuration comes from (nothing for a configuration without a file's name).
+fn config_at(file: &str, line: Option<usize>) -> String {
+    match line {
+        _ if file.is_empty() => String::new(),
+        Some(l) => format!("{file}:{l}: "),
+        None => format!("{file}: "),
+    }
 }
 
 /// `export `a`` or `exports `a`, `b``, for a message about several exports at once.
@@ -468,7 +491,8 @@ pub struct Started {
 /// opens them unless `cache = "writeback"`: for a file a start would create, on a file without a name
 /// in its directory, gone when closed; no two exports on one file; `cachestat` for `cache = "read"`),
 /// the `--events` file (must not exist), the Unix sockets' paths (a stale socket or nothing, in an
-/// existing directory) and the TCP and metrics addresses (bound for a moment, then let go). Changes
+/// existing directory) and the TCP and metrics addresses (resolved, then bound for a moment and let
+/// go; their errors name the configuration's file, the address's line and its field). Changes
 /// nothing. Returns what it could not try (O_DIRECT where no file without a name can be made), one
 /// note each, naming the export and the line of its `path`, for the caller to show.
 pub fn check(config: &Config) -> Result<Vec<String>, ServeError> {
@@ -868,19 +892,24 @@ fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Resul
 /// Whether a Unix socket may be made at `path`: `Ok(true)` when a stale socket is there (nothing
 /// answers on it: its server is gone), `Ok(false)` when nothing is. A socket something answers on is
 /// another server's, and any other file is not ours: both are refused, and left alone.
-fn unix_socket_stale(path: &std::path::Path) -> Result<bool, ServeError> {
-    let fail = |message: String| ServeError::Socket { path: path.display().to_string(), message };
+fn unix_socket_stale(config: &Config, i: usize, path: &std::path::Path) -> Result<bool, ServeError> {
+    let fail = |message: String| ServeError::Socket {
+        file: config.file.clone(),
+        line: config.listen_lines.get(i).copied(),
+        path: path.display().to_string(),
+        message,
+    };
     match std::fs::symlink_metadata(path) {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             let dir = parent_dir(path);
             if !dir.is_dir() {
                 return Err(fail(format!("cannot be made: its directory {} does not exist", dir.display())));
             }
-            // sun_path holds 108 bytes, its terminating zero included.
+            // The configuration refuses such a path; one given by code is refused here.
             let len = path.as_os_str().len();
-            if len > 107 {
+            if len > MAX_SOCKET_PATH {
                 return Err(fail(format!(
-                    "cannot be made: its path is {len} bytes long, and at most 107 fit"
+                    "cannot be made: its path is {len} bytes long, and at most {MAX_SOCKET_PATH} fit"
                 )));
             }
             Ok(false)
@@ -912,6 +941,7 @@ fn file_kind_any(m: &std::fs::Metadata) -> &'static str {
 /// notes on what could not be checked (`check` says them; a start goes on and finds out).
 fn check_files(config: &Config) -> Result<Vec<String>, ServeError> {
     config.check_shared_files()?;
+    resolve_addresses(config)?;
     // Every export is served through io_uring: a machine or container that forbids it fails here,
     // before anything is made, rather than after the export files are.
     bfq_io::probe_ring().map_err(|source| ServeError::EngineStart {
@@ -938,12 +968,51 @@ fn check_files(config: &Config) -> Result<Vec<String>, ServeError> {
             return Err(fail(path, "its directory does not exist"));
         }
     }
-    for l in &config.listen {
+    for (i, l) in config.listen.iter().enumerate() {
         if let Listen::Unix(path) = l {
-            unix_socket_stale(path)?;
+            unix_socket_stale(config, i, path)?;
         }
     }
     Ok(notes)
+}
+
+/// Looks up the TCP and metrics addresses' names, before anything is bound or made: one that does
+/// not resolve is the configuration's error, on its line (the bind said only "failed to lookup
+/// address information", without the file, the line or the field).
+fn resolve_addresses(config: &Config) -> Result<(), ServeError> {
+    use std::net::ToSocketAddrs;
+    let resolve = |address: &str| match address.to_socket_addrs().map(|mut found| found.next()) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(format!("{address:?} resolves to no address")),
+        Err(err) => Err(format!("{address:?} does not resolve to an address: {err}")),
+    };
+    for (i, l) in config.listen.iter().enumerate() {
+        if let Listen::Tcp(address) = l {
+            resolve(address).map_err(|m| config.listen_error(i, m))?;
+        }
+    }
+    if let Some(address) = &config.metrics {
+        resolve(address).map_err(|m| config.metrics_error(m))?;
+    }
+    Ok(())
+}
+
+/// The error of a listening socket that cannot be made, naming the file, the line and the field
+/// of its address (`listen`'s address `i`, or with `None` the metrics address).
+fn listen_failed(config: &Config, i: Option<usize>, address: &str, source: std::io::Error) -> ServeError {
+    let (field, line) = match i {
+        Some(i) => ("listen", config.listen_lines.get(i).copied()),
+        None => ("metrics", config.metrics_line),
+    };
+    // Without a `listen` field the address is the default one, which the file does not show.
+    let default = i.is_some() && config.listen_lines.is_empty();
+    ServeError::Listen {
+        file: config.file.clone(),
+        line,
+        field,
+        address: if default { format!("{address} (the default, without `listen`)") } else { address.into() },
+        source,
+    }
 }
 
 /// The TCP listeners (with the address each is bound to) and the metrics listener, bound (before
@@ -952,8 +1021,8 @@ fn check_files(config: &Config) -> Result<Vec<String>, ServeError> {
 fn bind_tcp(
     config: &Config,
 ) -> Result<(Vec<(String, std::net::TcpListener)>, Option<(String, std::net::TcpListener)>), ServeError> {
-    let bind = |addr: &String| -> Result<(String, std::net::TcpListener), ServeError> {
-        let fail = |source| ServeError::Listen { address: addr.clone(), source };
+    let bind = |addr: &String, i: Option<usize>| -> Result<(String, std::net::TcpListener), ServeError> {
+        let fail = |source| listen_failed(config, i, addr, source);
         let l = std::net::TcpListener::bind(addr.as_str()).map_err(fail)?;
         // The backlog tokio's own bind uses: many clients connecting at once wait, not retry.
         // SAFETY: the descriptor is the listener's, open for this call.
@@ -963,12 +1032,12 @@ fn bind_tcp(
         Ok((local.to_string(), l))
     };
     let mut tcp = Vec::new();
-    for l in &config.listen {
+    for (i, l) in config.listen.iter().enumerate() {
         if let Listen::Tcp(addr) = l {
-            tcp.push(bind(addr)?);
+            tcp.push(bind(addr, Some(i))?);
         }
     }
-    let metrics = config.metrics.as_ref().map(bind).transpose()?;
+    let metrics = config.metrics.as_ref().map(|m| bind(m, None)).transpose()?;
     Ok((tcp, metrics))
 }
 
@@ -998,23 +1067,23 @@ impl Bound {
         let mut listeners = Vec::new();
         let mut addresses = Vec::new();
         let mut tcp = tcp.into_iter();
-        for l in &config.listen {
+        for (i, l) in config.listen.iter().enumerate() {
             match l {
                 Listen::Tcp(addr) => {
                     let (local, l) = tcp.next().expect("one TCP listener per TCP address");
                     let listener = tokio::net::TcpListener::from_std(l)
-                        .map_err(|source| ServeError::Listen { address: addr.clone(), source })?;
+                        .map_err(|source| listen_failed(config, Some(i), addr, source))?;
                     addresses.push(local);
                     listeners.push(Listener::Tcp(listener));
                 }
                 Listen::Unix(path) => {
                     // A socket left by a server that is gone is replaced; a live server's socket and
                     // any other file are never touched (checked again: it is moments later).
-                    if unix_socket_stale(path)? {
+                    if unix_socket_stale(config, i, path)? {
                         let _ = std::fs::remove_file(path);
                     }
                     let listener = tokio::net::UnixListener::bind(path).map_err(|source| {
-                        ServeError::Listen { address: format!("unix:{}", path.display()), source }
+                        listen_failed(config, Some(i), &format!("unix:{}", path.display()), source)
                     })?;
                     made.add(path);
                     addresses.push(format!("unix:{}", path.display()));
@@ -1026,7 +1095,7 @@ impl Bound {
             Some((local, l)) => {
                 let address = config.metrics.clone().unwrap_or_default();
                 let l = tokio::net::TcpListener::from_std(l)
-                    .map_err(|source| ServeError::Listen { address, source })?;
+                    .map_err(|source| listen_failed(config, None, &address, source))?;
                 (Some(l), Some(local))
             }
             None => (None, None),
