@@ -71,6 +71,8 @@ pub struct Export {
     pub cache: Cache,
     /// The line of its `path` in the configuration, for errors about its file.
     pub line: Option<usize>,
+    /// The line of its `size`, for errors about the size of the file it creates.
+    pub size_line: Option<usize>,
 }
 
 /// How an export's data reaches its device (qemu's names).
@@ -907,6 +909,16 @@ fn parse_exports(src: &Source, node: Option<Spanned<Node>>) -> Result<Vec<Export
                 }
             },
         };
+        if let Some(n) = size.filter(|&n| n > MAX_FILE_SIZE) {
+            return Err(err(
+                "size",
+                format!(
+                    "{n} bytes is more than any file can hold: at most {MAX_FILE_SIZE} bytes (8 EiB \
+                     less 4 KiB, the largest file size in whole 4 KiB blocks)"
+                ),
+            ));
+        }
+        let size_line = f.get("size").map(|n| src.line(&n.span()));
         let weight = match f.get("weight") {
             Some(n) => src.int(n, "weight", &format!("a whole number {MIN_WEIGHT}..={MAX_WEIGHT}"))?,
             None => i64::from(bfq_sched::DEFAULT_WEIGHT),
@@ -962,6 +974,7 @@ fn parse_exports(src: &Source, node: Option<Spanned<Node>>) -> Result<Vec<Export
             read_only,
             description,
             line,
+            size_line,
         };
         // The same path twice needs no look at the file system (`check_shared_files` finds the rest).
         match paths.entry(lexical(&export.path)) {
@@ -988,6 +1001,10 @@ pub const DEFAULT_THREADS: usize = 1;
 /// flight is answered well within it on any device, and a client that keeps sending after the stop
 /// (each request answered with ESHUTDOWN) cannot keep the server alive longer.
 pub const DEFAULT_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The largest `size` of an export's file: a file's size is a signed 64-bit offset, and a created
+/// file is made whole 4 KiB blocks long. File systems may hold less (`check` knows some of them).
+pub const MAX_FILE_SIZE: u64 = (i64::MAX as u64) & !4095;
 
 /// The most threads `threads` may ask for.
 pub const MAX_THREADS: usize = 256;
@@ -1166,6 +1183,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.listen_lines, c.metrics_line), (vec![2, 3, 4, 5, 6, 7], Some(8)));
+    }
+
+    /// A size no file can have (its 4 KiB blocks past a signed 64-bit offset) is refused on the line
+    /// of `size` when the file is read; one just under it is read (a file system may still hold
+    /// less: `check` and the start say so, on the same line).
+    #[test]
+    fn a_size_no_file_can_have_is_refused_on_its_own_line() {
+        let with = |size: &str| Config::from_toml(&one_export("", &format!("\n\nsize = {size}")), "s.toml");
+        for too_big in ["\"8388608TiB\"", "9223372036854775807"] {
+            let e = with(too_big).unwrap_err();
+            assert_eq!((e.line, e.field.as_deref()), (Some(7), Some("size")), "{e}");
+            assert!(e.message.contains("more than any file can hold"), "{e}");
+        }
+        let c = with("\"8388607TiB\"").unwrap();
+        assert_eq!((c.exports[0].size, c.exports[0].size_line), (Some(8388607 << 40), Some(7)));
+        assert_eq!(c.exports[0].line, Some(4), "`line` stays the line of `path`");
     }
 
     #[test]

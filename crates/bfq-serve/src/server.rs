@@ -19,6 +19,7 @@ use bfq_io::{
     AlignedBuf, Client, Completion, Completions, Driver, Engine, EngineError, EngineStats, GroupId, IoError,
     QueueId, QueueSpec, Step, ROOT_GROUP,
 };
+use bfq_workload::units::format_size;
 use rustix::fs::SeekFrom;
 use rustix::io::Errno;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
@@ -63,12 +64,16 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(500
 pub enum ServeError {
     /// An export cannot be opened or created. The message starts with the configuration's file and
     /// the line of the export's `path`, as the configuration's own errors do (`serve.toml:7: `).
-    #[error("{}export `{export}` ({path}): {message}", config_line(file, *line))]
+    #[error("{}{}export `{export}` ({path}): {message}", config_line(file, *line), if *about_size { "field `size`: " } else { "" })]
     Export {
         /// The configuration file, as its errors name it.
         file: String,
-        /// The line of the export's `path` in it, when known.
+        /// The line of the export's `path` in it (of `size` for an error about the size of a file to
+        /// create), when known.
         line: Option<usize>,
+        /// The error is about the size of the file to create, and names `size` (its line is that
+        /// field's); otherwise it is about the export's file.
+        about_size: bool,
         /// The export.
         export: String,
         /// Its path.
@@ -169,9 +174,39 @@ fn export_error(file: &str, e: &Export, message: String) -> ServeError {
     ServeError::Export {
         file: file.into(),
         line: e.line,
+        about_size: false,
         export: e.name.clone(),
         path: e.path.display().to_string(),
         message,
+    }
+}
+
+/// An error about the size export `e`'s file would be created with, on the line of its `size`.
+fn size_error(file: &str, e: &Export, message: String) -> ServeError {
+    ServeError::Export {
+        file: file.into(),
+        line: e.size_line.or(e.line),
+        about_size: true,
+        export: e.name.clone(),
+        path: e.path.display().to_string(),
+        message,
+    }
+}
+
+/// The largest file the file system holding `dir` can have, with its name, where that is known and
+/// less than [`crate::config::MAX_FILE_SIZE`]: ext2, ext3 and ext4 number a file's blocks in 32
+/// bits, so at most 2^32 - 1 blocks (16 TiB less 4 KiB with 4 KiB blocks; less still without extents
+/// or `huge_file`, which a start finds out); FAT holds 4 GiB less a byte. An upper bound only: what
+/// is over it cannot be created, what is under it may still be refused. Not pathconf's
+/// `_PC_FILESIZEBITS`: glibc answers 64 bits for ext4, and 32 (2 GiB) for tmpfs, which holds 8 EiB.
+fn largest_file(dir: &std::path::Path) -> Option<(u64, &'static str)> {
+    let fs = rustix::fs::statfs(dir).ok()?;
+    let block = u64::try_from(fs.f_bsize).ok()?;
+    #[allow(clippy::unnecessary_cast)] // f_type's type differs between targets
+    match fs.f_type as i64 {
+        0xEF53 => Some((((1u64 << 32) - 1).saturating_mul(block), "ext2/ext3/ext4")),
+        0x4d44 => Some(((1u64 << 32) - 1, "FAT")),
+        _ => None,
     }
 }
 
@@ -816,6 +851,21 @@ fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Resul
             }
             rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK)
                 .map_err(|err| fail(format!("cannot be created in {}: {err}", dir.display())))?;
+            // Sparse: the free space is not compared (a file of 10 GiB on 1 GiB free is served until
+            // its writes fill the disk), but a size its file system cannot give any file is refused.
+            let whole = e.size.unwrap_or(0).next_multiple_of(BLOCK);
+            if let Some((largest, fs)) = largest_file(&dir).filter(|&(largest, _)| whole > largest) {
+                return Err(size_error(
+                    config_file,
+                    e,
+                    format!(
+                        "cannot be created {whole} bytes ({}) long: the largest file its file system \
+                         ({fs}) can hold is {largest} bytes ({})",
+                        format_size(whole),
+                        format_size(largest)
+                    ),
+                ));
+            }
             if direct(e) {
                 match bfq_io::dir_takes_direct(&dir) {
                     Ok(true) => {}
@@ -1701,7 +1751,13 @@ fn open_export(
                 .map_err(|err| fail(format!("cannot create it: {err}")))?;
             made.add(&e.path);
             let whole = size.next_multiple_of(BLOCK);
-            f.set_len(whole).map_err(|err| fail(format!("cannot size it: {err}")))?;
+            f.set_len(whole).map_err(|err| {
+                size_error(
+                    config_file,
+                    e,
+                    format!("cannot make it {whole} bytes ({}) long: {err}", format_size(whole)),
+                )
+            })?;
             drop(f);
             let rounded = if whole != size {
                 format!(" (`size` {size} rounded up to whole 4 KiB blocks)")

@@ -234,6 +234,37 @@ fn an_address_that_cannot_be_listened_on_is_named_with_its_file_line_and_field()
     assert!(!fresh.exists() && !nowhere.exists(), "the refused starts made nothing");
 }
 
+/// A fuzzer's: a file to create with `size = "1000000TiB"` passed `check`, and the start failed
+/// with "cannot size it: File too large" on the line of `path`. On ext2/3/4, whose files hold at
+/// most 2^32 - 1 blocks, `check` refuses it on the line of `size`, as the start then does, and a
+/// size just within passes (sparse: the free space is not asked). Elsewhere (another file system
+/// under /var/tmp) the limit is not known to `check`, and the test says it is skipped.
+#[test]
+fn a_size_its_file_system_cannot_hold_is_refused_by_check_on_the_line_of_size() {
+    let dir = Dir::new("size");
+    let fresh = dir.path("big.img");
+    let fs = rustix::fs::statfs(&dir.0).unwrap();
+    #[allow(clippy::unnecessary_cast)]
+    if fs.f_type as i64 != 0xEF53 || fs.f_bsize != 4096 {
+        eprintln!("skipped: {} is not ext2/3/4 with 4 KiB blocks", dir.0.display());
+        return;
+    }
+    // Line 7: `size`, two lines below `path`.
+    let text = one_export("\"127.0.0.1:0\"", &fresh, "\nsize = \"1000000TiB\"");
+    let expected = format!(
+        "test.toml:7: field `size`: export `a` ({}): cannot be created 1099511627776000000 bytes \
+         (1000000 TiB) long: the largest file its file system (ext2/ext3/ext4) can hold is \
+         17592186040320 bytes (16.0 TiB)",
+        fresh.display()
+    );
+    let e = check(&config(&text)).expect_err("check refuses it");
+    assert_eq!(e.to_string(), expected);
+    let e = start(config(&text)).err().expect("start refuses it");
+    assert_eq!(e.to_string(), expected);
+    check(&config(&one_export("\"127.0.0.1:0\"", &fresh, "size = 17592186040320"))).unwrap();
+    assert!(!fresh.exists(), "neither check nor the refused start made the file");
+}
+
 /// An export's file error, from `--check` as from a start, begins with the configuration's file and
 /// the line of that export's `path` (as the configuration's own errors do), then the export and its
 /// path as before: with several exports, the line says which one to fix.
