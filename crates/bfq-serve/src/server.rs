@@ -130,6 +130,28 @@ pub enum ServeError {
     /// The configuration cannot be served as it stands (two exports on one file).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The exports, engines, listeners and a few connections need more descriptors than the process
+    /// may have open (RLIMIT_NOFILE), even with its soft limit raised to the hard one.
+    #[error(
+        "{}{} need {needed} open files (2 for each export, 4 with cache = \"read\"; 2 for each \
+         device's I/O engine, 3 with --events; 2 for each listening address, 1 for metrics; {} for the \
+         process and its first {CONNECTION_MARGIN} connections), and at most {limit} may be open \
+         (RLIMIT_NOFILE's hard limit, to which a start raises the soft one): raise it (`ulimit -n` as \
+         root, `LimitNOFILE=` in a systemd unit) or serve fewer exports",
+        config_at(file, None),
+        if *exports == 1 { "1 export".to_string() } else { format!("{exports} exports") },
+        BASE_DESCRIPTORS + 2 * CONNECTION_MARGIN
+    )]
+    OpenFiles {
+        /// The configuration file, as its errors name it.
+        file: String,
+        /// How many exports it has.
+        exports: usize,
+        /// The descriptors a start needs.
+        needed: u64,
+        /// The most it may have open.
+        limit: u64,
+    },
     /// A Unix socket's path is taken: by a running server, or by a file that is not a socket; or it
     /// cannot be made there. The message starts with the configuration's file and the line of the
     /// address in `listen`.
@@ -531,7 +553,8 @@ pub struct Started {
 /// nothing. Returns what it could not try (O_DIRECT where no file without a name can be made), one
 /// note each, naming the export and the line of its `path`, for the caller to show.
 pub fn check(config: &Config) -> Result<Vec<String>, ServeError> {
-    let notes = check_files(config)?;
+    // Against the hard limit: a start raises the soft one to it (`open_files_limit`).
+    let notes = check_files(config, open_files_limit(false))?;
     let _ = bind_tcp(config)?;
     Ok(notes)
 }
@@ -989,9 +1012,20 @@ fn file_kind_any(m: &std::fs::Metadata) -> &'static str {
 
 /// Everything about the files a start needs that can be checked without making anything; with
 /// notes on what could not be checked (`check` says them; a start goes on and finds out).
-fn check_files(config: &Config) -> Result<Vec<String>, ServeError> {
+fn check_files(config: &Config, open_files: Option<u64>) -> Result<Vec<String>, ServeError> {
     config.check_shared_files()?;
     resolve_addresses(config)?;
+    // Before any file is opened: a start that ran out half way failed at one export with "Too many
+    // open files" (the 506th of 1,200 under `ulimit -n 1024`), after creating the files before it.
+    let needed = descriptors_needed(config);
+    if let Some(limit) = open_files.filter(|&limit| needed > limit) {
+        return Err(ServeError::OpenFiles {
+            file: config.file.clone(),
+            exports: config.exports.len(),
+            needed,
+            limit,
+        });
+    }
     // Every export is served through io_uring: a machine or container that forbids it fails here,
     // before anything is made, rather than after the export files are.
     bfq_io::probe_ring().map_err(|source| ServeError::EngineStart {
@@ -1024,6 +1058,67 @@ fn check_files(config: &Config) -> Result<Vec<String>, ServeError> {
         }
     }
     Ok(notes)
+}
+
+/// Descriptors of the process besides its exports', engines', listeners' and connections': the
+/// standard streams, the runtime's (epoll, its waker) and the signal handlers' (13 counted in
+/// /proc/PID/fd of a server), with a few to spare.
+const BASE_DESCRIPTORS: u64 = 16;
+
+/// Connections a start must have descriptors for, two each (its socket, and the duplicate a stop
+/// shuts down): a server with none to spare would refuse every client. More than these are served
+/// while descriptors last; past that a new connection is closed at once (`AcceptTrouble`).
+const CONNECTION_MARGIN: u64 = 16;
+
+/// The descriptors a start of `config` holds open before its first connection, and its first
+/// [`CONNECTION_MARGIN`] connections': per export its engine's descriptor and, for a regular file,
+/// one for `base:allocation` (2 more with `cache = "read"`: a buffered one and its duplicate); per
+/// device (exports whose files share one are served by one engine) a ring and an eventfd, and its
+/// event log with `--events`; per listening address its socket and the one kept in reserve for
+/// running out, and the metrics' socket. As many as a server of 10 exports on 2 devices, with 2
+/// listeners, metrics and event logs was counted to hold (/proc/PID/fd). Looks at the exports' files
+/// (their devices), changes nothing.
+fn descriptors_needed(config: &Config) -> u64 {
+    let mut devices = std::collections::HashSet::new();
+    // Files whose device cannot be told: each counted as a device of its own.
+    let mut unknown = 0u64;
+    let mut exports = 0u64;
+    for e in &config.exports {
+        // As `open_exports` groups them: a block device by its number, a file by its file system's
+        // (a missing one's directory's).
+        let (device, block) = match std::fs::metadata(&e.path) {
+            Ok(m) if m.file_type().is_block_device() => (Some(m.rdev()), true),
+            Ok(m) => (Some(m.dev()), false),
+            Err(_) => (std::fs::metadata(parent_dir(&e.path)).ok().map(|m| m.dev()), false),
+        };
+        match device {
+            Some(d) => {
+                devices.insert(d);
+            }
+            None => unknown += 1,
+        }
+        exports += if block { 1 } else { 2 } + if e.cache == Cache::Read { 2 } else { 0 };
+    }
+    let engines = (devices.len() as u64 + unknown) * (2 + u64::from(config.event_log.is_some()));
+    let listeners = 2 * config.listen.len() as u64 + u64::from(config.metrics.is_some());
+    BASE_DESCRIPTORS + exports + engines + listeners + 2 * CONNECTION_MARGIN
+}
+
+/// How many files a start may have open (RLIMIT_NOFILE), `None` for no limit. With `raise`, the soft
+/// limit is raised to the hard one first, as servers do: each export and each connection holds
+/// descriptors, and the soft limit of 1,024 that shells set is for programs that hold a few. Without,
+/// the hard limit: what a start would raise it to (`check`, which changes nothing).
+fn open_files_limit(raise: bool) -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let now = getrlimit(Resource::Nofile);
+    if !raise {
+        return now.maximum;
+    }
+    if now.current != now.maximum {
+        // Refused only where the hard limit is over the kernel's `fs.nr_open`: the soft one stays.
+        let _ = setrlimit(Resource::Nofile, Rlimit { current: now.maximum, maximum: now.maximum });
+    }
+    getrlimit(Resource::Nofile).current
 }
 
 /// Looks up the TCP and metrics addresses' names, before anything is bound or made: one that does
@@ -1096,7 +1191,7 @@ impl Bound {
     /// makes the Unix sockets; a start that fails on the way removes what it made.
     async fn bind(config: &Config) -> Result<Bound, ServeError> {
         // What `check` could not check (its notes), the start finds out by doing it.
-        let _not_checked = check_files(config)?;
+        let _not_checked = check_files(config, open_files_limit(true))?;
         let (tcp, metrics) = bind_tcp(config)?;
         let mut made = Made::default();
         let bound = Self::make(config, tcp, metrics, &mut made);
