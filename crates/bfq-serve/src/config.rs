@@ -909,12 +909,12 @@ fn parse_exports(src: &Source, node: Option<Spanned<Node>>) -> Result<Vec<Export
                 }
             },
         };
-        if let Some(n) = size.filter(|&n| n > MAX_FILE_SIZE) {
+        if let Some(n) = size.filter(|&n| n > MAX_EXPORT_SIZE) {
             return Err(err(
                 "size",
                 format!(
-                    "{n} bytes is more than any file can hold: at most {MAX_FILE_SIZE} bytes (8 EiB \
-                     less 4 KiB, the largest file size in whole 4 KiB blocks)"
+                    "{n} bytes is more than an export can be: at most {MAX_EXPORT_SIZE} bytes (1 PiB), \
+                     what the I/O engine addresses of each file"
                 ),
             ));
         }
@@ -1002,9 +1002,9 @@ pub const DEFAULT_THREADS: usize = 1;
 /// (each request answered with ESHUTDOWN) cannot keep the server alive longer.
 pub const DEFAULT_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The largest `size` of an export's file: a file's size is a signed 64-bit offset, and a created
-/// file is made whole 4 KiB blocks long. File systems may hold less (`check` knows some of them).
-pub const MAX_FILE_SIZE: u64 = (i64::MAX as u64) & !4095;
+/// The largest `size` of a file to create: what the I/O engine addresses of each file (1 PiB, whole
+/// 4 KiB blocks), whose requests past it it refuses. File systems may hold less (`check` knows some).
+pub const MAX_EXPORT_SIZE: u64 = bfq_io::TARGET_BYTES;
 
 /// The most threads `threads` may ask for.
 pub const MAX_THREADS: usize = 256;
@@ -1185,19 +1185,21 @@ mod tests {
         assert_eq!((c.listen_lines, c.metrics_line), (vec![2, 3, 4, 5, 6, 7], Some(8)));
     }
 
-    /// A size no file can have (its 4 KiB blocks past a signed 64-bit offset) is refused on the line
-    /// of `size` when the file is read; one just under it is read (a file system may still hold
-    /// less: `check` and the start say so, on the same line).
+    /// A fuzzer's `size = "1000000TiB"`, more than the engine addresses of a file (1 PiB: a start on
+    /// a file system that holds it served it, refusing every request past 1 PiB, and failed on
+    /// ext4 with "cannot size it: File too large" on the line of `path`), is refused on the line of
+    /// `size` when the file is read; 1 PiB is read (a file system may still hold less: `check` and the
+    /// start say so, on the same line).
     #[test]
-    fn a_size_no_file_can_have_is_refused_on_its_own_line() {
+    fn a_size_past_what_the_engine_addresses_is_refused_on_its_own_line() {
         let with = |size: &str| Config::from_toml(&one_export("", &format!("\n\nsize = {size}")), "s.toml");
-        for too_big in ["\"8388608TiB\"", "9223372036854775807"] {
+        for too_big in ["\"1000000TiB\"", "\"1025TiB\"", "1125899906842625", "9223372036854775807"] {
             let e = with(too_big).unwrap_err();
             assert_eq!((e.line, e.field.as_deref()), (Some(7), Some("size")), "{e}");
-            assert!(e.message.contains("more than any file can hold"), "{e}");
+            assert!(e.message.contains("more than an export can be: at most 1125899906842624 bytes"), "{e}");
         }
-        let c = with("\"8388607TiB\"").unwrap();
-        assert_eq!((c.exports[0].size, c.exports[0].size_line), (Some(8388607 << 40), Some(7)));
+        let c = with("\"1024TiB\"").unwrap();
+        assert_eq!((c.exports[0].size, c.exports[0].size_line), (Some(1 << 50), Some(7)));
         assert_eq!(c.exports[0].line, Some(4), "`line` stays the line of `path`");
     }
 

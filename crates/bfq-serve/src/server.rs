@@ -216,7 +216,7 @@ fn size_error(file: &str, e: &Export, message: String) -> ServeError {
 }
 
 /// The largest file the file system holding `dir` can have, with its name, where that is known and
-/// less than [`crate::config::MAX_FILE_SIZE`]: ext2, ext3 and ext4 number a file's blocks in 32
+/// less than [`crate::config::MAX_EXPORT_SIZE`]: ext2, ext3 and ext4 number a file's blocks in 32
 /// bits, so at most 2^32 - 1 blocks (16 TiB less 4 KiB with 4 KiB blocks; less still without extents
 /// or `huge_file`, which a start finds out); FAT holds 4 GiB less a byte. An upper bound only: what
 /// is over it cannot be created, what is under it may still be refused. Not pathconf's

@@ -235,8 +235,9 @@ fn an_address_that_cannot_be_listened_on_is_named_with_its_file_line_and_field()
 }
 
 /// A fuzzer's: a file to create with `size = "1000000TiB"` passed `check`, and the start failed
-/// with "cannot size it: File too large" on the line of `path`. On ext2/3/4, whose files hold at
-/// most 2^32 - 1 blocks, `check` refuses it on the line of `size`, as the start then does, and a
+/// with "cannot size it: File too large" on the line of `path` (that size is now refused when the
+/// file is read: the engine addresses 1 PiB of a file). On ext2/3/4, whose files hold at most
+/// 2^32 - 1 blocks, `check` refuses 100 TiB on the line of `size`, as the start then does, and a
 /// size just within passes (sparse: the free space is not asked). Elsewhere (another file system
 /// under /var/tmp) the limit is not known to `check`, and the test says it is skipped.
 #[test]
@@ -250,10 +251,10 @@ fn a_size_its_file_system_cannot_hold_is_refused_by_check_on_the_line_of_size() 
         return;
     }
     // Line 7: `size`, two lines below `path`.
-    let text = one_export("\"127.0.0.1:0\"", &fresh, "\nsize = \"1000000TiB\"");
+    let text = one_export("\"127.0.0.1:0\"", &fresh, "\nsize = \"100TiB\"");
     let expected = format!(
-        "test.toml:7: field `size`: export `a` ({}): cannot be created 1099511627776000000 bytes \
-         (1000000 TiB) long: the largest file its file system (ext2/ext3/ext4) can hold is \
+        "test.toml:7: field `size`: export `a` ({}): cannot be created 109951162777600 bytes \
+         (100 TiB) long: the largest file its file system (ext2/ext3/ext4) can hold is \
          17592186040320 bytes (16.0 TiB)",
         fresh.display()
     );
