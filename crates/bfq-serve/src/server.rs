@@ -185,11 +185,20 @@ fn config_at(file: &str, line: Option<usize>) -> String {
 }
 
 /// `export `a`` or `exports `a`, `b``, for a message about several exports at once.
+/// Past [`NAMES_SHOWN`] names, the rest are counted (a start of 9,900 exports named them all).
 fn export_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let names: Vec<String> = names.into_iter().map(|n| format!("`{n}`")).collect();
     let plural = if names.len() == 1 { "" } else { "s" };
-    format!("export{plural} {}", names.join(", "))
+    match names.len().checked_sub(NAMES_SHOWN) {
+        Some(rest) if rest > 0 => {
+            format!("export{plural} {} and {rest} more", names[..NAMES_SHOWN].join(", "))
+        }
+        _ => format!("export{plural} {}", names.join(", ")),
+    }
 }
+
+/// The most exports a message names one by one.
+const NAMES_SHOWN: usize = 10;
 
 /// An error about export `e`'s file, naming the line of its `path` in the configuration `file`.
 fn export_error(file: &str, e: &Export, message: String) -> ServeError {
@@ -1015,9 +1024,11 @@ fn file_kind_any(m: &std::fs::Metadata) -> &'static str {
 fn check_files(config: &Config, open_files: Option<u64>) -> Result<Vec<String>, ServeError> {
     config.check_shared_files()?;
     resolve_addresses(config)?;
+    let devices = export_devices(config);
+    check_targets(config, &devices)?;
     // Before any file is opened: a start that ran out half way failed at one export with "Too many
     // open files" (the 506th of 1,200 under `ulimit -n 1024`), after creating the files before it.
-    let needed = descriptors_needed(config);
+    let needed = descriptors_needed(config, &devices);
     if let Some(limit) = open_files.filter(|&limit| needed > limit) {
         return Err(ServeError::OpenFiles {
             file: config.file.clone(),
@@ -1070,36 +1081,68 @@ const BASE_DESCRIPTORS: u64 = 16;
 /// while descriptors last; past that a new connection is closed at once (`AcceptTrouble`).
 const CONNECTION_MARGIN: u64 = 16;
 
+/// Per export, the device whose engine would serve it (`None` when it cannot be told) and whether
+/// its file is a block device, as `open_exports` groups them: a block device by its number, a file by
+/// its file system's (a missing one's directory's). Looks at the files, changes nothing.
+fn export_devices(config: &Config) -> Vec<(Option<u64>, bool)> {
+    let device = |e: &Export| match std::fs::metadata(&e.path) {
+        Ok(m) if m.file_type().is_block_device() => (Some(m.rdev()), true),
+        Ok(m) => (Some(m.dev()), false),
+        Err(_) => (std::fs::metadata(parent_dir(&e.path)).ok().map(|m| m.dev()), false),
+    };
+    config.exports.iter().map(device).collect()
+}
+
+/// Refuses the first export past the targets one engine drives ([`bfq_io::MAX_TARGETS`]; 1 for each
+/// export, 2 with `cache = "read"`) on its device: a start failed at its engine with every export of
+/// the device named, after creating their files, and `--check` had said nothing.
+fn check_targets(config: &Config, devices: &[(Option<u64>, bool)]) -> Result<(), ServeError> {
+    let mut targets: HashMap<u64, usize> = HashMap::new();
+    for (e, (device, _)) in config.exports.iter().zip(devices) {
+        // One whose device cannot be told has an engine of its own, in the count of open files.
+        let Some(device) = device else { continue };
+        let before = targets.entry(*device).or_default();
+        let more = if e.cache == Cache::Read { 2 } else { 1 };
+        if *before + more > bfq_io::MAX_TARGETS {
+            return Err(export_error(
+                &config.file,
+                e,
+                format!(
+                    "needs {more} more target(s) of the I/O engine of its file's device, which has \
+                     {before} of the {} an engine drives (1 for each export, 2 with cache = \"read\"; \
+                     the exports of one device share its engine): put its file on another device, or \
+                     serve fewer exports",
+                    bfq_io::MAX_TARGETS
+                ),
+            ));
+        }
+        *before += more;
+    }
+    Ok(())
+}
+
 /// The descriptors a start of `config` holds open before its first connection, and its first
 /// [`CONNECTION_MARGIN`] connections': per export its engine's descriptor and, for a regular file,
 /// one for `base:allocation` (2 more with `cache = "read"`: a buffered one and its duplicate); per
 /// device (exports whose files share one are served by one engine) a ring and an eventfd, and its
 /// event log with `--events`; per listening address its socket and the one kept in reserve for
 /// running out, and the metrics' socket. As many as a server of 10 exports on 2 devices, with 2
-/// listeners, metrics and event logs was counted to hold (/proc/PID/fd). Looks at the exports' files
-/// (their devices), changes nothing.
-fn descriptors_needed(config: &Config) -> u64 {
-    let mut devices = std::collections::HashSet::new();
+/// listeners, metrics and event logs was counted to hold (/proc/PID/fd).
+fn descriptors_needed(config: &Config, devices: &[(Option<u64>, bool)]) -> u64 {
+    let mut engines = std::collections::HashSet::new();
     // Files whose device cannot be told: each counted as a device of its own.
     let mut unknown = 0u64;
     let mut exports = 0u64;
-    for e in &config.exports {
-        // As `open_exports` groups them: a block device by its number, a file by its file system's
-        // (a missing one's directory's).
-        let (device, block) = match std::fs::metadata(&e.path) {
-            Ok(m) if m.file_type().is_block_device() => (Some(m.rdev()), true),
-            Ok(m) => (Some(m.dev()), false),
-            Err(_) => (std::fs::metadata(parent_dir(&e.path)).ok().map(|m| m.dev()), false),
-        };
+    for (e, (device, block)) in config.exports.iter().zip(devices) {
         match device {
             Some(d) => {
-                devices.insert(d);
+                engines.insert(*d);
             }
             None => unknown += 1,
         }
-        exports += if block { 1 } else { 2 } + if e.cache == Cache::Read { 2 } else { 0 };
+        exports += if *block { 1 } else { 2 } + if e.cache == Cache::Read { 2 } else { 0 };
     }
-    let engines = (devices.len() as u64 + unknown) * (2 + u64::from(config.event_log.is_some()));
+    let engines = (engines.len() as u64 + unknown) * (2 + u64::from(config.event_log.is_some()));
     let listeners = 2 * config.listen.len() as u64 + u64::from(config.metrics.is_some());
     BASE_DESCRIPTORS + exports + engines + listeners + 2 * CONNECTION_MARGIN
 }
@@ -3370,6 +3413,16 @@ async fn send_cached<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_names_ten_exports_and_counts_the_rest() {
+        assert_eq!(export_names(["a"]), "export `a`");
+        let names: Vec<String> = (1..=12).map(|i| format!("e{i}")).collect();
+        let shown = export_names(names.iter().take(10).map(String::as_str));
+        assert!(shown.starts_with("exports `e1`, `e2`") && shown.ends_with("`e10`"), "{shown}");
+        let counted = export_names(names.iter().map(String::as_str));
+        assert_eq!(counted, format!("{shown} and 2 more"));
+    }
 
     #[test]
     fn engine_errors_map_to_the_protocols_error_values() {

@@ -266,6 +266,35 @@ fn a_size_its_file_system_cannot_hold_is_refused_by_check_on_the_line_of_size() 
     assert!(!fresh.exists(), "neither check nor the refused start made the file");
 }
 
+/// Found beside the fuzzer's: 9,900 exports on one file system passed `check`, and the start failed
+/// at the engine ("9900 targets: an engine drives 1..=4096") naming all 9,900 exports, after creating
+/// their files. `check` and the start refuse the first export past the engine's targets (one each,
+/// two with `cache = "read"`) on the line of its `path`, and the start makes nothing.
+#[test]
+fn exports_past_the_targets_of_one_engine_are_refused_from_the_first_that_does_not_fit() {
+    let dir = Dir::new("targets");
+    // 2,048 exports with cache = "read" take the engine's 4,096 targets; one more is one too many.
+    let mut text = String::from("listen = [\"127.0.0.1:0\"]\n");
+    for i in 0..2049 {
+        let cache = if i < 2048 { "read" } else { "none" };
+        text += &format!(
+            "[[export]]\nname = \"e{i}\"\npath = \"{}\"\nsize = \"4KiB\"\ncache = \"{cache}\"\n",
+            dir.path(&format!("e{i}.img")).display()
+        );
+    }
+    // The last export's `path`: line 4 + 5 x 2048 (five lines an export after `listen`).
+    let expected = format!(
+        "test.toml:10244: export `e2048` ({}): needs 1 more target(s) of the I/O engine of its file's \
+         device, which has 4096 of the 4096 an engine drives",
+        dir.path("e2048.img").display()
+    );
+    let e = check(&config(&text)).expect_err("check refuses it").to_string();
+    assert!(e.starts_with(&expected), "{e}");
+    let e = start(config(&text)).err().expect("start refuses it").to_string();
+    assert!(e.starts_with(&expected), "{e}");
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0, "the refused start made nothing");
+}
+
 /// An export's file error, from `--check` as from a start, begins with the configuration's file and
 /// the line of that export's `path` (as the configuration's own errors do), then the export and its
 /// path as before: with several exports, the line says which one to fix.
