@@ -810,6 +810,21 @@ fn a_start_raises_its_soft_limit_of_open_files_to_the_hard_one() {
     assert!(served.wait_exit(Duration::from_secs(10)).success());
 }
 
+/// A SIGTERM sent the moment the server says it listens (as a supervisor that waits for that line
+/// may) stops it as any SIGTERM does: exit 0, its socket removed. The handlers were installed after
+/// the line, and such a signal ended the process at once (found by the open-files test, once in a
+/// few runs); twenty starts here.
+#[test]
+fn a_sigterm_sent_as_soon_as_the_server_says_it_listens_stops_it_cleanly() {
+    for round in 0..20 {
+        let (mut served, _) = Served::small(&format!("term{round}"), "", None);
+        served.signal("TERM");
+        let status = served.wait_exit(Duration::from_secs(10));
+        assert!(status.success(), "round {round}: {status}");
+        assert!(!served.socket.exists(), "round {round}: the socket is removed");
+    }
+}
+
 /// `bfq serve --check` finds what a start would fail on, and creates nothing: here a port in use,
 /// and an export's file in a directory that does not exist.
 #[test]

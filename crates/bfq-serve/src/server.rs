@@ -625,15 +625,20 @@ pub fn run_until_signal(
     let runtime = runtime(config.threads_or_default())?;
     runtime.block_on(async move {
         let server = Bound::bind(&config).await?;
+        // The handlers first, then the word that the server is ready: a SIGTERM sent as soon as
+        // "listening on" was read found none, and ended the process at once (not zero, its Unix
+        // socket left behind). One stream each, kept across the loop: none is missed while a reload
+        // is answered.
+        let mut int = signal(SignalKind::interrupt()).ok();
+        let mut term = signal(SignalKind::terminate()).ok();
+        let mut hup = signal(SignalKind::hangup()).ok();
         on_ready(&server.started);
         let (stop, stopped) = watch::channel(false);
         let (control, control_rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let mut term = signal(SignalKind::terminate()).ok();
-            let mut hup = signal(SignalKind::hangup()).ok();
             loop {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => break,
+                    _ = async { match int.as_mut() { Some(i) => { i.recv().await; } None => std::future::pending().await } } => break,
                     _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break,
                     _ = async { match hup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => {
                         let Some(path) = &config_file else {
