@@ -29,7 +29,11 @@ use crate::engine::{Completion, EngineConfig, EngineError, EngineStats, IoError,
 pub(crate) const TARGET_SHIFT: u32 = 50;
 
 /// The most targets one engine drives.
-pub(crate) const MAX_TARGETS: usize = 1 << (62 - TARGET_SHIFT);
+pub const MAX_TARGETS: usize = 1 << (62 - TARGET_SHIFT);
+
+/// The bytes of each target the engine addresses (1 PiB, [`TARGET_SHIFT`]): a request past them is
+/// refused with [`crate::IoError::OutOfRange`].
+pub const TARGET_BYTES: u64 = 1 << TARGET_SHIFT;
 
 /// io_uring user data that is not a request (e.g. the threaded engine's wake-up read).
 pub(crate) const CONTROL_TOKEN: u64 = u64::MAX;
@@ -893,7 +897,7 @@ pub(crate) fn check_request(op: Op, offset: u64, len: u32, buf_len: usize) -> Re
 /// Checks that a range lies within what a target can address (1 PiB, see [`TARGET_SHIFT`]).
 pub(crate) fn check_range(offset: u64, len: u64) -> Result<(), IoError> {
     match offset.checked_add(len) {
-        Some(end) if end <= 1 << TARGET_SHIFT => Ok(()),
+        Some(end) if end <= TARGET_BYTES => Ok(()),
         _ => Err(IoError::OutOfRange { offset, len }),
     }
 }

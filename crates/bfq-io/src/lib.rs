@@ -16,6 +16,7 @@ pub mod local;
 
 pub use bfq_sched::{GroupId, IoClass, QueueId, QueueSpec, ROOT_GROUP};
 pub use buf::{AlignedBuf, ALIGN};
+pub use core::{MAX_TARGETS, TARGET_BYTES};
 pub use engine::{
     latency_bucket, latency_quantile_us, Busy, Client, Completion, Completions, Driver, Engine,
     EngineBuilder, EngineConfig, EngineError, EngineStats, IoError, LiveQueueStats, Ready, Step, Ticket,

@@ -22,7 +22,7 @@
 //! description = "first VM's disk"
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use bfq_sched::{IoClass, QueueSpec, MAX_WEIGHT, MIN_WEIGHT};
@@ -71,6 +71,8 @@ pub struct Export {
     pub cache: Cache,
     /// The line of its `path` in the configuration, for errors about its file.
     pub line: Option<usize>,
+    /// The line of its `size`, for errors about the size of the file it creates.
+    pub size_line: Option<usize>,
 }
 
 /// How an export's data reaches its device (qemu's names).
@@ -125,6 +127,11 @@ pub struct Config {
     pub exports: Vec<Export>,
     /// The file it was read from, as its errors name it.
     pub file: String,
+    /// The line of each `listen` address, in `listen`'s order (none for the default address, without
+    /// a `listen` field): what only a start finds wrong with one (a port in use) names its line.
+    pub listen_lines: Vec<usize>,
+    /// The line of `metrics`, likewise.
+    pub metrics_line: Option<usize>,
 }
 
 /// A configuration that cannot be used.
@@ -260,12 +267,19 @@ const EXPORT_FIELDS: [&str; 8] =
 /// Errors of one configuration text: the file's name and the line of a span.
 struct Source<'a> {
     file: &'a str,
-    text: &'a str,
+    /// Where the text's newlines are, found once: a span's line is then a binary search. Counting
+    /// the newlines before each span made every export's line cost the whole text before it (10,000
+    /// exports took 30 s to check).
+    newlines: Vec<usize>,
 }
 
-impl Source<'_> {
+impl<'a> Source<'a> {
+    fn new(file: &'a str, text: &str) -> Source<'a> {
+        Source { file, newlines: text.match_indices('\n').map(|(at, _)| at).collect() }
+    }
+
     fn line(&self, span: &std::ops::Range<usize>) -> usize {
-        self.text[..span.start.min(self.text.len())].matches('\n').count() + 1
+        self.newlines.partition_point(|&at| at < span.start) + 1
     }
 
     fn err(&self, at: Option<&std::ops::Range<usize>>, field: &str, message: String) -> ConfigError {
@@ -346,7 +360,7 @@ fn size_or_off(
 impl Config {
     /// Reads a configuration; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let src = Source { file, text };
+        let src = Source::new(file, text);
         let root: Node = toml::from_str(text).map_err(|e| ConfigError {
             file: file.into(),
             line: e.span().map(|s| src.line(&s)),
@@ -384,13 +398,27 @@ impl Config {
         if top.contains_key("listen") && raw_listen.is_empty() {
             return Err(err("listen", "needs at least one address (`HOST:PORT` or `unix:PATH`)".into()));
         }
+        let mut listen_lines = Vec::new();
         for item in raw_listen {
             let l = src.string(item, "listen", "an address (`HOST:PORT` or `unix:PATH`)")?;
             let bad = |m: String| src.err(Some(&item.span()), "listen", m);
             let address = match l.strip_prefix("unix:") {
-                Some(p) if !p.is_empty() => Listen::Unix(PathBuf::from(p)),
+                Some(p) if !p.is_empty() => {
+                    // sun_path holds 108 bytes, its terminating zero included: a longer path could
+                    // never be bound, whatever the file system holds.
+                    if p.len() > MAX_SOCKET_PATH {
+                        return Err(bad(format!(
+                            "{l:?}: a unix socket's path is {} bytes long, and at most {MAX_SOCKET_PATH} fit",
+                            p.len()
+                        )));
+                    }
+                    Listen::Unix(PathBuf::from(p))
+                }
                 Some(_) => return Err(bad(format!("{l:?}: `unix:` needs a path"))),
-                None if is_host_port(&l) => Listen::Tcp(l.clone()),
+                None if is_host_port(&l) => {
+                    check_host(&l).map_err(|m| bad(format!("{l:?}: {m}")))?;
+                    Listen::Tcp(l.clone())
+                }
                 None => return Err(bad(format!("{l:?} is not `HOST:PORT` or `unix:PATH`"))),
             };
             let twice = listen.iter().any(|x| match (x, &address) {
@@ -411,6 +439,7 @@ impl Config {
                 )));
             }
             listen.push(address);
+            listen_lines.push(src.line(&item.span()));
         }
         if listen.is_empty() {
             listen.push(Listen::Tcp("127.0.0.1:10809".into()));
@@ -489,6 +518,7 @@ impl Config {
                 if !is_host_port(&m) {
                     return Err(err("metrics", format!("{m:?} is not `HOST:PORT`")));
                 }
+                check_host(&m).map_err(|why| err("metrics", format!("{m:?}: {why}")))?;
                 if !m.ends_with(":0")
                     && listen.iter().any(|l| matches!(l, Listen::Tcp(a) if a == &m || same_socket(a, &m)))
                 {
@@ -556,7 +586,31 @@ impl Config {
             stop_timeout,
             exports,
             file: file.into(),
+            listen_lines,
+            metrics_line: at("metrics").map(|s| src.line(&s)),
         })
+    }
+
+    /// An error about `listen`'s address `i`, on its line: the configuration's own kind of error,
+    /// for what only a look beyond the text finds (a name that does not resolve, a socket's missing
+    /// directory).
+    pub fn listen_error(&self, i: usize, message: String) -> ConfigError {
+        ConfigError {
+            file: self.file.clone(),
+            line: self.listen_lines.get(i).copied(),
+            field: Some("listen".into()),
+            message,
+        }
+    }
+
+    /// An error about the `metrics` address, on its line.
+    pub fn metrics_error(&self, message: String) -> ConfigError {
+        ConfigError {
+            file: self.file.clone(),
+            line: self.metrics_line,
+            field: Some("metrics".into()),
+            message,
+        }
     }
 
     /// The threads to serve with: the configured number, or [`DEFAULT_THREADS`].
@@ -613,8 +667,11 @@ impl Config {
         differs("read_ahead", bytes(self.read_ahead), bytes(new.read_ahead));
         differs("read_cache", bytes(self.read_cache), bytes(new.read_cache));
         differs("threads", self.threads_or_default().to_string(), new.threads_or_default().to_string());
+        // By name, looked up (a SIGHUP to a server of 10,000 exports compared every pair).
+        let running: HashMap<&str, &Export> = self.exports.iter().map(|e| (e.name.as_str(), e)).collect();
+        let wanted: HashSet<&str> = new.exports.iter().map(|e| e.name.as_str()).collect();
         for n in &new.exports {
-            let Some(e) = self.exports.iter().find(|e| e.name == n.name) else {
+            let Some(e) = running.get(n.name.as_str()) else {
                 notes.push(format!("export `{}` is new: restart to serve it", n.name));
                 continue;
             };
@@ -641,7 +698,7 @@ impl Config {
             }
         }
         for e in &self.exports {
-            if !new.exports.iter().any(|n| n.name == e.name) {
+            if !wanted.contains(e.name.as_str()) {
                 notes.push(format!(
                     "export `{}` is gone from the configuration: it is served until a restart",
                     e.name
@@ -664,10 +721,12 @@ impl Config {
                 Err(_) => FileIdentity::Path(lexical(&e.path)),
             }
         };
-        let ids: Vec<FileIdentity> = self.exports.iter().map(identity).collect();
-        for (j, b) in self.exports.iter().enumerate() {
-            if let Some(i) = (0..j).find(|&i| ids[i] == ids[j]) {
-                return Err(shared_file_error(&self.file, &self.exports[i], b));
+        // Each file's first export, by identity: one look-up per export, not a comparison with
+        // every export before it.
+        let mut first: HashMap<FileIdentity, &Export> = HashMap::with_capacity(self.exports.len());
+        for e in &self.exports {
+            if let Some(earlier) = first.insert(identity(e), e) {
+                return Err(shared_file_error(&self.file, earlier, e));
             }
         }
         Ok(())
@@ -675,7 +734,7 @@ impl Config {
 }
 
 /// What makes two exports' files the same.
-#[derive(PartialEq, Eq)]
+#[derive(PartialEq, Eq, Hash)]
 enum FileIdentity {
     /// A block device, by its device number (two device nodes of one disk are one).
     Device(u64),
@@ -724,6 +783,45 @@ fn is_host_port(s: &str) -> bool {
     s.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
 }
 
+/// The longest path a unix socket can be bound at: sun_path's 108 bytes less the terminating zero.
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Whether the host of a `HOST:PORT` can be an address at all, without looking it up: an IP address
+/// (IPv6 in brackets), or a host name's letters, digits, `-`, `.` and `_` (and an IPv6 address's
+/// `:` and `%`, which the resolver takes unbracketed). Such a host was left to the bind, which said
+/// only "failed to lookup address information" (`tcp://127.0.0.1:0`, `999.1.1.1:0`).
+fn check_host(address: &str) -> Result<(), String> {
+    if address.parse::<std::net::SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    let Some((host, _)) = address.rsplit_once(':') else { return Ok(()) };
+    if let Some((scheme, _)) = address.split_once("://") {
+        return Err(format!(
+            "write `HOST:PORT` without a scheme (`{scheme}://`), such as \"127.0.0.1:10809\""
+        ));
+    }
+    if let Some(inside) = host.strip_prefix('[') {
+        return Err(match inside.strip_suffix(']') {
+            Some(ip) if ip.parse::<std::net::Ipv6Addr>().is_err() => {
+                format!("`{ip}` in brackets is not an IPv6 address")
+            }
+            _ => format!("`{host}` is not an IPv6 address in brackets such as \"[::1]:10809\""),
+        });
+    }
+    // Four numbers are an IPv4 address, never a name to look up: each must be 0..=255. A number
+    // with a leading zero is left to the resolver (octal, for inet_aton).
+    let parts: Vec<&str> = host.split('.').collect();
+    if parts.len() == 4 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+        if let Some(p) = parts.iter().find(|p| !p.starts_with('0') && p.parse::<u8>().is_err()) {
+            return Err(format!("`{host}` is not an IPv4 address: {p} is more than 255"));
+        }
+    }
+    if let Some(c) = host.chars().find(|c| !(c.is_ascii_alphanumeric() || "-._:%".contains(*c))) {
+        return Err(format!("`{host}` is not an IP address or a host name (it has {c:?})"));
+    }
+    Ok(())
+}
+
 /// The `[[export]]` tables.
 fn parse_exports(src: &Source, node: Option<Spanned<Node>>) -> Result<Vec<Export>, ConfigError> {
     let Some(node) = node else {
@@ -755,7 +853,11 @@ fn parse_exports(src: &Source, node: Option<Spanned<Node>>) -> Result<Vec<Export
     if tables.is_empty() {
         return Err(src.err(Some(&span), "export", "needs at least one [[export]]".into()));
     }
-    let mut exports: Vec<Export> = Vec::new();
+    let mut exports: Vec<Export> = Vec::with_capacity(tables.len());
+    // The names and (lexical) paths of the exports so far, for the duplicates: looked up, not
+    // compared with every export before (which made checks quadratic in the number of exports).
+    let mut names: HashSet<String> = HashSet::with_capacity(tables.len());
+    let mut paths: HashMap<PathBuf, usize> = HashMap::with_capacity(tables.len());
     for item in tables {
         let header = item.span();
         let entries = match item.into_inner() {
@@ -783,7 +885,7 @@ fn parse_exports(src: &Source, node: Option<Spanned<Node>>) -> Result<Vec<Export
                 format!("is {} bytes long: the NBD protocol allows at most {MAX_STRING}", name.len()),
             ));
         }
-        if exports.iter().any(|x| x.name == name) {
+        if !names.insert(name.clone()) {
             return Err(err("name", format!("export {name:?} is defined twice")));
         }
         let path = match f.get("path") {
@@ -807,6 +909,16 @@ fn parse_exports(src: &Source, node: Option<Spanned<Node>>) -> Result<Vec<Export
                 }
             },
         };
+        if let Some(n) = size.filter(|&n| n > MAX_EXPORT_SIZE) {
+            return Err(err(
+                "size",
+                format!(
+                    "{n} bytes is more than an export can be: at most {MAX_EXPORT_SIZE} bytes (1 PiB), \
+                     what the I/O engine addresses of each file"
+                ),
+            ));
+        }
+        let size_line = f.get("size").map(|n| src.line(&n.span()));
         let weight = match f.get("weight") {
             Some(n) => src.int(n, "weight", &format!("a whole number {MIN_WEIGHT}..={MAX_WEIGHT}"))?,
             None => i64::from(bfq_sched::DEFAULT_WEIGHT),
@@ -862,10 +974,16 @@ fn parse_exports(src: &Source, node: Option<Spanned<Node>>) -> Result<Vec<Export
             read_only,
             description,
             line,
+            size_line,
         };
         // The same path twice needs no look at the file system (`check_shared_files` finds the rest).
-        if let Some(first) = exports.iter().find(|x| lexical(&x.path) == lexical(&export.path)) {
-            return Err(shared_file_error(src.file, first, &export));
+        match paths.entry(lexical(&export.path)) {
+            std::collections::hash_map::Entry::Occupied(first) => {
+                return Err(shared_file_error(src.file, &exports[*first.get()], &export))
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(exports.len());
+            }
         }
         exports.push(export);
     }
@@ -883,6 +1001,10 @@ pub const DEFAULT_THREADS: usize = 1;
 /// flight is answered well within it on any device, and a client that keeps sending after the stop
 /// (each request answered with ESHUTDOWN) cannot keep the server alive longer.
 pub const DEFAULT_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The largest `size` of a file to create: what the I/O engine addresses of each file (1 PiB, whole
+/// 4 KiB blocks), whose requests past it it refuses. File systems may hold less (`check` knows some).
+pub const MAX_EXPORT_SIZE: u64 = bfq_io::TARGET_BYTES;
 
 /// The most threads `threads` may ask for.
 pub const MAX_THREADS: usize = 256;
@@ -1024,6 +1146,61 @@ mod tests {
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("metrics")), "{e}");
         let e = Config::from_toml("colour = 1\n", "s.toml").unwrap_err();
         assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("colour")), "{e}");
+    }
+
+    /// A fuzzer's: `tcp://127.0.0.1:0` and `999.1.1.1:0` passed as `HOST:PORT` and failed at the
+    /// bind ("failed to lookup address information"), a unix socket's path too long to bind failed
+    /// only at the check's look at it; each is refused when the file is read, on its line, with
+    /// what is wrong, and the addresses a resolver takes still pass.
+    #[test]
+    fn addresses_that_cannot_be_listened_on_are_refused_on_their_line_when_read() {
+        let base = "[[export]]\nname = \"a\"\npath = \"/tmp/a\"\n";
+        let long = format!("/tmp/{}.sock", "s".repeat(135));
+        let cases = [
+            ("listen", "\"127.0.0.1:0\", \"tcp://127.0.0.1:0\"", "without a scheme (`tcp://`)"),
+            ("listen", "\"999.1.1.1:0\"", "`999.1.1.1` is not an IPv4 address: 999 is more than 255"),
+            ("listen", "\"[nope]:80\"", "`nope` in brackets is not an IPv6 address"),
+            ("listen", "\"my host:80\"", "`my host` is not an IP address or a host name (it has ' ')"),
+            (
+                "listen",
+                &format!("\"unix:{long}\""),
+                "a unix socket's path is 145 bytes long, and at most 107 fit",
+            ),
+            ("metrics", "\"tcp://127.0.0.1:9109\"", "without a scheme (`tcp://`)"),
+        ];
+        for (field, value, message) in cases {
+            let value = if field == "listen" { format!("[{value}]") } else { value.to_string() };
+            let text = format!("\n{field} = {value}\n{base}");
+            let e = Config::from_toml(&text, "s.toml").unwrap_err();
+            assert_eq!((e.line, e.field.as_deref()), (Some(2), Some(field)), "{e}");
+            assert!(e.message.contains(message), "{e}");
+        }
+        let c = Config::from_toml(
+            &format!(
+                "listen = [\n\"[::1]:0\",\n\"::1:0\",\n\"localhost:0\",\n\"my-host_1.example:0\",\n\"010.0.0.1:0\",\n\"unix:/tmp/s.sock\"]\nmetrics = \"127.0.0.1:0\"\n{base}"
+            ),
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!((c.listen_lines, c.metrics_line), (vec![2, 3, 4, 5, 6, 7], Some(8)));
+    }
+
+    /// A fuzzer's `size = "1000000TiB"`, more than the engine addresses of a file (1 PiB: a start on
+    /// a file system that holds it served it, refusing every request past 1 PiB, and failed on
+    /// ext4 with "cannot size it: File too large" on the line of `path`), is refused on the line of
+    /// `size` when the file is read; 1 PiB is read (a file system may still hold less: `check` and the
+    /// start say so, on the same line).
+    #[test]
+    fn a_size_past_what_the_engine_addresses_is_refused_on_its_own_line() {
+        let with = |size: &str| Config::from_toml(&one_export("", &format!("\n\nsize = {size}")), "s.toml");
+        for too_big in ["\"1000000TiB\"", "\"1025TiB\"", "1125899906842625", "9223372036854775807"] {
+            let e = with(too_big).unwrap_err();
+            assert_eq!((e.line, e.field.as_deref()), (Some(7), Some("size")), "{e}");
+            assert!(e.message.contains("more than an export can be: at most 1125899906842624 bytes"), "{e}");
+        }
+        let c = with("\"1024TiB\"").unwrap();
+        assert_eq!((c.exports[0].size, c.exports[0].size_line), (Some(1 << 50), Some(7)));
+        assert_eq!(c.exports[0].line, Some(4), "`line` stays the line of `path`");
     }
 
     #[test]
@@ -1210,6 +1387,38 @@ mod tests {
             );
         }
         assert!(results[2].is_ok(), "two files are two exports");
+    }
+
+    /// A fuzzer's: checking took time quadratic in the number of exports (10,000 took 30 s), each
+    /// export's line counted from the top of the text and its name and path compared with every
+    /// export before it. Twenty thousand are read here, with their lines right to the last, and the
+    /// duplicates that end such a file are found on their own lines (this test ran for minutes
+    /// before; it asserts no time, only the answers).
+    #[test]
+    fn twenty_thousand_exports_are_read_with_their_lines_and_a_duplicate_at_the_end_is_found() {
+        const N: usize = 20_000;
+        let mut text = String::from("listen = [\"127.0.0.1:0\"]\n");
+        for i in 0..N {
+            text += &format!("[[export]]\nname = \"e{i}\"\npath = \"/nonexistent/bfq/e{i}.img\"\n");
+        }
+        let c = Config::from_toml(&text, "many.toml").unwrap();
+        assert_eq!(c.exports.len(), N);
+        // Line 1 is `listen`; export i's `path` is line 4 + 3i.
+        assert_eq!(c.exports[N - 1].line, Some(4 + 3 * (N - 1)));
+        c.check_shared_files().unwrap();
+        // A reload of it compares the exports by name (SIGHUP's notes): one gone, one new.
+        assert_eq!(c.restart_needed(&c), Vec::<String>::new());
+        let renamed = Config::from_toml(&text.replace("\"e5\"", "\"e5b\""), "many.toml").unwrap();
+        assert_eq!(c.restart_needed(&renamed).len(), 2);
+        let last_line = 1 + 3 * N;
+        let twice = format!("{text}[[export]]\nname = \"e17\"\npath = \"/nonexistent/bfq/new.img\"\n");
+        let e = Config::from_toml(&twice, "many.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(last_line + 2), Some("name")), "{e}");
+        assert!(e.message.contains("\"e17\" is defined twice"), "{e}");
+        let same = format!("{text}[[export]]\nname = \"new\"\npath = \"/nonexistent/./bfq/e9.img\"\n");
+        let e = Config::from_toml(&same, "many.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(last_line + 3), Some("path")), "{e}");
+        assert!(e.message.contains("`e9`") && e.message.contains("`new`"), "{e}");
     }
 
     #[test]

@@ -19,13 +19,14 @@ use bfq_io::{
     AlignedBuf, Client, Completion, Completions, Driver, Engine, EngineError, EngineStats, GroupId, IoError,
     QueueId, QueueSpec, Step, ROOT_GROUP,
 };
+use bfq_workload::units::format_size;
 use rustix::fs::SeekFrom;
 use rustix::io::Errno;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 
-use crate::config::{Cache, Config, ConfigError, Export, Listen};
+use crate::config::{Cache, Config, ConfigError, Export, Listen, MAX_SOCKET_PATH};
 pub use crate::metrics::{ConnectionScheduling, ConnectionStats};
 use crate::metrics::{ExportCounters, Kind};
 use crate::protocol::*;
@@ -63,12 +64,16 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(500
 pub enum ServeError {
     /// An export cannot be opened or created. The message starts with the configuration's file and
     /// the line of the export's `path`, as the configuration's own errors do (`serve.toml:7: `).
-    #[error("{}export `{export}` ({path}): {message}", config_line(file, *line))]
+    #[error("{}{}export `{export}` ({path}): {message}", config_line(file, *line), if *about_size { "field `size`: " } else { "" })]
     Export {
         /// The configuration file, as its errors name it.
         file: String,
-        /// The line of the export's `path` in it, when known.
+        /// The line of the export's `path` in it (of `size` for an error about the size of a file to
+        /// create), when known.
         line: Option<usize>,
+        /// The error is about the size of the file to create, and names `size` (its line is that
+        /// field's); otherwise it is about the export's file.
+        about_size: bool,
         /// The export.
         export: String,
         /// Its path.
@@ -76,9 +81,16 @@ pub enum ServeError {
         /// What went wrong.
         message: String,
     },
-    /// A listen address cannot be bound.
-    #[error("cannot listen on {address}")]
+    /// A listen (or metrics) address cannot be bound. The message starts with the configuration's
+    /// file, the address's line and its field, as the configuration's own errors do.
+    #[error("{}field `{field}`: cannot listen on {address}", config_at(file, *line))]
     Listen {
+        /// The configuration file, as its errors name it.
+        file: String,
+        /// The address's line in it, when known (not for the default address).
+        line: Option<usize>,
+        /// `listen` or `metrics`.
+        field: &'static str,
         /// The address.
         address: String,
         /// The OS error.
@@ -118,9 +130,37 @@ pub enum ServeError {
     /// The configuration cannot be served as it stands (two exports on one file).
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// A Unix socket's path is taken: by a running server, or by a file that is not a socket.
-    #[error("unix socket {path} {message}")]
+    /// The exports, engines, listeners and a few connections need more descriptors than the process
+    /// may have open (RLIMIT_NOFILE), even with its soft limit raised to the hard one.
+    #[error(
+        "{}{} need {needed} open files (2 for each export, 4 with cache = \"read\"; 2 for each \
+         device's I/O engine, 3 with --events; 2 for each listening address, 1 for metrics; {} for the \
+         process and its first {CONNECTION_MARGIN} connections), and at most {limit} may be open \
+         (RLIMIT_NOFILE's hard limit, to which a start raises the soft one): raise it (`ulimit -n` as \
+         root, `LimitNOFILE=` in a systemd unit) or serve fewer exports",
+        config_at(file, None),
+        if *exports == 1 { "1 export".to_string() } else { format!("{exports} exports") },
+        BASE_DESCRIPTORS + 2 * CONNECTION_MARGIN
+    )]
+    OpenFiles {
+        /// The configuration file, as its errors name it.
+        file: String,
+        /// How many exports it has.
+        exports: usize,
+        /// The descriptors a start needs.
+        needed: u64,
+        /// The most it may have open.
+        limit: u64,
+    },
+    /// A Unix socket's path is taken: by a running server, or by a file that is not a socket; or it
+    /// cannot be made there. The message starts with the configuration's file and the line of the
+    /// address in `listen`.
+    #[error("{}field `listen`: unix socket {path} {message}", config_at(file, *line))]
     Socket {
+        /// The configuration file, as its errors name it.
+        file: String,
+        /// The line of the address in `listen`, when known.
+        line: Option<usize>,
         /// The path.
         path: String,
         /// What is there.
@@ -134,21 +174,70 @@ fn config_line(file: &str, line: Option<usize>) -> String {
     line.map(|l| format!("{file}:{l}: ")).unwrap_or_default()
 }
 
+/// `serve.toml:3: ` or, without a line, `serve.toml: `: where an error about a field of the
+/// configuration comes from (nothing for a configuration without a file's name).
+fn config_at(file: &str, line: Option<usize>) -> String {
+    match line {
+        _ if file.is_empty() => String::new(),
+        Some(l) => format!("{file}:{l}: "),
+        None => format!("{file}: "),
+    }
+}
+
 /// `export `a`` or `exports `a`, `b``, for a message about several exports at once.
+/// Past [`NAMES_SHOWN`] names, the rest are counted (a start of 9,900 exports named them all).
 fn export_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let names: Vec<String> = names.into_iter().map(|n| format!("`{n}`")).collect();
     let plural = if names.len() == 1 { "" } else { "s" };
-    format!("export{plural} {}", names.join(", "))
+    match names.len().checked_sub(NAMES_SHOWN) {
+        Some(rest) if rest > 0 => {
+            format!("export{plural} {} and {rest} more", names[..NAMES_SHOWN].join(", "))
+        }
+        _ => format!("export{plural} {}", names.join(", ")),
+    }
 }
+
+/// The most exports a message names one by one.
+const NAMES_SHOWN: usize = 10;
 
 /// An error about export `e`'s file, naming the line of its `path` in the configuration `file`.
 fn export_error(file: &str, e: &Export, message: String) -> ServeError {
     ServeError::Export {
         file: file.into(),
         line: e.line,
+        about_size: false,
         export: e.name.clone(),
         path: e.path.display().to_string(),
         message,
+    }
+}
+
+/// An error about the size export `e`'s file would be created with, on the line of its `size`.
+fn size_error(file: &str, e: &Export, message: String) -> ServeError {
+    ServeError::Export {
+        file: file.into(),
+        line: e.size_line.or(e.line),
+        about_size: true,
+        export: e.name.clone(),
+        path: e.path.display().to_string(),
+        message,
+    }
+}
+
+/// The largest file the file system holding `dir` can have, with its name, where that is known and
+/// less than [`crate::config::MAX_EXPORT_SIZE`]: ext2, ext3 and ext4 number a file's blocks in 32
+/// bits, so at most 2^32 - 1 blocks (16 TiB less 4 KiB with 4 KiB blocks; less still without extents
+/// or `huge_file`, which a start finds out); FAT holds 4 GiB less a byte. An upper bound only: what
+/// is over it cannot be created, what is under it may still be refused. Not pathconf's
+/// `_PC_FILESIZEBITS`: glibc answers 64 bits for ext4, and 32 (2 GiB) for tmpfs, which holds 8 EiB.
+fn largest_file(dir: &std::path::Path) -> Option<(u64, &'static str)> {
+    let fs = rustix::fs::statfs(dir).ok()?;
+    let block = u64::try_from(fs.f_bsize).ok()?;
+    #[allow(clippy::unnecessary_cast)] // f_type's type differs between targets
+    match fs.f_type as i64 {
+        0xEF53 => Some((((1u64 << 32) - 1).saturating_mul(block), "ext2/ext3/ext4")),
+        0x4d44 => Some(((1u64 << 32) - 1, "FAT")),
+        _ => None,
     }
 }
 
@@ -242,26 +331,31 @@ impl State {
         new.check_shared_files()?;
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let mut notes = running.restart_needed(new);
+        // The exports by name, and after their new weights are set (as before, a connection that
+        // opens from then on gets the new one) their open connections by export: each gathered
+        // once, not searched for every export of the new configuration.
+        let by_name: HashMap<&str, usize> =
+            self.exports.iter().enumerate().map(|(i, e)| (e.name.as_str(), i)).collect();
+        let mut changed = Vec::new();
         for n in &new.exports {
-            let Some((i, e)) = self.exports.iter().enumerate().find(|(_, e)| e.name == n.name) else {
-                continue;
-            };
+            let Some(&i) = by_name.get(n.name.as_str()) else { continue };
+            let e = &self.exports[i];
             *e.spec.lock().unwrap_or_else(|p| p.into_inner()) = n.spec;
             running.exports[i].spec = n.spec;
             if let Err(err) = self.engines[e.engine].configure_group(group_of(i), ROOT_GROUP, n.spec) {
                 notes.push(format!("export `{}`: the new weight and class were refused: {err}", n.name));
             }
-            let queues: Vec<QueueId> = self
-                .live
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .filter(|(_, &x)| x == i)
-                .map(|(q, _)| *q)
-                .collect();
-            for q in queues {
+            changed.push((i, n.spec));
+        }
+        let mut live_of: HashMap<usize, Vec<QueueId>> = HashMap::new();
+        for (q, &i) in self.live.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            live_of.entry(i).or_default().push(*q);
+        }
+        for (i, spec) in changed {
+            let e = &self.exports[i];
+            for &q in live_of.get(&i).into_iter().flatten() {
                 // A handle bound to the queue carries the new class to the scheduler.
-                let _ = self.engines[e.engine].client_on(e.target, q, connection_spec(n.spec));
+                let _ = self.engines[e.engine].client_on(e.target, q, connection_spec(spec));
             }
         }
         if new.summary_interval != running.summary_interval {
@@ -463,11 +557,13 @@ pub struct Started {
 /// opens them unless `cache = "writeback"`: for a file a start would create, on a file without a name
 /// in its directory, gone when closed; no two exports on one file; `cachestat` for `cache = "read"`),
 /// the `--events` file (must not exist), the Unix sockets' paths (a stale socket or nothing, in an
-/// existing directory) and the TCP and metrics addresses (bound for a moment, then let go). Changes
+/// existing directory) and the TCP and metrics addresses (resolved, then bound for a moment and let
+/// go; their errors name the configuration's file, the address's line and its field). Changes
 /// nothing. Returns what it could not try (O_DIRECT where no file without a name can be made), one
 /// note each, naming the export and the line of its `path`, for the caller to show.
 pub fn check(config: &Config) -> Result<Vec<String>, ServeError> {
-    let notes = check_files(config)?;
+    // Against the hard limit: a start raises the soft one to it (`open_files_limit`).
+    let notes = check_files(config, open_files_limit(false))?;
     let _ = bind_tcp(config)?;
     Ok(notes)
 }
@@ -529,15 +625,20 @@ pub fn run_until_signal(
     let runtime = runtime(config.threads_or_default())?;
     runtime.block_on(async move {
         let server = Bound::bind(&config).await?;
+        // The handlers first, then the word that the server is ready: a SIGTERM sent as soon as
+        // "listening on" was read found none, and ended the process at once (not zero, its Unix
+        // socket left behind). One stream each, kept across the loop: none is missed while a reload
+        // is answered.
+        let mut int = signal(SignalKind::interrupt()).ok();
+        let mut term = signal(SignalKind::terminate()).ok();
+        let mut hup = signal(SignalKind::hangup()).ok();
         on_ready(&server.started);
         let (stop, stopped) = watch::channel(false);
         let (control, control_rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let mut term = signal(SignalKind::terminate()).ok();
-            let mut hup = signal(SignalKind::hangup()).ok();
             loop {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => break,
+                    _ = async { match int.as_mut() { Some(i) => { i.recv().await; } None => std::future::pending().await } } => break,
                     _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break,
                     _ = async { match hup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => {
                         let Some(path) = &config_file else {
@@ -787,6 +888,21 @@ fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Resul
             }
             rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK)
                 .map_err(|err| fail(format!("cannot be created in {}: {err}", dir.display())))?;
+            // Sparse: the free space is not compared (a file of 10 GiB on 1 GiB free is served until
+            // its writes fill the disk), but a size its file system cannot give any file is refused.
+            let whole = e.size.unwrap_or(0).next_multiple_of(BLOCK);
+            if let Some((largest, fs)) = largest_file(&dir).filter(|&(largest, _)| whole > largest) {
+                return Err(size_error(
+                    config_file,
+                    e,
+                    format!(
+                        "cannot be created {whole} bytes ({}) long: the largest file its file system \
+                         ({fs}) can hold is {largest} bytes ({})",
+                        format_size(whole),
+                        format_size(largest)
+                    ),
+                ));
+            }
             if direct(e) {
                 match bfq_io::dir_takes_direct(&dir) {
                     Ok(true) => {}
@@ -863,19 +979,24 @@ fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Resul
 /// Whether a Unix socket may be made at `path`: `Ok(true)` when a stale socket is there (nothing
 /// answers on it: its server is gone), `Ok(false)` when nothing is. A socket something answers on is
 /// another server's, and any other file is not ours: both are refused, and left alone.
-fn unix_socket_stale(path: &std::path::Path) -> Result<bool, ServeError> {
-    let fail = |message: String| ServeError::Socket { path: path.display().to_string(), message };
+fn unix_socket_stale(config: &Config, i: usize, path: &std::path::Path) -> Result<bool, ServeError> {
+    let fail = |message: String| ServeError::Socket {
+        file: config.file.clone(),
+        line: config.listen_lines.get(i).copied(),
+        path: path.display().to_string(),
+        message,
+    };
     match std::fs::symlink_metadata(path) {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             let dir = parent_dir(path);
             if !dir.is_dir() {
                 return Err(fail(format!("cannot be made: its directory {} does not exist", dir.display())));
             }
-            // sun_path holds 108 bytes, its terminating zero included.
+            // The configuration refuses such a path; one given by code is refused here.
             let len = path.as_os_str().len();
-            if len > 107 {
+            if len > MAX_SOCKET_PATH {
                 return Err(fail(format!(
-                    "cannot be made: its path is {len} bytes long, and at most 107 fit"
+                    "cannot be made: its path is {len} bytes long, and at most {MAX_SOCKET_PATH} fit"
                 )));
             }
             Ok(false)
@@ -905,8 +1026,22 @@ fn file_kind_any(m: &std::fs::Metadata) -> &'static str {
 
 /// Everything about the files a start needs that can be checked without making anything; with
 /// notes on what could not be checked (`check` says them; a start goes on and finds out).
-fn check_files(config: &Config) -> Result<Vec<String>, ServeError> {
+fn check_files(config: &Config, open_files: Option<u64>) -> Result<Vec<String>, ServeError> {
     config.check_shared_files()?;
+    resolve_addresses(config)?;
+    let devices = export_devices(config);
+    check_targets(config, &devices)?;
+    // Before any file is opened: a start that ran out half way failed at one export with "Too many
+    // open files" (the 506th of 1,200 under `ulimit -n 1024`), after creating the files before it.
+    let needed = descriptors_needed(config, &devices);
+    if let Some(limit) = open_files.filter(|&limit| needed > limit) {
+        return Err(ServeError::OpenFiles {
+            file: config.file.clone(),
+            exports: config.exports.len(),
+            needed,
+            limit,
+        });
+    }
     // Every export is served through io_uring: a machine or container that forbids it fails here,
     // before anything is made, rather than after the export files are.
     bfq_io::probe_ring().map_err(|source| ServeError::EngineStart {
@@ -933,12 +1068,144 @@ fn check_files(config: &Config) -> Result<Vec<String>, ServeError> {
             return Err(fail(path, "its directory does not exist"));
         }
     }
-    for l in &config.listen {
+    for (i, l) in config.listen.iter().enumerate() {
         if let Listen::Unix(path) = l {
-            unix_socket_stale(path)?;
+            unix_socket_stale(config, i, path)?;
         }
     }
     Ok(notes)
+}
+
+/// Descriptors of the process besides its exports', engines', listeners' and connections': the
+/// standard streams, the runtime's (epoll, its waker) and the signal handlers' (13 counted in
+/// /proc/PID/fd of a server), with a few to spare.
+const BASE_DESCRIPTORS: u64 = 16;
+
+/// Connections a start must have descriptors for, two each (its socket, and the duplicate a stop
+/// shuts down): a server with none to spare would refuse every client. More than these are served
+/// while descriptors last; past that a new connection is closed at once (`AcceptTrouble`).
+const CONNECTION_MARGIN: u64 = 16;
+
+/// Per export, the device whose engine would serve it (`None` when it cannot be told) and whether
+/// its file is a block device, as `open_exports` groups them: a block device by its number, a file by
+/// its file system's (a missing one's directory's). Looks at the files, changes nothing.
+fn export_devices(config: &Config) -> Vec<(Option<u64>, bool)> {
+    let device = |e: &Export| match std::fs::metadata(&e.path) {
+        Ok(m) if m.file_type().is_block_device() => (Some(m.rdev()), true),
+        Ok(m) => (Some(m.dev()), false),
+        Err(_) => (std::fs::metadata(parent_dir(&e.path)).ok().map(|m| m.dev()), false),
+    };
+    config.exports.iter().map(device).collect()
+}
+
+/// Refuses the first export past the targets one engine drives ([`bfq_io::MAX_TARGETS`]; 1 for each
+/// export, 2 with `cache = "read"`) on its device: a start failed at its engine with every export of
+/// the device named, after creating their files, and `--check` had said nothing.
+fn check_targets(config: &Config, devices: &[(Option<u64>, bool)]) -> Result<(), ServeError> {
+    let mut targets: HashMap<u64, usize> = HashMap::new();
+    for (e, (device, _)) in config.exports.iter().zip(devices) {
+        // One whose device cannot be told has an engine of its own, in the count of open files.
+        let Some(device) = device else { continue };
+        let before = targets.entry(*device).or_default();
+        let more = if e.cache == Cache::Read { 2 } else { 1 };
+        if *before + more > bfq_io::MAX_TARGETS {
+            return Err(export_error(
+                &config.file,
+                e,
+                format!(
+                    "needs {more} more target(s) of the I/O engine of its file's device, which has \
+                     {before} of the {} an engine drives (1 for each export, 2 with cache = \"read\"; \
+                     the exports of one device share its engine): put its file on another device, or \
+                     serve fewer exports",
+                    bfq_io::MAX_TARGETS
+                ),
+            ));
+        }
+        *before += more;
+    }
+    Ok(())
+}
+
+/// The descriptors a start of `config` holds open before its first connection, and its first
+/// [`CONNECTION_MARGIN`] connections': per export its engine's descriptor and, for a regular file,
+/// one for `base:allocation` (2 more with `cache = "read"`: a buffered one and its duplicate); per
+/// device (exports whose files share one are served by one engine) a ring and an eventfd, and its
+/// event log with `--events`; per listening address its socket and the one kept in reserve for
+/// running out, and the metrics' socket. As many as a server of 10 exports on 2 devices, with 2
+/// listeners, metrics and event logs was counted to hold (/proc/PID/fd).
+fn descriptors_needed(config: &Config, devices: &[(Option<u64>, bool)]) -> u64 {
+    let mut engines = std::collections::HashSet::new();
+    // Files whose device cannot be told: each counted as a device of its own.
+    let mut unknown = 0u64;
+    let mut exports = 0u64;
+    for (e, (device, block)) in config.exports.iter().zip(devices) {
+        match device {
+            Some(d) => {
+                engines.insert(*d);
+            }
+            None => unknown += 1,
+        }
+        exports += if *block { 1 } else { 2 } + if e.cache == Cache::Read { 2 } else { 0 };
+    }
+    let engines = (engines.len() as u64 + unknown) * (2 + u64::from(config.event_log.is_some()));
+    let listeners = 2 * config.listen.len() as u64 + u64::from(config.metrics.is_some());
+    BASE_DESCRIPTORS + exports + engines + listeners + 2 * CONNECTION_MARGIN
+}
+
+/// How many files a start may have open (RLIMIT_NOFILE), `None` for no limit. With `raise`, the soft
+/// limit is raised to the hard one first, as servers do: each export and each connection holds
+/// descriptors, and the soft limit of 1,024 that shells set is for programs that hold a few. Without,
+/// the hard limit: what a start would raise it to (`check`, which changes nothing).
+fn open_files_limit(raise: bool) -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let now = getrlimit(Resource::Nofile);
+    if !raise {
+        return now.maximum;
+    }
+    if now.current != now.maximum {
+        // Refused only where the hard limit is over the kernel's `fs.nr_open`: the soft one stays.
+        let _ = setrlimit(Resource::Nofile, Rlimit { current: now.maximum, maximum: now.maximum });
+    }
+    getrlimit(Resource::Nofile).current
+}
+
+/// Looks up the TCP and metrics addresses' names, before anything is bound or made: one that does
+/// not resolve is the configuration's error, on its line (the bind said only "failed to lookup
+/// address information", without the file, the line or the field).
+fn resolve_addresses(config: &Config) -> Result<(), ServeError> {
+    use std::net::ToSocketAddrs;
+    let resolve = |address: &str| match address.to_socket_addrs().map(|mut found| found.next()) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(format!("{address:?} resolves to no address")),
+        Err(err) => Err(format!("{address:?} does not resolve to an address: {err}")),
+    };
+    for (i, l) in config.listen.iter().enumerate() {
+        if let Listen::Tcp(address) = l {
+            resolve(address).map_err(|m| config.listen_error(i, m))?;
+        }
+    }
+    if let Some(address) = &config.metrics {
+        resolve(address).map_err(|m| config.metrics_error(m))?;
+    }
+    Ok(())
+}
+
+/// The error of a listening socket that cannot be made, naming the file, the line and the field
+/// of its address (`listen`'s address `i`, or with `None` the metrics address).
+fn listen_failed(config: &Config, i: Option<usize>, address: &str, source: std::io::Error) -> ServeError {
+    let (field, line) = match i {
+        Some(i) => ("listen", config.listen_lines.get(i).copied()),
+        None => ("metrics", config.metrics_line),
+    };
+    // Without a `listen` field the address is the default one, which the file does not show.
+    let default = i.is_some() && config.listen_lines.is_empty();
+    ServeError::Listen {
+        file: config.file.clone(),
+        line,
+        field,
+        address: if default { format!("{address} (the default, without `listen`)") } else { address.into() },
+        source,
+    }
 }
 
 /// The TCP listeners (with the address each is bound to) and the metrics listener, bound (before
@@ -947,8 +1214,8 @@ fn check_files(config: &Config) -> Result<Vec<String>, ServeError> {
 fn bind_tcp(
     config: &Config,
 ) -> Result<(Vec<(String, std::net::TcpListener)>, Option<(String, std::net::TcpListener)>), ServeError> {
-    let bind = |addr: &String| -> Result<(String, std::net::TcpListener), ServeError> {
-        let fail = |source| ServeError::Listen { address: addr.clone(), source };
+    let bind = |addr: &String, i: Option<usize>| -> Result<(String, std::net::TcpListener), ServeError> {
+        let fail = |source| listen_failed(config, i, addr, source);
         let l = std::net::TcpListener::bind(addr.as_str()).map_err(fail)?;
         // The backlog tokio's own bind uses: many clients connecting at once wait, not retry.
         // SAFETY: the descriptor is the listener's, open for this call.
@@ -958,12 +1225,12 @@ fn bind_tcp(
         Ok((local.to_string(), l))
     };
     let mut tcp = Vec::new();
-    for l in &config.listen {
+    for (i, l) in config.listen.iter().enumerate() {
         if let Listen::Tcp(addr) = l {
-            tcp.push(bind(addr)?);
+            tcp.push(bind(addr, Some(i))?);
         }
     }
-    let metrics = config.metrics.as_ref().map(bind).transpose()?;
+    let metrics = config.metrics.as_ref().map(|m| bind(m, None)).transpose()?;
     Ok((tcp, metrics))
 }
 
@@ -972,7 +1239,7 @@ impl Bound {
     /// makes the Unix sockets; a start that fails on the way removes what it made.
     async fn bind(config: &Config) -> Result<Bound, ServeError> {
         // What `check` could not check (its notes), the start finds out by doing it.
-        let _not_checked = check_files(config)?;
+        let _not_checked = check_files(config, open_files_limit(true))?;
         let (tcp, metrics) = bind_tcp(config)?;
         let mut made = Made::default();
         let bound = Self::make(config, tcp, metrics, &mut made);
@@ -993,23 +1260,23 @@ impl Bound {
         let mut listeners = Vec::new();
         let mut addresses = Vec::new();
         let mut tcp = tcp.into_iter();
-        for l in &config.listen {
+        for (i, l) in config.listen.iter().enumerate() {
             match l {
                 Listen::Tcp(addr) => {
                     let (local, l) = tcp.next().expect("one TCP listener per TCP address");
                     let listener = tokio::net::TcpListener::from_std(l)
-                        .map_err(|source| ServeError::Listen { address: addr.clone(), source })?;
+                        .map_err(|source| listen_failed(config, Some(i), addr, source))?;
                     addresses.push(local);
                     listeners.push(Listener::Tcp(listener));
                 }
                 Listen::Unix(path) => {
                     // A socket left by a server that is gone is replaced; a live server's socket and
                     // any other file are never touched (checked again: it is moments later).
-                    if unix_socket_stale(path)? {
+                    if unix_socket_stale(config, i, path)? {
                         let _ = std::fs::remove_file(path);
                     }
                     let listener = tokio::net::UnixListener::bind(path).map_err(|source| {
-                        ServeError::Listen { address: format!("unix:{}", path.display()), source }
+                        listen_failed(config, Some(i), &format!("unix:{}", path.display()), source)
                     })?;
                     made.add(path);
                     addresses.push(format!("unix:{}", path.display()));
@@ -1021,7 +1288,7 @@ impl Bound {
             Some((local, l)) => {
                 let address = config.metrics.clone().unwrap_or_default();
                 let l = tokio::net::TcpListener::from_std(l)
-                    .map_err(|source| ServeError::Listen { address, source })?;
+                    .map_err(|source| listen_failed(config, None, &address, source))?;
                 (Some(l), Some(local))
             }
             None => (None, None),
@@ -1627,7 +1894,13 @@ fn open_export(
                 .map_err(|err| fail(format!("cannot create it: {err}")))?;
             made.add(&e.path);
             let whole = size.next_multiple_of(BLOCK);
-            f.set_len(whole).map_err(|err| fail(format!("cannot size it: {err}")))?;
+            f.set_len(whole).map_err(|err| {
+                size_error(
+                    config_file,
+                    e,
+                    format!("cannot make it {whole} bytes ({}) long: {err}", format_size(whole)),
+                )
+            })?;
             drop(f);
             let rounded = if whole != size {
                 format!(" (`size` {size} rounded up to whole 4 KiB blocks)")
@@ -3161,6 +3434,16 @@ async fn send_cached<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_names_ten_exports_and_counts_the_rest() {
+        assert_eq!(export_names(["a"]), "export `a`");
+        let names: Vec<String> = (1..=12).map(|i| format!("e{i}")).collect();
+        let shown = export_names(names.iter().take(10).map(String::as_str));
+        assert!(shown.starts_with("exports `e1`, `e2`") && shown.ends_with("`e10`"), "{shown}");
+        let counted = export_names(names.iter().map(String::as_str));
+        assert_eq!(counted, format!("{shown} and 2 more"));
+    }
 
     #[test]
     fn engine_errors_map_to_the_protocols_error_values() {
