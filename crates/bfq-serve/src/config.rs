@@ -487,6 +487,18 @@ impl Config {
                     ),
                 ));
             };
+            // Both kernel names of BFQ's idle window: the later key won, unsaid.
+            if let Some((_, v)) = entries.iter().find(|(k, _)| k.as_str() == "slice_idle_us") {
+                if entries.iter().any(|(k, _)| k.as_str() == "slice_idle") {
+                    return Err(src.err(
+                        Some(&v.span()),
+                        "params.slice_idle_us",
+                        "`slice_idle` and `slice_idle_us` set one tunable (the idle window, in ms and in us); \
+                         give one"
+                            .into(),
+                    ));
+                }
+            }
             for (k, v) in entries {
                 let value = match v.get_ref() {
                     Node::Str(s) => s.clone(),
@@ -1313,6 +1325,12 @@ mod tests {
                 "expected a string of at most 4096 bytes, got a list",
             ),
             (one_export("", "colour = 1"), 5, "colour", "unknown field (known: name, path,"),
+            (
+                one_export("params = { slice_idle = 1, slice_idle_us = 5000 }", ""),
+                1,
+                "params.slice_idle_us",
+                "`slice_idle` and `slice_idle_us` set one tunable",
+            ),
         ];
         for (text, line, field, message) in cases {
             let e = Config::from_toml(&text, "s.toml").unwrap_err();
