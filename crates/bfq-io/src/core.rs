@@ -31,7 +31,7 @@ pub(crate) const TARGET_SHIFT: u32 = 50;
 /// The most targets one engine drives.
 pub const MAX_TARGETS: usize = 1 << (62 - TARGET_SHIFT);
 
-/// The bytes of each target the engine addresses (1 PiB, [`TARGET_SHIFT`]): a request past them is
+/// The bytes of each target the engine addresses (1 PiB, 2^50): a request past them is
 /// refused with [`crate::IoError::OutOfRange`].
 pub const TARGET_BYTES: u64 = 1 << TARGET_SHIFT;
 
