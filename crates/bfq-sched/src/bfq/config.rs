@@ -183,6 +183,11 @@ pub struct BfqConfig {
     /// two turns in a row: a one-read-at-a-time reader got at most half of the turns whatever its
     /// weight (three readers weighted 1:2:5 on the papers' disk got 1:2:3). 0 = the kernel's rule.
     pub seeky_timeout_waits: bool,
+    /// `async_held_on_disks` (1): with injection on a device that queues internally, async requests
+    /// may take half of its queue beside synchronous ones, except on a spinning disk, where they
+    /// wait while synchronous ones are in it, as in the seeds (seed 001 sec. 4.5; `Bfq::async_may_enter`).
+    /// 0 = half of the queue on a spinning disk too.
+    pub async_held_on_disks: bool,
     /// `wr_yield_after` (1000 ms; 0 = never, as the kernel): on a device that queues internally, a
     /// queue raised as interactive when no queue had been for this long is a new application starting,
     /// and ends the interactive raisings still in force (beyond the kernel: `bfq::activation`).
@@ -403,6 +408,7 @@ impl Default for BfqConfig {
             max_lead_wait: SEC,
             raised_seeky_timeout: true,
             seeky_timeout_waits: true,
+            async_held_on_disks: true,
             wr_yield_after: SEC,
             injection: true,
             inject_latency_ratio: 115,
@@ -466,6 +472,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "max_lead_wait",
     "raised_seeky_timeout",
     "seeky_timeout_waits",
+    "async_held_on_disks",
     "wr_yield_after",
     "injection",
     "inject_latency_ratio",
@@ -566,6 +573,7 @@ impl BfqConfig {
             "max_lead_wait" => self.max_lead_wait = ms(0, 3_600_000)?,
             "raised_seeky_timeout" => self.raised_seeky_timeout = parse_bool(NAME, key, value)?,
             "seeky_timeout_waits" => self.seeky_timeout_waits = parse_bool(NAME, key, value)?,
+            "async_held_on_disks" => self.async_held_on_disks = parse_bool(NAME, key, value)?,
             "wr_yield_after" => self.wr_yield_after = ms(0, 3_600_000)?,
             "injection" => self.injection = parse_bool(NAME, key, value)?,
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
@@ -656,6 +664,7 @@ impl BfqConfig {
             ("max_lead_wait", (self.max_lead_wait / MSEC).to_string()),
             ("raised_seeky_timeout", b(self.raised_seeky_timeout)),
             ("seeky_timeout_waits", b(self.seeky_timeout_waits)),
+            ("async_held_on_disks", b(self.async_held_on_disks)),
             ("wr_yield_after", (self.wr_yield_after / MSEC).to_string()),
             ("injection", b(self.injection)),
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),
