@@ -44,14 +44,14 @@ pub fn execute(args: ServeArgs) -> Result<()> {
         );
         return Ok(());
     }
-    // One note per device whose kernel scheduler sits below the server's.
+    // One note per device whose kernel scheduler sits below the server's, said once the server is
+    // up: printed before, it came ahead of a start's error as if it were the cause.
     let mut noted = Vec::new();
+    let mut notes = Vec::new();
     for e in &config.exports {
         if let Some((device, _)) = bfq_io::kernel_scheduler(&e.path) {
             if !noted.contains(&device) {
-                if let Some(note) = bfq_io::stacked_scheduler_note(&e.path) {
-                    eprintln!("bfq serve: {note}");
-                }
+                notes.extend(bfq_io::stacked_scheduler_note(&e.path));
                 noted.push(device);
             }
         }
@@ -59,6 +59,9 @@ pub fn execute(args: ServeArgs) -> Result<()> {
     let shown = config.clone();
     let stopped = bfq_serve::run_until_signal(config, args.config.clone(), |started| {
         eprintln!("bfq serve: listening on {}", started.addresses.join(", "));
+        for note in &notes {
+            eprintln!("bfq serve: {note}");
+        }
         if let Some(metrics) = &started.metrics {
             eprintln!("bfq serve: metrics at http://{metrics}/metrics");
         }

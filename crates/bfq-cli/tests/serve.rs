@@ -862,3 +862,24 @@ fn serve_check_refuses_what_a_start_would_fail_on_and_creates_nothing() {
     served.signal("TERM");
     assert!(served.wait_exit(Duration::from_secs(10)).success());
 }
+
+/// The note on the kernel's scheduler below the server (vda at mq-deadline here) is said once the
+/// server listens: printed before, it came ahead of a start's error, as if it were the cause. A
+/// start that fails on its listen address (held by this test) says only the error.
+#[test]
+fn a_failed_start_says_its_error_without_the_kernel_scheduler_note() {
+    let (dir, config, _) = many_exports("note", 1);
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let text = std::fs::read_to_string(&config).unwrap();
+    let listen = text.lines().next().unwrap().to_string();
+    std::fs::write(&config, text.replacen(&listen, &format!("listen = [\"127.0.0.1:{port}\"]"), 1)).unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_bfq")).args(["serve", "--config"]).arg(&config).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(held);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("field `listen`: cannot listen on"), "{err}");
+    assert!(!err.contains("below this engine"), "{err}");
+}

@@ -1930,9 +1930,15 @@ fn open_export(
     } else {
         meta.len()
     };
-    let size = len - len % BLOCK;
+    // The engine addresses 1 PiB of each file: beyond it every request failed.
+    let size = (len - len % BLOCK).min(crate::config::MAX_EXPORT_SIZE);
     if size != len {
-        eprintln!("bfq serve: export `{}`: serving {size} of its {len} bytes (whole 4 KiB blocks)", e.name);
+        let why = if size == crate::config::MAX_EXPORT_SIZE {
+            "the first 1 PiB: what the I/O engine addresses of a file"
+        } else {
+            "whole 4 KiB blocks"
+        };
+        eprintln!("bfq serve: export `{}`: serving {size} of its {len} bytes ({why})", e.name);
     }
     if size == 0 {
         return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));

@@ -825,3 +825,49 @@ fn a_stop_closes_connections_still_open_after_stop_timeout() {
     assert!(closed(&mut busy) && closed(&mut deaf));
     keep_sending.join().unwrap();
 }
+
+/// The size an export is served with, by `NBD_OPT_EXPORT_NAME` on the Unix socket.
+fn served_size(socket: &Path, name: &str) -> u64 {
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).unwrap();
+    // Fixed newstyle, no zeroes; then the option that answers with the size at once.
+    s.write_all(&3u32.to_be_bytes()).unwrap();
+    let mut option = b"IHAVEOPT".to_vec();
+    option.extend_from_slice(&1u32.to_be_bytes());
+    option.extend_from_slice(&(name.len() as u32).to_be_bytes());
+    option.extend_from_slice(name.as_bytes());
+    s.write_all(&option).unwrap();
+    let mut size = [0u8; 8];
+    s.read_exact(&mut size).unwrap();
+    u64::from_be_bytes(size)
+}
+
+#[test]
+fn a_file_larger_than_the_engine_addresses_is_served_up_to_its_first_pebibyte() {
+    // The I/O engine addresses 1 PiB of a file (`bfq_io::TARGET_BYTES`); an existing file or device
+    // larger than that was served whole, and every request past 1 PiB failed. A sparse file on tmpfs,
+    // which holds one that large.
+    if !Path::new("/dev/shm").is_dir() {
+        return common::skipped("no /dev/shm for a sparse file of more than 1 PiB");
+    }
+    let dir = Dir::new("pib");
+    let big = PathBuf::from(format!("/dev/shm/bfq-serve-pib-{}.img", std::process::id()));
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _remove = Remove(big.clone());
+    let f = std::fs::File::create(&big).unwrap();
+    if f.set_len(bfq_io::TARGET_BYTES + (1 << 20)).is_err() {
+        return common::skipped("tmpfs refused a sparse file of more than 1 PiB");
+    }
+    let socket = dir.path("s.sock");
+    let server = start(config(&one_export(&format!("\"unix:{}\"", socket.display()), &big, ""))).unwrap();
+    let size = served_size(&socket, "a");
+    server.stop().unwrap();
+    assert_eq!(size, bfq_io::TARGET_BYTES);
+}
