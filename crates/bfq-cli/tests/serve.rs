@@ -883,3 +883,34 @@ fn a_failed_start_says_its_error_without_the_kernel_scheduler_note() {
     assert!(err.contains("field `listen`: cannot listen on"), "{err}");
     assert!(!err.contains("below this engine"), "{err}");
 }
+
+/// A size past the process's file-size limit (`ulimit -f`, RLIMIT_FSIZE) is refused by `--check`
+/// and by a start on the line of `size`, before any file is made: sizing the file past it ended the
+/// server with SIGXFSZ, no file, line or message.
+#[test]
+fn a_size_past_the_file_size_limit_is_refused_on_its_line_before_any_file_is_made() {
+    let (dir, config, _) = many_exports("fsize", 1);
+    let text = std::fs::read_to_string(&config).unwrap().replace("size = \"4KiB\"", "size = \"8MiB\"");
+    std::fs::write(&config, text).unwrap();
+    let run = |args: &str| {
+        Command::new("bash")
+            .args(["-c", &format!("ulimit -f 1024 && exec \"$0\" serve {args} --config \"$1\"")])
+            .arg(env!("CARGO_BIN_EXE_bfq"))
+            .arg(&config)
+            .output()
+            .unwrap()
+    };
+    let (checked, started) = (run("--check"), run(""));
+    let made = images(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(made, 0, "the refused start made no export's file");
+    for out in [checked, started] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(":6: field `size`: export `e0`")
+                && err.contains("at most 1048576 bytes (RLIMIT_FSIZE"),
+            "{err}"
+        );
+    }
+}

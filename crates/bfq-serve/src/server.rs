@@ -903,6 +903,18 @@ fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Resul
                     ),
                 ));
             }
+            if let Some(limit) = file_size_limit().filter(|&limit| whole > limit) {
+                return Err(size_error(
+                    config_file,
+                    e,
+                    format!(
+                        "cannot be created {whole} bytes ({}) long: this process may make files of at \
+                         most {limit} bytes (RLIMIT_FSIZE, `ulimit -f`; past it the kernel ends it with \
+                         SIGXFSZ)",
+                        format_size(whole)
+                    ),
+                ));
+            }
             if direct(e) {
                 match bfq_io::dir_takes_direct(&dir) {
                     Ok(true) => {}
@@ -956,6 +968,13 @@ fn check_export(config_file: &str, e: &Export, notes: &mut Vec<String>) -> Resul
             };
             if len < BLOCK {
                 return Err(fail(format!("has {len} bytes: less than one 4 KiB block to serve")));
+            }
+            if let Some(limit) = file_size_limit().filter(|&limit| !block && !e.read_only && len > limit) {
+                return Err(fail(format!(
+                    "has {len} bytes, and this process may write files up to {limit} bytes only \
+                     (RLIMIT_FSIZE, `ulimit -f`): a write past it would end the server with SIGXFSZ; \
+                     raise the limit or make the export read-only"
+                )));
             }
             refuse_read_only_device(e, &m).map_err(fail)?;
             // On the check's own descriptor: released when it is closed, at the end of the check.
@@ -1150,6 +1169,11 @@ fn descriptors_needed(config: &Config, devices: &[(Option<u64>, bool)]) -> u64 {
     let engines = (engines.len() as u64 + unknown) * (2 + u64::from(config.event_log.is_some()));
     let listeners = 2 * config.listen.len() as u64 + u64::from(config.metrics.is_some());
     BASE_DESCRIPTORS + exports + engines + listeners + 2 * CONNECTION_MARGIN
+}
+
+/// The largest file this process may write (RLIMIT_FSIZE's soft limit), `None` for no limit.
+fn file_size_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Fsize).current
 }
 
 /// How many files a start may have open (RLIMIT_NOFILE), `None` for no limit. With `raise`, the soft
