@@ -94,8 +94,10 @@ pub fn params_for(name: &str, params: &[(String, String)]) -> Vec<(String, Strin
 
 /// The `--params` option as pairs (`key=value` for every scheduler of the run, `SCHEDULER.key=value`
 /// for one: [`params_for`]).
-pub fn params(text: Option<&str>) -> Result<Vec<(String, String)>> {
-    let Some(p) = text else { return Ok(Vec::new()) };
+pub fn params(given: &[String]) -> Result<Vec<(String, String)>> {
+    // `-p a=1 -p b=2` is `-p a=1,b=2`, as repeated `-s` lists are joined.
+    let joined = given.join(",");
+    let p = joined.as_str();
     let pairs = bfq_sched::params::parse_pairs(p).map_err(|e| anyhow::anyhow!("--params: {e}"))?;
     // An empty key would reach the schedulers and come back as "unknown parameter ``".
     if let Some(item) =

@@ -53,8 +53,9 @@ pub struct CompareArgs {
     pub fio_buffers: FioBuffersArg,
     /// Tunables for the engine's schedulers, `key=value,key=value`; `SCHEDULER.key=value` for one of
     /// them only (e.g. `bfq.latency_guard=300`).
+    /// May be given more than once, as `-s` (the lists are joined).
     #[arg(long, short)]
-    pub params: Option<String>,
+    pub params: Vec<String>,
     /// Override the job's duration (e.g. `10s`).
     #[arg(long)]
     pub duration: Option<String>,
@@ -153,7 +154,7 @@ pub fn execute(args: CompareArgs) -> Result<()> {
             );
         }
     }
-    let params = crate::checks::params(args.params.as_deref())?;
+    let params = crate::checks::params(&args.params)?;
     crate::checks::schedulers("--engine", &engine, &params)?;
     crate::checks::json_path(args.json.as_deref())?;
     // The kernel's scheduler on the file's device sits below the engine's runs and below the loop

@@ -28,8 +28,9 @@ pub struct RunArgs {
     pub scheduler: Vec<String>,
     /// Scheduler tunables, `key=value,key=value` for every run; `SCHEDULER.key=value` for that
     /// scheduler's runs only (e.g. `-s bfq,fifo -p bfq.latency_guard=300`).
+    /// May be given more than once, as `-s` (the lists are joined).
     #[arg(long, short)]
-    pub params: Option<String>,
+    pub params: Vec<String>,
     /// Most requests in flight on the device (1..=4096).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub depth: u32,
@@ -86,7 +87,7 @@ struct RunOutput<'a> {
 pub fn execute(args: RunArgs) -> Result<()> {
     let mut job = Job::from_file_for_real_run(&args.job)?;
     crate::checks::apply_duration_to_file(&mut job, &args.job, args.duration.as_deref())?;
-    let params = crate::checks::params(args.params.as_deref())?;
+    let params = crate::checks::params(&args.params)?;
     let schedulers: Vec<String> = if args.scheduler.is_empty() {
         job.scheduler
             .as_ref()

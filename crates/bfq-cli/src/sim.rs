@@ -24,8 +24,9 @@ pub struct SimArgs {
     pub scheduler: Vec<String>,
     /// Scheduler tunables, `key=value,key=value` for every run; `SCHEDULER.key=value` for that
     /// scheduler's runs only (e.g. `-s bfq,fifo -p bfq.slice_idle=0`).
+    /// May be given more than once, as `-s` (the lists are joined).
     #[arg(long, short)]
-    pub params: Option<String>,
+    pub params: Vec<String>,
     /// Write every metric of every run as JSON to this file (`-` for standard output).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -79,7 +80,7 @@ pub fn execute(args: SimArgs) -> Result<()> {
         job.seed = seed;
     }
     crate::checks::apply_duration_to_file(&mut job, &args.job, args.duration.as_deref())?;
-    let params = crate::checks::params(args.params.as_deref())?;
+    let params = crate::checks::params(&args.params)?;
     let schedulers: Vec<String> = if args.scheduler.is_empty() {
         vec![job.scheduler.as_ref().map_or_else(|| "fifo".to_string(), |s| s.name.clone())]
     } else {

@@ -529,3 +529,35 @@ fn suite_output_directories_are_made_one_level_deep_and_keep_the_users_files() {
     assert!(report_stderr.contains("index.html is there and was not written by bfq"), "{report_stderr}");
     assert_eq!(page, "<html>mine</html>");
 }
+
+/// `-p` may be given more than once, as `-s`: the lists are joined (a repeated `-p` was a usage
+/// error while a repeated `-s` added schedulers, a fuzzer's case), and a tunable set in two of them
+/// is refused as in one.
+#[test]
+fn params_given_twice_are_joined_as_schedulers_are() {
+    let job = "duration = \"1s\"\nworkload = \"10r-seq\"\n[device]\npreset = \"constant\"\n";
+    let dir = std::env::temp_dir().join(format!("bfq-params-twice-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("job.toml");
+    std::fs::write(&file, job).unwrap();
+    let run =
+        |args: &[&str]| bfq().arg("sim").arg(&file).args(["-q", "--json", "-"]).args(args).output().unwrap();
+    let joined = run(&["-s", "bfq", "-p", "slice_idle=0", "-p", "bfq.low_latency=0"]);
+    let twice = run(&["-s", "bfq", "-p", "slice_idle=0", "-p", "slice_idle=2"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stderr = String::from_utf8_lossy(&joined.stderr);
+    assert_eq!(joined.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&joined.stdout).unwrap();
+    let params = &json["runs"][0]["scheduler_params"];
+    let value = |key: &str| {
+        params.as_array().unwrap().iter().find(|p| p[0] == key).map(|p| p[1].as_str().unwrap().to_string())
+    };
+    assert_eq!(
+        (value("slice_idle").as_deref(), value("low_latency").as_deref()),
+        (Some("0"), Some("0")),
+        "{params}"
+    );
+    let stderr = String::from_utf8_lossy(&twice.stderr);
+    assert_eq!(twice.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("`slice_idle` is given twice"), "{stderr}");
+}
