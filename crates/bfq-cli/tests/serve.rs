@@ -742,6 +742,29 @@ fn many_exports(tag: &str, n: usize) -> (PathBuf, PathBuf, PathBuf) {
     (dir, config, socket)
 }
 
+/// `bfq serve --check` and a start of `config`, each under the shell limit `limit` (`ulimit -n 64`):
+/// both must fail (status 1) and the start must make no export's file in `dir`, which is removed.
+/// Their standard errors, for the caller to check the message.
+fn check_and_start_refused_under(limit: &str, dir: &Path, config: &Path) -> [String; 2] {
+    let run = |args: &str| {
+        Command::new("bash")
+            .args(["-c", &format!("{limit} && exec \"$0\" serve {args} --config \"$1\"")])
+            .arg(env!("CARGO_BIN_EXE_bfq"))
+            .arg(config)
+            .output()
+            .unwrap()
+    };
+    let (checked, started) = (run("--check"), run(""));
+    let made = images(dir);
+    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!(made, 0, "the refused start made no export's file");
+    [checked, started].map(|out| {
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        err
+    })
+}
+
 /// The exports' files in `dir`.
 fn images(dir: &Path) -> usize {
     std::fs::read_dir(dir)
@@ -758,21 +781,7 @@ fn images(dir: &Path) -> usize {
 #[test]
 fn exports_needing_more_open_files_than_the_hard_limit_are_refused_by_check_and_start_with_the_numbers() {
     let (dir, config, _) = many_exports("nofile", 40);
-    let run = |args: &str| {
-        Command::new("bash")
-            .args(["-c", &format!("ulimit -n 64 && exec \"$0\" serve {args} --config \"$1\"")])
-            .arg(env!("CARGO_BIN_EXE_bfq"))
-            .arg(&config)
-            .output()
-            .unwrap()
-    };
-    let (checked, started) = (run("--check"), run(""));
-    let made = images(&dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(made, 0, "the refused start made no export's file");
-    for out in [checked, started] {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+    for err in check_and_start_refused_under("ulimit -n 64", &dir, &config) {
         assert!(
             err.contains(&format!("bfq: error: {}: 40 exports need ", config.display()))
                 && err.contains("open files (2 for each export")
@@ -892,21 +901,7 @@ fn a_size_past_the_file_size_limit_is_refused_on_its_line_before_any_file_is_mad
     let (dir, config, _) = many_exports("fsize", 1);
     let text = std::fs::read_to_string(&config).unwrap().replace("size = \"4KiB\"", "size = \"8MiB\"");
     std::fs::write(&config, text).unwrap();
-    let run = |args: &str| {
-        Command::new("bash")
-            .args(["-c", &format!("ulimit -f 1024 && exec \"$0\" serve {args} --config \"$1\"")])
-            .arg(env!("CARGO_BIN_EXE_bfq"))
-            .arg(&config)
-            .output()
-            .unwrap()
-    };
-    let (checked, started) = (run("--check"), run(""));
-    let made = images(&dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(made, 0, "the refused start made no export's file");
-    for out in [checked, started] {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+    for err in check_and_start_refused_under("ulimit -f 1024", &dir, &config) {
         assert!(
             err.contains(":6: field `size`: export `e0`")
                 && err.contains("at most 1048576 bytes (RLIMIT_FSIZE"),

@@ -116,7 +116,7 @@ impl Bfq {
         self.cfg.share_horizon > 0
             && self.cfg.max_budget == 0
             && self.hw_tag.detected
-            && (!self.device.rotational || self.seek_rate.fast)
+            && !self.spinning_disk()
     }
 
     /// The B_max that bounds queue `s`'s own budget: the device's, or with `share_horizon` what its

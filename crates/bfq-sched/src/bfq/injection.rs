@@ -643,11 +643,10 @@ impl Bfq {
             return true;
         }
         let async_in_flight = self.in_flight - self.sync_in_flight;
-        let spinning = self.device.rotational && !self.seek_rate.fast;
         self.cfg.injection
             && self.cfg.v1_heuristics
             && self.hw_tag.detected
-            && !(spinning && self.cfg.async_held_on_disks)
+            && !(self.cfg.async_held_on_disks && self.spinning_disk())
             && async_in_flight < (self.device.queue_depth as usize / 2).max(1)
     }
 

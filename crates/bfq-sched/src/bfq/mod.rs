@@ -402,6 +402,13 @@ impl Bfq {
         self.event(now, s, EventKind::Selected { budget: b });
     }
 
+    /// Whether the device is a spinning disk: rotational by its flag, and not seen serving 2,000
+    /// random requests a second (`budget_share::SeekRate`). The rules whose turns are the device's
+    /// alone, or whose writes a drive's cache would put ahead of reads, differ there.
+    pub(super) fn spinning_disk(&self) -> bool {
+        self.device.rotational && !self.seek_rate.fast
+    }
+
     /// `max_lead_wait`: before B-WF2Q+ selects the next queue (at most once a `slice_idle`), a queue
     /// that has had requests queued and none dispatched for longer than `max_lead_wait` while its
     /// start time is past the virtual time has that lead forgiven. The lead comes from service out
@@ -417,9 +424,8 @@ impl Bfq {
         let limit = self.cfg.max_lead_wait;
         // Not on a spinning disk, where what a queue took out of its turns was disk time the others
         // paid for in seeks (as `deep_charge_service`).
-        let spinning = self.device.rotational && !self.seek_rate.fast;
         if limit == 0
-            || spinning
+            || self.spinning_disk()
             || self
                 .lead_checked
                 .is_some_and(|t| now.saturating_since(t) < self.cfg.slice_idle.max(crate::types::MSEC))
@@ -456,35 +462,32 @@ impl Bfq {
     /// queues, but only once a random turn has passed T_max.
     fn raised_seeky_turn(&self, s: u32, now: Instant) -> bool {
         let q = &self.queues[s as usize];
-        let held =
-            self.service.map_or(0, |svc| now.saturating_since(svc.started)).saturating_add(q.raising.held);
+        if !self.cfg.raised_seeky_timeout || !q.seek.seeky(self.cfg.seeky_threshold) {
+            return false;
+        }
         // The two conditions for turns that are the device's alone, on a spinning disk: where
         // injection fills a flash device beside the turn, cutting it cost the others (an IDLE-class
         // reader took the best-effort readers' slots).
-        let spinning = self.device.rotational && !self.seek_rate.fast;
-        if self.cfg.raised_seeky_timeout
-            && spinning
-            && q.seek.seeky(self.cfg.seeky_threshold)
-            && (!q.raising.active() || !self.raising_on())
-        {
+        let spinning = self.spinning_disk();
+        if spinning && (!q.raising.active() || !self.raising_on()) {
             // Its raising ended during the turn: the turn's long timeout went with it (it held the
             // disk 3.7 s past the end of its raising).
             return true;
         }
-        self.cfg.raised_seeky_timeout
-            && self.raising_on()
-            && q.raising.coeff > 1
-            && q.seek.seeky(self.cfg.seeky_threshold)
-            && self.busy_raised > 1
-            && self.queues.iter().enumerate().any(|(m, o)| {
-                m != s as usize
-                    && o.raising.active()
-                    && o.counted_weight.is_some_and(|(_, raised)| raised)
-                    && (o.raising.start >= q.raising.start.saturating_add(RAISED_TURN_NEWER)
-                        || (spinning
-                            && held >= RAISED_LONG_HELD
-                            && o.raising.start.saturating_add(RAISED_TURN_NEWER) > q.raising.start))
-            })
+        if !self.raising_on() || q.raising.coeff <= 1 || self.busy_raised <= 1 {
+            return false;
+        }
+        let held =
+            self.service.map_or(0, |svc| now.saturating_since(svc.started)).saturating_add(q.raising.held);
+        self.queues.iter().enumerate().any(|(m, o)| {
+            m != s as usize
+                && o.raising.active()
+                && o.counted_weight.is_some_and(|(_, raised)| raised)
+                && (o.raising.start >= q.raising.start.saturating_add(RAISED_TURN_NEWER)
+                    || (spinning
+                        && held >= RAISED_LONG_HELD
+                        && o.raising.start.saturating_add(RAISED_TURN_NEWER) > q.raising.start))
+        })
     }
 
     /// Ends the in-service queue's service (seed 000 sec. 3 step 3).
@@ -512,8 +515,7 @@ impl Bfq {
         // `seeky_timeout_waits`: a random reader's request is in the disk at its timeout as a rule;
         // expired then, empty, it left B-WF2Q+ and could not have the next turn too, however heavy.
         let seeky_waits = self.cfg.seeky_timeout_waits
-            && self.device.rotational
-            && !self.seek_rate.fast
+            && self.spinning_disk()
             && q.sync
             && q.seek.seeky(self.cfg.seeky_threshold);
         if q.serving_in_flight > 0 {
@@ -556,7 +558,7 @@ impl Bfq {
             // kept a reader of one read at a time (charged its time once) waiting for 6 s.
             kept_device_busy: self.cfg.deep_charge_service
                 && self.hw_tag.detected
-                && (!self.device.rotational || self.seek_rate.fast)
+                && !self.spinning_disk()
                 && self.keeps_half_the_device_queue(s),
         };
         if svc.deep_held > 0 && svc.deep_not_held == 0 {
