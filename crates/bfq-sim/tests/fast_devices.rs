@@ -401,3 +401,62 @@ file_size = "64MiB"
         "the shallow reader read {shallow} bytes, the median deep reader {median} (turns of equal time give it about 1/7)"
     );
 }
+
+/// Eleven requests of four processes of a start-up that hand the device to each other: read-ahead of
+/// one waited for by another, in no fixed order (reduced from a generated trace of 926 requests;
+/// docs/fast-devices.md, "Start-ups of other shapes"). Format: crates/bfq-workload/traces/README.md.
+const HAND_OVER_TRACE: &str = "\
+p3-1003 0.000100 256 95608403 Seq 0 256 R 0.245300 START
+p0-1000 0.000000 16 29327487 Rand -31174189 0 RA 0.258800 C
+p3-1003 0.000100 16 37916156 Rand -19676652 0 R 0.302300 C
+p3-1003 0.000000 8 57908340 Rand 19992168 0 RA 0.302300 C
+p2-1002 0.000000 16 26899835 Seq 0 144 RA 0.304400 C
+p2-1002 0.000000 256 7880670 Rand -46964349 0 RA 0.305400 C
+p2-1002 0.002000 64 38434474 Rand 30553548 0 RA 0.307400 C
+p2-1002 0.000500 128 38434730 Seq 0 320 R 0.310400 C
+p2-1002 0.000500 128 81316958 Seq 0 128 RA 0.311000 C
+p3-1003 0.002000 256 42755864 Rand -7591551 0 RA 0.315500 C
+p0-1000 0.000000 64 94704450 Seq 0 64 R 0.343700 C
+";
+
+#[test]
+fn a_start_up_whose_processes_wait_for_each_others_reads_is_as_fast_as_under_fifo_on_an_idle_device() {
+    // Issue 12: an idle start-up under BFQ within 1.05x FIFO's time. A raised queue is idled for
+    // to protect it from queues that are not raised, not from other raised ones (kernel idling
+    // rule). Here the in-service process waits for a read queued by a sibling, and its inject limit
+    // is at 0: it was idled for until its window ran out (9 ms per start-up against 1 ms under
+    // FIFO). `raised_sibling_wait` lets the siblings in once it has waited longer than it takes to
+    // come back; `grace_hand_over` applies the hand-over to a sibling back within its drain grace.
+    /// Removes the trace's directory, also when an assertion fails.
+    struct Scratch(std::path::PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = Scratch(std::env::temp_dir().join(format!("bfq-sim-hand-over-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let trace = dir.0.join("hand-over.trace");
+    std::fs::write(&trace, HAND_OVER_TRACE).unwrap();
+    let text = format!(
+        "name = \"hand-over\"\nduration = \"6s\"\nwarmup = \"0s\"\n[device]\npreset = \"nvme-960evo\"\n\
+         [[app]]\nname = \"probe\"\nkind = \"startup\"\ntrace = \"{}\"\nstart = \"1s\"\nevery = \"1s\"\n\
+         pause = \"1s\"\n",
+        trace.display()
+    );
+    let job = Job::from_toml(&text, "hand-over.toml").unwrap();
+    let mean = |scheduler: &str, params: &[(&str, &str)]| {
+        let params: Vec<(String, String)> =
+            params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let r = run_job(&job, scheduler, &params).unwrap();
+        let s = r.apps[0].extra.startup.as_ref().expect("a start-up record").clone();
+        assert_eq!(s.times_s.len(), 5, "{scheduler} {params:?}: every start-up finishes");
+        s.times_s.iter().sum::<f64>() / s.times_s.len() as f64
+    };
+    let fifo = mean("fifo", &[]);
+    let bfq = mean("bfq", &[]);
+    let without = mean("bfq", &[("grace_hand_over", "0"), ("raised_sibling_wait", "0")]);
+    eprintln!("start-up: FIFO {fifo:.6} s, BFQ {bfq:.6} s, without the two rules {without:.6} s");
+    assert!(bfq <= 1.05 * fifo, "BFQ {bfq:.6} s against FIFO {fifo:.6} s");
+    assert!(without > 2.0 * fifo, "without the rules: {without:.6} s against FIFO {fifo:.6} s");
+}

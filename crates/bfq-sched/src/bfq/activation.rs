@@ -66,7 +66,6 @@ impl Bfq {
         let class = q.spec.class.index();
         self.check_raising_end(t, now);
         let w = self.effective_weight(t);
-        let q_raised_active = self.raising_on() && self.queues[t as usize].raising.active();
         if let Some(kind) = raised {
             self.event(now, t, EventKind::WeightRaised { kind, weight: w.min(u64::from(u32::MAX)) as u32 });
         }
@@ -74,6 +73,16 @@ impl Bfq {
         self.set_busy(t, true);
         self.detect_waker(t, now);
         self.event(now, t, EventKind::Activated);
+        self.check_preemption(t, raised);
+    }
+
+    /// Queue `t` became busy: activated (`raised`: the raising that activation started), or back
+    /// with its next request within its drain grace (`bfq::grace`; it never left B-WF2Q+, and
+    /// `grace_hand_over` asks). Sets `self.preempt` when the in-service queue's turn should end.
+    pub(super) fn check_preemption(&mut self, t: u32, raised: Option<RaiseKind>) {
+        let class = self.queues[t as usize].spec.class.index();
+        let w = self.effective_weight(t);
+        let q_raised_active = self.raising_on() && self.queues[t as usize].raising.active();
         if let Some(svc) = self.service {
             let in_service = &self.queues[svc.slot as usize];
             if class < in_service.spec.class.index() {

@@ -328,6 +328,18 @@ pub struct BfqConfig {
     /// and is idled for if selected in that time (beyond the seeds: `bfq::grace`). 0 = it leaves the
     /// tree at once, as in the seeds and the kernel.
     pub drain_grace: bool,
+    /// `grace_hand_over` (1): a queue back with its next request within its drain grace (it never
+    /// left B-WF2Q+) is judged against the in-service queue as a queue that becomes busy is: the
+    /// hand-over within a start-up, and whether the in-service queue still needs idling
+    /// (`bfq::activation`, `check_preemption`). 0 = it waits for the in-service queue's turn or
+    /// idle window to end, served meanwhile only by injection (moot without `drain_grace`).
+    pub grace_hand_over: bool,
+    /// `raised_sibling_wait` (1): while a raised queue is idled for on a device that queues
+    /// internally, with nothing of its own in the device, and has waited longer than it takes to come
+    /// back (twice its median think time, at least 250 us), queues of its group raised as it is (same
+    /// class and weight) go in whatever the inject limit (beyond the seeds and the kernel:
+    /// `bfq::injection`, "Raised siblings"). 0 = only its waker, its wakee and the inject limit.
+    pub raised_sibling_wait: bool,
     /// `pattern_asymmetry` (1): a random synchronous queue that keeps more requests outstanding than
     /// a latency-bound one (`bypass_depth`) is idled for as in an asymmetric scenario while a
     /// sequential synchronous queue is busy, whatever their weights (beyond the seeds and the
@@ -426,6 +438,8 @@ impl Default for BfqConfig {
             fair_charge: true,
             deep_charge_service: true,
             drain_grace: true,
+            grace_hand_over: true,
+            raised_sibling_wait: true,
             pattern_asymmetry: true,
             bypass_depth: 2,
             latency_guard: 0,
@@ -490,6 +504,8 @@ pub const PARAM_NAMES: &[&str] = &[
     "fair_charge",
     "deep_charge_service",
     "drain_grace",
+    "grace_hand_over",
+    "raised_sibling_wait",
     "pattern_asymmetry",
     "burst_active_only",
     "bypass_depth",
@@ -593,6 +609,8 @@ impl BfqConfig {
             "fair_charge" => self.fair_charge = parse_bool(NAME, key, value)?,
             "deep_charge_service" => self.deep_charge_service = parse_bool(NAME, key, value)?,
             "drain_grace" => self.drain_grace = parse_bool(NAME, key, value)?,
+            "grace_hand_over" => self.grace_hand_over = parse_bool(NAME, key, value)?,
+            "raised_sibling_wait" => self.raised_sibling_wait = parse_bool(NAME, key, value)?,
             "pattern_asymmetry" => self.pattern_asymmetry = parse_bool(NAME, key, value)?,
             "burst_active_only" => self.burst_active_only = parse_bool(NAME, key, value)?,
             "bypass_depth" => self.bypass_depth = parse_u64(NAME, key, value, 0, 4096)? as u32,
@@ -682,6 +700,8 @@ impl BfqConfig {
             ("fair_charge", b(self.fair_charge)),
             ("deep_charge_service", b(self.deep_charge_service)),
             ("drain_grace", b(self.drain_grace)),
+            ("grace_hand_over", b(self.grace_hand_over)),
+            ("raised_sibling_wait", b(self.raised_sibling_wait)),
             ("pattern_asymmetry", b(self.pattern_asymmetry)),
             ("burst_active_only", b(self.burst_active_only)),
             ("bypass_depth", self.bypass_depth.to_string()),

@@ -39,6 +39,12 @@
 //! ones injected into a start-up's slot were spread over more of them (a seek each), and xterm's
 //! start-up beside them on the papers' disk with command queueing took 0.934 s against 0.782
 //! (docs/fast-devices.md, "The grace for few large reads, on devices that are not disks").
+//!
+//! A queue back within its grace never left the tree, so it is not activated; the rules that judge
+//! the in-service queue's turn when a queue becomes busy (`bfq::activation`: the hand-over within a
+//! start-up, whether idling is still needed) apply to it all the same, and a raised queue selected
+//! in its grace gives way where the idling rule would not idle for it (`grace_hand_over`,
+//! docs/fast-devices.md, "Start-ups of other shapes").
 
 use super::*;
 
@@ -67,17 +73,36 @@ impl Bfq {
     /// is over and its slot has ended; `None`: not in a grace.
     pub(super) fn drain_grace_wait(&mut self, s: u32, now: Instant) -> Option<Option<Instant>> {
         let until = self.queues[s as usize].grace_until?;
+        // A raised queue is idled for to protect it from queues that are not raised, not from other
+        // raised ones (`idling::idle_window`, the kernel's rule): where that rule would not idle for
+        // it now, neither does its grace, which ends (`grace_hand_over`). Selected in its grace, a
+        // start-up's process otherwise held the device empty for up to `slice_idle` while its
+        // sibling's next read waited (the sibling's inject limit at 0), in start-ups of processes
+        // that hand the device to each other (docs/fast-devices.md, "Start-ups of other shapes").
+        if now < until && self.grace_yields_to_raised(s) {
+            self.end_drain_grace(s, now);
+            return Some(None);
+        }
         if now < until {
             if let Some(svc) = self.service.as_mut() {
                 if svc.idle_until != Some(until) {
-                    svc.idle_until = Some(until);
-                    self.event(now, s, EventKind::IdlingStarted { until });
+                    self.start_idling(s, until, now);
                 }
             }
             return Some(Some(until));
         }
         self.end_drain_grace(s, now);
         Some(None)
+    }
+
+    /// Whether the grace of queue `s`, selected with nothing queued and nothing served, gives way:
+    /// it is raised and the idling rule would not idle for it (see `drain_grace_wait`).
+    fn grace_yields_to_raised(&self, s: u32) -> bool {
+        self.cfg.grace_hand_over
+            && self.cfg.idling_policy == super::config::IdlingPolicy::Kernel
+            && self.raising_on()
+            && self.queues[s as usize].raising.active()
+            && idling::idle_window(&self.cfg, &self.idle_inputs(s, 0)).is_none()
     }
 
     /// The grace of queue `s` ended without a request: it leaves the tree, as it would have when it

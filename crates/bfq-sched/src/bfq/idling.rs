@@ -111,6 +111,19 @@ impl ThinkHistory {
         self.count = (self.count + 1).min(THINK_HISTORY as u8);
     }
 
+    /// The median of the latest think times, once at least four are recorded (the upper one of the
+    /// middle two for an even count).
+    pub fn median(&self) -> Option<Nanos> {
+        let n = usize::from(self.count);
+        if n < 4 {
+            return None;
+        }
+        let mut times = [0u32; THINK_HISTORY];
+        times[..n].copy_from_slice(&self.times_us[..n]);
+        times[..n].sort_unstable();
+        Some(u64::from(times[n / 2]) * 1_000)
+    }
+
     /// Whether the queue comes back after `window` as a rule: all [`THINK_HISTORY`] latest think
     /// times recorded and at most one of them within `window`. An idle window of that length would
     /// then almost always expire before its next request.

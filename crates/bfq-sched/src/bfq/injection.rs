@@ -25,6 +25,19 @@
 //! in-service queue's latency says, while that queue could use its share by itself
 //! (`inject_deep_within_share`): there the inject limit, not the weights, decided the shares.
 //!
+//! Raised siblings (`raised_sibling_wait`). A raised queue is idled for to protect it from queues that
+//! are not raised, not from other raised ones (`idling::idle_window`, the kernel's rule). The
+//! processes of a starting application hand the device to each other: one submits read-ahead and
+//! another waits for it before it reads, in any order. Waker detection needs the same waker three
+//! times; with several processes taking turns at random it seldom sees one, and the in-service
+//! process, its inject limit at 0, was idled for 20 ms while the read it waited for sat in a
+//! sibling's queue. So once the in-service raised queue, nothing of its own in the device, has been
+//! idled for longer than it takes to come back (twice the median of its latest think times, at least
+//! 250 us), a queue of its group raised as it is (class and weight) goes in, whatever the limit. A
+//! greedy raised reader comes back within its think time and keeps its window; start-ups of four to
+//! seven processes on the NVMe preset went from 1.15-1.35x FIFO's time to FIFO's
+//! (docs/fast-devices.md, "Start-ups of other shapes").
+//!
 //! Where locality matters (a rotational disk, even one that queues internally), an injected request
 //! makes the in-service sequential queue's next one seek: the share of its turns then excuses
 //! nothing, a limit that fell to 0 for that is retried after a growing wait, and a request served
@@ -34,6 +47,11 @@
 use super::hierarchy::SHARE_ONE;
 use super::*;
 use crate::types::{Instant, MSEC, SEC};
+
+/// `raised_sibling_wait`: the shortest wait before queues raised as the idled-for one go in.
+pub const SIBLING_WAIT_MIN: Nanos = 250 * crate::types::USEC;
+/// `raised_sibling_wait`: the wait while the queue has fewer than four think times on record.
+pub const SIBLING_WAIT_UNKNOWN: Nanos = MSEC;
 
 /// Completions beside injected requests whose mean latency makes one decision (up, down or stay):
 /// a mean, not single samples, because a real device's latencies are noisy.
@@ -696,6 +714,15 @@ impl Bfq {
         if !self.hw_tag.detected {
             return None;
         }
+        // `raised_sibling_wait`: the in-service raised queue has been idled for longer than it takes
+        // to come back (`Bfq::sibling_wait_end`), with nothing of its own in the device: a queue
+        // raised as it is goes in whatever the inject limit. Module doc, "Raised siblings".
+        if own_in_flight == 0 && self.service.is_some_and(|x| x.siblings_admitted && x.idle_until.is_some()) {
+            if let Some(c) = self.raised_sibling(s) {
+                return self.inject_from(c, now);
+            }
+        }
+        let q = &self.queues[s as usize];
         // `guard_by_share`: in a latency-bound queue's turn, the guard's limit, learned from its
         // share, bounds the queues that are not latency-bound (one account of what it needs, in and
         // out of its turns, instead of its latency alone in its turns), and other latency-bound
@@ -761,6 +788,48 @@ impl Bfq {
             self.queues[s as usize].inject.lower_class_injected = true;
         }
         self.inject_from(c, now)
+    }
+
+    /// `raised_sibling_wait`: when the in-service queue, raised and idled for, has waited longer than
+    /// it takes to come back: twice the median of its latest think times (at least
+    /// [`SIBLING_WAIT_MIN`]; [`SIBLING_WAIT_UNKNOWN`] before it has four), if that falls within its
+    /// idle window. `None` when the rule does not apply or the wait is over.
+    pub(super) fn sibling_wait_end(&self) -> Option<Instant> {
+        let svc = self.service?;
+        let until = svc.idle_until?;
+        let q = &self.queues[svc.slot as usize];
+        if !(self.cfg.raised_sibling_wait
+            && self.cfg.injection
+            && self.cfg.v1_heuristics
+            && self.cfg.idling_policy == super::config::IdlingPolicy::Kernel
+            && self.hw_tag.detected
+            && !svc.siblings_admitted
+            && self.raising_on()
+            && q.raising.active())
+        {
+            return None;
+        }
+        let wait =
+            q.think.median().map_or(SIBLING_WAIT_UNKNOWN, |m| m.saturating_mul(2)).max(SIBLING_WAIT_MIN);
+        Some(svc.idle_started.saturating_add(wait)).filter(|&at| at < until)
+    }
+
+    /// `raised_sibling_wait`: a queue other than the in-service raised queue `s`, of its group and
+    /// class, raised as it is with the same weight at its level, with a synchronous request queued
+    /// that may be injected (B-WF2Q+'s bounded out-of-turn search).
+    fn raised_sibling(&mut self, s: u32) -> Option<u32> {
+        let q = &self.queues[s as usize];
+        let (class, level) = (q.spec.class.index(), level_weight(q.spec));
+        let queues = &self.queues;
+        let c = self.wf2q.peek_out_of_turn(class, |c| {
+            let o = &queues[c as usize];
+            c != s
+                && o.reqs.has_sync()
+                && o.raising.active()
+                && o.spec.class.index() == class
+                && level_weight(o.spec) == level
+        })?;
+        (self.wf2q.same_group(c, s) && self.injectable(c)).then_some(c)
     }
 
     /// `inject_within_share`: whether waiting queue `c` is more than one maximum budget ahead of

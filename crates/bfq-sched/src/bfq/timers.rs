@@ -1,8 +1,9 @@
 //! BFQ's timers, by name (the style guide's quinn-proto keeps one table of named timers and reports
 //! the earliest): `Scheduler::next_timer` is the earliest armed one, and `Scheduler::timer` handles
-//! every one that is due. Today BFQ has one: the idle slice of the in-service queue (seed 001 sec. 3,
+//! every one that is due. The idle slice of the in-service queue (seed 001 sec. 3,
 //! kernel-bfq-reference.md "Idling": the device is idled for the queue's next synchronous request
-//! until the slice ends, then the queue expires as too idle). The budget timeout is not a timer: as in
+//! until the slice ends, then the queue expires as too idle), and within it the wait after which
+//! queues raised as the in-service one may go in (`raised_sibling_wait`, beyond the seeds). The budget timeout is not a timer: as in
 //! the kernel, it is checked when the queue next dispatches or completes (a queue being served is
 //! never idle long enough for it to matter otherwise).
 
@@ -13,12 +14,16 @@ use crate::types::Instant;
 pub enum Timer {
     /// The in-service queue's idle slice ends: expire it as too idle.
     IdleSlice,
+    /// The in-service raised queue has been idled for longer than it takes to come back: queues
+    /// raised as it is may go in (`raised_sibling_wait`, `bfq::injection`).
+    SiblingWait,
 }
 
 /// Every timer with its deadline, if armed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Timers {
     idle_slice: Option<Instant>,
+    sibling_wait: Option<Instant>,
 }
 
 impl Timers {
@@ -26,6 +31,7 @@ impl Timers {
     pub fn set(&mut self, timer: Timer, at: Option<Instant>) {
         match timer {
             Timer::IdleSlice => self.idle_slice = at,
+            Timer::SiblingWait => self.sibling_wait = at,
         }
     }
 
@@ -33,23 +39,23 @@ impl Timers {
     pub fn get(&self, timer: Timer) -> Option<Instant> {
         match timer {
             Timer::IdleSlice => self.idle_slice,
+            Timer::SiblingWait => self.sibling_wait,
         }
+    }
+
+    fn all(&self) -> [(Timer, Option<Instant>); 2] {
+        [(Timer::IdleSlice, self.idle_slice), (Timer::SiblingWait, self.sibling_wait)]
     }
 
     /// The earliest armed timer.
     pub fn earliest(&self) -> Option<(Timer, Instant)> {
-        [(Timer::IdleSlice, self.idle_slice)]
-            .into_iter()
-            .filter_map(|(t, at)| at.map(|at| (t, at)))
-            .min_by_key(|&(_, at)| at)
+        self.all().into_iter().filter_map(|(t, at)| at.map(|at| (t, at))).min_by_key(|&(_, at)| at)
     }
 
     /// The timers due at `now`, earliest first.
     pub fn due(&self, now: Instant) -> impl Iterator<Item = Timer> {
-        let mut due: Vec<(Instant, Timer)> = [(Timer::IdleSlice, self.idle_slice)]
-            .into_iter()
-            .filter_map(|(t, at)| at.filter(|&a| a <= now).map(|a| (a, t)))
-            .collect();
+        let mut due: Vec<(Instant, Timer)> =
+            self.all().into_iter().filter_map(|(t, at)| at.filter(|&a| a <= now).map(|a| (a, t))).collect();
         due.sort_by_key(|&(at, _)| at);
         due.into_iter().map(|(_, t)| t)
     }
