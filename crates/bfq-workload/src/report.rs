@@ -191,7 +191,8 @@ pub struct AppExtra {
 pub struct StartupStats {
     /// Invocations completed (and started after the warm-up).
     pub invocations: u64,
-    /// Mean start-up time, seconds.
+    /// Mean start-up time, seconds (0, as `min_s` and `max_s`, when `invocations` is 0: no start-up
+    /// finished; `requests_issued` against `trace_requests` then says how far the first one got).
     pub mean_s: f64,
     /// Shortest, seconds.
     pub min_s: f64,
