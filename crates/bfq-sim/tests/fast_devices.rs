@@ -459,4 +459,16 @@ fn a_start_up_whose_processes_wait_for_each_others_reads_is_as_fast_as_under_fif
     eprintln!("start-up: FIFO {fifo:.6} s, BFQ {bfq:.6} s, without the two rules {without:.6} s");
     assert!(bfq <= 1.05 * fifo, "BFQ {bfq:.6} s against FIFO {fifo:.6} s");
     assert!(without > 2.0 * fifo, "without the rules: {without:.6} s against FIFO {fifo:.6} s");
+    // The processes' raising ended within the start-up (here after 64 sectors; the kernel's
+    // `max_service_from_wr` is 120,000, which large reads reach): the sibling waiting is no longer
+    // raised as the one in service. `sibling_wait_any` lets it in past the same wait, on a device
+    // that does not seek.
+    let ended = mean("bfq", &[("max_service_from_wr", "64")]);
+    let ended_without = mean("bfq", &[("max_service_from_wr", "64"), ("sibling_wait_any", "0")]);
+    eprintln!("raising ended: BFQ {ended:.6} s, without sibling_wait_any {ended_without:.6} s");
+    assert!(ended <= 3.0 * fifo, "raising ended: BFQ {ended:.6} s against FIFO {fifo:.6} s");
+    assert!(
+        ended_without > 10.0 * fifo,
+        "without sibling_wait_any: {ended_without:.6} s against FIFO {fifo:.6} s"
+    );
 }

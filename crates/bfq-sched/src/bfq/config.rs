@@ -340,6 +340,11 @@ pub struct BfqConfig {
     /// class and weight) go in whatever the inject limit (beyond the seeds and the kernel:
     /// `bfq::injection`, "Raised siblings"). 0 = only its waker, its wakee and the inject limit.
     pub raised_sibling_wait: bool,
+    /// `sibling_wait_any` (1): with `raised_sibling_wait`, past its wait and with the device otherwise
+    /// empty, on a device that is not a spinning disk, one request of any queue of the raised
+    /// queue's group and class goes in if no queue raised as it is has one (beyond the seeds and
+    /// the kernel: `bfq::injection`, "Raised siblings"). 0 = only queues raised as it is.
+    pub sibling_wait_any: bool,
     /// `pattern_asymmetry` (1): a random synchronous queue that keeps more requests outstanding than
     /// a latency-bound one (`bypass_depth`) is idled for as in an asymmetric scenario while a
     /// sequential synchronous queue is busy, whatever their weights (beyond the seeds and the
@@ -440,6 +445,7 @@ impl Default for BfqConfig {
             drain_grace: true,
             grace_hand_over: true,
             raised_sibling_wait: true,
+            sibling_wait_any: true,
             pattern_asymmetry: true,
             bypass_depth: 2,
             latency_guard: 0,
@@ -506,6 +512,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "drain_grace",
     "grace_hand_over",
     "raised_sibling_wait",
+    "sibling_wait_any",
     "pattern_asymmetry",
     "burst_active_only",
     "bypass_depth",
@@ -611,6 +618,7 @@ impl BfqConfig {
             "drain_grace" => self.drain_grace = parse_bool(NAME, key, value)?,
             "grace_hand_over" => self.grace_hand_over = parse_bool(NAME, key, value)?,
             "raised_sibling_wait" => self.raised_sibling_wait = parse_bool(NAME, key, value)?,
+            "sibling_wait_any" => self.sibling_wait_any = parse_bool(NAME, key, value)?,
             "pattern_asymmetry" => self.pattern_asymmetry = parse_bool(NAME, key, value)?,
             "burst_active_only" => self.burst_active_only = parse_bool(NAME, key, value)?,
             "bypass_depth" => self.bypass_depth = parse_u64(NAME, key, value, 0, 4096)? as u32,
@@ -702,6 +710,7 @@ impl BfqConfig {
             ("drain_grace", b(self.drain_grace)),
             ("grace_hand_over", b(self.grace_hand_over)),
             ("raised_sibling_wait", b(self.raised_sibling_wait)),
+            ("sibling_wait_any", b(self.sibling_wait_any)),
             ("pattern_asymmetry", b(self.pattern_asymmetry)),
             ("burst_active_only", b(self.burst_active_only)),
             ("bypass_depth", self.bypass_depth.to_string()),

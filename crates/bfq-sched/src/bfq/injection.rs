@@ -36,7 +36,10 @@
 //! 250 us), a queue of its group raised as it is (class and weight) goes in, whatever the limit. A
 //! greedy raised reader comes back within its think time and keeps its window; start-ups of four to
 //! seven processes on the NVMe preset went from 1.15-1.35x FIFO's time to FIFO's
-//! (docs/fast-devices.md, "Start-ups of other shapes").
+//! (docs/fast-devices.md, "Start-ups of other shapes"). Past the same wait, with the device
+//! otherwise empty and where a request costs no seek, one request of any queue of its group and
+//! class goes in when no raised sibling has one (`sibling_wait_any`): a process whose raising ended
+//! within the start-up (`max_service_from_wr`) is no longer raised as its siblings are.
 //!
 //! Where locality matters (a rotational disk, even one that queues internally), an injected request
 //! makes the in-service sequential queue's next one seek: the share of its turns then excuses
@@ -721,6 +724,16 @@ impl Bfq {
             if let Some(c) = self.raised_sibling(s) {
                 return self.inject_from(c, now);
             }
+            // `sibling_wait_any`: past that wait, with the device otherwise empty, one request of any
+            // queue of its group and class, where a request costs no seek: a process whose raising
+            // ended within the start-up (after `max_service_from_wr`) is no longer raised as its
+            // siblings are, and the one in service was idled for against it for the whole window
+            // (large random reads on the NVMe preset: 1.20-1.26x FIFO's idle start-up time).
+            if self.in_flight == 0 && self.cfg.sibling_wait_any && !self.spinning_disk() {
+                if let Some(c) = self.any_sibling(s) {
+                    return self.inject_from(c, now);
+                }
+            }
         }
         let q = &self.queues[s as usize];
         // `guard_by_share`: in a latency-bound queue's turn, the guard's limit, learned from its
@@ -828,6 +841,18 @@ impl Bfq {
                 && o.raising.active()
                 && o.spec.class.index() == class
                 && level_weight(o.spec) == level
+        })?;
+        (self.wf2q.same_group(c, s) && self.injectable(c)).then_some(c)
+    }
+
+    /// `sibling_wait_any`: a queue other than `s`, of its group and class, with a synchronous request
+    /// queued that may be injected (B-WF2Q+'s bounded out-of-turn search).
+    fn any_sibling(&mut self, s: u32) -> Option<u32> {
+        let class = self.queues[s as usize].spec.class.index();
+        let queues = &self.queues;
+        let c = self.wf2q.peek_out_of_turn(class, |c| {
+            let o = &queues[c as usize];
+            c != s && o.reqs.has_sync() && o.spec.class.index() == class
         })?;
         (self.wf2q.same_group(c, s) && self.injectable(c)).then_some(c)
     }
