@@ -721,7 +721,7 @@ impl Bfq {
         // to come back (`Bfq::sibling_wait_end`), with nothing of its own in the device: a queue
         // raised as it is goes in whatever the inject limit. Module doc, "Raised siblings".
         if own_in_flight == 0 && self.service.is_some_and(|x| x.siblings_admitted && x.idle_until.is_some()) {
-            if let Some(c) = self.raised_sibling(s) {
+            if let Some(c) = self.sibling(s, true) {
                 return self.inject_from(c, now);
             }
             // `sibling_wait_any`: past that wait, with the device otherwise empty, one request of any
@@ -730,7 +730,7 @@ impl Bfq {
             // siblings are, and the one in service was idled for against it for the whole window
             // (large random reads on the NVMe preset: 1.20-1.26x FIFO's idle start-up time).
             if self.in_flight == 0 && self.cfg.sibling_wait_any && !self.spinning_disk() {
-                if let Some(c) = self.any_sibling(s) {
+                if let Some(c) = self.sibling(s, false) {
                     return self.inject_from(c, now);
                 }
             }
@@ -827,10 +827,11 @@ impl Bfq {
         Some(svc.idle_started.saturating_add(wait)).filter(|&at| at < until)
     }
 
-    /// `raised_sibling_wait`: a queue other than the in-service raised queue `s`, of its group and
-    /// class, raised as it is with the same weight at its level, with a synchronous request queued
-    /// that may be injected (B-WF2Q+'s bounded out-of-turn search).
-    fn raised_sibling(&mut self, s: u32) -> Option<u32> {
+    /// A queue other than the in-service queue `s`, of its group and class, with a synchronous
+    /// request queued that may be injected (B-WF2Q+'s bounded out-of-turn search); `raised`: only
+    /// one raised as `s` is, with the same weight at its level (`raised_sibling_wait`), else any
+    /// (`sibling_wait_any`).
+    fn sibling(&mut self, s: u32, raised: bool) -> Option<u32> {
         let q = &self.queues[s as usize];
         let (class, level) = (q.spec.class.index(), level_weight(q.spec));
         let queues = &self.queues;
@@ -838,21 +839,8 @@ impl Bfq {
             let o = &queues[c as usize];
             c != s
                 && o.reqs.has_sync()
-                && o.raising.active()
                 && o.spec.class.index() == class
-                && level_weight(o.spec) == level
-        })?;
-        (self.wf2q.same_group(c, s) && self.injectable(c)).then_some(c)
-    }
-
-    /// `sibling_wait_any`: a queue other than `s`, of its group and class, with a synchronous request
-    /// queued that may be injected (B-WF2Q+'s bounded out-of-turn search).
-    fn any_sibling(&mut self, s: u32) -> Option<u32> {
-        let class = self.queues[s as usize].spec.class.index();
-        let queues = &self.queues;
-        let c = self.wf2q.peek_out_of_turn(class, |c| {
-            let o = &queues[c as usize];
-            c != s && o.reqs.has_sync() && o.spec.class.index() == class
+                && (!raised || (o.raising.active() && level_weight(o.spec) == level))
         })?;
         (self.wf2q.same_group(c, s) && self.injectable(c)).then_some(c)
     }

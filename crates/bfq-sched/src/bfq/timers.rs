@@ -3,9 +3,9 @@
 //! every one that is due. The idle slice of the in-service queue (seed 001 sec. 3,
 //! kernel-bfq-reference.md "Idling": the device is idled for the queue's next synchronous request
 //! until the slice ends, then the queue expires as too idle), and within it the wait after which
-//! queues raised as the in-service one may go in (`raised_sibling_wait`, beyond the seeds). The budget timeout is not a timer: as in
-//! the kernel, it is checked when the queue next dispatches or completes (a queue being served is
-//! never idle long enough for it to matter otherwise).
+//! queues raised as the in-service one may go in (`raised_sibling_wait`, beyond the seeds). The
+//! budget timeout is not a timer: as in the kernel, it is checked when the queue next dispatches or
+//! completes (a queue being served is never idle long enough for it to matter otherwise).
 
 use crate::types::Instant;
 
@@ -52,12 +52,13 @@ impl Timers {
         self.all().into_iter().filter_map(|(t, at)| at.map(|at| (t, at))).min_by_key(|&(_, at)| at)
     }
 
-    /// The timers due at `now`, earliest first.
+    /// The timers due at `now`, earliest first (without allocating: the sibling wait fires once per
+    /// idle window of a raised queue, in the engine's steady state).
     pub fn due(&self, now: Instant) -> impl Iterator<Item = Timer> {
-        let mut due: Vec<(Instant, Timer)> =
-            self.all().into_iter().filter_map(|(t, at)| at.filter(|&a| a <= now).map(|a| (a, t))).collect();
-        due.sort_by_key(|&(at, _)| at);
-        due.into_iter().map(|(_, t)| t)
+        let mut due = self.all().map(|(t, at)| at.filter(|&a| a <= now).map(|a| (a, t)));
+        // `None` (not due) sorts first and is dropped by `flatten`.
+        due.sort_by_key(|d| d.map(|(at, _)| at));
+        due.into_iter().flatten().map(|(_, t)| t)
     }
 }
 
