@@ -28,6 +28,7 @@ pub const PARAM_DOCS: &[(&str, &str, &str)] = &[
     ("bfq", "softrt_max_rate", "sectors/s: highest rate of a soft real-time queue (seed 003 sec. V-B)"),
     ("bfq", "softrt_duration", "ms one soft real-time raising lasts"),
     ("bfq", "softrt_coeff", "soft real-time raising coefficient (kernel: 30 x 100)"),
+    ("bfq", "softrt_back_to_interactive", "1 = a queue raised as interactive and then as soft real-time goes back to its interactive raising when the soft real-time period ends, for what is left of it (kernel); 0 = the interactive raising is lost at the switch (the papers' runs)"),
     ("bfq", "idle_class_guard", "ms after which the IDLE class is served even with others busy"),
     ("bfq", "seeky_threshold", "sectors: mean seek distance above which a queue counts as random (seed 000 sec. 4)"),
     ("bfq", "merge", "1 = Early Queue Merge of interleaved queues (seed 003 sec. V-D)"),

@@ -460,6 +460,55 @@ fn a_periodic_low_bandwidth_queue_is_raised_as_soft_real_time_and_a_greedy_one_i
 }
 
 #[test]
+fn an_interactive_queue_raised_as_soft_real_time_is_interactive_again_when_that_period_ends() {
+    // Kernel (kernel-bfq-reference.md "Soft RT raising"; the switch back to interactive raising at the
+    // end of a soft real-time period): a new queue is raised as interactive, reads periodically and is
+    // raised as soft real-time, then reads back to back (no renewal). When the 300 ms of soft real-time
+    // raising end, it is interactive again for what is left of its interactive raising; with
+    // `softrt_back_to_interactive=0` (the papers' runs) it is no longer raised.
+    let run = |back: bool| {
+        let cfg = BfqConfig { softrt_back_to_interactive: back, ..BfqConfig::default() };
+        let mut t = Rig::new(DISK, cfg);
+        let mut sector = 0;
+        let mut kinds = vec![];
+        // One read every 40 ms for 400 ms.
+        for k in 0..10 {
+            t.now = k * 40 * MSEC;
+            let r = t.read(1, sector);
+            sector += 8;
+            kinds.push(raising(&t, 1).0);
+            assert_eq!(t.dispatched(), r);
+            t.now += MSEC;
+            t.b.complete(&r, Instant::from_nanos(t.now));
+            let Decision::Idle { until } = t.dispatch() else { panic!("a sync queue is idled for") };
+            t.advance((until - t.now).as_nanos());
+        }
+        assert_eq!(kinds[0], Some(RaiseKind::Interactive), "a new queue");
+        assert_eq!(kinds.last().copied().flatten(), Some(RaiseKind::SoftRealTime), "{kinds:?}");
+        // Then back to back for 500 ms: not renewed as soft real-time.
+        t.now = 400 * MSEC;
+        while t.now < 900 * MSEC {
+            let r = t.read(1, sector);
+            sector += 8;
+            assert_eq!(t.dispatched(), r);
+            t.now += MSEC;
+            t.b.complete(&r, Instant::from_nanos(t.now));
+        }
+        let back_events = t
+            .events()
+            .iter()
+            .filter(|e| e.kind == EventKind::WeightRaised { kind: RaiseKind::Interactive, weight: 3000 })
+            .count();
+        (raising(&t, 1), back_events)
+    };
+    let ((kind, weight), raised_events) = run(true);
+    assert_eq!((kind, weight), (Some(RaiseKind::Interactive), 3000));
+    assert_eq!(raised_events, 2, "raised at its creation, and again at the switch back");
+    let ((kind, weight), _) = run(false);
+    assert_eq!((kind, weight), (None, 100));
+}
+
+#[test]
 fn interleaved_readers_are_merged_and_split_again_when_the_merged_queue_turns_random() {
     // Seed 003 sec. V-D: Early Queue Merge of a request close to the in-service queue's next one, and
     // split (kernel) when the merged queue becomes seeky.

@@ -3,6 +3,7 @@
 //! is weight-raised as interactive or soft real-time; seed 000 sec. 3.1: back-shifting of a queue that
 //! was waited for; kernel-bfq-reference.md "Burst": queues created in a large burst are not raised).
 
+use super::weight_raising::Change;
 use super::*;
 
 impl Bfq {
@@ -229,6 +230,7 @@ impl Bfq {
         for m in members {
             let q = &mut self.queues[m as usize];
             q.in_large_burst = true;
+            q.raising.interactive_end = None;
             if q.raising.kind == Some(RaiseKind::Interactive) {
                 self.end_interactive_raising(m, now);
             }
@@ -272,6 +274,9 @@ impl Bfq {
             return;
         }
         for m in 0..self.queues.len() as u32 {
+            if m != t {
+                self.queues[m as usize].raising.interactive_end = None;
+            }
             if m != t && self.queues[m as usize].raising.kind == Some(RaiseKind::Interactive) {
                 self.end_interactive_raising(m, now);
             }
@@ -280,8 +285,13 @@ impl Bfq {
 
     pub(super) fn check_raising_end(&mut self, s: u32, now: Instant) {
         let cfg = &self.cfg;
-        if self.queues[s as usize].raising.check_end(cfg, now) {
-            self.event(now, s, EventKind::WeightRaisingEnded);
+        match self.queues[s as usize].raising.check_end(cfg, now) {
+            Change::None => {}
+            Change::Ended => self.event(now, s, EventKind::WeightRaisingEnded),
+            Change::BackToInteractive => {
+                let weight = self.effective_weight(s).min(u64::from(u32::MAX)) as u32;
+                self.event(now, s, EventKind::WeightRaised { kind: RaiseKind::Interactive, weight });
+            }
         }
     }
 }

@@ -124,6 +124,11 @@ pub struct BfqConfig {
     pub softrt_duration: Nanos,
     /// `softrt_coeff` (3000): soft real-time weight coefficient (kernel: 30 x 100).
     pub softrt_coeff: u32,
+    /// `softrt_back_to_interactive` (1, the kernel's): a queue raised as interactive that is then
+    /// raised as soft real-time goes back to its interactive raising when the soft real-time period
+    /// ends, for what is left of the interactive one (`weight_raising::Raising::check_end`). 0 = the
+    /// interactive raising is lost at the switch (the papers' runs).
+    pub softrt_back_to_interactive: bool,
     /// `idle_class_guard` (200 ms): the IDLE class is served first if not served for this long.
     pub idle_class_guard: Nanos,
     /// `seeky_threshold` (8192 sectors): mean seek distance above which a queue is "detected as
@@ -414,6 +419,7 @@ impl Default for BfqConfig {
             softrt_max_rate: 7000,
             softrt_duration: 300 * MSEC,
             softrt_coeff: 3000,
+            softrt_back_to_interactive: true,
             idle_class_guard: 200 * MSEC,
             seeky_threshold: 8192,
             merge: true,
@@ -482,6 +488,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "softrt_max_rate",
     "softrt_duration",
     "softrt_coeff",
+    "softrt_back_to_interactive",
     "idle_class_guard",
     "seeky_threshold",
     "merge",
@@ -586,6 +593,7 @@ impl BfqConfig {
             "softrt_max_rate" => self.softrt_max_rate = parse_u64(NAME, key, value, 1, 1 << 30)?,
             "softrt_duration" => self.softrt_duration = ms(1, 3_600_000)?,
             "softrt_coeff" => self.softrt_coeff = parse_u64(NAME, key, value, 1, 10_000)? as u32,
+            "softrt_back_to_interactive" => self.softrt_back_to_interactive = parse_bool(NAME, key, value)?,
             "idle_class_guard" => self.idle_class_guard = ms(1, 100_000)?,
             "seeky_threshold" => self.seeky_threshold = parse_u64(NAME, key, value, 1, 1 << 40)?,
             "merge" => self.merge = parse_bool(NAME, key, value)?,
@@ -680,6 +688,7 @@ impl BfqConfig {
             ("softrt_max_rate", self.softrt_max_rate.to_string()),
             ("softrt_duration", (self.softrt_duration / MSEC).to_string()),
             ("softrt_coeff", self.softrt_coeff.to_string()),
+            ("softrt_back_to_interactive", b(self.softrt_back_to_interactive)),
             ("idle_class_guard", (self.idle_class_guard / MSEC).to_string()),
             ("seeky_threshold", self.seeky_threshold.to_string()),
             ("merge", b(self.merge)),

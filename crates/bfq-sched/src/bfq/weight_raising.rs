@@ -12,6 +12,10 @@
 //!   `soft_rt_next_start` = max(last backlogged + service / 7000 sectors/s, t_c + slice_idle + 4 ms);
 //!   if its next request arrives at or after that time, it is raised (x3000, kernel) for 300 ms, renewed
 //!   each time the test passes again.
+//! - Back to interactive (kernel, `softrt_back_to_interactive`): a queue raised as interactive that
+//!   passes the soft real-time test is raised as soft real-time, and when that period ends it goes
+//!   back to its interactive raising for what is left of it. Without this, the processes of a starting
+//!   application that read in short bursts lost their raising 300 ms into a start-up of a second.
 
 use super::config::{BfqConfig, WeightRaising};
 use crate::scheduler::RaiseKind;
@@ -48,6 +52,9 @@ pub struct Raising {
     /// Time the queue has held the device in its turns since interactive raising started
     /// (`raised_seeky_timeout`'s second condition).
     pub held: Nanos,
+    /// While raised as soft real-time: when the interactive raising it replaced would have ended
+    /// (`softrt_back_to_interactive`).
+    pub interactive_end: Option<Instant>,
 }
 
 /// The v7r8 interactive raising duration for a device of rate `rate` (sectors/s).
@@ -74,6 +81,7 @@ impl Raising {
         self.kind = Some(RaiseKind::Interactive);
         self.coeff = u64::from(cfg.interactive_coeff());
         self.start = now;
+        self.interactive_end = None;
         match cfg.weight_raising {
             WeightRaising::V1 => {
                 self.end = now.saturating_add(cfg.wr_max_time);
@@ -84,8 +92,16 @@ impl Raising {
         }
     }
 
-    /// Starts (or renews) soft real-time raising.
+    /// Starts (or renews) soft real-time raising. An interactive raising it replaces is kept for
+    /// its end (`softrt_back_to_interactive`); a renewal keeps what the first switch kept.
     pub fn start_soft_rt(&mut self, cfg: &BfqConfig, now: Instant) {
+        match self.kind {
+            Some(RaiseKind::Interactive) if cfg.softrt_back_to_interactive => {
+                self.interactive_end = Some(self.end)
+            }
+            Some(RaiseKind::SoftRealTime) => {}
+            _ => self.interactive_end = None,
+        }
         self.kind = Some(RaiseKind::SoftRealTime);
         self.coeff = u64::from(cfg.softrt_coeff);
         self.start = now;
@@ -115,9 +131,19 @@ impl Raising {
         }
     }
 
-    /// Ends the raising if its time or (v1) its budget is over; returns whether it just ended.
-    pub fn check_end(&mut self, cfg: &BfqConfig, now: Instant) -> bool {
-        let Some(kind) = self.kind else { return false };
+    /// Ends the raising if its time or (v1) its budget is over; returns whether it just ended. A
+    /// soft real-time period that replaced an interactive one still in force goes back to it
+    /// (`softrt_back_to_interactive`; kernel: the switch back when the soft real-time period ends).
+    pub fn check_end(&mut self, cfg: &BfqConfig, now: Instant) -> Change {
+        let Some(kind) = self.kind else { return Change::None };
+        if kind == RaiseKind::SoftRealTime && now >= self.end && cfg.low_latency {
+            if let Some(end) = self.interactive_end.take().filter(|&e| now < e) {
+                self.kind = Some(RaiseKind::Interactive);
+                self.coeff = u64::from(cfg.interactive_coeff());
+                self.end = end;
+                return Change::BackToInteractive;
+            }
+        }
         let budget_over = kind == RaiseKind::Interactive
             && cfg.weight_raising == WeightRaising::V1
             && self.budget_left == 0;
@@ -128,10 +154,21 @@ impl Raising {
             && self.served > cfg.max_service_from_wr;
         if now >= self.end || budget_over || service_over || !cfg.low_latency {
             *self = Raising::default();
-            return true;
+            return Change::Ended;
         }
-        false
+        Change::None
     }
+}
+
+/// What [`Raising::check_end`] changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing.
+    None,
+    /// The raising ended.
+    Ended,
+    /// A soft real-time period ended, and the interactive raising it replaced is back.
+    BackToInteractive,
 }
 
 /// The earliest arrival time of the next request for the queue to be deemed soft real-time
@@ -160,7 +197,7 @@ mod tests {
         assert_eq!(r.weight(&cfg, 100), 550);
         r.on_service(&cfg, cfg.wr_budget);
         assert_eq!(r.weight(&cfg, 100), 100);
-        assert!(r.check_end(&cfg, Instant::from_nanos(1)));
+        assert_eq!(r.check_end(&cfg, Instant::from_nanos(1)), Change::Ended);
         assert!(!r.active());
     }
 
@@ -170,8 +207,8 @@ mod tests {
         let cfg = BfqConfig { weight_raising: WeightRaising::V1, ..BfqConfig::default() };
         let mut r = Raising::default();
         r.start_interactive(&cfg, Instant::ZERO, true, 100_000);
-        assert!(!r.check_end(&cfg, Instant::from_nanos(6 * SEC - 1)));
-        assert!(r.check_end(&cfg, Instant::from_nanos(6 * SEC)));
+        assert_eq!(r.check_end(&cfg, Instant::from_nanos(6 * SEC - 1)), Change::None);
+        assert_eq!(r.check_end(&cfg, Instant::from_nanos(6 * SEC)), Change::Ended);
     }
 
     #[test]
@@ -200,19 +237,27 @@ mod tests {
         let mut r = Raising::default();
         r.start_interactive(&cfg, Instant::ZERO, true, REF_RATE_ROT);
         r.on_service(&cfg, 120_000);
-        assert!(!r.check_end(&cfg, Instant::from_nanos(1)), "up to the limit it stays raised");
+        assert_eq!(
+            r.check_end(&cfg, Instant::from_nanos(1)),
+            Change::None,
+            "up to the limit it stays raised"
+        );
         r.on_service(&cfg, 1);
-        assert!(r.check_end(&cfg, Instant::from_nanos(1)), "beyond it the raising ends, long before 7 s");
+        assert_eq!(
+            r.check_end(&cfg, Instant::from_nanos(1)),
+            Change::Ended,
+            "beyond it the raising ends, long before 7 s"
+        );
         assert!(!r.active());
         let mut soft = Raising::default();
         soft.start_soft_rt(&cfg, Instant::ZERO);
         soft.on_service(&cfg, 1 << 30);
-        assert!(!soft.check_end(&cfg, Instant::from_nanos(1)));
+        assert_eq!(soft.check_end(&cfg, Instant::from_nanos(1)), Change::None);
         let papers = BfqConfig { max_service_from_wr: 0, ..cfg };
         let mut r = Raising::default();
         r.start_interactive(&papers, Instant::ZERO, true, REF_RATE_ROT);
         r.on_service(&papers, 1 << 30);
-        assert!(!r.check_end(&papers, Instant::from_nanos(1)));
+        assert_eq!(r.check_end(&papers, Instant::from_nanos(1)), Change::None);
     }
 
     #[test]
@@ -238,7 +283,41 @@ mod tests {
         let mut r = Raising::default();
         r.start_soft_rt(&cfg, Instant::from_nanos(SEC));
         assert_eq!(r.weight(&cfg, 100), 300_000);
-        assert!(!r.check_end(&cfg, Instant::from_nanos(SEC + 299 * MSEC)));
-        assert!(r.check_end(&cfg, Instant::from_nanos(SEC + 300 * MSEC)));
+        assert_eq!(r.check_end(&cfg, Instant::from_nanos(SEC + 299 * MSEC)), Change::None);
+        assert_eq!(r.check_end(&cfg, Instant::from_nanos(SEC + 300 * MSEC)), Change::Ended);
+    }
+
+    #[test]
+    fn an_interactive_queue_raised_as_soft_real_time_goes_back_to_interactive_when_that_ends() {
+        // Kernel (kernel-bfq-reference.md "Soft RT raising"; the switch back at the end of a soft
+        // real-time period): the interactive raising resumes for what is left of it, not renewed.
+        let cfg = BfqConfig::default();
+        let mut r = Raising::default();
+        r.start_interactive(&cfg, Instant::ZERO, false, REF_RATE_NONROT);
+        let interactive_end = r.end;
+        assert_eq!(interactive_end, Instant::from_nanos(3 * SEC), "at least 3 s");
+        r.start_soft_rt(&cfg, Instant::from_nanos(SEC));
+        r.start_soft_rt(&cfg, Instant::from_nanos(SEC + 200 * MSEC)); // a renewal keeps it too
+        assert_eq!(r.weight(&cfg, 100), 300_000);
+        let back = Instant::from_nanos(SEC + 500 * MSEC);
+        assert_eq!(r.check_end(&cfg, back), Change::BackToInteractive);
+        assert_eq!(
+            (r.kind, r.weight(&cfg, 100), r.end),
+            (Some(RaiseKind::Interactive), 3000, interactive_end)
+        );
+        assert_eq!(r.check_end(&cfg, interactive_end), Change::Ended);
+
+        // Past the interactive raising's end, the soft real-time period's end ends everything.
+        let mut late = Raising::default();
+        late.start_interactive(&cfg, Instant::ZERO, false, REF_RATE_NONROT);
+        late.start_soft_rt(&cfg, Instant::from_nanos(2900 * MSEC));
+        assert_eq!(late.check_end(&cfg, Instant::from_nanos(3200 * MSEC)), Change::Ended);
+
+        // The papers' runs: the interactive raising is lost at the switch.
+        let papers = BfqConfig { softrt_back_to_interactive: false, ..BfqConfig::default() };
+        let mut lost = Raising::default();
+        lost.start_interactive(&papers, Instant::ZERO, false, REF_RATE_NONROT);
+        lost.start_soft_rt(&papers, Instant::from_nanos(SEC));
+        assert_eq!(lost.check_end(&papers, Instant::from_nanos(SEC + 300 * MSEC)), Change::Ended);
     }
 }
