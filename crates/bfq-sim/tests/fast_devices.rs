@@ -92,13 +92,36 @@ fn a_video_player_between_frames_does_not_hold_the_drive_idle() {
          [[app]]\nname = \"deep\"\nkind = \"rand-reader\"\ncount = 2\nwindow = 32\n\
          [[app]]\nname = \"seq\"\nkind = \"seq-reader\"\ncount = 2\nwindow = 4\n",
     );
-    let params = [("idle_by_think_time", "0")];
+    // (`raised_idle_short_think`, for raised queues on such a drive, covers it too: both off.)
+    let params = [("idle_by_think_time", "0"), ("raised_idle_short_think", "0")];
     let (r, on) = run_mixed(&job, "bfq", &[]);
     let (_, off) = run_mixed(&job, "bfq", &params);
     let apps: Vec<(&str, f64)> = r.apps.iter().map(|a| (a.name.as_str(), a.throughput_mib_s)).collect();
     eprintln!("bfq {on:.0} MiB/s {apps:?}; idled for {off:.0}");
     assert!(on >= 1.5 * off, "{on:.0} MiB/s, {off:.0} with the player idled for");
     let video = r.apps[0].extra.video.as_ref().expect("the player's frames");
+    assert_eq!(video.dropped, 0, "{} of {} frames dropped", video.dropped, video.frames);
+}
+
+#[test]
+fn a_video_player_that_comes_back_within_its_window_does_not_hold_the_drive_to_the_inject_limit() {
+    // `raised_idle_short_think` (docs/fast-devices.md "A raised queue that thinks long"): a player
+    // reading a 16 KiB frame every 20 ms, raised as soft real-time, comes back just within its 20-ms
+    // raised window, so `idle_by_think_time` keeps idling for it; beside five random readers and five
+    // random writers the drive was then held to the inject limit between all its frames. Not idled
+    // for (it thinks longer than slice_idle), it takes the drive back on arrival and no frame is late.
+    let text = "name = \"player-50fps\"\nseed = 3\nduration = \"6s\"\nwarmup = \"3s\"\nworkload = \"5r5w-rand\"\n\
+                [device]\npreset = \"nvme-960evo\"\n\
+                [[app]]\nname = \"player\"\nkind = \"video\"\nfps = 50\nrequest_size = \"16KiB\"\nbuffer = \"100ms\"\n";
+    let job = Job::from_toml(text, "player-50fps.toml").unwrap();
+    let (_, fifo) = run_mixed(&job, "fifo", &[]);
+    let (r, on) = run_mixed(&job, "bfq", &[]);
+    let (_, off) = run_mixed(&job, "bfq", &[("raised_idle_short_think", "0")]);
+    eprintln!("bfq {on:.0} MiB/s, idled for {off:.0}, fifo {fifo:.0}");
+    assert!(on >= 0.9 * fifo, "{on:.0} MiB/s against FIFO's {fifo:.0}");
+    assert!(off < 0.5 * fifo, "idled for, the player held the drive: {off:.0} MiB/s against {fifo:.0}");
+    let player = r.apps.iter().find(|a| a.name == "player").unwrap();
+    let video = player.extra.video.as_ref().expect("the player's frames");
     assert_eq!(video.dropped, 0, "{} of {} frames dropped", video.dropped, video.frames);
 }
 

@@ -399,6 +399,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("latency_guard", "0"),
     ("raised_idle_shallow_only", "0"),
     ("idle_by_think_time", "0"),
+    ("raised_idle_short_think", "0"),
     ("share_horizon", "0"),
     ("merge_keeps_weights", "0"),
     ("raised_seeky_timeout", "0"),

@@ -286,6 +286,18 @@ pub struct BfqConfig {
     /// seeds: `bfq::idling`, docs/fast-devices.md "Idling for a queue that comes back late"). 0 = the
     /// seeds' and the kernel's rule.
     pub idle_by_think_time: bool,
+    /// `raised_idle_short_think` (1): on a device that queues internally and is not a spinning disk, a
+    /// raised queue is idled for only while its think time is short: not when at most one of its
+    /// last 8 think times was within `slice_idle` (unless it is the only busy queue). Its next
+    /// request takes the device back on arrival (a raised queue preempts one that is not), into a
+    /// device that serves it beside the others' requests at a fraction of a millisecond more. A
+    /// video player reading a frame every 20 ms came back within its 20-ms raised window each time:
+    /// idled for, it held the simulated NVMe drive beside five random readers and five random
+    /// writers at 90 MiB/s against 1,589 under FIFO (1,403 without the player), for a whole
+    /// 20-s run, with no frame late under either (beyond the kernel, which idles for raised queues
+    /// whatever their think time: `bfq::idling`, docs/fast-devices.md "A raised queue that thinks
+    /// long"). 0 = idled for as the kernel does.
+    pub raised_idle_short_think: bool,
     /// `share_horizon` (250 ms; 0 = off, as the seeds and the kernel): on a device that queues
     /// internally and is not a spinning disk, a synchronous queue's budget is at most what its
     /// weight's share of the device's peak rate serves in this time, B_max x (share_horizon /
@@ -443,6 +455,7 @@ impl Default for BfqConfig {
             inject_in_time: true,
             inject_lower_class: true,
             idle_by_think_time: true,
+            raised_idle_short_think: true,
             share_horizon: 250 * MSEC,
             raised_idle_shallow_only: true,
             waker_detection: true,
@@ -511,6 +524,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "inject_in_time",
     "inject_lower_class",
     "idle_by_think_time",
+    "raised_idle_short_think",
     "share_horizon",
     "raised_idle_shallow_only",
     "waker_detection",
@@ -615,6 +629,7 @@ impl BfqConfig {
             "inject_in_time" => self.inject_in_time = parse_bool(NAME, key, value)?,
             "inject_lower_class" => self.inject_lower_class = parse_bool(NAME, key, value)?,
             "idle_by_think_time" => self.idle_by_think_time = parse_bool(NAME, key, value)?,
+            "raised_idle_short_think" => self.raised_idle_short_think = parse_bool(NAME, key, value)?,
             "share_horizon" => self.share_horizon = ms(0, 10_000)?,
             "raised_idle_shallow_only" => self.raised_idle_shallow_only = parse_bool(NAME, key, value)?,
             "inject_latency_ratio" => {
@@ -711,6 +726,7 @@ impl BfqConfig {
             ("inject_in_time", b(self.inject_in_time)),
             ("inject_lower_class", b(self.inject_lower_class)),
             ("idle_by_think_time", b(self.idle_by_think_time)),
+            ("raised_idle_short_think", b(self.raised_idle_short_think)),
             ("share_horizon", (self.share_horizon / MSEC).to_string()),
             ("raised_idle_shallow_only", b(self.raised_idle_shallow_only)),
             ("waker_detection", b(self.waker_detection)),

@@ -3,7 +3,8 @@
 //! filtered mean seek distance above 8192 sectors), and internal-queueing (hw_tag) detection from
 //! in-flight counts (kernel-bfq-reference.md "Idling"); beyond the seeds, each queue's latest think
 //! times, so that a queue that comes back after its window as a rule is not idled for
-//! (`idle_by_think_time`, docs/fast-devices.md).
+//! (`idle_by_think_time`, docs/fast-devices.md), nor, on a fast device that queues internally, a
+//! raised queue that thinks longer than `slice_idle` as a rule (`raised_idle_short_think`).
 
 use super::config::{BfqConfig, IdlingPolicy, WeightRaising};
 use crate::types::{Nanos, MSEC};
@@ -188,6 +189,9 @@ pub struct IdleInputs {
     pub hw_tag: bool,
     /// The device is rotational.
     pub rotational: bool,
+    /// The device is a spinning disk (rotational, and slower than a fast device at random reads:
+    /// `Bfq::spinning_disk`).
+    pub spinning: bool,
     /// Busy queues have different weights or classes.
     pub asymmetric: bool,
     /// Some busy queue is not weight-raised.
@@ -221,6 +225,21 @@ pub fn idle_window(cfg: &BfqConfig, i: &IdleInputs) -> Option<Nanos> {
     // and its slot end anyway, and its next request is served as it would be without the idling
     // (raised, it is selected ahead of the others). Idling for the only busy queue costs nothing.
     if cfg.idle_by_think_time && !i.only_busy && i.think.late_for(window) {
+        return None;
+    }
+    // `raised_idle_short_think` (beyond the kernel): a raised queue that thinks longer than
+    // `slice_idle` as a rule comes back to a device that serves many requests at once, and takes it
+    // back on arrival (it preempts a queue that is not raised, `Bfq::check_preemption`). Idled for,
+    // a video player coming back just within its 20-ms window held the drive to the inject limit
+    // between all its frames. Not on a spinning disk, where its next request would wait behind a
+    // seek, nor on a device without internal queueing, where idling is what keeps it ahead.
+    if cfg.raised_idle_short_think
+        && !i.only_busy
+        && i.raised
+        && i.hw_tag
+        && !i.spinning
+        && i.think.late_for(cfg.slice_idle)
+    {
         return None;
     }
     Some(window)
@@ -460,7 +479,8 @@ mod tests {
         let raised = IdleInputs { think: player, ..raised };
         assert_eq!(idle_window(&cfg, &raised), None, "eight of eight after the window");
         assert_eq!(idle_window(&cfg, &IdleInputs { only_busy: true, ..raised }), Some(20 * MSEC));
-        let papers = BfqConfig { idle_by_think_time: false, ..BfqConfig::default() };
+        let papers =
+            BfqConfig { idle_by_think_time: false, raised_idle_short_think: false, ..BfqConfig::default() };
         assert_eq!(idle_window(&papers, &raised), Some(20 * MSEC), "0: the seeds' and the kernel's rule");
         // Two of the last eight within the window: idling may pay, it is kept.
         player.record(MSEC);
@@ -479,6 +499,43 @@ mod tests {
         // strict_guarantees idles whatever the think times.
         let strict = BfqConfig { strict_guarantees: true, ..BfqConfig::default() };
         assert_eq!(idle_window(&strict, &raised), Some(8 * MSEC));
+    }
+
+    #[test]
+    fn a_raised_queue_that_thinks_longer_than_slice_idle_is_not_idled_for_on_a_fast_queueing_device() {
+        // `raised_idle_short_think` (beyond the kernel, which idles for a raised queue whatever its
+        // think time): a player reading a frame every 20 ms comes back within its 20-ms window, so
+        // `idle_by_think_time` keeps the window; on a device that queues internally and is not a
+        // spinning disk it is not idled for, as its think times are longer than slice_idle.
+        let cfg = BfqConfig::default();
+        let mut player = ThinkHistory::default();
+        for _ in 0..THINK_HISTORY {
+            player.record(19 * MSEC);
+        }
+        let fast = IdleInputs {
+            hw_tag: true,
+            rotational: false,
+            raised: true,
+            non_raised_busy: true,
+            think: player,
+            ..seq()
+        };
+        assert_eq!(idle_window(&cfg, &fast), None);
+        let kernel = BfqConfig { raised_idle_short_think: false, ..BfqConfig::default() };
+        assert_eq!(idle_window(&kernel, &fast), Some(20 * MSEC), "0: the kernel's rule");
+        // Not on a spinning disk, nor without internal queueing, nor for the only busy queue.
+        assert_eq!(
+            idle_window(&cfg, &IdleInputs { rotational: true, spinning: true, ..fast }),
+            Some(20 * MSEC)
+        );
+        assert_eq!(idle_window(&cfg, &IdleInputs { hw_tag: false, ..fast }), Some(20 * MSEC));
+        assert_eq!(idle_window(&cfg, &IdleInputs { only_busy: true, ..fast }), Some(20 * MSEC));
+        // Nor while its think times are short: a start-up's process reading every few milliseconds.
+        let mut process = ThinkHistory::default();
+        for k in 0..THINK_HISTORY {
+            process.record(if k % 2 == 0 { 2 * MSEC } else { 12 * MSEC });
+        }
+        assert_eq!(idle_window(&cfg, &IdleInputs { think: process, ..fast }), Some(20 * MSEC));
     }
 
     #[test]

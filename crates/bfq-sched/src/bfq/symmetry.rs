@@ -151,6 +151,7 @@ impl Bfq {
             raised: self.raising_on() && q.raising.active(),
             hw_tag: self.hw_tag.detected,
             rotational: self.device.rotational,
+            spinning: self.spinning_disk(),
             asymmetric: self.asymmetric() || (q.sync && self.mixed_patterns(s)),
             non_raised_busy: self.busy_non_raised > 0,
             raised_busy: self.busy_raised > 0,
