@@ -126,6 +126,27 @@ fn a_video_player_that_comes_back_within_its_window_does_not_hold_the_drive_to_t
 }
 
 #[test]
+fn a_video_player_between_frames_makes_no_asymmetric_scenario_for_deep_random_readers() {
+    // `pattern_asymmetry` (docs/fast-devices.md "A queue that thinks long is no other pattern"): a
+    // deep random reader is idled for while a sequential queue is busy, so that it does not wait out
+    // that queue's long slots. A player reading 512 KiB frames 60 times a second leaves the drive by
+    // itself between frames; counted as a sequential queue, it had four random readers of four reads
+    // outstanding idled for one at a time for the whole run (0.74 of FIFO's throughput).
+    let text = "name = \"player-and-random-readers\"\nseed = 3\nduration = \"6s\"\nwarmup = \"2s\"\n\
+                [device]\npreset = \"nvme-960evo\"\n\
+                [[app]]\nname = \"r\"\nkind = \"rand-reader\"\ncount = 4\nwindow = 4\n\
+                [[app]]\nname = \"player\"\nkind = \"video\"\nfps = 60\nrequest_size = \"512KiB\"\nbuffer = \"200ms\"\n";
+    let job = Job::from_toml(text, "player-and-random-readers.toml").unwrap();
+    let (_, fifo) = run_mixed(&job, "fifo", &[]);
+    let (r, bfq) = run_mixed(&job, "bfq", &[]);
+    eprintln!("bfq {bfq:.0} MiB/s, fifo {fifo:.0}");
+    assert!(bfq >= 0.9 * fifo, "{bfq:.0} MiB/s against FIFO's {fifo:.0}");
+    let player = r.apps.iter().find(|a| a.name == "player").unwrap();
+    let video = player.extra.video.as_ref().expect("the player's frames");
+    assert_eq!(video.dropped, 0, "{} of {} frames dropped", video.dropped, video.frames);
+}
+
+#[test]
 fn a_database_whose_processes_start_together_gets_the_drive_as_under_fifo() {
     // Internal-queueing detection: the database's forty first reads, inserted before the first
     // dispatch, took the drive for one that does not queue (64 MiB/s against FIFO's 1,122 over 10 s);
