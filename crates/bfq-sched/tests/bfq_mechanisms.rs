@@ -63,6 +63,15 @@ impl Rig {
         }
     }
 
+    /// A read of `queue` at `sector`, dispatched at once and completed after `service`.
+    fn read_served(&mut self, queue: u32, sector: u64, service: Nanos) -> Request {
+        let r = self.read(queue, sector);
+        assert_eq!(self.dispatched(), r);
+        self.now += service;
+        self.b.complete(&r, Instant::from_nanos(self.now));
+        r
+    }
+
     fn events(&mut self) -> Vec<Event> {
         std::iter::from_fn(|| self.b.poll_event()).collect()
     }
@@ -449,11 +458,8 @@ fn a_periodic_low_bandwidth_queue_is_raised_as_soft_real_time_and_a_greedy_one_i
     let mut sector = 0;
     let mut last = None;
     while t.now < 32 * SEC {
-        let r = t.read(2, sector);
+        t.read_served(2, sector, MSEC);
         sector += 8;
-        assert_eq!(t.dispatched(), r);
-        t.now += MSEC;
-        t.b.complete(&r, Instant::from_nanos(t.now));
         last = raising(&t, 2).0;
     }
     assert_eq!(last, None);
@@ -488,11 +494,8 @@ fn an_interactive_queue_raised_as_soft_real_time_is_interactive_again_when_that_
         // Then back to back for 500 ms: not renewed as soft real-time.
         t.now = 400 * MSEC;
         while t.now < 900 * MSEC {
-            let r = t.read(1, sector);
+            t.read_served(1, sector, MSEC);
             sector += 8;
-            assert_eq!(t.dispatched(), r);
-            t.now += MSEC;
-            t.b.complete(&r, Instant::from_nanos(t.now));
         }
         let back_events = t
             .events()
