@@ -273,11 +273,10 @@ impl Bfq {
         {
             return;
         }
-        for m in 0..self.queues.len() as u32 {
-            if m != t {
-                self.queues[m as usize].raising.interactive_end = None;
-            }
-            if m != t && self.queues[m as usize].raising.kind == Some(RaiseKind::Interactive) {
+        for m in (0..self.queues.len() as u32).filter(|&m| m != t) {
+            // An interactive raising kept under a soft real-time one ends with the others.
+            self.queues[m as usize].raising.interactive_end = None;
+            if self.queues[m as usize].raising.kind == Some(RaiseKind::Interactive) {
                 self.end_interactive_raising(m, now);
             }
         }

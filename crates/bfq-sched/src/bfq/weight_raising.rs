@@ -131,7 +131,7 @@ impl Raising {
         }
     }
 
-    /// Ends the raising if its time or (v1) its budget is over; returns whether it just ended. A
+    /// Ends the raising if its time or (v1) its budget is over, and says what changed. A
     /// soft real-time period that replaced an interactive one still in force goes back to it
     /// (`softrt_back_to_interactive`; kernel: the switch back when the soft real-time period ends).
     pub fn check_end(&mut self, cfg: &BfqConfig, now: Instant) -> Change {
