@@ -512,6 +512,68 @@ fn an_interactive_queue_raised_as_soft_real_time_is_interactive_again_when_that_
 }
 
 #[test]
+fn a_player_that_starts_with_another_tenants_large_burst_is_raised_as_soft_real_time_on_flash() {
+    // `softrt_tenant_burst` (beyond the kernel; kernel-bfq-reference.md "Burst", "Soft RT raising"):
+    // twenty queues of weight 500 and a player of weight 200 appear together, a large burst. The
+    // player then reads a frame every 40 ms: on a fast drive only its own tenant's burst keeps it from
+    // soft real-time raising, so it is raised; with the rule off, or on a spinning disk (where a raised
+    // player is idled for after each read), the device's large burst keeps it unraised.
+    let player = 30;
+    let run = |device: DeviceInfo, tenant_burst: bool| {
+        let cfg = BfqConfig { softrt_tenant_burst: tenant_burst, ..BfqConfig::default() };
+        let mut t = Rig::new(device, cfg);
+        let spec = |weight| QueueSpec { weight, ..QueueSpec::default() };
+        for q in 1..=20 {
+            t.b.configure_queue(QueueId(q), spec(500), Instant::ZERO).unwrap();
+        }
+        t.b.configure_queue(QueueId(player), spec(200), Instant::ZERO).unwrap();
+        let mut kinds = vec![];
+        let mut sector = 0;
+        for k in 0..12u64 {
+            // Timers fire at their time (an idle window's end expires the queue then).
+            let start = k * 40 * MSEC;
+            while let Some(at) = t.b.next_timer().filter(|at| *at <= Instant::from_nanos(start)) {
+                t.now = t.now.max(at.as_nanos());
+                t.b.timer(at);
+                while let Decision::Dispatch(r) = t.dispatch() {
+                    t.b.complete(&r, Instant::from_nanos(t.now));
+                }
+            }
+            t.now = t.now.max(start);
+            if k == 0 {
+                for q in 1..=20u32 {
+                    t.read(q, u64::from(q) * 10_000_000);
+                }
+            }
+            t.read(player, sector);
+            sector += 8;
+            kinds.push(raising(&t, player).0);
+            // Serve whatever is dispatched, 1 ms each, until the scheduler idles or has nothing.
+            let mut served = vec![];
+            while let Decision::Dispatch(r) = t.dispatch() {
+                served.push(r);
+            }
+            t.now += MSEC;
+            for r in &served {
+                t.b.complete(r, Instant::from_nanos(t.now));
+            }
+            while let Decision::Dispatch(r) = t.dispatch() {
+                t.b.complete(&r, Instant::from_nanos(t.now));
+            }
+        }
+        kinds
+    };
+    let raised = |kinds: &[Option<RaiseKind>]| kinds.contains(&Some(RaiseKind::SoftRealTime));
+    let on_flash = run(FLASH_NCQ, true);
+    assert_eq!(on_flash[0], None, "in the device's large burst: not raised as interactive");
+    assert!(raised(&on_flash), "{on_flash:?}");
+    let off = run(FLASH_NCQ, false);
+    assert!(!raised(&off) && !off.iter().any(Option::is_some), "{off:?}");
+    let on_disk = run(DISK, true);
+    assert!(!on_disk.iter().any(Option::is_some), "{on_disk:?}");
+}
+
+#[test]
 fn interleaved_readers_are_merged_and_split_again_when_the_merged_queue_turns_random() {
     // Seed 003 sec. V-D: Early Queue Merge of a request close to the in-service queue's next one, and
     // split (kernel) when the merged queue becomes seeky.

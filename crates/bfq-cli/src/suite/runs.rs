@@ -394,6 +394,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("drain_grace", "0"),
     ("pattern_asymmetry", "0"),
     ("burst_active_only", "0"),
+    ("softrt_tenant_burst", "0"),
     ("wr_yield_after", "0"),
     ("bypass_depth", "0"),
     ("latency_guard", "0"),

@@ -32,12 +32,15 @@ impl Bfq {
         }
         let mut raised = None;
         let default_weight = self.raisable_weight(t);
+        // `softrt_tenant_burst`: not on a spinning disk, where a raised player is idled for after
+        // each of its reads and the disk waits out most of its period.
+        let tenant_burst = self.cfg.softrt_tenant_burst && !self.spinning_disk();
         let q = &mut self.queues[t as usize];
         if may_raise && default_weight {
             let interactive = appeared && !q.in_large_burst;
             let soft_rt = self.cfg.weight_raising == WeightRaising::V7r8
                 && was_idle
-                && !q.in_large_burst
+                && !(if tenant_burst { q.in_large_tenant_burst } else { q.in_large_burst })
                 && !q.seek.seeky(seeky_threshold)
                 && now >= q.soft_rt_next_start;
             if interactive {
@@ -208,6 +211,40 @@ impl Bfq {
     /// Queue `t` appeared at `now`: files it in the current burst and, if the burst just became
     /// large, ends the interactive raising of its earlier members (kernel-bfq-reference.md "Burst").
     pub(super) fn handle_burst(&mut self, t: u32, now: Instant) {
+        let outcome = self.file_in_burst(t, now, None);
+        let in_large = outcome != BurstOutcome::Small;
+        self.queues[t as usize].in_large_burst = in_large;
+        // `softrt_tenant_burst`: soft real-time raising may ask instead whether the queue's own
+        // tenant appeared in a large burst.
+        if self.cfg.softrt_tenant_burst {
+            let spec = self.queues[t as usize].spec;
+            let tenant = (self.wf2q.group_of(t), level_weight(spec), spec.class.index());
+            let tenant_outcome = self.file_in_burst(t, now, Some(tenant));
+            self.queues[t as usize].in_large_tenant_burst = tenant_outcome != BurstOutcome::Small;
+            if let BurstOutcome::BecameLarge(members) = tenant_outcome {
+                for m in members {
+                    self.queues[m as usize].in_large_tenant_burst = true;
+                }
+            }
+        }
+        let BurstOutcome::BecameLarge(members) = outcome else { return };
+        for m in members {
+            let q = &mut self.queues[m as usize];
+            q.in_large_burst = true;
+            q.raising.interactive_end = None;
+            if q.raising.kind == Some(RaiseKind::Interactive) {
+                self.end_interactive_raising(m, now);
+            }
+        }
+    }
+
+    /// Files queue `t`, appearing at `now`, in the burst of the whole device (`tenant` None) or of
+    /// its tenant (`softrt_tenant_burst`), and says what that makes of it.
+    fn file_in_burst(&mut self, t: u32, now: Instant, tenant: Option<Tenant>) -> BurstOutcome {
+        let burst = match tenant {
+            Some(tenant) => self.tenant_bursts.of(tenant, now),
+            None => &mut self.burst,
+        };
         if self.cfg.burst_active_only {
             let (queues, slice_idle) = (&self.queues, self.cfg.slice_idle);
             // A member merged into another queue does its I/O through that queue: it is as active
@@ -219,22 +256,12 @@ impl Bfq {
                     || q.serving_in_flight > 0
                     || now.saturating_since(q.idle_since) <= slice_idle
             };
-            self.burst.keep_active(|m| {
+            burst.keep_active(|m| {
                 let q = &queues[m as usize];
                 active(q) || q.merged_into.is_some_and(|t| active(&queues[t as usize]))
             });
         }
-        let outcome = self.burst.appeared(t, now);
-        self.queues[t as usize].in_large_burst = outcome != BurstOutcome::Small;
-        let BurstOutcome::BecameLarge(members) = outcome else { return };
-        for m in members {
-            let q = &mut self.queues[m as usize];
-            q.in_large_burst = true;
-            q.raising.interactive_end = None;
-            if q.raising.kind == Some(RaiseKind::Interactive) {
-                self.end_interactive_raising(m, now);
-            }
-        }
+        burst.appeared(t, now)
     }
 
     /// Ends queue `m`'s interactive raising now (a large burst, `wr_yield_after`). A busy queue counts

@@ -14,6 +14,15 @@
 //! application that hand over to each other (each starts as the previous one ends) then never make a
 //! large burst, however many they are, while queues that do I/O at the same time still do.
 //!
+//! Beyond the kernel (`softrt_tenant_burst`): soft real-time raising asks about a second burst, that
+//! of the queue's own tenant (the queues of its group with its weight and class, [`TenantBursts`]).
+//! The kernel ends a burst when a queue of another group (cgroup) appears, and the queues of one
+//! cgroup differ only by I/O priority; here a tenant's weight and class are configured on its queues
+//! as well as on groups. Soft real-time raising is earned by what a queue does (a low rate, and
+//! nothing in flight when its next request comes), so a video player that starts beside a database's
+//! many processes is not one of them; interactive raising, earned by appearing, still asks the whole
+//! device's burst, so that tenants that all start together are not all raised.
+//!
 //! A queue "appears" when it is backlogged for the first time, or again after the interactive idle time
 //! (`wr_min_idle_time`): those are the activations that would raise it as interactive. (The kernel
 //! creates a queue per process; this core keeps queues for application-defined ids, so a queue's
@@ -54,6 +63,11 @@ impl BurstDetector {
         self.members.retain(|&m| m != slot);
     }
 
+    /// Whether the burst is over at `now`: its last member appeared [`BURST_INTERVAL`] or more before.
+    pub fn over(&self, now: Instant) -> bool {
+        !self.last_arrival.is_some_and(|last| now.saturating_since(last) < BURST_INTERVAL)
+    }
+
     /// `burst_active_only`: keeps only the members for which `active` holds (the others have done
     /// their I/O and no longer compete with the burst's later members).
     pub fn keep_active(&mut self, active: impl Fn(u32) -> bool) {
@@ -81,6 +95,39 @@ impl BurstDetector {
             return BurstOutcome::BecameLarge(members);
         }
         BurstOutcome::Small
+    }
+}
+
+/// Whose burst a queue joins (`softrt_tenant_burst`): its group, configured weight and class index.
+pub type Tenant = (u32, u32, usize);
+
+/// One [`BurstDetector`] per tenant (`softrt_tenant_burst`).
+#[derive(Clone, Debug, Default)]
+pub struct TenantBursts {
+    bursts: Vec<(Tenant, BurstDetector)>,
+}
+
+impl TenantBursts {
+    /// The burst of `tenant`, made if it has none. Bursts whose last member appeared more than
+    /// [`BURST_INTERVAL`] before `now` are over (their next member would start a new one) and are
+    /// dropped first, so the set stays as small as the tenants appearing together.
+    pub fn of(&mut self, tenant: Tenant, now: Instant) -> &mut BurstDetector {
+        self.bursts.retain(|(t, b)| *t == tenant || !b.over(now));
+        let at = match self.bursts.iter().position(|(t, _)| *t == tenant) {
+            Some(at) => at,
+            None => {
+                self.bursts.push((tenant, BurstDetector::default()));
+                self.bursts.len() - 1
+            }
+        };
+        &mut self.bursts[at].1
+    }
+
+    /// A removed queue leaves every burst.
+    pub fn forget(&mut self, slot: u32) {
+        for (_, b) in &mut self.bursts {
+            b.forget(slot);
+        }
     }
 }
 
@@ -139,5 +186,37 @@ mod tests {
             assert_eq!(b.appeared(q, Instant::ZERO), BurstOutcome::Small);
         }
         assert!(matches!(b.appeared(16, Instant::ZERO), BurstOutcome::BecameLarge(m) if m.len() == 7));
+    }
+
+    #[test]
+    fn a_queue_of_another_tenant_is_not_counted_in_a_tenants_large_burst() {
+        // `softrt_tenant_burst`: twenty processes of a database (group 0, weight 500) appear together
+        // and make their tenant's burst large; a player of weight 200 appearing among them starts its
+        // own tenant's burst, and so does a queue of the database's weight in another group.
+        let mut bursts = TenantBursts::default();
+        let db: Tenant = (0, 500, 1);
+        for q in 0..20 {
+            bursts
+                .of(db, Instant::from_nanos(u64::from(q) * MSEC))
+                .appeared(q, Instant::from_nanos(u64::from(q) * MSEC));
+        }
+        let at = Instant::from_nanos(20 * MSEC);
+        assert_eq!(bursts.of(db, at).appeared(20, at), BurstOutcome::Large);
+        assert_eq!(bursts.of((0, 200, 1), at).appeared(21, at), BurstOutcome::Small);
+        assert_eq!(bursts.of((7, 500, 1), at).appeared(22, at), BurstOutcome::Small);
+        assert_eq!(bursts.of((0, 500, 0), at).appeared(23, at), BurstOutcome::Small, "another class");
+    }
+
+    #[test]
+    fn tenants_bursts_that_are_over_are_dropped() {
+        let mut bursts = TenantBursts::default();
+        for tenant in 0..50u32 {
+            let at = Instant::from_nanos(u64::from(tenant) * BURST_INTERVAL);
+            bursts.of((tenant, 100, 1), at).appeared(tenant, at);
+        }
+        assert!(bursts.bursts.len() <= 2, "{} bursts kept", bursts.bursts.len());
+        bursts.forget(49);
+        let at = Instant::from_nanos(49 * BURST_INTERVAL + MSEC);
+        assert_eq!(bursts.of((49, 100, 1), at).appeared(50, at), BurstOutcome::Small);
     }
 }

@@ -125,6 +125,17 @@ impl ThinkHistory {
         Some(u64::from(times[n / 2]) * 1_000)
     }
 
+    /// Whether the latest `n` think times recorded were all longer than `window` (false until `n`
+    /// were recorded).
+    pub fn latest_late(&self, n: usize, window: Nanos) -> bool {
+        let n = n.min(THINK_HISTORY);
+        usize::from(self.count) >= n
+            && (1..=n).all(|back| {
+                let at = (usize::from(self.next) + THINK_HISTORY - back) % THINK_HISTORY;
+                u64::from(self.times_us[at]) * 1_000 > window
+            })
+    }
+
     /// Whether the queue comes back after `window` as a rule: all [`THINK_HISTORY`] latest think
     /// times recorded and at most one of them within `window`. An idle window of that length would
     /// then almost always expire before its next request.
@@ -185,6 +196,10 @@ pub struct IdleInputs {
     pub seeky: bool,
     /// It is weight-raised.
     pub raised: bool,
+    /// It is weight-raised as soft real-time: an arrival came more than `slice_idle` and four ticks
+    /// after it had emptied (`weight_raising::soft_rt_next_start`). With its latest think times long,
+    /// it counts as a queue that thinks long (`raised_idle_short_think`).
+    pub soft_rt: bool,
     /// The device queues internally.
     pub hw_tag: bool,
     /// The device is rotational.
@@ -231,14 +246,21 @@ pub fn idle_window(cfg: &BfqConfig, i: &IdleInputs) -> Option<Nanos> {
     // `slice_idle` as a rule comes back to a device that serves many requests at once, and takes it
     // back on arrival (it preempts a queue that is not raised, `Bfq::check_preemption`). Idled for,
     // a video player coming back just within its 20-ms window held the drive to the inject limit
-    // between all its frames. Not on a spinning disk, where its next request would wait behind a
+    // between all its frames. A queue raised as soft real-time counts as thinking long once its last
+    // three think times were longer than slice_idle, whatever the older ones: a player that had
+    // fallen behind and read back to back was idled for after each frame once it was raised again.
+    // (Its last one alone takes in a starting application's process raised as soft real-time after
+    // one pause, whose next requests come at once: beside a player, an xterm start-up on the SSD
+    // preset took 0.27 s instead of 0.08; its last two, processes that pause twice: a start-up of
+    // fifteen processes beside 5r5w-seq on the NVMe preset took 0.094 s instead of 0.083.) Not on a
+    // spinning disk, where its next request would wait behind a
     // seek, nor on a device without internal queueing, where idling is what keeps it ahead.
     if cfg.raised_idle_short_think
         && !i.only_busy
         && i.raised
         && i.hw_tag
         && !i.spinning
-        && i.think.late_for(cfg.slice_idle)
+        && (i.think.late_for(cfg.slice_idle) || (i.soft_rt && i.think.latest_late(3, cfg.slice_idle)))
     {
         return None;
     }
@@ -536,6 +558,46 @@ mod tests {
             process.record(if k % 2 == 0 { 2 * MSEC } else { 12 * MSEC });
         }
         assert_eq!(idle_window(&cfg, &IdleInputs { think: process, ..fast }), Some(20 * MSEC));
+    }
+
+    #[test]
+    fn a_queue_raised_as_soft_real_time_is_not_idled_for_on_a_fast_queueing_device_whatever_its_history() {
+        // `raised_idle_short_think`: a queue raised as soft real-time whose last three think times
+        // were longer than slice_idle thinks long, whatever the older ones. A player that had fallen
+        // behind read its frames back to back, so most of its think times were short; raised again
+        // once it caught up, it was idled for 20 ms after each frame with the inject limit at 1,
+        // and the SSD preset delivered 88 MiB/s beside a database where FIFO delivered 146
+        // (docs/fast-devices.md, "A player in another tenant's burst").
+        let cfg = BfqConfig::default();
+        let mut behind = ThinkHistory::default();
+        for _ in 0..THINK_HISTORY {
+            behind.record(50_000);
+        }
+        // Caught up: its last three frames came 19 ms after it emptied.
+        behind.record(19 * MSEC);
+        behind.record(19 * MSEC);
+        let two_pauses = behind;
+        behind.record(19 * MSEC);
+        let raised = IdleInputs {
+            hw_tag: true,
+            rotational: false,
+            raised: true,
+            non_raised_busy: true,
+            think: behind,
+            ..seq()
+        };
+        assert_eq!(idle_window(&cfg, &raised), Some(20 * MSEC), "raised as interactive: its history decides");
+        let soft_rt = IdleInputs { soft_rt: true, ..raised };
+        assert_eq!(idle_window(&cfg, &soft_rt), None);
+        // Two long pauses after short think times (a start-up's process): still idled for.
+        assert_eq!(idle_window(&cfg, &IdleInputs { think: two_pauses, ..soft_rt }), Some(20 * MSEC));
+        assert_eq!(
+            idle_window(&cfg, &IdleInputs { spinning: true, rotational: true, ..soft_rt }),
+            Some(20 * MSEC)
+        );
+        assert_eq!(idle_window(&cfg, &IdleInputs { only_busy: true, ..soft_rt }), Some(20 * MSEC));
+        let kernel = BfqConfig { raised_idle_short_think: false, ..BfqConfig::default() };
+        assert_eq!(idle_window(&kernel, &soft_rt), Some(20 * MSEC));
     }
 
     #[test]

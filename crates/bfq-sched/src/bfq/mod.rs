@@ -62,7 +62,7 @@ use crate::types::{DeviceInfo, GroupId, Instant, IoClass, Nanos, QueueId, QueueS
 use crate::SchedError;
 
 pub use crate::types::IdHasher;
-use burst::{BurstDetector, BurstOutcome};
+use burst::{BurstDetector, BurstOutcome, Tenant, TenantBursts};
 pub use config::BfqConfig;
 use config::WeightRaising;
 use hierarchy::Hierarchy;
@@ -165,7 +165,10 @@ pub struct Bfq {
     /// position tree): bucket `last_end / merge_distance` -> slot, one queue per bucket. Lets an
     /// arriving queue find a close queue in O(1) instead of scanning every queue.
     pos_index: IdMap<u64, u32>,
+    /// The burst of queues appearing on the device (interactive raising).
     burst: BurstDetector,
+    /// The bursts of appearing queues, one per tenant (`softrt_tenant_burst`: soft real-time raising).
+    tenant_bursts: TenantBursts,
     preempt: bool,
     /// Requests dispatched so far, by all queues ([`injection`]: a request was served alone if no
     /// other queue dispatched meanwhile).
@@ -235,6 +238,7 @@ impl Bfq {
             busy_raised: 0,
             pos_index: IdMap::default(),
             burst: BurstDetector::default(),
+            tenant_bursts: TenantBursts::default(),
             preempt: false,
             dispatched_total: 0,
             device_rate: injection::DeviceRate::default(),
@@ -931,6 +935,7 @@ impl Scheduler for Bfq {
             }
         }
         self.burst.forget(s);
+        self.tenant_bursts.forget(s);
         if self.wakee_ready == Some(s) {
             self.wakee_ready = None;
         }

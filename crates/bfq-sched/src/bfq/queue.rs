@@ -117,6 +117,9 @@ pub(super) struct Queue {
     pub(super) raising: Raising,
     /// It appeared in a large burst of queues and is not raised (kernel-bfq-reference.md "Burst").
     pub(super) in_large_burst: bool,
+    /// It appeared in a large burst of its own tenant's queues (`softrt_tenant_burst`): where that
+    /// rule applies, this and not `in_large_burst` keeps it from soft real-time raising.
+    pub(super) in_large_tenant_burst: bool,
     pub(super) ever_backlogged: bool,
     pub(super) idle_since: Instant,
     pub(super) backlogged_since: Instant,
@@ -215,6 +218,7 @@ impl Queue {
             seek: SeekTracker::default(),
             raising: Raising::default(),
             in_large_burst: false,
+            in_large_tenant_burst: false,
             ever_backlogged: false,
             idle_since: Instant::ZERO,
             backlogged_since: Instant::ZERO,

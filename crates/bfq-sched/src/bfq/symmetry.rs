@@ -159,6 +159,7 @@ impl Bfq {
             idle_class: q.spec.class == IoClass::Idle || self.wf2q.under_idle_group(s),
             seeky: q.seek.seeky(self.cfg.seeky_threshold),
             raised: self.raising_on() && q.raising.active(),
+            soft_rt: self.raising_on() && q.raising.kind == Some(RaiseKind::SoftRealTime),
             hw_tag: self.hw_tag.detected,
             rotational: self.device.rotational,
             spinning: self.spinning_disk(),
