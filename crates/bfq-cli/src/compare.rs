@@ -565,6 +565,18 @@ pub fn table(reports: &[RunReport], alone: Option<&Alone>) -> String {
             &format!("{} max (ms)", app.name),
             each(&|r| find(r).map_or("-".into(), |j| ms(r.apps[j].latency.max_us))),
         );
+        if app.extra.video.is_some() {
+            // A player's frames late by more than its buffer (seed 001 sec. 6.4), as `bfq sim` shows
+            // them; a run without the figure (the kernel's, through fio) shows "-".
+            row(
+                &format!("{} frames dropped", app.name),
+                each(&|r| {
+                    find(r)
+                        .and_then(|j| r.apps[j].extra.video.as_ref())
+                        .map_or("-".into(), |v| format!("{}/{}", v.dropped, v.frames))
+                }),
+            );
+        }
         if app.extra.startup.is_some() {
             // With its time alone (an idle device): how many times that this run's took.
             let idle = alone_of(&app.name).and_then(|x| x.startup_s);

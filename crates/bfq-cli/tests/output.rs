@@ -262,3 +262,31 @@ fn sim_reports_progress_per_scheduler_in_simulated_seconds() {
     assert!(short.status.success(), "{stderr}");
     assert!(!stderr.contains("progress:"), "{stderr}");
 }
+
+#[test]
+fn run_shows_a_players_frames_dropped_as_sim_does() {
+    // A video player's frames late by more than its buffer (seed 001 sec. 6.4) are in `bfq run`'s table,
+    // as in `bfq sim`'s: the engine's report has them, and a player's p99 alone does not say them.
+    let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/var/tmp" };
+    let job = PathBuf::from(format!("/tmp/bfq-output-player-{}.toml", std::process::id()));
+    let target = PathBuf::from(format!("{dir}/bfq-output-player-{}.img", std::process::id()));
+    let _files = Files(vec![job.clone(), target.clone()]);
+    std::fs::write(
+        &job,
+        "duration = \"2s\"\n[[app]]\nname = \"player\"\nkind = \"video\"\nfps = 25\nfile_size = \"8MiB\"\n\
+         [[app]]\nkind = \"rand-reader\"\nfile_size = \"8MiB\"\n",
+    )
+    .unwrap();
+    let out =
+        bfq(&["run", job.to_str().unwrap(), "--target", target.to_str().unwrap(), "-s", "bfq,fifo"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let row = stdout.lines().find(|l| l.starts_with("player frames dropped")).expect("the player's row");
+    let cells: Vec<&str> = row.split_whitespace().skip(3).collect();
+    assert_eq!(cells.len(), 2, "{row}");
+    for cell in cells {
+        let (dropped, frames) = cell.split_once('/').expect("dropped/frames");
+        let (dropped, frames): (u64, u64) = (dropped.parse().unwrap(), frames.parse().unwrap());
+        assert!(frames >= 40 && dropped <= frames, "{row}");
+    }
+}
