@@ -47,6 +47,18 @@ pub struct Trace {
     pub requests: Vec<TraceRequest>,
 }
 
+/// What a request's action (field 8, blkparse's RWBS letters) makes of it in the replay: (read-ahead,
+/// metadata). `None` for a token that is not RWBS. As in the S suite's replayer, every request is
+/// replayed as a read (the one `WS` of gnometerm.trace, or a `W`, `D` or `N` of a trace recorded
+/// elsewhere, reads as many bytes); a read-ahead (`A` with `R`) goes without waiting, any other
+/// after the process's pending read-ahead. S submits only `RA` without waiting: a `RAM` is
+/// read-ahead of metadata here, and waited for there.
+fn action_kind(action: &str) -> Option<(bool, bool)> {
+    let rwbs = !action.is_empty() && action.chars().all(|c| "RWDNFASMEB".contains(c));
+    let operation = action.chars().filter(|c| "RWDN".contains(*c)).count() == 1;
+    (rwbs && operation).then(|| (action.contains('A') && action.contains('R'), action.contains('M')))
+}
+
 impl Trace {
     /// Parses the 10-field text format; errors give the 1-based line number.
     pub fn parse(text: &str) -> Result<Trace, String> {
@@ -105,12 +117,14 @@ impl Trace {
                 "Rand" => false,
                 other => return Err(format!("line {}: expected Seq or Rand, got {other:?}", n + 1)),
             };
-            let (readahead, meta) = match fields[7] {
-                "RA" => (true, false),
-                "RM" => (false, true),
-                "R" | "WS" => (false, false),
-                other => return Err(format!("line {}: unknown action {other:?}", n + 1)),
-            };
+            let (readahead, meta) = action_kind(fields[7]).ok_or_else(|| {
+                format!(
+                    "line {}: unknown action {:?}: expected blkparse's RWBS letters (R, W, D or N for \
+                     the operation, with F, A, S, M, E or B flags: R, RA, RM, RS, WS, ...)",
+                    n + 1,
+                    fields[7]
+                )
+            })?;
             requests.push(TraceRequest { thread, bytes: sectors * 512, sequential, readahead, meta });
         }
         if requests.is_empty() {
@@ -253,6 +267,30 @@ mod tests {
         let err = Trace::parse(&format!("{fits}p 0 39063 0 Seq 0 0 R 0 C\n")).unwrap_err();
         assert!(err.starts_with("line 2: size 39063 sectors out of range"), "{err}");
         assert!(err.contains("1 to 39062 sectors") && err.contains("20000000-byte file"), "{err}");
+    }
+
+    #[test]
+    fn actions_are_read_as_blkparse_rwbs_letters() {
+        // Traces recorded elsewhere (blkparse's RWBS field) carry actions the shipped ones do not:
+        // every one is replayed as a read, read-ahead without waiting, as the S suite does.
+        let text =
+            "p-1 0 8 100 Rand 0 0 RS 0 START\np-1 0 8 108 Seq 0 8 RA 0 C\np-1 0 8 116 Seq 0 16 RAM 0 C\n\
+                    p-1 0 8 124 Seq 0 24 W 0 C\np-1 0 8 132 Seq 0 32 FWFS 0 C\np-1 0 8 140 Seq 0 40 RM 0 C\n";
+        let t = Trace::parse(text).unwrap();
+        let kinds: Vec<(bool, bool)> = t.requests.iter().map(|r| (r.readahead, r.meta)).collect();
+        assert_eq!(
+            kinds,
+            [(false, false), (true, false), (true, true), (false, false), (false, false), (false, true)]
+        );
+        for bad in ["X", "RW", "ra", "", "R1"] {
+            let line = format!("p-1 0 8 100 Rand 0 0 {bad} 0 START\n");
+            let err = Trace::parse(&line).unwrap_err();
+            if bad.is_empty() {
+                assert!(err.contains("expected 10 fields"), "{err}");
+            } else {
+                assert!(err.starts_with("line 1: unknown action") && err.contains("RWBS"), "{bad:?}: {err}");
+            }
+        }
     }
 
     #[test]
