@@ -394,7 +394,7 @@ pub struct BfqConfig {
     /// weight-raised in-service queue whose think time is short (a starting application's process).
     /// The kernel injects only weight-raised queues there, on every device; on a spinning disk each
     /// request injected beside such a queue costs its next request a seek, and start-ups beside
-    /// ten readers on seed 003's NCQ disk took 1.5-2x as long as with that rule. `any` = within the
+    /// ten readers on seed 003's NCQ disk took 1.1-1.9x as long as with that rule. `any` = within the
     /// inject limit like any turn (beyond the kernel).
     pub inject_into_raised: InjectIntoRaised,
     /// `sibling_wait_any` (1): with `raised_sibling_wait`, past its wait and with the device otherwise

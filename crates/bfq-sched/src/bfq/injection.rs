@@ -46,7 +46,7 @@
 //! comes back at once. On a spinning disk every request injected beside it costs its next request a
 //! seek, and its latency alone is too noisy there (0.1-10 ms: sequential runs and seeks within the
 //! process's file) for the inject limit to see it: on seed 003's NCQ disk, start-ups beside ten
-//! readers took 1.5-2x as long as with the kernel's rule (docs/fast-devices.md, "Raised turns on a
+//! readers took 1.1-1.9x as long as with the kernel's rule (docs/fast-devices.md, "Raised turns on a
 //! disk that queues"). On flash the same rule makes start-ups faster but moves the shares of mixes
 //! whose random readers are raised (`fast-seq-rand-10-1`: 25 % -> 62 % off), so by default it
 //! applies on spinning disks only.
