@@ -47,6 +47,23 @@ pub struct Trace {
     pub requests: Vec<TraceRequest>,
 }
 
+/// Whether `tail`, the last nine fields of a line, are the format's after the process name: a time,
+/// a size, a sector, `Seq`/`Rand`, a distance, a run, an action, a timestamp and `START`/`C`.
+fn format_tail(tail: &[&str]) -> bool {
+    let number = |f: &str| f.parse::<f64>().is_ok_and(f64::is_finite);
+    let integer = |f: &str| f.parse::<i64>().is_ok();
+    tail.len() == 9
+        && number(tail[0])
+        && tail[1].parse::<u32>().is_ok()
+        && integer(tail[2])
+        && matches!(tail[3], "Seq" | "Rand")
+        && integer(tail[4])
+        && integer(tail[5])
+        && action_kind(tail[6]).is_some()
+        && number(tail[7])
+        && matches!(tail[8], "START" | "C")
+}
+
 /// What a request's action (field 8, blkparse's RWBS letters) makes of it in the replay: (read-ahead,
 /// metadata). `None` for a token that is not RWBS. As in the S suite's replayer, every request is
 /// replayed as a read (the one `WS` of gnometerm.trace, or a `W`, `D` or `N` of a trace recorded
@@ -71,17 +88,28 @@ impl Trace {
             if fields.is_empty() || fields[0].starts_with('#') {
                 continue;
             }
-            // Exactly the format's ten (the last two are not replayed): a line of more or fewer is
-            // another format, whose fields would be read as the wrong ones.
-            if fields.len() != 10 {
-                return Err(format!(
-                    "line {}: expected 10 fields (process, time, size, sector, Seq/Rand, distance, run, \
-                     action, timestamp, START/C), got {}",
-                    n + 1,
-                    fields.len()
-                ));
-            }
-            let thread = match thread_index.get(fields[0]) {
+            // The format's ten (the last two are not replayed): a line of fewer, or of more whose
+            // last nine are not the format's, is another format, whose fields would be read as the
+            // wrong ones. More than ten whose last nine are the format's: a process name with spaces
+            // (a thread's name such as "Web Content" in a trace recorded elsewhere).
+            let name_fields = match fields.len() {
+                10 => 1,
+                more if more > 10 && format_tail(&fields[more - 9..]) => more - 9,
+                other => {
+                    return Err(format!(
+                        "line {}: expected 10 fields (process, time, size, sector, Seq/Rand, distance, \
+                         run, action, timestamp, START/C), got {other}",
+                        n + 1
+                    ))
+                }
+            };
+            let name = {
+                let offset = |f: &str| f.as_ptr() as usize - line.as_ptr() as usize;
+                let last = fields[name_fields - 1];
+                &line[offset(fields[0])..offset(last) + last.len()]
+            };
+            let fields = &fields[name_fields - 1..];
+            let thread = match thread_index.get(name) {
                 Some(&i) => i,
                 None => {
                     if threads.len() == MAX_TRACE_PROCESSES {
@@ -92,8 +120,8 @@ impl Trace {
                             THREAD_FILE_BYTES
                         ));
                     }
-                    threads.push(fields[0].to_string());
-                    thread_index.insert(fields[0], threads.len() - 1);
+                    threads.push(name.to_string());
+                    thread_index.insert(name, threads.len() - 1);
                     threads.len() - 1
                 }
             };
@@ -267,6 +295,22 @@ mod tests {
         let err = Trace::parse(&format!("{fits}p 0 39063 0 Seq 0 0 R 0 C\n")).unwrap_err();
         assert!(err.starts_with("line 2: size 39063 sectors out of range"), "{err}");
         assert!(err.contains("1 to 39062 sectors") && err.contains("20000000-byte file"), "{err}");
+    }
+
+    #[test]
+    fn a_process_name_with_spaces_is_one_process() {
+        // Threads are named by their program ("Web Content", "DOM Worker"): with the last nine
+        // fields the format's, what comes before them is the name, spaces and all.
+        let text = "Web Content-4321 0 8 100 Rand 0 0 R 0 START\nfirefox-4300 .000100 16 200 Rand 100 0 RA .0001 C\n\
+                    Web Content-4321 .000050 8 108 Seq 0 8 RM .00015 C\nDOM  Worker-4322 0 8 300 Rand 0 0 R .0002 C\n";
+        let t = Trace::parse(text).unwrap();
+        assert_eq!(t.threads, ["Web Content-4321", "firefox-4300", "DOM  Worker-4322"]);
+        assert_eq!(t.requests.iter().map(|r| r.thread).collect::<Vec<_>>(), [0, 1, 0, 2]);
+        assert_eq!(t.requests[1].bytes, 16 * 512);
+        // More than ten fields whose last nine are not the format's: another format, refused.
+        let err = Trace::parse("p 0 8 0 Seq 0 0 R 0 START\nWeb Content 0 8 100 Rand 0 0 R 0 START x\n")
+            .unwrap_err();
+        assert!(err.starts_with("line 2: expected 10 fields") && err.ends_with("got 12"), "{err}");
     }
 
     #[test]
