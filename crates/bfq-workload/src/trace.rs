@@ -108,6 +108,8 @@ impl Trace {
                 let last = fields[name_fields - 1];
                 &line[offset(fields[0])..offset(last) + last.len()]
             };
+            // From here the name's last word stands at index 0, so every other field keeps the
+            // index the format gives it.
             let fields = &fields[name_fields - 1..];
             let thread = match thread_index.get(name) {
                 Some(&i) => i,
