@@ -570,3 +570,131 @@ fn a_start_up_whose_processes_wait_for_each_others_reads_is_as_fast_as_under_fif
         "without sibling_wait_any: {ended_without:.6} s against FIFO {fifo:.6} s"
     );
 }
+
+/// Two processes of one starting application that hand the device to each other at every read
+/// (4 KiB and 32 KiB reads, half of them far from the last), 240 reads: written by a fixed
+/// pseudo-random sequence, so that the trace is the same in every run.
+fn ping_pong_trace() -> String {
+    let mut state: u64 = 7;
+    let mut next = |bound: u64| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) % bound
+    };
+    let mut position = [40_000_000u64, 90_000_000];
+    let mut text = String::new();
+    for i in 0..240usize {
+        let p = i % 2;
+        let size = if next(10) < 7 { 8 } else { 64 };
+        let (kind, distance) = if next(2) == 0 {
+            position[p] += 1000 + next(2_000_000);
+            ("Rand", 1)
+        } else {
+            ("Seq", 0)
+        };
+        let at = 0.0002 * (i + 1) as f64;
+        let mark = if i == 0 { "START" } else { "C" };
+        text += &format!(
+            "p{p}-{} 0.000200 {size} {} {kind} {distance} 0 R {at:.6} {mark}\n",
+            1000 + p,
+            position[p]
+        );
+        position[p] += size;
+    }
+    text
+}
+
+#[test]
+fn a_start_up_whose_processes_hand_over_is_not_put_behind_every_sequential_reader_at_each_hand_over() {
+    // `hand_over_budget`. When one process of a starting application takes the device from its
+    // sibling (the sibling has nothing queued), the sibling's turn ends as preempted and kept the
+    // budget it had, B_max: at its next read its B-WF2Q+ finish time came after that of every
+    // sequential reader that `share_horizon` held to 256 sectors, so at each hand-over the ten
+    // readers were selected first and ten 128 KiB reads entered the drive before each of the
+    // start-up's. With the budget of a queue with no more requests (what it used), it goes first.
+    struct Scratch(std::path::PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = Scratch(std::env::temp_dir().join(format!("bfq-sim-ping-pong-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let trace = dir.0.join("ping-pong.trace");
+    std::fs::write(&trace, ping_pong_trace()).unwrap();
+    let job = |workload: &str| {
+        let text = format!(
+            "name = \"ping-pong\"\nduration = \"12s\"\nwarmup = \"0s\"\n{workload}\n\
+             [device]\npreset = \"nvme-960evo\"\n\
+             [[app]]\nname = \"probe\"\nkind = \"startup\"\ntrace = \"{}\"\nstart = \"2s\"\n\
+             every = \"2s\"\npause = \"2s\"\n",
+            trace.display()
+        );
+        Job::from_toml(&text, "ping-pong.toml").unwrap()
+    };
+    let mean = |job: &Job, params: &[(&str, &str)]| {
+        let params: Vec<(String, String)> =
+            params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let r = run_job(job, "bfq", &params).unwrap();
+        let s = r
+            .apps
+            .iter()
+            .find(|a| a.name == "probe")
+            .unwrap()
+            .extra
+            .startup
+            .clone()
+            .expect("a start-up record");
+        assert_eq!(s.times_s.len(), 5, "{params:?}: every start-up finishes");
+        s.times_s.iter().sum::<f64>() / s.times_s.len() as f64
+    };
+    let idle = mean(&job(""), &[]);
+    let loaded = job("workload = \"10r-seq\"");
+    let bfq = mean(&loaded, &[]);
+    let kept = mean(&loaded, &[("hand_over_budget", "0")]);
+    eprintln!("ping-pong start-up: idle {idle:.4} s, beside 10r-seq {bfq:.4} s, budget kept {kept:.4} s");
+    assert!(bfq <= 1.2 * idle, "beside ten readers {bfq:.4} s, idle {idle:.4} s");
+    assert!(kept >= 2.0 * bfq, "budget kept at the hand-over: {kept:.4} s, {bfq:.4} s");
+}
+
+#[test]
+fn an_application_starting_beside_sequential_readers_on_the_ssd_preset_gets_no_large_reads_injected_into_its_turns(
+) {
+    // `inject_into_raised = starting-apps`: into the turns of a process of an application that
+    // starts beside others (a chain of raisings after a quiet `wr_yield_after`), only raised
+    // queues and latency-bound ones (small reads) are injected. With the sequential readers'
+    // 128 KiB reads injected into its idle windows, each 4 KiB read of gnome-terminal's waited
+    // behind one (374 us against 178), and the start-up took 1.6x its idle time; its inject limit,
+    // judged by what the drive delivered, was tried again at once each time it fell to 0.
+    let job = |workload: &str| {
+        let text = format!(
+            "name = \"gnometerm\"\nseed = 1\nduration = \"40s\"\nwarmup = \"20s\"\n{workload}\n\
+             [device]\npreset = \"ssd-px256m5s\"\n\
+             [[app]]\nname = \"probe\"\nkind = \"startup\"\ntrace = \"gnometerm\"\nstart = \"20s\"\n\
+             every = \"3s\"\npause = \"4s\"\n"
+        );
+        Job::from_toml(&text, "gnometerm.toml").unwrap()
+    };
+    let mean = |job: &Job, params: &[(&str, &str)]| {
+        let params: Vec<(String, String)> =
+            params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let r = run_job(job, "bfq", &params).unwrap();
+        let s = r
+            .apps
+            .iter()
+            .find(|a| a.name == "probe")
+            .unwrap()
+            .extra
+            .startup
+            .clone()
+            .expect("a start-up record");
+        assert!(s.times_s.len() >= 3, "{params:?}: start-ups {:?}", s.times_s);
+        s.times_s.iter().sum::<f64>() / s.times_s.len() as f64
+    };
+    let idle = mean(&job(""), &[]);
+    let loaded = job("workload = \"10r-seq\"");
+    let starting = mean(&loaded, &[]);
+    let any = mean(&loaded, &[("inject_into_raised", "raised-on-disks")]);
+    eprintln!("gnome-terminal on the SSD preset: idle {idle:.3} s, beside 10r-seq {starting:.3} s, any queue injected {any:.3} s");
+    assert!(starting <= 1.25 * idle, "beside ten readers {starting:.3} s, idle {idle:.3} s");
+    assert!(any >= 1.3 * starting, "any queue injected {any:.3} s, {starting:.3} s");
+}

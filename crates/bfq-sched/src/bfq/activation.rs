@@ -139,6 +139,7 @@ impl Bfq {
                 && svc.slot != t
             {
                 self.preempt = true;
+                self.preempt_hand_over = true;
             }
             // The in-service queue is idled for: was the idling needed only because nothing else was
             // busy, or only while no raised queue was? The kernel asks again whenever a queue becomes
@@ -292,11 +293,23 @@ impl Bfq {
     fn end_stale_raisings(&mut self, t: u32, now: Instant) {
         let previous = self.last_interactive_start.replace(now);
         let quiet = self.cfg.wr_yield_after;
+        let after_quiet = quiet > 0 && previous.is_some_and(|at| now.saturating_since(at) >= quiet);
+        // The chain of raisings this one belongs to (`inject_into_raised = starting-apps`): one
+        // that began with the run (tenants starting together) is no application starting beside
+        // others.
+        if after_quiet {
+            self.starting_chain_since = Some(now);
+        } else if previous.is_none() {
+            self.starting_chain_since = None;
+        }
+        self.queues[t as usize].raising.starting_app = self
+            .starting_chain_since
+            .is_some_and(|since| now.saturating_since(since) <= weight_raising::STARTING_CHAIN_SPAN);
         if quiet == 0
             || self.cfg.weight_raising != WeightRaising::V7r8
             || !self.cfg.v1_heuristics
             || !self.hw_tag.detected
-            || previous.map_or(true, |at| now.saturating_since(at) < quiet)
+            || !after_quiet
         {
             return;
         }

@@ -84,6 +84,9 @@ pub struct SlotOutcome {
     /// `deep_charge_service`: it kept at least half of the queue depth of a device that queues
     /// internally outstanding, so a time charge would not stand for device time it left unused.
     pub kept_device_busy: bool,
+    /// `hand_over_budget`: a raised queue took the device from it while it had nothing queued (a
+    /// start-up's hand-over): it had no more requests, as far as its budget goes.
+    pub handed_over: bool,
 }
 
 /// The next budget after a service slot (seed 001 sec. 4.3; original rules with `v1_heuristics=0`).
@@ -112,6 +115,7 @@ pub fn next_budget(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
             ExpiryReason::BudgetTimeout => 2 * b,
             ExpiryReason::BudgetExhausted => 4 * b,
             ExpiryReason::NoMoreRequests => o.served,
+            ExpiryReason::Preempted if o.handed_over => o.served,
             _ => b,
         }
     } else {
@@ -124,6 +128,9 @@ pub fn next_budget(cfg: &BfqConfig, o: &SlotOutcome, b_max: u64) -> u64 {
             // (kernel-bfq-reference.md "NO_MORE_REQUESTS -> max(service, min)"), the budget follows
             // what it used.
             ExpiryReason::NoMoreRequests if o.not_idled => o.served,
+            // A hand-over (`hand_over_budget`): what it used, as a queue expired empty without an
+            // idle window, so that its next request is not ordered behind every small budget.
+            ExpiryReason::Preempted if o.handed_over => o.served,
             ExpiryReason::NoMoreRequests | ExpiryReason::TooIdle if o.outstanding => 2 * b,
             ExpiryReason::NoMoreRequests | ExpiryReason::TooIdle => b.saturating_sub(b_max / 8),
             ExpiryReason::BudgetTimeout => 2 * b,
@@ -220,6 +227,20 @@ mod tests {
 
     const BMAX: u64 = 16384;
 
+    #[test]
+    fn a_start_up_process_handing_over_gets_the_budget_it_used_and_other_preempted_queues_keep_theirs() {
+        // `hand_over_budget`: a hand-over is a queue with no more requests as far as its budget
+        // goes; any other preemption keeps the budget (kernel), in every feedback variant.
+        for feedback in ["paper", "kernel"] {
+            let mut cfg = BfqConfig::default();
+            cfg.set("budget_feedback", feedback).unwrap();
+            let preempted = outcome(ExpiryReason::Preempted, 8192, 300);
+            assert_eq!(next_budget(&cfg, &preempted, BMAX), 8192, "{feedback}");
+            let handed_over = SlotOutcome { handed_over: true, ..preempted };
+            assert_eq!(next_budget(&cfg, &handed_over, BMAX), 300.max(min_budget(BMAX)), "{feedback}");
+        }
+    }
+
     fn outcome(reason: ExpiryReason, budget: u64, served: u64) -> SlotOutcome {
         SlotOutcome {
             reason,
@@ -234,6 +255,7 @@ mod tests {
             sync: true,
             raised: false,
             kept_device_busy: false,
+            handed_over: false,
         }
     }
 

@@ -112,6 +112,7 @@ impl Bfq {
         if self.service.is_some_and(|svc| svc.slot == s) {
             self.service = None;
             self.preempt = false;
+            self.preempt_hand_over = false;
             // What was injected while it was waited for was charged its sectors at dispatch.
             self.slot_injected.clear();
             self.event(now, s, EventKind::Expired { reason: ExpiryReason::TooIdle, service: 0 });

@@ -55,7 +55,17 @@ pub struct Raising {
     /// While raised as soft real-time: when the interactive raising it replaced would have ended
     /// (`softrt_back_to_interactive`).
     pub interactive_end: Option<Instant>,
+    /// The interactive raising came in a chain of raisings that began after a quiet
+    /// `wr_yield_after`, at most [`STARTING_CHAIN_SPAN`] before it: the queue is a process of an
+    /// application starting beside others (`inject_into_raised = starting-apps`).
+    pub starting_app: bool,
 }
+
+/// How long after its first raising a chain of raisings still counts as one application starting
+/// (`inject_into_raised = starting-apps`): the shortest v7r8 interactive raising. The processes of
+/// one start-up are raised tens of milliseconds to a second apart; a chain that goes on for longer
+/// (a server that starts a process every half second) is not one application's start.
+pub const STARTING_CHAIN_SPAN: Nanos = 3 * SEC;
 
 /// The v7r8 interactive raising duration for a device of rate `rate` (sectors/s).
 pub fn v7r8_duration(rotational: bool, rate: u64) -> Nanos {
