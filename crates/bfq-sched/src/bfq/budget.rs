@@ -5,6 +5,10 @@
 //! `budget_feedback=kernel` switches to today's kernel table (kernel-bfq-reference.md "Budgets" and
 //! "Budget timeout & overcharge"): a different too-idle rule, and an overcharge proportional to the
 //! time used instead of the full budget.
+//!
+//! Beyond the seeds and the kernel (`hand_over_budget`): a starting application's process whose turn a
+//! raised sibling takes while it has nothing queued (a hand-over) gets the budget of a queue with no
+//! more requests; a preempted queue otherwise keeps its budget, as in the kernel.
 
 use super::config::{BfqConfig, Variant, WriteChargeRule};
 use crate::scheduler::ExpiryReason;

@@ -48,8 +48,11 @@
 //! process's file) for the inject limit to see it: on seed 003's NCQ disk, start-ups beside ten
 //! readers took 1.1-1.9x as long as with the kernel's rule (docs/fast-devices.md, "Raised turns on a
 //! disk that queues"). On flash the same rule makes start-ups faster but moves the shares of mixes
-//! whose random readers are raised (`fast-seq-rand-10-1`: 25 % -> 62 % off), so by default it
-//! applies on spinning disks only.
+//! whose random readers are raised (`fast-seq-rand-10-1`: 25 % -> 62 % off), so there it applies by
+//! default (`starting-apps`) only to the processes of an application starting beside others (raised
+//! in a chain that began after a quiet `wr_yield_after`, not with the run), and lets latency-bound
+//! queues in too: their small reads cost the start-up little, and held out they waited for its
+//! hand-overs instead (docs/fast-devices.md, "A starting application's turns on flash").
 //!
 //! Where locality matters (a rotational disk, even one that queues internally), an injected request
 //! makes the in-service sequential queue's next one seek: the share of its turns then excuses
