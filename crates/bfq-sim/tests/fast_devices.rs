@@ -525,17 +525,7 @@ fn a_start_up_whose_processes_wait_for_each_others_reads_is_as_fast_as_under_fif
     // is at 0: it was idled for until its window ran out (9 ms per start-up against 1 ms under
     // FIFO). `raised_sibling_wait` lets the siblings in once it has waited longer than it takes to
     // come back; `grace_hand_over` applies the hand-over to a sibling back within its drain grace.
-    /// Removes the trace's directory, also when an assertion fails.
-    struct Scratch(std::path::PathBuf);
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let dir = Scratch(std::env::temp_dir().join(format!("bfq-sim-hand-over-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let trace = dir.0.join("hand-over.trace");
-    std::fs::write(&trace, HAND_OVER_TRACE).unwrap();
+    let (_dir, trace) = scratch_trace("hand-over", HAND_OVER_TRACE);
     let text = format!(
         "name = \"hand-over\"\nduration = \"6s\"\nwarmup = \"0s\"\n[device]\npreset = \"nvme-960evo\"\n\
          [[app]]\nname = \"probe\"\nkind = \"startup\"\ntrace = \"{}\"\nstart = \"1s\"\nevery = \"1s\"\n\
@@ -569,6 +559,35 @@ fn a_start_up_whose_processes_wait_for_each_others_reads_is_as_fast_as_under_fif
         ended_without > 10.0 * fifo,
         "without sibling_wait_any: {ended_without:.6} s against FIFO {fifo:.6} s"
     );
+}
+
+/// Removes a test's scratch directory, also when an assertion fails.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A trace file written into a scratch directory of its own (removed when the guard drops).
+fn scratch_trace(name: &str, text: &str) -> (Scratch, std::path::PathBuf) {
+    let dir = Scratch(std::env::temp_dir().join(format!("bfq-sim-{name}-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let trace = dir.0.join(format!("{name}.trace"));
+    std::fs::write(&trace, text).unwrap();
+    (dir, trace)
+}
+
+/// The mean start-up time of application `probe` under BFQ with `params`, after checking that at
+/// least `at_least` start-ups finished.
+fn probe_start_up_mean(job: &Job, params: &[(&str, &str)], at_least: usize) -> f64 {
+    let params: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let r = run_job(job, "bfq", &params).unwrap();
+    let s =
+        r.apps.iter().find(|a| a.name == "probe").unwrap().extra.startup.clone().expect("a start-up record");
+    assert!(s.times_s.len() >= at_least, "{params:?}: start-ups {:?}", s.times_s);
+    s.times_s.iter().sum::<f64>() / s.times_s.len() as f64
 }
 
 /// Two processes of one starting application that hand the device to each other at every read
@@ -611,16 +630,7 @@ fn a_start_up_whose_processes_hand_over_is_not_put_behind_every_sequential_reade
     // sequential reader that `share_horizon` held to 256 sectors, so at each hand-over the ten
     // readers were selected first and ten 128 KiB reads entered the drive before each of the
     // start-up's. With the budget of a queue with no more requests (what it used), it goes first.
-    struct Scratch(std::path::PathBuf);
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let dir = Scratch(std::env::temp_dir().join(format!("bfq-sim-ping-pong-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let trace = dir.0.join("ping-pong.trace");
-    std::fs::write(&trace, ping_pong_trace()).unwrap();
+    let (_dir, trace) = scratch_trace("ping-pong", &ping_pong_trace());
     let job = |workload: &str| {
         let text = format!(
             "name = \"ping-pong\"\nduration = \"12s\"\nwarmup = \"0s\"\n{workload}\n\
@@ -631,22 +641,7 @@ fn a_start_up_whose_processes_hand_over_is_not_put_behind_every_sequential_reade
         );
         Job::from_toml(&text, "ping-pong.toml").unwrap()
     };
-    let mean = |job: &Job, params: &[(&str, &str)]| {
-        let params: Vec<(String, String)> =
-            params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let r = run_job(job, "bfq", &params).unwrap();
-        let s = r
-            .apps
-            .iter()
-            .find(|a| a.name == "probe")
-            .unwrap()
-            .extra
-            .startup
-            .clone()
-            .expect("a start-up record");
-        assert_eq!(s.times_s.len(), 5, "{params:?}: every start-up finishes");
-        s.times_s.iter().sum::<f64>() / s.times_s.len() as f64
-    };
+    let mean = |job: &Job, params: &[(&str, &str)]| probe_start_up_mean(job, params, 5);
     let idle = mean(&job(""), &[]);
     let loaded = job("workload = \"10r-seq\"");
     let bfq = mean(&loaded, &[]);
@@ -674,22 +669,7 @@ fn an_application_starting_beside_sequential_readers_on_the_ssd_preset_gets_no_l
         );
         Job::from_toml(&text, "gnometerm.toml").unwrap()
     };
-    let mean = |job: &Job, params: &[(&str, &str)]| {
-        let params: Vec<(String, String)> =
-            params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let r = run_job(job, "bfq", &params).unwrap();
-        let s = r
-            .apps
-            .iter()
-            .find(|a| a.name == "probe")
-            .unwrap()
-            .extra
-            .startup
-            .clone()
-            .expect("a start-up record");
-        assert!(s.times_s.len() >= 3, "{params:?}: start-ups {:?}", s.times_s);
-        s.times_s.iter().sum::<f64>() / s.times_s.len() as f64
-    };
+    let mean = |job: &Job, params: &[(&str, &str)]| probe_start_up_mean(job, params, 3);
     let idle = mean(&job(""), &[]);
     let loaded = job("workload = \"10r-seq\"");
     let starting = mean(&loaded, &[]);
