@@ -409,10 +409,12 @@ pub struct BfqConfig {
     /// readers of fast-seq-rand-10-1 62 % short of their share, 25 % otherwise). `any` = within the
     /// inject limit like any turn (beyond the kernel).
     pub inject_into_raised: InjectIntoRaised,
-    /// `hand_over_budget` (1): a raised queue whose turn ends because a raised queue takes the
-    /// device from it while it has nothing queued (a start-up's hand-over from one process to the
-    /// next, `Bfq::check_preemption`) gets the budget of a queue with no more requests, what it
-    /// used, not the budget it had (beyond the kernel, which keeps a preempted queue's budget:
+    /// `hand_over_budget` (1): on a device that queues internally and is not a spinning disk, a
+    /// process of an application starting beside others (raised in a chain of raisings that began
+    /// after a quiet `wr_yield_after`) whose turn ends because a raised queue takes the device from
+    /// it while it has nothing queued (a hand-over from one process to the next,
+    /// `Bfq::check_preemption`) gets the budget of a queue with no more requests, what it used,
+    /// not the budget it had (beyond the kernel, which keeps a preempted queue's budget:
     /// `bfq::budget`). With the budget it had (B_max, 8192 sectors on the NVMe preset), its
     /// B-WF2Q+ finish time at its next request was behind that of every sequential reader that
     /// `share_horizon` held to 256 sectors, so at each hand-over the ten readers were selected
