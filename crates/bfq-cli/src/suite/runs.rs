@@ -409,6 +409,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("softrt_back_to_interactive", "0"),
     ("inject_into_raised", "any"),
     ("hand_over_budget", "0"),
+    ("wr_cohort_end", "0"),
     // The seeds' write charge (seed 001 sec. 4.5: every write x10) and raising ended by time (and v1's
     // wr_budget) only; today's BFQ follows the kernel (docs/fast-devices.md, "Writers beside readers").
     ("write_charge", "10"),

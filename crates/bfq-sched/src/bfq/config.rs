@@ -421,6 +421,20 @@ pub struct BfqConfig {
     /// first and put ten 128 KiB reads in the device right before the start-up's 4 KiB one.
     /// 0 = a preempted queue keeps its budget.
     pub hand_over_budget: bool,
+    /// `wr_cohort_end` (1): on a device that queues internally, when a queue's interactive
+    /// raising ends by `max_service_from_wr`, the
+    /// interactive raisings of the queues raised in the same chain (each within `wr_yield_after`
+    /// of the one before: tenants that started together) end too, but for latency-bound ones (few
+    /// small requests outstanding, as a start-up process) and for an application starting beside
+    /// others (`Raising::starting_app`, whose processes the cap ends one by one as the kernel does).
+    /// Tenants that start together are all raised x30, which keeps their weights' ratio; a heavier
+    /// one reads the cap first and loses its raising while a lighter one keeps x30 until it reads the
+    /// cap too, so the lighter got ten times the heavier's share in between: on the SSD preset two
+    /// random readers of weight 100 beside two of weight 300 got 74 MiB against 46 in the second
+    /// second, and through the engine in a slower guest (40 MiB/s of random reads) the weights 1:3
+    /// came out 1:1 over eight seconds (docs/fast-devices.md, "Tenants raised together"). 0 = each
+    /// raising ends by its own service, as the kernel (beyond the kernel).
+    pub wr_cohort_end: bool,
     /// `sibling_wait_any` (1): with `raised_sibling_wait`, past its wait and with the device otherwise
     /// empty, on a device that is not a spinning disk, one request of any queue of the raised
     /// queue's group and class goes in if no queue raised as it is has one (beyond the seeds and
@@ -531,6 +545,7 @@ impl Default for BfqConfig {
             raised_sibling_wait: true,
             inject_into_raised: InjectIntoRaised::StartingApps,
             hand_over_budget: true,
+            wr_cohort_end: true,
             sibling_wait_any: true,
             pattern_asymmetry: true,
             bypass_depth: 2,
@@ -602,6 +617,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "raised_sibling_wait",
     "inject_into_raised",
     "hand_over_budget",
+    "wr_cohort_end",
     "sibling_wait_any",
     "pattern_asymmetry",
     "burst_active_only",
@@ -713,6 +729,7 @@ impl BfqConfig {
             "raised_sibling_wait" => self.raised_sibling_wait = parse_bool(NAME, key, value)?,
             "inject_into_raised" => self.inject_into_raised = parse_choice(key, value, &INJECT_INTO_RAISED)?,
             "hand_over_budget" => self.hand_over_budget = parse_bool(NAME, key, value)?,
+            "wr_cohort_end" => self.wr_cohort_end = parse_bool(NAME, key, value)?,
             "sibling_wait_any" => self.sibling_wait_any = parse_bool(NAME, key, value)?,
             "pattern_asymmetry" => self.pattern_asymmetry = parse_bool(NAME, key, value)?,
             "burst_active_only" => self.burst_active_only = parse_bool(NAME, key, value)?,
@@ -810,6 +827,7 @@ impl BfqConfig {
             ("raised_sibling_wait", b(self.raised_sibling_wait)),
             ("inject_into_raised", choice_name(&INJECT_INTO_RAISED, &self.inject_into_raised).to_string()),
             ("hand_over_budget", b(self.hand_over_budget)),
+            ("wr_cohort_end", b(self.wr_cohort_end)),
             ("sibling_wait_any", b(self.sibling_wait_any)),
             ("pattern_asymmetry", b(self.pattern_asymmetry)),
             ("burst_active_only", b(self.burst_active_only)),

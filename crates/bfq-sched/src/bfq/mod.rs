@@ -188,6 +188,9 @@ pub struct Bfq {
     /// before) began, if it began after a quiet `wr_yield_after`: an application starting beside
     /// others, not tenants starting with the run (`inject_into_raised = starting-apps`).
     starting_chain_since: Option<Instant>,
+    /// The number of chains of interactive raisings so far, each begun by a raising after a quiet
+    /// `wr_yield_after` or by the first one (`wr_cohort_end`: tenants raised together).
+    raising_chain: u64,
     /// Waiting latency-bound queues with a request queued, in arrival order ([`bypass`]).
     bypass: Vec<u32>,
     /// The limit on other queues' requests in the device while a latency-bound queue is active
@@ -254,6 +257,7 @@ impl Bfq {
             wakee_ready: None,
             last_interactive_start: None,
             starting_chain_since: None,
+            raising_chain: 0,
             bypass: Vec::with_capacity(bypass::CANDIDATES),
             guard: guard::LatencyGuard::new(device.queue_depth.max(1)),
             guarded_in_flight: 0,

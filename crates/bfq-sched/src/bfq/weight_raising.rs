@@ -59,6 +59,9 @@ pub struct Raising {
     /// `wr_yield_after`, at most [`STARTING_CHAIN_SPAN`] before it: the queue is a process of an
     /// application starting beside others (`inject_into_raised = starting-apps`).
     pub starting_app: bool,
+    /// The chain of interactive raisings this one came in (`Bfq::raising_chain`): queues raised
+    /// each within `wr_yield_after` of the one before share it (`wr_cohort_end`).
+    pub chain: u64,
 }
 
 /// How long after its first raising a chain of raisings still counts as one application starting
