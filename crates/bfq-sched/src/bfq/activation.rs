@@ -303,9 +303,8 @@ impl Bfq {
     /// of [`super::guard::LIGHT_REQUEST_SECTORS`] each at most (a latency-bound queue, as for the
     /// bypass; also between its requests, when it has none outstanding).
     fn keeps_few_small_requests(&self, m: u32) -> bool {
-        let depth = self.cfg.bypass_depth as usize;
-        let q = &self.queues[m as usize];
-        super::bypass::kept_within(q, depth) && super::guard::small_requests(q, depth)
+        self.latency_bound(m)
+            && super::guard::small_requests(&self.queues[m as usize], self.cfg.bypass_depth as usize)
     }
 
     /// Queue `t` was just raised as interactive. If no queue had been for `wr_yield_after`, this is a

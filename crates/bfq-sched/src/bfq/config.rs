@@ -422,9 +422,9 @@ pub struct BfqConfig {
     /// 0 = a preempted queue keeps its budget.
     pub hand_over_budget: bool,
     /// `wr_cohort_end` (1): on a device that queues internally, when a queue's interactive
-    /// raising ends by `max_service_from_wr`, the
-    /// interactive raisings of the queues raised in the same chain (each within `wr_yield_after`
-    /// of the one before: tenants that started together) end too, but for latency-bound ones (few
+    /// raising ends by `max_service_from_wr`, the interactive raisings of the queues raised in the
+    /// same chain (each within `wr_yield_after` of the one before: tenants that started together)
+    /// end too, but for latency-bound ones (few
     /// small requests outstanding, as a start-up process) and for an application starting beside
     /// others (`Raising::starting_app`, whose processes the cap ends one by one as the kernel does).
     /// Tenants that start together are all raised x30, which keeps their weights' ratio; a heavier
