@@ -70,7 +70,7 @@ pub const PARAM_DOCS: &[(&str, &str, &str)] = &[
     ("bfq", "bypass_depth", "requests: a waiting sync queue with at most this many outstanding is served at once beside the in-service queue when B-WF2Q+-eligible, on devices with internal queueing; 0 = off (beyond the seeds)"),
     ("bfq", "latency_guard", "percent: while a latency-bound queue (at most bypass_depth requests and 32 KiB a request outstanding) is active on a device with internal queueing, other queues' requests in the device are limited so that its requests take at most this share of their baseline latency, e.g. 150; 0 = off, the default (beyond the seeds)"),
     ("bfq", "guard_split_kib", "KiB: while the latency guard is on, reads and writes larger than this of the queues it holds back are inserted as pieces of this size, so that its limit bounds their bytes in the device; 0 = never split; 16 by default (beyond the seeds)"),
-    ("bfq", "guard_by_share", "1 = the latency guard's limit follows the guarded queue's share (shrinks while B-WF2Q+ owes it service, grows while it is ahead) instead of its latency against its baseline; needs latency_guard on; 0 by default (beyond the seeds)"),
+    ("bfq", "guard_by_share", "1 = the latency guard's limit follows the guarded queue's share (shrinks while it gets less than its share by more than 1/16 with its reads slowed in the device, grows otherwise) instead of its latency against its baseline; needs latency_guard on; 0 by default (beyond the seeds)"),
     ("cfq", "slice_idle", "ms the device is idled for a sync queue's next request (kernel name)"),
     ("cfq", "slice_sync", "ms: time slice of a sync queue (kernel name)"),
     ("cfq", "slice_async", "ms: time slice of an async queue (kernel name)"),

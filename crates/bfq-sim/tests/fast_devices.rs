@@ -711,3 +711,52 @@ fn tenants_raised_together_keep_their_weights_after_the_heavier_one_reads_the_ra
     eprintln!("each raising by its own service: light {light:.1} heavy {heavy:.1} MiB/s");
     assert!(light > heavy, "the inversion the rule removes: {light:.1} : {heavy:.1} MiB/s");
 }
+
+#[test]
+fn the_guard_by_share_keeps_random_readers_at_their_share_without_holding_the_device_for_nothing() {
+    // `guard_by_share`, `bfq::guard::SHARE_SLACK` (docs/fast-devices.md, "The guard by share,
+    // without the ratchet"): fast-seq-rand-10-1's tenants on the SSD preset, seconds 8 to 24 (past
+    // the start's raising). Two random readers of weight 100 read far more alone than their weight's
+    // share, so their max-min share is the weighted one, 100/2200 of what the device delivers. The
+    // guard holds the sequential readers' requests in the device to the limit that gives the random
+    // readers that share. A window judged against the exact share, which B-WF2Q+ holds them to,
+    // fell short half the time and shrank the limit by a quarter each time: the device ended up
+    // serving one 16 KiB piece at a time, 129 MiB/s against FIFO's 491, the random readers still
+    // at their share.
+    let text = |scheduler_free: &str| {
+        format!(
+            "name = \"seq-rand-10-1-ssd\"\nseed = 2\nduration = \"24s\"\nwarmup = \"8s\"\n\
+             [device]\npreset = \"ssd-px256m5s\"\n{scheduler_free}"
+        )
+    };
+    let apps = "[[app]]\nname = \"seq\"\nkind = \"seq-reader\"\ncount = 2\nweight = 1000\nwindow = 4\nfile_size = \"256MiB\"\n\
+                [[app]]\nname = \"rand\"\nkind = \"rand-reader\"\ncount = 2\nweight = 100\nwindow = 2\nfile_size = \"256MiB\"\n";
+    let job = Job::from_toml(&text(apps), "seq-rand-10-1-ssd.toml").unwrap();
+    let rand_only = "[[app]]\nname = \"rand\"\nkind = \"rand-reader\"\nweight = 100\nwindow = 2\nfile_size = \"256MiB\"\n";
+    let alone = Job::from_toml(&text(rand_only), "rand-alone.toml").unwrap();
+    let (_, rand_alone) = run_mixed(&alone, "fifo", &[]);
+    let (_, fifo) = run_mixed(&job, "fifo", &[]);
+    let judge = |params: &[(&str, &str)]| {
+        let (r, total) = run_mixed(&job, "bfq", params);
+        let owed = total * 100.0 / 2200.0;
+        let rand: Vec<f64> =
+            r.apps.iter().filter(|a| a.name.starts_with("rand")).map(|a| a.throughput_mib_s).collect();
+        let worst = rand.iter().map(|&m| (m / owed - 1.0).abs()).fold(0.0f64, f64::max);
+        eprintln!(
+            "{params:?}: {total:.0} MiB/s ({:.2} of fifo), random readers {rand:.1?}, owed {owed:.1}",
+            total / fifo
+        );
+        (total / fifo, worst, owed)
+    };
+    let by_share = judge(&[("latency_guard", "150"), ("guard_by_share", "1")]);
+    assert!(
+        by_share.2 < 0.8 * rand_alone,
+        "the weighted share {:.1} is below alone {rand_alone:.1}",
+        by_share.2
+    );
+    assert!(by_share.1 <= 0.1, "by share: the random readers within 10 % of their share: {by_share:?}");
+    assert!(by_share.0 >= 0.8, "by share: at least 0.8 of FIFO's aggregate: {by_share:?}");
+    // Without the guard (the default) this job has two steady states here, neither at both bars
+    // (docs/fast-devices.md); printed, not asserted.
+    judge(&[]);
+}

@@ -474,11 +474,12 @@ pub struct BfqConfig {
     /// `guard_by_share` (0): what the latency guard's limit follows. 0: the guarded requests' latency
     /// against their baseline (`latency_guard` percent of it, a tail-latency target). 1: the guarded
     /// queue's share: over windows of 16 MiB completed while the guard is on, the limit shrinks when
-    /// the queue completed less than its weight's share of them and grows when it completed at least
-    /// that, so that it settles where the queue gets its weighted max-min share and the others keep
-    /// every byte of the device it does not need; the same limit bounds the others in its own turns
+    /// the queue completed less than its weight's share of them (by more than 1/16, its reads having
+    /// spent their time in the device rather than waiting for their turn) and grows otherwise, so
+    /// that it settles where the queue gets its weighted max-min share and the others keep every
+    /// byte of the device it does not need; the same limit bounds the others in its own turns
     /// (`latency_guard` must be on; beyond the seeds: `bfq::guard`, docs/fast-devices.md "The guard
-    /// by share").
+    /// by share" and "The guard by share, without the ratchet").
     pub guard_by_share: bool,
 }
 

@@ -45,9 +45,12 @@
 //! queue got at least its share grows it by one. It settles at the largest limit that gives the
 //! queue its share: the device's frontier (docs/fast-devices.md) at the point the weights ask for. A
 //! queue that cannot reach its weight's share at any limit (its share is what it reads alone) drives
-//! the limit to one, as the latency target would. The guard then stays on only [`SHARE_HOLD`] after
-//! a guarded request, and in a latency-bound queue's own turn its limit bounds the injected requests
-//! of the queues that are not latency-bound (`Bfq::try_inject`).
+//! the limit to one, as the latency target would. A window is short only if the guarded queue got
+//! less than its share by more than one part in [`SHARE_SLACK`], and its requests spent longer in
+//! the device than waiting in the scheduler: one that waits for B-WF2Q+ to let it go (its weight's
+//! pace) is not sped up by holding the others back. The guard then stays on only [`SHARE_HOLD`]
+//! after a guarded request, and in a latency-bound queue's own turn its limit bounds the injected
+//! requests of the queues that are not latency-bound (`Bfq::try_inject`).
 //!
 //! Latency-bound, for the guard, means few requests outstanding *and* few bytes
 //! ([`LIGHT_REQUEST_SECTORS`] a request): a sequential reader with two reads of 128 KiB outstanding,
@@ -90,6 +93,16 @@ pub const MAX_PROBE: u32 = 64;
 /// requests enough per window that one slow read does not decide it).
 pub const SHARE_WINDOW: u64 = 32 * 1024;
 
+/// `guard_by_share`: a window counts against the limit only if a guarded queue got less than its
+/// share by more than one part in this many. A queue that B-WF2Q+ serves at exactly its share falls
+/// a little under it in about half the windows (a 16 MiB window holds a few hundred of its reads),
+/// and since a short window shrinks the limit by a quarter and a full one grows it by one, judging
+/// against the exact share drove the limit down to one request for a queue that was owed nothing
+/// more: on the SSD preset, sequential readers of weight 1000 beside random readers of weight 100
+/// went from 422 MiB/s with the random readers at their share to 82 MiB/s, still at their share
+/// (docs/fast-devices.md, "The guard by share, without the ratchet").
+pub const SHARE_SLACK: u64 = 16;
+
 /// The learned state of the guard.
 #[derive(Clone, Copy, Debug)]
 pub struct LatencyGuard {
@@ -119,6 +132,10 @@ pub struct LatencyGuard {
     window_sectors: u64,
     window_own: [u64; 2],
     window_start_queue: [u32; 2],
+    /// `guard_by_share`: how long each guarded queue's requests completed in the window waited in
+    /// the scheduler before their dispatch, and how long they then took in the device.
+    window_waited: [Nanos; 2],
+    window_in_device: [Nanos; 2],
 }
 
 impl LatencyGuard {
@@ -136,6 +153,8 @@ impl LatencyGuard {
             window_sectors: 0,
             window_own: [0; 2],
             window_start_queue: [u32::MAX; 2],
+            window_waited: [0; 2],
+            window_in_device: [0; 2],
         }
     }
 
@@ -249,6 +268,18 @@ impl LatencyGuard {
         self.window_sectors >= SHARE_WINDOW
     }
 
+    /// `guard_by_share`: a request of guarded queue `owner` completed at `now` after waiting `waited`
+    /// in the scheduler and `in_device` in the device (counted only while the guard is on).
+    pub fn count_guarded_request(&mut self, owner: u32, waited: Nanos, in_device: Nanos, now: Instant) {
+        if !self.active(now) {
+            return;
+        }
+        if let Some(i) = self.guarded.iter().position(|&(q, _)| q == owner) {
+            self.window_waited[i] = self.window_waited[i].saturating_add(waited);
+            self.window_in_device[i] = self.window_in_device[i].saturating_add(in_device);
+        }
+    }
+
     /// The queues the guard is for (`u32::MAX`: none), in the order [`Self::judge_share`] takes
     /// their shares.
     pub fn guarded_queues(&self) -> [u32; 2] {
@@ -257,8 +288,9 @@ impl LatencyGuard {
 
     /// `guard_by_share`, at the end of a window: `shares` is what each guarded queue is owed of the
     /// device ([`SHARE_ONE`] units). The limit shrinks by a quarter (at least one request) if a queue
-    /// guarded through the whole window got less than its share of the window's sectors, and grows by
-    /// one if every such queue got at least its share; a new window begins.
+    /// guarded through the whole window got less than its share of the window's sectors, by more
+    /// than [`SHARE_SLACK`], while its requests spent longer in the device than waiting in the
+    /// scheduler, and grows by one otherwise; a new window begins.
     pub fn judge_share(&mut self, shares: [u64; 2], now: Instant, max: u32) {
         let mut owed = false;
         let mut judged = false;
@@ -268,7 +300,12 @@ impl LatencyGuard {
             }
             judged = true;
             let due = u128::from(self.window_sectors) * u128::from(shares[i]) / u128::from(SHARE_ONE);
-            owed |= u128::from(self.window_own[i]) < due;
+            let short = u128::from(self.window_own[i]) < due - due / u128::from(SHARE_SLACK);
+            // Holding the others back shortens a guarded request's time in the device, not its
+            // wait for B-WF2Q+ to let it go. A queue that completed nothing may have a request
+            // stuck in the device: short, as before.
+            let in_device = self.window_own[i] == 0 || self.window_in_device[i] > self.window_waited[i];
+            owed |= short && in_device;
         }
         if judged {
             self.limit = if owed {
@@ -279,6 +316,8 @@ impl LatencyGuard {
         }
         self.window_sectors = 0;
         self.window_own = [0; 2];
+        self.window_waited = [0; 2];
+        self.window_in_device = [0; 2];
         self.window_start_queue = self.guarded_queues();
     }
 }
@@ -519,6 +558,8 @@ mod tests {
         let window = |g: &mut LatencyGuard, own_percent: u64, t: &mut u64| loop {
             *t += 1;
             g.note_active(7, at(*t), SHARE_HOLD);
+            // Each of its requests waited 10 us in the scheduler and took 100 in the device.
+            g.count_guarded_request(7, 10_000, 100_000, at(*t));
             let due = g.count_service(7, own_percent, at(*t)) | g.count_service(3, 100 - own_percent, at(*t));
             if due {
                 g.judge_share(owed, at(*t), 32);
@@ -538,5 +579,34 @@ mod tests {
         let off = at(t).saturating_add(SHARE_HOLD + 1);
         assert!(!g.count_service(3, SHARE_WINDOW, off));
         assert_eq!(g.limit, 3);
+    }
+
+    #[test]
+    fn by_share_a_queue_held_to_its_pace_by_the_scheduler_or_a_hair_under_its_share_does_not_shrink_the_limit(
+    ) {
+        // `guard_by_share` (SHARE_SLACK): queue 7 is owed a tenth. A window in which it gets 9.5 %
+        // is within the slack; one in which it gets 5 % while its requests waited longer in the
+        // scheduler than they took in the device is B-WF2Q+'s pace, not the device's: neither
+        // shrinks the limit. The same 5 % with the time spent in the device does.
+        let owed = [SHARE_ONE / 10, 0];
+        let mut t = 0u64;
+        let window =
+            |g: &mut LatencyGuard, own_permille: u64, waited: Nanos, in_device: Nanos, t: &mut u64| loop {
+                *t += 1;
+                g.note_active(7, at(*t), SHARE_HOLD);
+                g.count_guarded_request(7, waited, in_device, at(*t));
+                let due = g.count_service(7, own_permille, at(*t))
+                    | g.count_service(3, 1000 - own_permille, at(*t));
+                if due {
+                    g.judge_share(owed, at(*t), 32);
+                    return g.limit;
+                }
+            };
+        let mut g = LatencyGuard::new(32);
+        g.limit = 16;
+        window(&mut g, 95, 10_000, 100_000, &mut t); // not judged: nobody guarded when it began
+        assert_eq!(window(&mut g, 95, 10_000, 100_000, &mut t), 17, "within the slack");
+        assert_eq!(window(&mut g, 50, 750_000, 210_000, &mut t), 18, "held by the scheduler");
+        assert_eq!(window(&mut g, 50, 10_000, 2_000_000, &mut t), 14, "held by the device");
     }
 }

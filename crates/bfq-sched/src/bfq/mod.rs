@@ -835,6 +835,7 @@ impl Bfq {
                 owner: slot.owner,
                 sync: r.sync,
                 dispatched_at: now,
+                waited: now.saturating_since(slot.arrived),
                 alone_mark,
                 in_turn,
                 think,
@@ -1214,7 +1215,9 @@ impl Scheduler for Bfq {
         }
         if f.guarded {
             self.guarded_in_flight = self.guarded_in_flight.saturating_sub(1);
-            if !self.cfg.guard_by_share {
+            if self.cfg.guard_by_share {
+                self.guard.count_guarded_request(owner, f.waited, now.saturating_since(f.dispatched_at), now);
+            } else {
                 let latency = now.saturating_since(f.dispatched_at);
                 let max = self.device.queue_depth.max(1);
                 // The others it met: those in the device when it entered, and those that entered

@@ -27,6 +27,8 @@ pub struct Slot {
     pub owner: u32,
     /// When it expires (FIFO expiry): its arrival time plus `fifo_expire_sync` or `fifo_expire_async`.
     pub deadline: Instant,
+    /// When it arrived (kept across a merge, as the deadline).
+    pub arrived: Instant,
     prev: u32,
     next: u32,
 }
@@ -41,7 +43,8 @@ pub struct Slab {
 impl Slab {
     /// Stores a request; returns its index.
     pub fn insert(&mut self, request: Request, owner: u32) -> u32 {
-        let slot = Slot { request, owner, deadline: Instant::ZERO, prev: NIL, next: NIL };
+        let slot =
+            Slot { request, owner, deadline: Instant::ZERO, arrived: Instant::ZERO, prev: NIL, next: NIL };
         match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -186,6 +189,7 @@ impl QueueRequests {
         let r = slab.get(index).request;
         let expire = if r.sync { p.fifo_expire_sync } else { p.fifo_expire_async };
         slab.slots[index as usize].deadline = now.saturating_add(expire);
+        slab.slots[index as usize].arrived = now;
         self.adopt(slab, index);
     }
 
