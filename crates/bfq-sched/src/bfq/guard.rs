@@ -132,8 +132,8 @@ pub struct LatencyGuard {
     window_sectors: u64,
     window_own: [u64; 2],
     window_start_queue: [u32; 2],
-    /// `guard_by_share`: how long each guarded queue's requests completed in the window waited in
-    /// the scheduler before their dispatch, and how long they then took in the device.
+    /// `guard_by_share`: how long each guarded queue's requests dispatched in the window waited in
+    /// the scheduler, and how long those completed in it took in the device.
     window_waited: [Nanos; 2],
     window_in_device: [Nanos; 2],
 }
@@ -268,16 +268,28 @@ impl LatencyGuard {
         self.window_sectors >= SHARE_WINDOW
     }
 
-    /// `guard_by_share`: a request of guarded queue `owner` completed at `now` after waiting `waited`
-    /// in the scheduler and `in_device` in the device (counted only while the guard is on).
-    pub fn count_guarded_request(&mut self, owner: u32, waited: Nanos, in_device: Nanos, now: Instant) {
-        if !self.active(now) {
-            return;
-        }
-        if let Some(i) = self.guarded.iter().position(|&(q, _)| q == owner) {
+    /// `guard_by_share`: a request of guarded queue `owner` was dispatched at `now` after waiting
+    /// `waited` in the scheduler (counted only while the guard is on).
+    pub fn count_guarded_wait(&mut self, owner: u32, waited: Nanos, now: Instant) {
+        if let Some(i) = self.counting(owner, now) {
             self.window_waited[i] = self.window_waited[i].saturating_add(waited);
+        }
+    }
+
+    /// `guard_by_share`: a request of guarded queue `owner` completed at `now` after `in_device` in
+    /// the device (counted only while the guard is on).
+    pub fn count_guarded_in_device(&mut self, owner: u32, in_device: Nanos, now: Instant) {
+        if let Some(i) = self.counting(owner, now) {
             self.window_in_device[i] = self.window_in_device[i].saturating_add(in_device);
         }
+    }
+
+    /// Which entry of `guarded` is queue `owner`'s, while the guard is on.
+    fn counting(&self, owner: u32, now: Instant) -> Option<usize> {
+        if !self.active(now) {
+            return None;
+        }
+        self.guarded.iter().position(|&(q, _)| q == owner)
     }
 
     /// The queues the guard is for (`u32::MAX`: none), in the order [`Self::judge_share`] takes
@@ -559,7 +571,8 @@ mod tests {
             *t += 1;
             g.note_active(7, at(*t), SHARE_HOLD);
             // Each of its requests waited 10 us in the scheduler and took 100 in the device.
-            g.count_guarded_request(7, 10_000, 100_000, at(*t));
+            g.count_guarded_wait(7, 10_000, at(*t));
+            g.count_guarded_in_device(7, 100_000, at(*t));
             let due = g.count_service(7, own_percent, at(*t)) | g.count_service(3, 100 - own_percent, at(*t));
             if due {
                 g.judge_share(owed, at(*t), 32);
@@ -594,7 +607,8 @@ mod tests {
             |g: &mut LatencyGuard, own_permille: u64, waited: Nanos, in_device: Nanos, t: &mut u64| loop {
                 *t += 1;
                 g.note_active(7, at(*t), SHARE_HOLD);
-                g.count_guarded_request(7, waited, in_device, at(*t));
+                g.count_guarded_wait(7, waited, at(*t));
+                g.count_guarded_in_device(7, in_device, at(*t));
                 let due = g.count_service(7, own_permille, at(*t))
                     | g.count_service(3, 1000 - own_permille, at(*t));
                 if due {

@@ -22,8 +22,6 @@ pub struct InFlight {
     pub sync: bool,
     /// When it was dispatched (0 while queued).
     pub dispatched_at: Instant,
-    /// How long it waited in the scheduler before it was dispatched.
-    pub waited: Nanos,
     /// For a request dispatched by the in-service queue in its turn with nothing of other queues in
     /// the device: the count of all dispatches minus the serving queue's own, then. If it is the same
     /// at completion, the request was served alone and its latency is a baseline sample for I/O
@@ -61,7 +59,6 @@ impl InFlight {
             owner,
             sync,
             dispatched_at: Instant::ZERO,
-            waited: 0,
             alone_mark: NOT_ALONE,
             in_turn: false,
             think: 0,
@@ -90,7 +87,6 @@ const EMPTY: Entry = Entry {
         owner: 0,
         sync: false,
         dispatched_at: Instant::ZERO,
-        waited: 0,
         alone_mark: NOT_ALONE,
         in_turn: false,
         think: 0,
@@ -238,7 +234,6 @@ mod tests {
             owner: n + 1,
             sync: n % 2 == 0,
             dispatched_at: Instant::ZERO,
-            waited: 0,
             alone_mark: NOT_ALONE,
             in_turn: true,
             think: u64::from(n),

@@ -819,6 +819,9 @@ impl Bfq {
         if guarded {
             self.guarded_in_flight += 1;
             self.guard.note_active(s, now, self.guard_hold());
+            if self.cfg.guard_by_share {
+                self.guard.count_guarded_wait(slot.owner, now.saturating_since(slot.arrived), now);
+            }
         }
         let o = &mut self.queues[slot.owner as usize];
         o.own_queued -= 1;
@@ -835,7 +838,6 @@ impl Bfq {
                 owner: slot.owner,
                 sync: r.sync,
                 dispatched_at: now,
-                waited: now.saturating_since(slot.arrived),
                 alone_mark,
                 in_turn,
                 think,
@@ -1216,7 +1218,7 @@ impl Scheduler for Bfq {
         if f.guarded {
             self.guarded_in_flight = self.guarded_in_flight.saturating_sub(1);
             if self.cfg.guard_by_share {
-                self.guard.count_guarded_request(owner, f.waited, now.saturating_since(f.dispatched_at), now);
+                self.guard.count_guarded_in_device(owner, now.saturating_since(f.dispatched_at), now);
             } else {
                 let latency = now.saturating_since(f.dispatched_at);
                 let max = self.device.queue_depth.max(1);
