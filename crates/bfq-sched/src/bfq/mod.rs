@@ -1217,10 +1217,10 @@ impl Scheduler for Bfq {
         }
         if f.guarded {
             self.guarded_in_flight = self.guarded_in_flight.saturating_sub(1);
+            let latency = now.saturating_since(f.dispatched_at);
             if self.cfg.guard_by_share {
-                self.guard.count_guarded_in_device(owner, now.saturating_since(f.dispatched_at), now);
+                self.guard.count_guarded_in_device(owner, latency, now);
             } else {
-                let latency = now.saturating_since(f.dispatched_at);
                 let max = self.device.queue_depth.max(1);
                 // The others it met: those in the device when it entered, and those that entered
                 // during its service (a device that serves requests in parallel shares itself among
