@@ -219,7 +219,9 @@ pub struct InjectLimit {
     zeroed_at: Option<Instant>,
     /// How long a limit at 0 waits before it is tried again from 1: doubled (from [`RETRY_MIN`] up
     /// to [`BASE_REFRESH`]) each time injection made the device deliver less than the queue alone
-    /// and the limit fell to 0, back to 0 when it fell to 0 with the device keeping up.
+    /// and the limit fell to 0, or (`inject_random_backoff`) the queue is random and got less than
+    /// its share of its turns;
+    /// back to 0 when it fell to 0 with the device keeping up.
     retry_after: Nanos,
     /// The last window's mean latency was over the ratio: it counted as good (or not) by the queue's
     /// share of its turns, not by its latency. Injection then takes from the queue, and
@@ -273,6 +275,9 @@ pub struct ServiceSnapshot {
     pub in_device: u64,
     /// Its requests are sequential (not seeky): its throughput alone comes from their locality.
     pub sequential: bool,
+    /// `inject_random_backoff`: a random queue short of its share of its turns whose limit fell to
+    /// 0 waits before it is tried again, as one whose device did not keep up.
+    pub random_backoff: bool,
 }
 
 impl ServiceSnapshot {
@@ -512,6 +517,16 @@ impl InjectLimit {
             self.retry_after = match kept_up {
                 Some(false) => (2 * self.retry_after).clamp(RETRY_MIN, BASE_REFRESH),
                 Some(true) => 0,
+                // A random queue's throughput alone says nothing of what injection costs the
+                // device (`device_kept_up`), but one that got less than its share of its turns
+                // and was slowed beyond the ratio by one request of the others is owed what that
+                // request took: tried again at once, its limit went 0, 1, 0 every few hundred
+                // microseconds and a random reader of 4 reads outstanding beside sequential
+                // readers on the disk file got 0.55-0.6 of what it reads alone, where weighted
+                // max-min fairness owes it all (docs/fast-devices.md, "A random queue's limit at 0").
+                None if service.random_backoff && !service.sequential && self.short_of_share => {
+                    (2 * self.retry_after).clamp(RETRY_MIN, BASE_REFRESH)
+                }
                 None => self.retry_after,
             };
         }
@@ -1189,6 +1204,7 @@ impl Bfq {
                     .map_or(0, |svc| now.saturating_since(svc.started)),
             in_device: q.demand_sectors(),
             sequential: !q.seek.seeky(self.cfg.seeky_threshold),
+            random_backoff: self.cfg.inject_random_backoff,
         }
     }
 
@@ -1495,6 +1511,7 @@ mod tests {
             time: total * us * 10,
             in_device: 4,
             sequential: true,
+            random_backoff: true,
         };
         let mut l = InjectLimit::default();
         l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, || snap(1, 1));
@@ -1529,6 +1546,7 @@ mod tests {
             time,
             in_device: 256,
             sequential: true,
+            random_backoff: true,
         };
         let mut l = InjectLimit::default();
         l.on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, || snap(256, 256, 600 * us));
@@ -1572,6 +1590,55 @@ mod tests {
             .on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, || rsnap(256, 256, 600 * us));
         random.on_completion(17_000 * us, Think::NONE, false, at, 115, 32, || rsnap(512, 768, 17_600 * us));
         assert_eq!((random.limit, random.retry_after), (2, 0), "a random queue's share excuses it");
+    }
+
+    #[test]
+    fn a_random_queue_short_of_its_share_and_slowed_waits_before_its_limit_is_tried_again() {
+        // `inject_random_backoff` (docs/fast-devices.md, "A random queue's limit at 0"): a random
+        // queue owed a third of its turns' sectors gets a tenth, and one injected request slows it to
+        // twice its latency alone. Its limit falls to 0 and, unlike a random queue at its share, is
+        // tried again only after RETRY_MIN, then after twice that; with the switch off, at once.
+        let us = 1000;
+        let snap = |own, total, time, random_backoff| ServiceSnapshot {
+            own,
+            total,
+            share: SHARE_ONE / 3,
+            time,
+            in_device: 4,
+            sequential: false,
+            random_backoff,
+        };
+        let fall = |backoff: bool| {
+            let mut l = InjectLimit::default();
+            l.on_completion(50 * us, Think::NONE, true, Instant::ZERO, 115, 32, || {
+                snap(8, 8, 50 * us, backoff)
+            });
+            assert_eq!(l.limit, 1, "the first sample alone arms the limit");
+            let at = Instant::ZERO.saturating_add(MSEC);
+            // Slowed to 3.5x: decided at once; a tenth of its turns' sectors.
+            l.on_completion(175 * us, Think::NONE, false, at, 115, 32, || snap(16, 160, 400 * us, backoff));
+            assert_eq!(l.limit, 0, "slowed beyond the ratio and short of its share");
+            let again = at.saturating_add(MSEC);
+            l.on_completion(50 * us, Think::NONE, true, again, 115, 32, || snap(24, 168, 450 * us, backoff));
+            l
+        };
+        let held = fall(true);
+        assert_eq!((held.limit, held.retry_after), (0, RETRY_MIN), "held out for RETRY_MIN");
+        let at_once = fall(false);
+        assert_eq!((at_once.limit, at_once.retry_after), (1, 0), "switch off: tried again at once");
+        // The wait doubles with each such fall.
+        let mut l = held;
+        let later = Instant::ZERO.saturating_add(RETRY_MIN + 3 * MSEC);
+        l.on_completion(50 * us, Think::NONE, true, later, 115, 32, || snap(32, 176, 500 * us, true));
+        assert_eq!(l.limit, 1, "tried again once the wait is over");
+        for i in 0..HOLDOFF_SAMPLES as u64 {
+            l.on_completion(60 * us, Think::NONE, false, later, 115, 32, || snap(32, 176, 500 * us, true));
+            assert_eq!(l.limit, 1, "completion {i} of the holdoff");
+        }
+        l.on_completion(175 * us, Think::NONE, false, later.saturating_add(MSEC), 115, 32, || {
+            snap(40, 400, 900 * us, true)
+        });
+        assert_eq!((l.limit, l.retry_after), (0, 2 * RETRY_MIN));
     }
 
     #[test]
