@@ -318,13 +318,13 @@ pub struct BfqConfig {
     /// doubles with each such fall (100 ms up to 1 s), as after a fall in which a sequential queue's
     /// device did not keep up. Tried again at once, the limit went 0, 1, 0 every few hundred
     /// microseconds, and a random reader with four reads outstanding beside sequential readers on
-    /// the disk file got 0.55-0.6 of what it reads alone where weighted max-min fairness owes it all
+    /// the disk file got 0.53-0.73 of what it reads alone where weighted max-min fairness owes it all
     /// (beyond the seeds and the kernel, which waits a second after every fall to 0:
     /// `bfq::injection`, docs/fast-devices.md "A random queue's limit at 0"). Opt-in: through the
-    /// engine that reader came to 0.76 of it, but random readers at their share in their own
-    /// turns (weight 100 beside sequential readers of weight 1000) are short of their share of
-    /// those turns too, and the aggregate beside them fell (0.68-0.79 -> 0.61-0.68 of FIFO on the
-    /// disk file). 0 = tried again at once.
+    /// engine that reader came to 0.76 of it, but random readers at their share of the device
+    /// (weight 100 beside sequential readers of weight 1000) are short of their share of their own
+    /// turns, and the aggregate beside them fell (0.68-0.79 -> 0.61-0.68 of FIFO on the disk
+    /// file). 0 = tried again at once.
     pub inject_random_backoff: bool,
     /// `idle_by_think_time` (1): the in-service queue is not idled for when at most one of its last
     /// 8 think times (from the completion that emptied it to its next request) was within the idle

@@ -220,8 +220,7 @@ pub struct InjectLimit {
     /// How long a limit at 0 waits before it is tried again from 1: doubled (from [`RETRY_MIN`] up
     /// to [`BASE_REFRESH`]) each time injection made the device deliver less than the queue alone
     /// and the limit fell to 0, or (`inject_random_backoff`) the queue is random and got less than
-    /// its share of its turns;
-    /// back to 0 when it fell to 0 with the device keeping up.
+    /// its share of its turns; back to 0 when it fell to 0 with the device keeping up.
     retry_after: Nanos,
     /// The last window's mean latency was over the ratio: it counted as good (or not) by the queue's
     /// share of its turns, not by its latency. Injection then takes from the queue, and
@@ -522,7 +521,7 @@ impl InjectLimit {
                 // and was slowed beyond the ratio by one request of the others is owed what that
                 // request took: tried again at once, its limit went 0, 1, 0 every few hundred
                 // microseconds and a random reader of 4 reads outstanding beside sequential
-                // readers on the disk file got 0.55-0.6 of what it reads alone, where weighted
+                // readers on the disk file got 0.53-0.73 of what it reads alone, where weighted
                 // max-min fairness owes it all (docs/fast-devices.md, "A random queue's limit at 0").
                 None if service.random_backoff && !service.sequential && self.short_of_share => {
                     (2 * self.retry_after).clamp(RETRY_MIN, BASE_REFRESH)
