@@ -312,19 +312,19 @@ pub struct BfqConfig {
     /// 63-77 MiB/s for whole runs, and the best-effort readers beside it got nothing (beyond the
     /// seeds; docs/fast-devices.md "Classes on a fast device").
     pub inject_lower_class: bool,
-    /// `inject_random_backoff` (0): when a random (seeky) in-service queue that got less than its
+    /// `inject_random_backoff` (1): when a random (seeky) in-service queue that got less than its
     /// weight's share of its turns is slowed beyond `inject_latency_ratio` by one injected request
-    /// and its inject limit falls to 0, the limit is tried again from 1 only after a wait that
-    /// doubles with each such fall (100 ms up to 1 s), as after a fall in which a sequential queue's
-    /// device did not keep up. Tried again at once, the limit went 0, 1, 0 every few hundred
-    /// microseconds, and a random reader with four reads outstanding beside sequential readers on
-    /// the disk file got 0.53-0.73 of what it reads alone where weighted max-min fairness owes it all
-    /// (beyond the seeds and the kernel, which waits a second after every fall to 0:
-    /// `bfq::injection`, docs/fast-devices.md "A random queue's limit at 0"). Opt-in: through the
-    /// engine that reader came to 0.76 of it, but random readers at their share of the device
-    /// (weight 100 beside sequential readers of weight 1000) are short of their share of their own
-    /// turns, and the aggregate beside them fell (0.68-0.79 -> 0.61-0.68 of FIFO on the disk
-    /// file). 0 = tried again at once.
+    /// and its inject limit falls to 0, and over the last 100 ms or more it was in service at least
+    /// three quarters of the time and still got less than three quarters of its share of all the
+    /// device dispatched, the limit is tried again from 1 only after a wait that doubles with each
+    /// such fall (100 ms up to 1 s), as after a fall in which a sequential queue's device did not
+    /// keep up. Tried again at once, the limit went 0, 1, 0 every few hundred microseconds, and a
+    /// random reader with four reads outstanding beside sequential readers on the disk file got
+    /// 0.53-0.73 of what it reads alone where weighted max-min fairness owes it all (beyond the
+    /// seeds and the kernel, which waits a second after every fall to 0: `bfq::injection`,
+    /// docs/fast-devices.md "A random queue's limit at 0" and "... held only for a queue owed the
+    /// device"). The two conditions on the span leave alone random readers of small weight served
+    /// at their share in short turns, and two random readers taking turns. 0 = tried again at once.
     pub inject_random_backoff: bool,
     /// `idle_by_think_time` (1): the in-service queue is not idled for when at most one of its last
     /// 8 think times (from the completion that emptied it to its next request) was within the idle
@@ -548,7 +548,7 @@ impl Default for BfqConfig {
             inject_think_time: true,
             inject_in_time: true,
             inject_lower_class: true,
-            inject_random_backoff: false,
+            inject_random_backoff: true,
             idle_by_think_time: true,
             raised_idle_short_think: true,
             share_horizon: 250 * MSEC,

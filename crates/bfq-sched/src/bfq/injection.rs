@@ -105,6 +105,10 @@ pub const BASE_REFRESH: Nanos = SEC;
 /// The first wait before a limit that fell to 0 while injection cost the device throughput is
 /// tried again (`InjectLimit::retry_after`).
 const RETRY_MIN: Nanos = 100 * MSEC;
+/// The shortest span over which `inject_random_backoff` judges a queue's share of the device: a few
+/// of its own turns and of the others'. One window of its completions lies inside one of its turns,
+/// where its share of the device is its share of that turn.
+const DEVICE_SPAN: Nanos = 100 * MSEC;
 /// Shortest slot whose own rate counts towards [`InjectLimit::held_slot_rate`].
 pub const HELD_SLOT_MIN: Nanos = 2 * MSEC;
 
@@ -215,12 +219,21 @@ pub struct InjectLimit {
     holdoff: u32,
     /// [`ServiceSnapshot`] when the current window started: sectors (own, total) and time in its turns.
     window_start: (u64, u64, Nanos),
+    /// `inject_random_backoff`: where the current span of the device began.
+    device_span_start: Option<DeviceSpanStart>,
+    /// `inject_random_backoff`: over the last span of the device of at least [`DEVICE_SPAN`] that
+    /// ended at one of its windows, the queue was in service for most of the time and still got
+    /// less than three quarters of its share of all the device dispatched (in its turns and in the
+    /// others'): B-WF2Q+ serves it because it is owed more, and what it reads alone is what caps
+    /// it (weighted max-min fairness owes it all of that).
+    pub short_of_device_share: bool,
     /// When a decrease last brought the limit to 0: it is tried again from 1 `retry_after` later.
     zeroed_at: Option<Instant>,
     /// How long a limit at 0 waits before it is tried again from 1: doubled (from [`RETRY_MIN`] up
     /// to [`BASE_REFRESH`]) each time injection made the device deliver less than the queue alone
-    /// and the limit fell to 0, or (`inject_random_backoff`) the queue is random and got less than
-    /// its share of its turns; back to 0 when it fell to 0 with the device keeping up.
+    /// and the limit fell to 0, or (`inject_random_backoff`) the queue is random, got less than its
+    /// share of its turns and is `short_of_device_share`; back to 0 when it fell to 0 with the
+    /// device keeping up.
     retry_after: Nanos,
     /// The last window's mean latency was over the ratio: it counted as good (or not) by the queue's
     /// share of its turns, not by its latency. Injection then takes from the queue, and
@@ -252,6 +265,23 @@ pub struct InjectLimit {
     unmeasured_since: Option<Instant>,
 }
 
+/// Where a span of the device began (`inject_random_backoff`): the queue's sectors, the device's
+/// and the queue's time in service so far ([`ServiceSnapshot`]'s `own_all`, `device`, `time`), and
+/// the instant.
+#[derive(Clone, Copy, Debug)]
+struct DeviceSpanStart {
+    own_all: u64,
+    device: u64,
+    time: Nanos,
+    at: Instant,
+}
+
+impl DeviceSpanStart {
+    fn of(service: &ServiceSnapshot, at: Instant) -> Self {
+        DeviceSpanStart { own_all: service.own_all, device: service.device, time: service.time, at }
+    }
+}
+
 /// Sectors dispatched so far by the in-service queue in its turns and by all queues in those turns,
 /// and the queue's share of the device by its weights along its path of groups: whether it gets that
 /// share while it is in service.
@@ -274,9 +304,13 @@ pub struct ServiceSnapshot {
     pub in_device: u64,
     /// Its requests are sequential (not seeky): its throughput alone comes from their locality.
     pub sequential: bool,
-    /// `inject_random_backoff`: a random queue short of its share of its turns whose limit fell to
-    /// 0 waits before it is tried again, as one whose device did not keep up.
+    /// `inject_random_backoff`: a random queue short of its share of its turns and of the device
+    /// whose limit fell to 0 waits before it is tried again, as one whose device did not keep up.
     pub random_backoff: bool,
+    /// Sectors the queue dispatched, ever, in its turns or not (injected into others' turns).
+    pub own_all: u64,
+    /// Sectors all queues dispatched, ever.
+    pub device: u64,
 }
 
 impl ServiceSnapshot {
@@ -414,6 +448,9 @@ impl InjectLimit {
             self.base_at = now;
             let service = service();
             self.window_start = (service.own, service.total, service.time);
+            if service.random_backoff && self.device_span_start.is_none() {
+                self.device_span_start = Some(DeviceSpanStart::of(&service, now));
+            }
             // Served alone: nothing dispatched under an earlier limit is still in the device.
             self.holdoff = 0;
             if self.alone_samples <= BASE_SAMPLES
@@ -481,6 +518,29 @@ impl InjectLimit {
         let has_share = total > own && share_of_turns && kept_up != Some(false);
         self.over_latency = mean > allowed;
         self.short_of_share = total > own && !share_of_turns;
+        if service.random_backoff {
+            match self.device_span_start {
+                None => self.device_span_start = Some(DeviceSpanStart::of(&service, now)),
+                Some(start) if now.saturating_since(start.at) >= DEVICE_SPAN => {
+                    let span = u128::from(now.saturating_since(start.at));
+                    let in_service = u128::from(service.time.saturating_sub(start.time));
+                    let own_all = u128::from(service.own_all.saturating_sub(start.own_all));
+                    let device = u128::from(service.device.saturating_sub(start.device));
+                    // In service for most of the span: two random readers owed all they read alone
+                    // take turns, and each held the other out of its turns (fast-seq-rand-1-4's on
+                    // the disk file fell to 0.63 of their share). Short by more than a quarter: a
+                    // random reader of small weight that B-WF2Q+ serves at its share in short turns
+                    // sits a few percent either side of it, and held out of its turns the others'
+                    // injected reads went with nothing gained (fast-seq-rand-10-1's on the disk
+                    // file: 0-5 % under their share with injection, 3-6 % under without, the
+                    // aggregate 0.58-0.70 -> 0.57-0.62 of FIFO).
+                    self.short_of_device_share = 4 * in_service >= 3 * span
+                        && 4 * own_all * u128::from(SHARE_ONE) < 3 * device * u128::from(service.share);
+                    self.device_span_start = Some(DeviceSpanStart::of(&service, now));
+                }
+                Some(_) => {}
+            }
+        }
         let lower_class_injected = std::mem::take(&mut self.lower_class_injected);
         if lower_class_injected && !self.over_latency {
             self.lower_retry_after = 0;
@@ -518,12 +578,17 @@ impl InjectLimit {
                 Some(true) => 0,
                 // A random queue's throughput alone says nothing of what injection costs the
                 // device (`device_kept_up`), but one that got less than its share of its turns
-                // and was slowed beyond the ratio by one request of the others is owed what that
+                // and was slowed beyond the ratio by one request of the others, and that B-WF2Q+
+                // serves most of the time short of its share of the device, is owed what that
                 // request took: tried again at once, its limit went 0, 1, 0 every few hundred
                 // microseconds and a random reader of 4 reads outstanding beside sequential
                 // readers on the disk file got 0.53-0.73 of what it reads alone, where weighted
                 // max-min fairness owes it all (docs/fast-devices.md, "A random queue's limit at 0").
-                None if service.random_backoff && !service.sequential && self.short_of_share => {
+                None if service.random_backoff
+                    && !service.sequential
+                    && self.short_of_share
+                    && self.short_of_device_share =>
+                {
                     (2 * self.retry_after).clamp(RETRY_MIN, BASE_REFRESH)
                 }
                 None => self.retry_after,
@@ -1204,6 +1269,8 @@ impl Bfq {
             in_device: q.demand_sectors(),
             sequential: !q.seek.seeky(self.cfg.seeky_threshold),
             random_backoff: self.cfg.inject_random_backoff,
+            own_all: q.service,
+            device: self.dispatched_sectors,
         }
     }
 
@@ -1511,6 +1578,8 @@ mod tests {
             in_device: 4,
             sequential: true,
             random_backoff: true,
+            own_all: 0,
+            device: 0,
         };
         let mut l = InjectLimit::default();
         l.on_completion(100 * us, Think::NONE, true, Instant::ZERO, 115, 32, || snap(1, 1));
@@ -1546,6 +1615,8 @@ mod tests {
             in_device: 256,
             sequential: true,
             random_backoff: true,
+            own_all: 0,
+            device: 0,
         };
         let mut l = InjectLimit::default();
         l.on_completion(600 * us, Think::NONE, true, Instant::ZERO, 115, 32, || snap(256, 256, 600 * us));
@@ -1592,13 +1663,17 @@ mod tests {
     }
 
     #[test]
-    fn a_random_queue_short_of_its_share_and_slowed_waits_before_its_limit_is_tried_again() {
+    fn a_random_queue_mostly_in_service_short_of_its_device_share_and_slowed_waits_before_a_retry() {
         // `inject_random_backoff` (docs/fast-devices.md, "A random queue's limit at 0"): a random
-        // queue owed a third of its turns' sectors gets a tenth, and one injected request slows it to
-        // twice its latency alone. Its limit falls to 0 and, unlike a random queue at its share, is
-        // tried again only after RETRY_MIN, then after twice that; with the switch off, at once.
+        // queue owed a third of the device gets a tenth of its turns' sectors, and one injected
+        // request slows it to 3.5x its latency alone. Its limit falls to 0 and, if over the last
+        // span it was in service at least three quarters of the time and got less than three
+        // quarters of its third of all the device dispatched, is tried again only after RETRY_MIN,
+        // then after twice that. At or near its share of the device (a random reader of small
+        // weight that B-WF2Q+ serves at its share in short turns), in service for half the span (two
+        // random readers taking turns), or with the switch off, at once.
         let us = 1000;
-        let snap = |own, total, time, random_backoff| ServiceSnapshot {
+        let snap = |own, total, time, own_all, device, random_backoff| ServiceSnapshot {
             own,
             total,
             share: SHARE_ONE / 3,
@@ -1606,36 +1681,60 @@ mod tests {
             in_device: 4,
             sequential: false,
             random_backoff,
+            own_all,
+            device,
         };
-        let fall = |backoff: bool| {
+        let at = Instant::ZERO.saturating_add(DEVICE_SPAN + MSEC);
+        // The queue's time in service at `at`, out of the span's 101 ms.
+        let fall = |backoff: bool, own_all: u64, in_service: Nanos| {
             let mut l = InjectLimit::default();
             l.on_completion(50 * us, Think::NONE, true, Instant::ZERO, 115, 32, || {
-                snap(8, 8, 50 * us, backoff)
+                snap(8, 8, 50 * us, 8, 8, backoff)
             });
             assert_eq!(l.limit, 1, "the first sample alone arms the limit");
-            let at = Instant::ZERO.saturating_add(MSEC);
             // Slowed to 3.5x: decided at once; a tenth of its turns' sectors.
-            l.on_completion(175 * us, Think::NONE, false, at, 115, 32, || snap(16, 160, 400 * us, backoff));
-            assert_eq!(l.limit, 0, "slowed beyond the ratio and short of its share");
+            l.on_completion(175 * us, Think::NONE, false, at, 115, 32, || {
+                snap(16, 160, in_service, own_all, 160, backoff)
+            });
+            assert_eq!(l.limit, 0, "slowed beyond the ratio and short of its share of its turns");
             let again = at.saturating_add(MSEC);
-            l.on_completion(50 * us, Think::NONE, true, again, 115, 32, || snap(24, 168, 450 * us, backoff));
+            l.on_completion(50 * us, Think::NONE, true, again, 115, 32, || {
+                snap(24, 168, in_service + MSEC, own_all + 8, 168, backoff)
+            });
             l
         };
-        let held = fall(true);
+        let most = 95 * MSEC;
+        let held = fall(true, 16, most);
+        assert!(held.short_of_device_share);
         assert_eq!((held.limit, held.retry_after), (0, RETRY_MIN), "held out for RETRY_MIN");
-        let at_once = fall(false);
+        let at_share = fall(true, 60, most);
+        assert!(!at_share.short_of_device_share, "52 of 152 sectors: over a third of the device");
+        assert_eq!((at_share.limit, at_share.retry_after), (1, 0), "at its share of the device: at once");
+        let near_share = fall(true, 49, most);
+        assert!(!near_share.short_of_device_share, "41 of 152 sectors, 0.81 of its share: within the slack");
+        assert_eq!((near_share.limit, near_share.retry_after), (1, 0), "near its share: at once");
+        let beyond_slack = fall(true, 45, most);
+        assert!(beyond_slack.short_of_device_share, "37 of 152 sectors, 0.73 of its share: short");
+        let taking_turns = fall(true, 16, 50 * MSEC);
+        assert!(!taking_turns.short_of_device_share, "in service half of the span");
+        assert_eq!((taking_turns.limit, taking_turns.retry_after), (1, 0), "taking turns: at once");
+        let at_once = fall(false, 16, most);
         assert_eq!((at_once.limit, at_once.retry_after), (1, 0), "switch off: tried again at once");
         // The wait doubles with each such fall.
         let mut l = held;
-        let later = Instant::ZERO.saturating_add(RETRY_MIN + 3 * MSEC);
-        l.on_completion(50 * us, Think::NONE, true, later, 115, 32, || snap(32, 176, 500 * us, true));
+        let later = at.saturating_add(RETRY_MIN + 2 * MSEC);
+        l.on_completion(50 * us, Think::NONE, true, later, 115, 32, || {
+            snap(32, 176, most + RETRY_MIN, 32, 176, true)
+        });
         assert_eq!(l.limit, 1, "tried again once the wait is over");
         for i in 0..HOLDOFF_SAMPLES as u64 {
-            l.on_completion(60 * us, Think::NONE, false, later, 115, 32, || snap(32, 176, 500 * us, true));
+            l.on_completion(60 * us, Think::NONE, false, later, 115, 32, || {
+                snap(32, 176, most + RETRY_MIN, 32, 176, true)
+            });
             assert_eq!(l.limit, 1, "completion {i} of the holdoff");
         }
         l.on_completion(175 * us, Think::NONE, false, later.saturating_add(MSEC), 115, 32, || {
-            snap(40, 400, 900 * us, true)
+            snap(40, 400, most + RETRY_MIN + 3 * MSEC, 40, 400, true)
         });
         assert_eq!((l.limit, l.retry_after), (0, 2 * RETRY_MIN));
     }

@@ -176,6 +176,8 @@ pub struct Bfq {
     /// Requests dispatched so far, by all queues ([`injection`]: a request was served alone if no
     /// other queue dispatched meanwhile).
     dispatched_total: u64,
+    /// Sectors dispatched, ever, by all queues (`inject_random_backoff`'s share of the device).
+    dispatched_sectors: u64,
     /// What the device delivers at its busiest lately, all queues together ([`injection::DeviceRate`]).
     device_rate: injection::DeviceRate,
     /// The queue that issued the last completed request, and when ([`injection`]: waker detection).
@@ -252,6 +254,7 @@ impl Bfq {
             preempt: false,
             preempt_hand_over: false,
             dispatched_total: 0,
+            dispatched_sectors: 0,
             device_rate: injection::DeviceRate::default(),
             last_completion: None,
             wakee_ready: None,
@@ -782,6 +785,7 @@ impl Bfq {
         // idling see it at once.
         self.check_raising_end(s, now);
         self.dispatched_total += 1;
+        self.dispatched_sectors += r.sectors();
         self.device_rate.on_dispatch(r.sectors(), now);
         // Only a device that says it is rotational needs telling apart, and only until it is.
         if (self.cfg.share_horizon > 0 || self.cfg.drain_grace) && self.device.rotational {
