@@ -221,11 +221,11 @@ pub struct InjectLimit {
     window_start: (u64, u64, Nanos),
     /// `inject_random_backoff`: where the current span of the device began.
     device_span_start: Option<DeviceSpanStart>,
-    /// `inject_random_backoff`: over the last span of the device of at least [`DEVICE_SPAN`] that
-    /// ended at one of its windows, the queue was in service for most of the time and still got
-    /// less than three quarters of its share of all the device dispatched (in its turns and in the
-    /// others'): B-WF2Q+ serves it because it is owed more, and what it reads alone is what caps
-    /// it (weighted max-min fairness owes it all of that).
+    /// `inject_random_backoff`: over the last span of the device of at least 100 ms
+    /// (`DEVICE_SPAN`) that ended at one of its windows, the queue was in service for three quarters
+    /// of the time and still got less than three quarters of its share of all the device dispatched
+    /// (in its turns and in the others'): B-WF2Q+ serves it because it is owed more, and what it
+    /// reads alone is what caps it (weighted max-min fairness owes it all of that).
     pub short_of_device_share: bool,
     /// When a decrease last brought the limit to 0: it is tried again from 1 `retry_after` later.
     zeroed_at: Option<Instant>,
