@@ -299,6 +299,50 @@ fn async_writes_are_charged_three_times_only_while_the_scenario_is_symmetric() {
 }
 
 #[test]
+fn async_requests_hold_at_most_their_part_of_the_device_while_a_raised_queue_is_busy() {
+    // Kernel (kernel-bfq-reference.md "Writes": tag depth limits for async I/O): while some queue is
+    // weight-raised, async requests may take ~3/16 of the device's tags (`async_depth_raised`, opt-in
+    // here). A real-time writer holds the device with twenty writes of 64 KiB queued; a new
+    // best-effort reader, raised as interactive, waits for its turn (it neither preempts nor is
+    // bypassed into a higher class's turn). Returns how many writes went to the device before BFQ
+    // waited, and how many after one of them completed.
+    let run = |sixteenths: u32, raised_waiting: bool| -> (usize, usize) {
+        let cfg = BfqConfig { async_depth_raised: sixteenths, ..BfqConfig::default() };
+        let mut t = Rig::new(FLASH_NCQ, cfg);
+        let rt = QueueSpec { weight: 100, class: IoClass::RealTime(4) };
+        t.b.configure_queue(QueueId(1), rt, Instant::ZERO).unwrap();
+        for i in 0..20 {
+            t.request(1, Op::Write, i * 128, 64, false);
+        }
+        if raised_waiting {
+            t.read(2, 1 << 30);
+            assert_eq!(raising(&t, 2).0, Some(RaiseKind::Interactive));
+        }
+        // The writes BFQ sends until it waits or turns to the reader (whose turn comes once the
+        // writer has nothing left).
+        let writes = |t: &mut Rig| {
+            let mut sent = Vec::new();
+            while let Decision::Dispatch(r) = t.dispatch() {
+                if r.queue != QueueId(1) {
+                    break;
+                }
+                sent.push(r);
+            }
+            sent
+        };
+        let sent = writes(&mut t);
+        t.advance(100_000);
+        t.b.complete(&sent[0], Instant::from_nanos(t.now));
+        (sent.len(), writes(&mut t).len())
+    };
+    // 32 * 3 / 16 = 6 writes in the device; one completes, one more goes.
+    assert_eq!(run(3, true), (6, 1), "a raised queue is busy");
+    assert_eq!(run(3, false), (20, 0), "no raised queue: the writer fills the device");
+    assert_eq!(run(0, true), (20, 0), "off (the default)");
+    assert_eq!(run(16, true), (20, 0), "the whole depth");
+}
+
+#[test]
 fn a_higher_class_preempts_and_classes_are_served_rt_before_be_before_idle() {
     // Seed 003 sec. V / kernel: strict RT > BE > IDLE.
     let mut t = Rig::new(DISK, no_raising());

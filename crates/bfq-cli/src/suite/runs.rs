@@ -388,6 +388,7 @@ pub fn bandwidth_weights(workload: &str) -> Option<(Vec<u32>, bool)> {
 /// The tunables that turn this project's additions beyond the seeds off, for the papers' BFQ.
 pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("injection", "0"),
+    ("async_depth_raised", "0"),
     ("waker_detection", "0"),
     ("fair_charge", "0"),
     ("deep_charge_service", "0"),

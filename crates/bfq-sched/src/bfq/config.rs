@@ -229,6 +229,15 @@ pub struct BfqConfig {
     /// wait while synchronous ones are in it, as in the seeds (seed 001 sec. 4.5; `Bfq::async_may_enter`).
     /// 0 = half of the queue on a spinning disk too.
     pub async_held_on_disks: bool,
+    /// `async_depth_raised` (0 = off; the kernel's is 3), in sixteenths of the device's queue depth: on
+    /// a device that queues internally and is not a spinning disk, while a weight-raised queue is busy
+    /// (a starting application, a soft real-time reader), asynchronous requests may hold at most this
+    /// part of the device's queue, whatever queue is in service (the kernel's tag limit for async I/O
+    /// while some queue is raised, ~18 %; kernel-bfq-reference.md "Writes"; `Bfq::async_may_enter`).
+    /// Off by default: beside a buffered writer it did not make a gnome-terminal start-up faster on
+    /// this machine's files (docs/fast-devices.md, "Writes held to 3/16 of the device while an
+    /// application starts").
+    pub async_depth_raised: u32,
     /// `wr_yield_after` (1000 ms; 0 = never, as the kernel): on a device that queues internally, a
     /// queue raised as interactive when no queue had been for this long is a new application starting,
     /// and ends the interactive raisings still in force (beyond the kernel: `bfq::activation`).
@@ -538,6 +547,7 @@ impl Default for BfqConfig {
             raised_seeky_timeout: true,
             seeky_timeout_waits: true,
             async_held_on_disks: true,
+            async_depth_raised: 0,
             wr_yield_after: SEC,
             injection: true,
             inject_latency_ratio: 115,
@@ -611,6 +621,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "raised_seeky_timeout",
     "seeky_timeout_waits",
     "async_held_on_disks",
+    "async_depth_raised",
     "wr_yield_after",
     "injection",
     "inject_latency_ratio",
@@ -722,6 +733,7 @@ impl BfqConfig {
             "raised_seeky_timeout" => self.raised_seeky_timeout = parse_bool(NAME, key, value)?,
             "seeky_timeout_waits" => self.seeky_timeout_waits = parse_bool(NAME, key, value)?,
             "async_held_on_disks" => self.async_held_on_disks = parse_bool(NAME, key, value)?,
+            "async_depth_raised" => self.async_depth_raised = parse_u64(NAME, key, value, 0, 16)? as u32,
             "wr_yield_after" => self.wr_yield_after = ms(0, 3_600_000)?,
             "injection" => self.injection = parse_bool(NAME, key, value)?,
             "inject_reserve" => self.inject_reserve = parse_bool(NAME, key, value)?,
@@ -823,6 +835,7 @@ impl BfqConfig {
             ("raised_seeky_timeout", b(self.raised_seeky_timeout)),
             ("seeky_timeout_waits", b(self.seeky_timeout_waits)),
             ("async_held_on_disks", b(self.async_held_on_disks)),
+            ("async_depth_raised", self.async_depth_raised.to_string()),
             ("wr_yield_after", (self.wr_yield_after / MSEC).to_string()),
             ("injection", b(self.injection)),
             ("inject_latency_ratio", self.inject_latency_ratio.to_string()),
