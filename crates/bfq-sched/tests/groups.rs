@@ -207,14 +207,21 @@ proptest::proptest! {
 
     /// Seed 003 sec. V: whatever the hierarchy (up to four groups, nested or not, weights 100-500,
     /// two to five greedy readers of weights 100-300 anywhere in it), each reader's share of the disk
-    /// is the product of its weight fractions along its path, within 8 % of its own part (B-WF2Q+
-    /// keeps each entity within a budget of its fluid share, and 60 s of one 80 MB/s disk hold a few
-    /// hundred budgets; 300 cases were all within 5 %, 2,000 within 15 %, 2026-12-05).
+    /// is the product of its weight fractions along its path, within 8 % of its own part or within
+    /// one maximum budget per level of its path, whichever is larger. B-WF2Q+ keeps each entity
+    /// within about a budget of its fluid share at each level (seed 000 sec. 3), a bound in service,
+    /// not in proportion: 60 s of one 80 MB/s disk hold a few hundred budgets of 10 MB (its rate
+    /// over `timeout_sync`), but a reader owed 1.8 % of it gets only eight or nine, and one budget
+    /// more is 9 % of its part (a clean-clone CI run, 2026-12-06, found such a case, kept in
+    /// `groups.proptest-regressions`; with this bound 3,000 cases passed, 2026-12-06).
     #[test]
     fn every_hierarchy_divides_the_disk_level_by_level(t in tree()) {
-        let got = shares_of(&t, bfq(), SimpleDisk::hdd(), 1, 60 * SEC);
+        let (got, total_bytes) = shares_of(&t, bfq(), SimpleDisk::hdd(), 1, 60 * SEC);
+        let budget = SimpleDisk::hdd().bytes_per_sec as f64 * 0.125 / total_bytes as f64;
         for (k, (got, want)) in got.iter().zip(expected_shares(&t)).enumerate() {
-            proptest::prop_assert!((got - want).abs() <= want * 0.08, "reader {}: {:.4} of the disk, want {:.4}; {:?}", k, got, want, t);
+            let levels = path_levels(&t, k) as f64;
+            let tolerance = (want * 0.08).max(levels * budget);
+            proptest::prop_assert!((got - want).abs() <= tolerance, "reader {}: {:.4} of the disk, want {:.4} (within {:.4}); {:?}", k, got, want, tolerance, t);
         }
     }
 
@@ -225,22 +232,33 @@ proptest::proptest! {
     fn every_hierarchy_divides_a_flash_device_level_by_level(t in tree()) {
         let flash = DeviceInfo { rotational: false, queue_depth: 32 };
         let disk = SimpleDisk { seek_time: 50_000, bytes_per_sec: 2_000_000_000, depth: 32 };
-        let got = shares_of(&t, build("bfq", flash, &[]).unwrap(), disk, 8, 4 * SEC);
+        let (got, _) = shares_of(&t, build("bfq", flash, &[]).unwrap(), disk, 8, 4 * SEC);
         for (k, (got, want)) in got.iter().zip(expected_shares(&t)).enumerate() {
             proptest::prop_assert!((got - want).abs() <= want * 0.05, "reader {}: {:.4} of the device, want {:.4}; {:?}", k, got, want, t);
         }
     }
 }
 
+/// How many entities reader `k` of `t` is served through: its queue and each group above it.
+fn path_levels(t: &Tree, k: usize) -> usize {
+    let mut levels = 1;
+    let mut at = t.readers[k].0;
+    while let Some(g) = at {
+        levels += 1;
+        at = t.groups[g].0;
+    }
+    levels
+}
+
 /// Each reader's share of what `t`'s readers (greedy sequential readers of `outstanding` requests)
-/// read together under `s` on `disk` in `duration`.
+/// read together under `s` on `disk` in `duration`, and how many bytes that was.
 fn shares_of(
     t: &Tree,
     mut s: Box<dyn Scheduler>,
     disk: SimpleDisk,
     outstanding: u32,
     duration: u64,
-) -> Vec<f64> {
+) -> (Vec<f64>, u64) {
     for (g, &(parent, weight)) in t.groups.iter().enumerate() {
         let parent = parent.map_or(ROOT_GROUP, |p| GroupId(p as u32 + 1));
         s.configure_group(GroupId(g as u32 + 1), parent, spec(weight), Instant::ZERO).unwrap();
@@ -260,5 +278,5 @@ fn shares_of(
         .map(|&q| h.add(Client { outstanding, ..Client::sequential_reader(q, u64::from(q) << 34) }))
         .collect();
     let bytes: Vec<u64> = h.run_until(duration).iter().map(|r| r.bytes).collect();
-    (0..all.len()).map(|k| share(&bytes, &all[k..=k])).collect()
+    ((0..all.len()).map(|k| share(&bytes, &all[k..=k])).collect(), bytes.iter().sum())
 }
