@@ -210,8 +210,9 @@ proptest::proptest! {
     /// is the product of its weight fractions along its path, within 8 % of its own part or within
     /// one maximum budget per level of its path, whichever is larger. B-WF2Q+ keeps each entity
     /// within about a budget of its fluid share at each level (seed 000 sec. 3), a bound in service,
-    /// not in proportion: 60 s of one 80 MB/s disk hold a few hundred budgets of 10 MB (its rate
-    /// over `timeout_sync`), but a reader owed 1.8 % of it gets only eight or nine, and one budget
+    /// not in proportion: 60 s of one 80 MB/s disk hold a few hundred budgets of 10 MB (125 ms,
+    /// `timeout_sync`, at its rate, as the kernel sizes a maximum budget), but a reader owed 1.8 %
+    /// of it gets only eight or nine, and one budget
     /// more is 9 % of its part (a clean-clone CI run, 2026-12-06, found such a case, kept in
     /// `groups.proptest-regressions`; with this bound 3,000 cases passed, 2026-12-06).
     #[test]
