@@ -212,13 +212,15 @@ proptest::proptest! {
     /// within about a budget of its fluid share at each level (seed 000 sec. 3), a bound in service,
     /// not in proportion: 60 s of one 80 MB/s disk hold a few hundred budgets of 10 MB (125 ms,
     /// `timeout_sync`, at its rate, as the kernel sizes a maximum budget), but a reader owed 1.8 %
-    /// of it gets only eight or nine, and one budget
-    /// more is 9 % of its part (a clean-clone CI run, 2026-12-06, found such a case, kept in
-    /// `groups.proptest-regressions`; with this bound 3,000 cases passed, 2026-12-06).
+    /// of it gets only eight or nine, and one budget more is 9 % of its part (a clean-clone CI run,
+    /// 2026-12-06, found such a case, kept in `groups.proptest-regressions`; with this bound 3,000
+    /// cases passed, 2026-12-06).
     #[test]
     fn every_hierarchy_divides_the_disk_level_by_level(t in tree()) {
-        let (got, total_bytes) = shares_of(&t, bfq(), SimpleDisk::hdd(), 1, 60 * SEC);
-        let budget = SimpleDisk::hdd().bytes_per_sec as f64 * 0.125 / total_bytes as f64;
+        let disk = SimpleDisk::hdd();
+        let budget_bytes = disk.bytes_per_sec as f64 * 0.125;
+        let (got, total_bytes) = shares_of(&t, bfq(), disk, 1, 60 * SEC);
+        let budget = budget_bytes / total_bytes as f64;
         for (k, (got, want)) in got.iter().zip(expected_shares(&t)).enumerate() {
             let levels = path_levels(&t, k) as f64;
             let tolerance = (want * 0.08).max(levels * budget);
