@@ -51,6 +51,9 @@ pub(crate) struct Submission {
     pub(crate) sync: bool,
     /// Write with forced unit access: durable when it completes (RWF_DSYNC).
     pub(crate) fua: bool,
+    /// A write-zeroes that must leave its range allocated (NBD's `NO_HOLE`): where the file system
+    /// has no zero-range, the hole punched is allocated again, instead of left a hole.
+    pub(crate) keep_allocated: bool,
 }
 
 struct Slot<T> {
@@ -58,10 +61,24 @@ struct Slot<T> {
     target: u32,
     offset: u64,
     fua: bool,
-    /// Write-zeroes retried as a hole punch after the file system refused a zero-range.
-    punch: bool,
+    /// How far a write-zeroes is (each step one fallocate on the ring).
+    zeroing: Zeroing,
+    /// A write-zeroes that must leave its range allocated ([`Submission::keep_allocated`]).
+    keep_allocated: bool,
     data: Data<T>,
     arrived: Nanos,
+}
+
+/// The steps of a write-zeroes. A zero-range first, which leaves the range allocated; a file system
+/// without it (tmpfs, some others) refuses it (EOPNOTSUPP), and a hole punch, which reads back as
+/// zeroes too, replaces it; for a request that must stay allocated, an allocation of the range
+/// (fallocate's default mode: zeroed pages on tmpfs, unwritten extents elsewhere) follows the punch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Zeroing {
+    Range,
+    Punch,
+    PunchThenAllocate,
+    Allocate,
 }
 
 /// Where a slot's data is, and who hears of its result.
@@ -338,7 +355,7 @@ impl<T> Core<T> {
     /// Hands one request to the scheduler (offset and buffer already checked by the front end), or,
     /// for a read or write larger than the scheduler's `split_size` for its queue now, its pieces.
     pub(crate) fn insert(&mut self, what: Submission, mut buf: AlignedBuf, token: T, now: Nanos) {
-        let Submission { queue, op, target, offset, len, sync, fua } = what;
+        let Submission { queue, op, target, offset, len, sync, fua, keep_allocated } = what;
         let len = match op {
             Op::Read | Op::Write => buf.len() as u32,
             Op::Flush => 0,
@@ -353,7 +370,16 @@ impl<T> Core<T> {
                 .filter(|&p| len > p),
             _ => None,
         };
-        let slot = |req, offset, data| Slot { req, target, offset, fua, punch: false, data, arrived: now };
+        let slot = |req, offset, data| Slot {
+            req,
+            target,
+            offset,
+            fua,
+            zeroing: Zeroing::Range,
+            keep_allocated,
+            data,
+            arrived: now,
+        };
         let request = |id: usize, at: u64, len| Request {
             id: RequestId(id as u64),
             queue,
@@ -589,10 +615,10 @@ impl<T> Core<T> {
                 .mode(falloc_mode(FallocateFlags::PUNCH_HOLE))
                 .build(),
             Op::WriteZeroes => {
-                let mode = falloc_mode(if slot.punch {
-                    FallocateFlags::PUNCH_HOLE
-                } else {
-                    FallocateFlags::ZERO_RANGE
+                let mode = falloc_mode(match slot.zeroing {
+                    Zeroing::Range => FallocateFlags::ZERO_RANGE,
+                    Zeroing::Punch | Zeroing::PunchThenAllocate => FallocateFlags::PUNCH_HOLE,
+                    Zeroing::Allocate => FallocateFlags::empty(),
                 });
                 opcode::Fallocate::new(fd, u64::from(len)).offset(offset).mode(mode).build()
             }
@@ -620,18 +646,28 @@ impl<T> Core<T> {
                 continue;
             }
             let idx = token as usize;
-            // A file system without zero-range (tmpfs, some others): punch a hole instead, which
-            // reads back as zeroes too. Still the same request for the scheduler. If the ring takes
-            // no more entries, the request fails with the file system's refusal instead.
-            if res == -Errno::OPNOTSUPP.raw_os_error() {
-                if let Some(slot) = self.slab.get_mut(idx) {
-                    if slot.req.op == Op::WriteZeroes && !slot.punch {
-                        slot.punch = true;
-                        let sqe = Self::sqe(&self.files, slot, idx);
-                        if self.push_sqe(&sqe).is_ok() {
-                            retried = true;
-                            continue;
-                        }
+            // A write-zeroes' next step ([`Zeroing`]), still the same request for the scheduler. If
+            // the ring takes no more entries, the request fails: with the file system's refusal of
+            // the zero-range, or (a punch to be allocated again) with EAGAIN, never as a success that
+            // left a hole where the client asked for none.
+            let mut res = res;
+            if let Some(slot) = self.slab.get_mut(idx).filter(|s| s.req.op == Op::WriteZeroes) {
+                let next = match slot.zeroing {
+                    Zeroing::Range if res == -Errno::OPNOTSUPP.raw_os_error() => {
+                        Some(if slot.keep_allocated { Zeroing::PunchThenAllocate } else { Zeroing::Punch })
+                    }
+                    Zeroing::PunchThenAllocate if res == 0 => Some(Zeroing::Allocate),
+                    _ => None,
+                };
+                if let Some(next) = next {
+                    slot.zeroing = next;
+                    let sqe = Self::sqe(&self.files, slot, idx);
+                    if self.push_sqe(&sqe).is_ok() {
+                        retried = true;
+                        continue;
+                    }
+                    if next == Zeroing::Allocate {
+                        res = -Errno::AGAIN.raw_os_error();
                     }
                 }
             }
@@ -964,6 +1000,7 @@ mod tests {
             len: 8192,
             sync: false,
             fua: false,
+            keep_allocated: false,
         };
         core.insert(what, AlignedBuf::zeroed(0), 7, core.now());
         core.pump(core.now()).unwrap();
@@ -979,6 +1016,55 @@ mod tests {
             core.reap(|_, token, result| done.push((token, result)));
         }
         assert!(matches!(done[..], [(7, Ok(_))]), "{done:?}");
+    }
+
+    /// NBD's `NO_HOLE` (`Submission::keep_allocated`) on tmpfs, which has no zero-range: the range
+    /// reads back as zeroes and stays allocated (the punch is followed by an allocation), where a
+    /// plain write-zeroes leaves a hole.
+    #[test]
+    fn a_write_zeroes_that_keeps_its_range_allocated_leaves_no_hole_where_zero_range_is_refused() {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        for keep_allocated in [false, true] {
+            let path = format!("/dev/shm/bfq-io-nohole-{}-{keep_allocated}", std::process::id());
+            let Ok(()) = std::fs::write(&path, vec![0xeeu8; 256 << 10]) else { return };
+            let file = open_direct(Path::new(&path), false);
+            let plain = std::fs::File::open(&path);
+            let _ = std::fs::remove_file(&path);
+            let (file, plain) = (file.unwrap(), plain.unwrap());
+            if !in_memory(&file) {
+                return;
+            }
+            let blocks_before = plain.metadata().unwrap().blocks();
+            let sched = build_scheduler("fifo", &[], &file, 4).unwrap();
+            let mut core: Core<u64> = Core::new(vec![file], sched, 4, 0, RingDriver::Creator).unwrap();
+            let what = Submission {
+                queue: QueueId(1),
+                op: Op::WriteZeroes,
+                target: 0,
+                offset: 64 << 10,
+                len: 128 << 10,
+                sync: false,
+                fua: false,
+                keep_allocated,
+            };
+            core.insert(what, AlignedBuf::zeroed(0), 7, core.now());
+            core.pump(core.now()).unwrap();
+            let mut done = Vec::new();
+            while done.is_empty() {
+                core.submit_and_wait(1, None).unwrap();
+                core.reap(|_, token, result| done.push((token, result)));
+            }
+            assert!(matches!(done[..], [(7, Ok(_))]), "{done:?}");
+            let mut back = vec![1u8; 128 << 10];
+            plain.read_exact_at(&mut back, 64 << 10).unwrap();
+            assert!(back.iter().all(|&b| b == 0), "the range does not read back as zeroes");
+            let blocks_after = plain.metadata().unwrap().blocks();
+            if keep_allocated {
+                assert_eq!(blocks_after, blocks_before, "NO_HOLE left a hole");
+            } else {
+                assert_eq!(blocks_after, blocks_before - 256, "no hole was punched");
+            }
+        }
     }
 
     /// A file on tmpfs has no block device under it: non-rotational. A file on the root file system

@@ -948,6 +948,24 @@ impl Client {
         self.submit(Op::WriteZeroes, offset, len, AlignedBuf::zeroed(0), false, false)
     }
 
+    /// As [`Client::write_zeroes`], but the range stays allocated (NBD's `NO_HOLE`: a later write
+    /// there needs no new space): where the file system has no zero-range, the hole punched is
+    /// allocated again (fallocate) before the ticket completes. An allocation that fails (ENOSPC)
+    /// fails the request; the range then reads as zeroes but may be a hole.
+    pub fn write_zeroes_allocated(&self, offset: u64, len: u32) -> Ticket {
+        let what = Submission {
+            queue: self.inner.queue,
+            op: Op::WriteZeroes,
+            target: self.inner.target,
+            offset,
+            len,
+            sync: false,
+            fua: false,
+            keep_allocated: true,
+        };
+        self.submit_ticket(what, AlignedBuf::zeroed(0))
+    }
+
     /// As [`Client::read`], but returns the buffer instead of waiting when the engine is full.
     pub fn try_read(&self, offset: u64, buf: AlignedBuf, sync: bool) -> Result<Ticket, Busy> {
         if !self.inner.shared.has_room() {
@@ -991,9 +1009,26 @@ impl Client {
     }
 
     fn submit(&self, op: Op, offset: u64, len: u32, buf: AlignedBuf, sync: bool, fua: bool) -> Ticket {
+        self.submit_ticket(
+            Submission {
+                queue: self.inner.queue,
+                op,
+                target: self.inner.target,
+                offset,
+                len,
+                sync,
+                fua,
+                keep_allocated: false,
+            },
+            buf,
+        )
+    }
+
+    /// Submits `what` (its queue and target this handle's) with a ticket for its result.
+    fn submit_ticket(&self, what: Submission, buf: AlignedBuf) -> Ticket {
         let cell = self.inner.pool.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_else(Cell::new);
         let ticket = Ticket { cell: cell.clone(), client: self.inner.clone() };
-        self.submit_token(op, offset, len, buf, sync, fua, Token::Cell(cell));
+        self.submit_what(what, buf, Token::Cell(cell));
         ticket
     }
 
@@ -1008,23 +1043,28 @@ impl Client {
         fua: bool,
         cell: Token,
     ) {
+        let what = Submission {
+            queue: self.inner.queue,
+            op,
+            target: self.inner.target,
+            offset,
+            len,
+            sync,
+            fua,
+            keep_allocated: false,
+        };
+        self.submit_what(what, buf, cell);
+    }
+
+    fn submit_what(&self, what: Submission, buf: AlignedBuf, cell: Token) {
         let shared = &self.inner.shared;
         shared.wait_for_room();
-        let early = check_request(op, offset, len, buf.len()).err();
+        let early = check_request(what.op, what.offset, what.len, buf.len()).err();
         let early = early.or_else(|| shared.closed.load(Ordering::SeqCst).then_some(IoError::ShutDown));
         match early {
             Some(e) => cell.fulfil(Err(e)),
             None => {
                 shared.outstanding.fetch_add(1, Ordering::AcqRel);
-                let what = Submission {
-                    queue: self.inner.queue,
-                    op,
-                    target: self.inner.target,
-                    offset,
-                    len,
-                    sync,
-                    fua,
-                };
                 shared.send(Cmd::Submit(Pending { what, buf, cell }))
             }
         }

@@ -129,7 +129,12 @@ impl LocalEngine {
             return;
         }
         let now = self.core.now();
-        self.core.insert(Submission { queue, op, target, offset, len, sync, fua }, buf, user_data, now);
+        self.core.insert(
+            Submission { queue, op, target, offset, len, sync, fua, keep_allocated: false },
+            buf,
+            user_data,
+            now,
+        );
     }
 
     fn submit(&mut self, queue: QueueId, op: Op, offset: u64, buf: AlignedBuf, sync: bool, user_data: u64) {
