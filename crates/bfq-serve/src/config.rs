@@ -11,6 +11,7 @@
 //! read_ahead = "4MiB"                # how far ahead of a shallow sequential reader (default 4MiB; "off")
 //! read_cache = "2GiB"                # windows kept in memory for re-reads (default "off")
 //! stop_timeout = "30s"               # after SIGTERM, connections still open then are closed
+//! handshake_limit = "10s"            # a client must finish negotiating within it ("off": no limit)
 //!
 //! [[export]]
 //! name = "vm1"
@@ -123,6 +124,11 @@ pub struct Config {
     /// After a stop (SIGTERM), how long connections may take to end before the ones still open
     /// are closed (a client that keeps sending, or never reads its replies).
     pub stop_timeout: std::time::Duration,
+    /// How long a client may take to negotiate (from its connection to `NBD_OPT_GO` or
+    /// `NBD_OPT_EXPORT_NAME`) before it is disconnected (`None`: no limit). A client that connects
+    /// and never negotiates holds a descriptor and some memory; many of them would leave none for
+    /// the others.
+    pub handshake_limit: Option<std::time::Duration>,
     /// The exports.
     pub exports: Vec<Export>,
     /// The file it was read from, as its errors name it.
@@ -246,7 +252,7 @@ impl Node {
 }
 
 /// The top-level fields, in the order the documentation gives them.
-const TOP_FIELDS: [&str; 11] = [
+const TOP_FIELDS: [&str; 12] = [
     "listen",
     "scheduler",
     "params",
@@ -257,6 +263,7 @@ const TOP_FIELDS: [&str; 11] = [
     "read_cache",
     "threads",
     "stop_timeout",
+    "handshake_limit",
     "export",
 ];
 
@@ -562,6 +569,15 @@ impl Config {
                 std::time::Duration::from_nanos(ns)
             }
         };
+        let handshake_limit = match top.get("handshake_limit") {
+            None => Some(DEFAULT_HANDSHAKE_LIMIT),
+            Some(n) => {
+                match src.string(n, "handshake_limit", "an interval such as \"10s\" or \"off\"")?.as_str() {
+                    "0" | "0s" | "off" => None,
+                    text => Some(parse_interval(text).map_err(|m| err("handshake_limit", m))?),
+                }
+            }
+        };
         let read_ahead = match size_or_off(&src, top.get("read_ahead"), "read_ahead", "4MiB")? {
             None => DEFAULT_READ_AHEAD,
             Some(0) => 0,
@@ -596,6 +612,7 @@ impl Config {
             metrics,
             summary_interval,
             stop_timeout,
+            handshake_limit,
             exports,
             file: file.into(),
             listen_lines,
@@ -643,7 +660,8 @@ impl Config {
 
     /// What a reload of `new` over this running configuration cannot apply: one line per field that
     /// only a restart changes (SIGHUP says them on standard error). Weights and classes,
-    /// `summary_interval` and `stop_timeout` apply at once and are not listed; nor is an export's
+    /// `summary_interval`, `stop_timeout` and `handshake_limit` apply at once (the last to
+    /// connections that come after) and are not listed; nor is an export's
     /// `size`, which only creates a file that does not exist.
     pub fn restart_needed(&self, new: &Config) -> Vec<String> {
         let mut notes = Vec::new();
@@ -1014,6 +1032,11 @@ pub const DEFAULT_THREADS: usize = 1;
 /// (each request answered with ESHUTDOWN) cannot keep the server alive longer.
 pub const DEFAULT_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How long a client may negotiate without a `handshake_limit` field: qemu's NBD server's default
+/// since CVE-2024-7409 (clients that connect and never negotiate, to use up a server's
+/// descriptors). Real clients negotiate in milliseconds.
+pub const DEFAULT_HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The largest `size` of a file to create: what the I/O engine addresses of each file (1 PiB, whole
 /// 4 KiB blocks), whose requests past it it refuses. File systems may hold less (`check` knows some).
 pub const MAX_EXPORT_SIZE: u64 = bfq_io::TARGET_BYTES;
@@ -1284,6 +1307,22 @@ mod tests {
     }
 
     #[test]
+    fn handshake_limit_is_ten_seconds_unless_set_and_can_be_off() {
+        let limit = |top: &str| Config::from_toml(&one_export(top, ""), "s.toml").map(|c| c.handshake_limit);
+        assert_eq!(limit("").unwrap(), Some(std::time::Duration::from_secs(10)));
+        assert_eq!(
+            limit("handshake_limit = \"2.5s\"").unwrap(),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert_eq!(limit("handshake_limit = \"off\"").unwrap(), None);
+        let e = limit("handshake_limit = \"5ms\"").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("handshake_limit")), "{e}");
+        assert!(e.message.contains("shorter than 100ms"), "{e}");
+        let e = limit("handshake_limit = 10").unwrap_err();
+        assert!(e.message.contains("an interval such as \"10s\" or \"off\""), "{e}");
+    }
+
+    #[test]
     fn wrong_types_name_the_field_and_say_what_is_expected_in_words() {
         let cases = [
             (
@@ -1444,7 +1483,7 @@ mod tests {
         let before = Config::from_toml(&one_export("", "description = \"d\""), "s.toml").unwrap();
         assert_eq!(before.restart_needed(&before), Vec::<String>::new(), "nothing changed");
         let top = "listen = [\"127.0.0.1:1\"]\nscheduler = \"fifo\"\ndepth = 8\nmetrics = \"127.0.0.1:2\"\n\
-                   read_ahead = \"1MiB\"\nread_cache = \"8MiB\"\nthreads = 2\nsummary_interval = \"1s\"\nstop_timeout = \"5s\"";
+                   read_ahead = \"1MiB\"\nread_cache = \"8MiB\"\nthreads = 2\nsummary_interval = \"1s\"\nstop_timeout = \"5s\"\nhandshake_limit = \"off\"";
         let after = Config::from_toml(&one_export(top, "cache = \"read\"\nweight = 500"), "s.toml").unwrap();
         let notes = before.restart_needed(&after);
         let fields: Vec<&str> = notes.iter().map(|n| n.split('`').nth(1).unwrap_or_default()).collect();
@@ -1457,7 +1496,9 @@ mod tests {
         assert_eq!(notes[8], "export `a`: cache, description change only with a restart; not applied");
         // What a reload applies (weights, the summary's interval, the stop's bound) is not listed.
         assert!(
-            !notes.iter().any(|n| n.contains("weight") || n.contains("summary") || n.contains("stop")),
+            !notes.iter().any(|n| {
+                n.contains("weight") || n.contains("summary") || n.contains("stop") || n.contains("handshake")
+            }),
             "{notes:#?}"
         );
     }

@@ -61,6 +61,19 @@ pub const OPT_STRUCTURED_REPLY: u32 = 8;
 pub const OPT_LIST_META_CONTEXT: u32 = 9;
 /// Options.
 pub const OPT_SET_META_CONTEXT: u32 = 10;
+/// The options this server knows (it answers `NBD_OPT_STARTTLS` with a refusal by policy): any
+/// other is answered with `NBD_REP_ERR_UNSUP`, whatever its length.
+pub const KNOWN_OPTIONS: [u32; 9] = [
+    OPT_EXPORT_NAME,
+    OPT_ABORT,
+    OPT_LIST,
+    OPT_STARTTLS,
+    OPT_INFO,
+    OPT_GO,
+    OPT_STRUCTURED_REPLY,
+    OPT_LIST_META_CONTEXT,
+    OPT_SET_META_CONTEXT,
+];
 
 /// Option replies.
 pub const REP_ACK: u32 = 1;
@@ -76,8 +89,12 @@ pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
 pub const REP_ERR_POLICY: u32 = (1 << 31) + 2;
 /// Option error replies.
 pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
-/// Option error replies.
+/// Option error replies: no export of that name.
 pub const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
+/// Option error replies: the server is shutting down.
+pub const REP_ERR_SHUTDOWN: u32 = (1 << 31) + 7;
+/// Option error replies: the option's data is more than the server takes.
+pub const REP_ERR_TOO_BIG: u32 = (1 << 31) + 9;
 
 /// Information types of `NBD_REP_INFO`.
 pub const INFO_EXPORT: u16 = 0;
@@ -263,8 +280,11 @@ pub fn option_reply(option: u32, kind: u32, data: &[u8]) -> Vec<u8> {
     b
 }
 
-/// The data of `NBD_OPT_INFO` / `NBD_OPT_GO`: the export name and the information types asked for.
-pub fn parse_info_request(data: &[u8]) -> Option<(String, Vec<u16>)> {
+/// The data of `NBD_OPT_INFO` / `NBD_OPT_GO`: the export name (`None` if it is not UTF-8: then it
+/// names no export, which the protocol answers with `NBD_REP_ERR_UNKNOWN`, not as a malformed
+/// request) and the information types asked for; `None` if a length points past the data or
+/// something is left over.
+pub fn parse_info_request(data: &[u8]) -> Option<(Option<String>, Vec<u16>)> {
     let name_len = u32::from_be_bytes(data.get(..4)?.try_into().ok()?) as usize;
     let name = data.get(4..4 + name_len)?;
     let rest = data.get(4 + name_len..)?;
@@ -274,7 +294,7 @@ pub fn parse_info_request(data: &[u8]) -> Option<(String, Vec<u16>)> {
         return None;
     }
     let infos = infos.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
-    Some((String::from_utf8(name.to_vec()).ok()?, infos))
+    Some((String::from_utf8(name.to_vec()).ok(), infos))
 }
 
 /// The data of `NBD_OPT_LIST_META_CONTEXT` / `NBD_OPT_SET_META_CONTEXT`: the export name and the
@@ -327,7 +347,10 @@ mod tests {
         d.extend_from_slice(b"vm1");
         d.extend_from_slice(&1u16.to_be_bytes());
         d.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
-        assert_eq!(parse_info_request(&d), Some(("vm1".into(), vec![INFO_BLOCK_SIZE])));
+        assert_eq!(parse_info_request(&d), Some((Some("vm1".into()), vec![INFO_BLOCK_SIZE])));
+        let mut latin1 = d.clone();
+        latin1[5] = 0xe9;
+        assert_eq!(parse_info_request(&latin1), Some((None, vec![INFO_BLOCK_SIZE])));
         assert_eq!(parse_info_request(&d[..d.len() - 1]), None);
         let mut long = d.clone();
         long[3] = 200;

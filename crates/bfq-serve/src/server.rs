@@ -363,6 +363,7 @@ impl State {
             self.summary.send_replace(new.summary_interval);
         }
         running.stop_timeout = new.stop_timeout;
+        running.handshake_limit = new.handshake_limit;
         Ok(notes)
     }
 
@@ -2009,19 +2010,15 @@ where
     state.sockets.lock().unwrap_or_else(|p| p.into_inner()).insert(id, socket.clone());
     let _registered = Registered { state: &state, id };
     let (mut rd, mut wr) = tokio::io::split(stream);
-    // A stop closes a connection still negotiating once it has stayed that long (the protocol lets
-    // a server close during negotiation; the client has nothing in flight).
-    let mut stop = stopped.clone();
-    let session = tokio::select! {
-        r = negotiate(&mut rd, &mut wr, &state) => match r {
-            Ok(Some(session)) => session,
-            _ => return,
-        },
-        _ = async {
-            let _ = stop.wait_for(|stopping| *stopping).await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } => return,
+    let limit = state.running.lock().unwrap_or_else(|p| p.into_inner()).handshake_limit;
+    let negotiation = negotiate(&mut rd, &mut wr, &state, stopped.clone());
+    let negotiated = match limit {
+        // Past its limit the client is disconnected (the protocol lets a server close during
+        // negotiation), as qemu's server does.
+        Some(limit) => tokio::time::timeout(limit, negotiation).await.unwrap_or(Ok(None)),
+        None => negotiation.await,
     };
+    let Ok(Some(session)) = negotiated else { return };
     transmission(rd, wr, Some(socket.clone()), state.clone(), session, stopped).await;
 }
 
@@ -2058,12 +2055,6 @@ async fn read_u32<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<u32> {
     Ok(u32::from_be_bytes(b))
 }
 
-async fn read_u64<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<u64> {
-    let mut b = [0u8; 8];
-    r.read_exact(&mut b).await?;
-    Ok(u64::from_be_bytes(b))
-}
-
 /// The transmission flags of an export; `NBD_FLAG_SEND_DF` only with structured replies (a read's
 /// data is always one chunk, so the "don't fragment" flag holds for every read this server takes).
 fn transmission_flags(e: &ExportState, structured: bool) -> u16 {
@@ -2082,9 +2073,42 @@ fn transmission_flags(e: &ExportState, structured: bool) -> u16 {
     f
 }
 
+/// `read` (of the client's flags, or of the next option's magic); while the server stops, `None`
+/// once the client has stayed silent for [`SHUTDOWN_GRACE`] since the stop or since it was last
+/// heard, whichever is later (the protocol lets a server close during negotiation: nothing is in
+/// flight). The read is never abandoned halfway unless the connection ends with it, so no byte of
+/// the stream is lost to a stop that comes in the middle of it.
+async fn unless_silent<T>(
+    read: impl std::future::Future<Output = std::io::Result<T>>,
+    stopped: &mut watch::Receiver<bool>,
+) -> std::io::Result<Option<T>> {
+    tokio::pin!(read);
+    let mut deadline = (*stopped.borrow()).then(|| tokio::time::Instant::now() + SHUTDOWN_GRACE);
+    loop {
+        tokio::select! {
+            r = &mut read => return r.map(Some),
+            changed = stopped.changed(), if deadline.is_none() => {
+                if changed.is_err() || *stopped.borrow() {
+                    deadline = Some(tokio::time::Instant::now() + SHUTDOWN_GRACE);
+                }
+            }
+            _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                return Ok(None);
+            }
+        }
+    }
+}
+
 /// The fixed newstyle negotiation; returns the export chosen and how to talk to the client, or `None`
-/// when the client ended it.
-async fn negotiate<R, W>(rd: &mut R, wr: &mut W, state: &State) -> std::io::Result<Option<Session>>
+/// when the client ended it. Once the server stops, every option but `NBD_OPT_ABORT` is answered
+/// with `NBD_REP_ERR_SHUTDOWN`, as the protocol asks, until the client leaves or stays silent
+/// ([`unless_silent`]); a connection still negotiating at `stop_timeout` is shut down with the rest.
+async fn negotiate<R, W>(
+    rd: &mut R,
+    wr: &mut W,
+    state: &State,
+    mut stopped: watch::Receiver<bool>,
+) -> std::io::Result<Option<Session>>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -2095,7 +2119,7 @@ where
     hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
     wr.write_all(&hello).await?;
     wr.flush().await?;
-    let client_flags = read_u32(rd).await?;
+    let Some(client_flags) = unless_silent(read_u32(rd), &mut stopped).await? else { return Ok(None) };
     if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
         // The protocol: unknown client flags end the session.
         return Ok(None);
@@ -2105,19 +2129,44 @@ where
     // The export named in the last NBD_OPT_SET_META_CONTEXT that selected `base:allocation`.
     let mut allocation_for: Option<String> = None;
     loop {
-        if read_u64(rd).await? != IHAVEOPT {
+        // The option's header: magic, option, length of its data.
+        let mut head = [0u8; 16];
+        if unless_silent(rd.read_exact(&mut head), &mut stopped).await?.is_none()
+            || u64::from_be_bytes(head[..8].try_into().unwrap_or_default()) != IHAVEOPT
+        {
             return Ok(None);
         }
-        let option = read_u32(rd).await?;
-        let len = read_u32(rd).await?;
-        if len > MAX_OPTION {
-            // Too long to be any option this server knows: skip it and say so.
-            tokio::io::copy(&mut (&mut *rd).take(u64::from(len)), &mut tokio::io::sink()).await?;
-            send(wr, option_reply(option, REP_ERR_INVALID, b"option too long")).await?;
+        let option = u32::from_be_bytes(head[8..12].try_into().unwrap_or_default());
+        let len = u32::from_be_bytes(head[12..16].try_into().unwrap_or_default());
+        if option == OPT_ABORT {
+            // Whatever its data (it should have none): the client is leaving.
+            let _ = send(wr, option_reply(option, REP_ACK, &[])).await;
+            return Ok(None);
+        }
+        if option == OPT_EXPORT_NAME && (len > MAX_OPTION || *stopped.borrow()) {
+            // No reply but the export's is allowed to this option: the protocol says to close.
+            return Ok(None);
+        }
+        if len > MAX_OPTION || *stopped.borrow() {
+            let (mut rest, mut sink) = ((&mut *rd).take(u64::from(len)), tokio::io::sink());
+            if unless_silent(tokio::io::copy(&mut rest, &mut sink), &mut stopped).await?.is_none() {
+                return Ok(None);
+            }
+            let (kind, msg): (u32, Cow<'static, str>) = if *stopped.borrow() {
+                (REP_ERR_SHUTDOWN, "the server is shutting down".into())
+            } else if !KNOWN_OPTIONS.contains(&option) {
+                (REP_ERR_UNSUP, format!("option {option} is not supported").into())
+            } else {
+                let msg = format!("option data of {len} bytes: this server takes at most {MAX_OPTION}");
+                (REP_ERR_TOO_BIG, msg.into())
+            };
+            send(wr, option_reply(option, kind, msg.as_bytes())).await?;
             continue;
         }
         let mut data = vec![0u8; len as usize];
-        rd.read_exact(&mut data).await?;
+        if unless_silent(rd.read_exact(&mut data), &mut stopped).await?.is_none() {
+            return Ok(None);
+        }
         let find = |name: &str| state.exports.iter().position(|e| e.name == name);
         match option {
             OPT_EXPORT_NAME => {
@@ -2135,10 +2184,6 @@ where
                 wr.flush().await?;
                 let allocation = allocation_for.as_deref() == Some(&*name);
                 return Ok(Some(Session { export: i, structured, allocation }));
-            }
-            OPT_ABORT => {
-                send(wr, option_reply(option, REP_ACK, &[])).await?;
-                return Ok(None);
             }
             OPT_LIST => {
                 if !data.is_empty() {
@@ -2160,6 +2205,11 @@ where
                 let Some((name, infos)) = parse_info_request(&data) else {
                     send(wr, option_reply(option, REP_ERR_INVALID, b"malformed NBD_OPT_INFO/GO request"))
                         .await?;
+                    continue;
+                };
+                let Some(name) = name else {
+                    let msg = b"no export has that name (export names are UTF-8)";
+                    send(wr, option_reply(option, REP_ERR_UNKNOWN, msg)).await?;
                     continue;
                 };
                 let Some(i) = find(&name) else {
@@ -2841,6 +2891,8 @@ async fn transmission<R, W>(
                 }
                 let (client, tx, state) = (client.clone(), tx.clone(), state.clone());
                 let fua = h.flags & CMD_FLAG_FUA != 0;
+                // The protocol: with NO_HOLE the area must be left fully provisioned.
+                let no_hole = h.flags & CMD_FLAG_NO_HOLE != 0;
                 state.changing(export, h.offset, h.offset + u64::from(h.length));
                 tasks.spawn(async move {
                     let _slot = slot;
@@ -2850,7 +2902,9 @@ async fn transmission<R, W>(
                             return Ok(());
                         }
                         let _guard = e.locks.lock(h.offset, h.offset + u64::from(h.length)).await;
-                        let t = if zeroes {
+                        let t = if zeroes && no_hole {
+                            client.write_zeroes_allocated(h.offset, h.length)
+                        } else if zeroes {
                             client.write_zeroes(h.offset, h.length)
                         } else {
                             client.discard(h.offset, h.length)
@@ -2863,6 +2917,8 @@ async fn transmission<R, W>(
                     }
                     .await;
                     state.changing(export, h.offset, h.offset + u64::from(h.length));
+                    // Counted as writes of no bytes (metrics: `Kind::Write`).
+                    e.counters.record(Kind::Write(0), r.is_ok(), arrived.elapsed());
                     let _ = tx.send(Reply::of(h.handle, r)).await;
                 });
             }
@@ -3256,6 +3312,15 @@ async fn write_replies<W: AsyncWrite + Unpin>(
         }
         if !broken {
             broken = batch.send(&mut wr, socket.as_deref(), &replies, structured).await.is_err();
+            if broken {
+                // A reply cut short (the client gone, or the page cache's file failing halfway
+                // through a read's data, which `sendfile` had promised whole): the stream is out of
+                // step, and the protocol's answer is a hard disconnect. The client sees the
+                // connection end rather than wait for the rest, and the reader stops reading.
+                if let Some(socket) = socket.as_deref() {
+                    let _ = rustix::net::shutdown(socket, rustix::net::Shutdown::Both);
+                }
+            }
         }
         for r in replies.drain(..) {
             if let Ok(Body::Data { buf: DataBuf::Owned(buf), .. }) = r.body {

@@ -401,6 +401,47 @@ fn closed(s: &mut std::net::TcpStream) -> bool {
     matches!(s.read(&mut b), Ok(0) | Err(_))
 }
 
+/// The protocol: with `NBD_CMD_FLAG_NO_HOLE` a write-zeroes must leave the area "fully
+/// provisioned". tmpfs has no zero-range, so a write-zeroes there is a hole punch; with `NO_HOLE`
+/// the hole is allocated again before the reply (it was left a hole until 2026-12-06). Both read
+/// back as zeroes.
+#[test]
+fn write_zeroes_with_no_hole_leaves_its_range_allocated_where_the_file_system_has_no_zero_range() {
+    use std::os::unix::fs::MetadataExt;
+    if !std::path::Path::new("/dev/shm").is_dir() {
+        return common::skipped("no /dev/shm (tmpfs, which has no zero-range)");
+    }
+    let path = PathBuf::from(format!("/dev/shm/bfq-serve-nohole-{}.img", std::process::id()));
+    let _files = Files(vec![path.clone()]);
+    std::fs::write(&path, vec![0x77u8; 4 << 20]).unwrap();
+    let text =
+        format!("listen = [\"127.0.0.1:0\"]\n[[export]]\nname = \"m\"\npath = \"{}\"\n", path.display());
+    let handle = start(Config::from_toml(&text, "test.toml").unwrap()).unwrap();
+    let mut c = Raw::connect(&handle.addresses()[0]);
+    c.hello();
+    assert_eq!(c.go("m"), 1);
+    let blocks = || std::fs::metadata(&path).unwrap().blocks();
+    let full = blocks();
+    // 1 MiB at 1 MiB with NO_HOLE, unaligned at both ends: still every block allocated.
+    c.request_flags(1 << 1, 6, 1, (1 << 20) + 100, (1 << 20) - 200);
+    assert_eq!(c.simple(), (0, 1), "write-zeroes with NO_HOLE");
+    assert_eq!(blocks(), full, "NO_HOLE left a hole on tmpfs");
+    // Without it, the same range at 2 MiB becomes a hole (the whole pages of it).
+    c.request(6, 2, (2 << 20) + 100, (1 << 20) - 200, &[]);
+    assert_eq!(c.simple(), (0, 2), "write-zeroes");
+    assert!(blocks() < full, "a write-zeroes without NO_HOLE punched no hole on tmpfs");
+    for (handle, at) in [(3, 1 << 20), (4, 2 << 20)] {
+        c.request(0, handle, at, 1 << 20, &[]);
+        assert_eq!(c.simple(), (0, handle));
+        let data = c.read_n(1 << 20);
+        assert_eq!(&data[..100], &[0x77u8; 100][..], "the bytes before the range");
+        assert!(data[100..(1 << 20) - 100].iter().all(|&b| b == 0), "the range reads back as zeroes");
+        assert_eq!(&data[(1 << 20) - 100..], &[0x77u8; 100][..], "the bytes after the range");
+    }
+    drop(c);
+    handle.stop().unwrap();
+}
+
 #[test]
 fn bad_requests_get_the_protocols_error_replies_and_the_server_keeps_serving() {
     let (server, _files, tcp) = server("proto");
@@ -417,6 +458,28 @@ fn bad_requests_get_the_protocols_error_replies_and_the_server_keeps_serving() {
     c.option(7, &[0, 0, 0, 200, b'x']);
     assert_eq!(c.reply().0, (1 << 31) + 3, "malformed GO: NBD_REP_ERR_INVALID");
     assert_eq!(c.go("no-such-export"), (1 << 31) + 6, "unknown export: NBD_REP_ERR_UNKNOWN");
+    // A name that is not UTF-8 names no export: NBD_REP_ERR_UNKNOWN, not a malformed request.
+    c.option(7, &[0, 0, 0, 2, 0xff, 0xfe, 0, 0]);
+    assert_eq!(c.reply().0, (1 << 31) + 6, "GO of a name that is not UTF-8: NBD_REP_ERR_UNKNOWN");
+    // Option data beyond the server's 64 KiB: dropped, and the option answered by what it is, an
+    // unknown one NBD_REP_ERR_UNSUP (the protocol's answer to any option it does not implement),
+    // a known one NBD_REP_ERR_TOO_BIG; the session goes on.
+    let big = vec![0u8; 70 << 10];
+    c.option(99, &big);
+    assert_eq!(c.reply().0, (1 << 31) + 1, "unknown option of 70 KiB: NBD_REP_ERR_UNSUP");
+    c.option(7, &big);
+    assert_eq!(c.reply().0, (1 << 31) + 9, "GO of 70 KiB: NBD_REP_ERR_TOO_BIG");
+    // NBD_OPT_EXPORT_NAME can get no reply but the export's: too long, the session ends, and not
+    // a byte of an option reply comes first (its client would read it as the export's size).
+    let mut x = Raw::connect(&tcp);
+    x.hello();
+    let mut export_name = b"IHAVEOPT".to_vec();
+    export_name.extend_from_slice(&1u32.to_be_bytes());
+    export_name.extend_from_slice(&(big.len() as u32).to_be_bytes());
+    export_name.extend_from_slice(&big);
+    // The server may close before it has all of it: a failed write is that close.
+    let _ = x.0.write_all(&export_name);
+    assert!(closed(&mut x.0), "NBD_OPT_EXPORT_NAME of 70 KiB must end the session without a reply");
     c.option(3, &[]);
     let mut listed = 0;
     while c.reply().0 == 2 {

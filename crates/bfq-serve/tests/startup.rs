@@ -793,6 +793,123 @@ fn a_stop_closes_connections_still_negotiating_or_in_the_middle_of_a_payload() {
     assert_eq!(std::fs::read(&image).unwrap()[..1000], [0x5au8; 1000]);
 }
 
+/// Sends option `option` with no data; returns the type of each reply up to the last one (an
+/// `ACK` or an error; `NBD_REP_SERVER` replies of a list come before it).
+fn option_replies(s: &mut std::net::TcpStream, option: u32) -> Vec<u32> {
+    let mut b = b"IHAVEOPT".to_vec();
+    b.extend_from_slice(&option.to_be_bytes());
+    b.extend_from_slice(&0u32.to_be_bytes());
+    s.write_all(&b).unwrap();
+    let mut kinds = Vec::new();
+    loop {
+        let mut head = [0u8; 20];
+        s.read_exact(&mut head).unwrap();
+        let kind = u32::from_be_bytes(head[12..16].try_into().unwrap());
+        let len = u32::from_be_bytes(head[16..20].try_into().unwrap()) as usize;
+        s.read_exact(&mut vec![0u8; len]).unwrap();
+        kinds.push(kind);
+        if kind != 2 {
+            return kinds;
+        }
+    }
+}
+
+/// The protocol document: a server shutting down "SHOULD error further options received (other
+/// than an NBD_OPT_ABORT) with NBD_REP_ERR_SHUTDOWN". A client still negotiating keeps getting that
+/// answer as long as it keeps talking (here for twice the half second of silence after which a
+/// stop closes a connection), its `NBD_OPT_ABORT` gets its `ACK`, and an `NBD_OPT_EXPORT_NAME`,
+/// which can get no error reply, ends its session.
+#[test]
+fn a_stop_answers_the_options_still_sent_with_err_shutdown_while_the_client_talks() {
+    const REP_ACK: u32 = 1;
+    const REP_ERR_SHUTDOWN: u32 = (1 << 31) + 7;
+    let dir = Dir::new("negotiating-stop");
+    let image = dir.file("a.img", 4 << 20);
+    let server = start(config(&one_export("\"127.0.0.1:0\"", &image, ""))).unwrap();
+    let addr = server.addresses()[0].clone();
+    let greet = |s: &mut std::net::TcpStream| {
+        s.read_exact(&mut [0u8; 18]).unwrap();
+        s.write_all(&3u32.to_be_bytes()).unwrap();
+    };
+    let (mut talking, mut naming) = (tcp(&addr), tcp(&addr));
+    greet(&mut talking);
+    greet(&mut naming);
+    assert_eq!(option_replies(&mut talking, 3), [2, REP_ACK], "NBD_OPT_LIST before the stop");
+    let stopping = std::thread::spawn(move || stop_within(server));
+    // Until the stop has begun, a list is still answered.
+    let mut tries = 0;
+    while option_replies(&mut talking, 3) != [REP_ERR_SHUTDOWN] {
+        tries += 1;
+        assert!(tries < 100, "no NBD_REP_ERR_SHUTDOWN within 10 s of the stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(option_replies(&mut talking, 3), [REP_ERR_SHUTDOWN], "an option while stopping");
+    }
+    let mut export_name = b"IHAVEOPT".to_vec();
+    export_name.extend_from_slice(&1u32.to_be_bytes());
+    export_name.extend_from_slice(&1u32.to_be_bytes());
+    export_name.push(b'a');
+    naming.write_all(&export_name).unwrap();
+    assert_eq!(option_replies(&mut talking, 2), [REP_ACK], "NBD_OPT_ABORT while stopping");
+    assert!(closed(&mut talking) && closed(&mut naming));
+    let took = stopping.join().unwrap();
+    eprintln!("the stop took {took:?}");
+}
+
+/// A client that connects and does not finish negotiating within `handshake_limit` is
+/// disconnected (as qemu's NBD server does since CVE-2024-7409: connections that never negotiate
+/// use up a server's descriptors), whether it is silent or keeps sending options; one that
+/// negotiates in time is served past the limit.
+#[test]
+fn a_client_that_does_not_negotiate_within_handshake_limit_is_disconnected() {
+    let dir = Dir::new("handshake-limit");
+    let image = dir.file("a.img", 4 << 20);
+    let text = format!("handshake_limit = \"1s\"\n{}", one_export("\"127.0.0.1:0\"", &image, ""));
+    let server = start(config(&text)).unwrap();
+    let addr = server.addresses()[0].clone();
+    let began = Instant::now();
+    let mut silent = tcp(&addr);
+    let mut listing = tcp(&addr);
+    listing.read_exact(&mut [0u8; 18]).unwrap();
+    listing.write_all(&3u32.to_be_bytes()).unwrap();
+    let mut served = tcp(&addr);
+    handshake(&mut served);
+    // The lister keeps asking for the list, every 100 ms, past the limit.
+    let mut lists = 0;
+    while began.elapsed() < Duration::from_secs(3) {
+        let mut b = b"IHAVEOPT".to_vec();
+        b.extend_from_slice(&3u32.to_be_bytes());
+        b.extend_from_slice(&0u32.to_be_bytes());
+        if listing.write_all(&b).is_err() {
+            break;
+        }
+        let mut head = [0u8; 20];
+        if listing.read_exact(&mut head).is_err() {
+            break;
+        }
+        let len = u32::from_be_bytes(head[16..20].try_into().unwrap()) as usize;
+        if listing.read_exact(&mut vec![0u8; len]).is_err() {
+            break;
+        }
+        lists += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(closed(&mut listing), "a client still negotiating after the limit");
+    assert!((5..40).contains(&lists), "{lists} replies before the limit of 1 s");
+    let mut hello = [0u8; 18];
+    silent.read_exact(&mut hello).unwrap();
+    assert!(closed(&mut silent), "a silent client after the limit");
+    assert!(began.elapsed() < Duration::from_secs(8), "closed only after {:?}", began.elapsed());
+    // Negotiated in time: served after the limit.
+    served.write_all(&request(0, 1, 0, 4096)).unwrap();
+    let mut reply = vec![0u8; 16 + 4096];
+    served.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply[4..8], &[0, 0, 0, 0], "a read after the limit");
+    stop_within(server);
+}
+
 #[test]
 fn a_stop_closes_connections_still_open_after_stop_timeout() {
     let dir = Dir::new("stop-timeout");
