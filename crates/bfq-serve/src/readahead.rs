@@ -201,6 +201,13 @@ impl<T> ReadAhead<T> {
         debug_assert!(self.windows.back().map_or(true, |last| last.end == w.start));
         self.windows.push_back(w);
     }
+
+    /// Lets go of every window (what they hold of the connection's memory goes back once their
+    /// reads and replies are done); the stream's position is kept, so that it reads ahead again
+    /// from its next read.
+    pub fn drop_windows(&mut self) {
+        self.windows.clear();
+    }
 }
 
 #[cfg(test)]

@@ -2659,7 +2659,7 @@ async fn transmission<R, W>(
                     let _ = tx.send(reply(Failure::new(EINVAL, beyond("read")))).await;
                     continue;
                 }
-                let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
+                let Some(permit) = room_for(&budget, units(h.length), &mut readahead).await else { break };
                 if let (Some(file), true) = (&e.page_cache, h.length > 0) {
                     // All of it in the page cache: answered from memory, the device untouched (and
                     // the tenant not charged for device time it did not use). Not seen by the
@@ -2823,7 +2823,7 @@ async fn transmission<R, W>(
                     let _ = tx.send(reply(f)).await;
                     continue;
                 }
-                let Ok(permit) = budget.clone().acquire_many_owned(units(h.length)).await else { break };
+                let Some(permit) = room_for(&budget, units(h.length), &mut readahead).await else { break };
                 let aligned = h.offset % BLOCK == 0 && u64::from(h.length) % BLOCK == 0 && h.length > 0;
                 let fua = h.flags & CMD_FLAG_FUA != 0;
                 if let Some(file) = &e.page_cache {
@@ -2974,6 +2974,30 @@ async fn transmission<R, W>(
     let _ = writer.await;
     state.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&queue);
     engine.remove_queue(queue);
+}
+
+/// `units` of the connection's byte budget for a request's data. Read-ahead windows hold part of
+/// the same budget until the reader moves past them, and only this connection's reader lets them
+/// go: a request that does not fit beside them (three sequential reads of 30 MiB, then a 32 MiB
+/// write, with the default 4 MiB read-ahead) waited for them for ever, its connection stuck and its
+/// memory held even after the client left. So the windows go first (a stream reads ahead again
+/// from its next read), and the wait ends as the replies in flight are sent. `None` once the
+/// budget is closed.
+async fn room_for<T>(
+    budget: &Arc<tokio::sync::Semaphore>,
+    units: u32,
+    readahead: &mut Option<ReadAhead<T>>,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    match budget.clone().try_acquire_many_owned(units) {
+        Ok(permit) => Some(permit),
+        Err(tokio::sync::TryAcquireError::Closed) => None,
+        Err(tokio::sync::TryAcquireError::NoPermits) => {
+            if let Some(ra) = readahead.as_mut() {
+                ra.drop_windows();
+            }
+            budget.clone().acquire_many_owned(units).await.ok()
+        }
+    }
 }
 
 /// One read from the client into `buf`: as long as it takes while the server runs; once it stops

@@ -401,6 +401,40 @@ fn closed(s: &mut std::net::TcpStream) -> bool {
     matches!(s.read(&mut b), Ok(0) | Err(_))
 }
 
+/// Read-ahead windows hold part of the connection's 64 MiB byte budget until the reader moves past
+/// them, and only the connection's reader lets them go: three sequential reads of 30 MiB left them
+/// holding so much that a 32 MiB write waited for them for ever (found with `qemu-io -c 'read 100M
+/// 30M' -c 'read 130M 30M' -c 'read 160M 30M' -c 'write 0 32M'`, 2026-12-06); the connection hung
+/// and kept its memory after the client left. The windows now go first.
+#[test]
+fn a_request_that_needs_the_budget_read_ahead_windows_hold_is_served() {
+    let path = PathBuf::from(format!("/var/tmp/bfq-serve-ra-budget-{}.img", std::process::id()));
+    let _files = Files(vec![path.clone()]);
+    let _ = std::fs::remove_file(&path);
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\nread_ahead = \"4MiB\"\n[[export]]\nname = \"t\"\npath = \"{}\"\nsize = \"256MiB\"\n",
+        path.display()
+    );
+    let handle = start(Config::from_toml(&text, "test.toml").unwrap()).unwrap();
+    let mut c = Raw::connect(&handle.addresses()[0]);
+    // A server stuck before it reads the payload fails the test rather than hang it.
+    c.0.set_write_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+    c.hello();
+    assert_eq!(c.go("t"), 1);
+    for (handle, at) in [(1u64, 100u64 << 20), (2, 130 << 20), (3, 160 << 20)] {
+        c.request(0, handle, at, 30 << 20, &[]);
+        assert_eq!(c.simple(), (0, handle));
+        c.read_n(30 << 20);
+    }
+    c.request(1, 4, 0, 32 << 20, &vec![0xabu8; 32 << 20]);
+    assert_eq!(c.simple(), (0, 4), "a 32 MiB write after three 30 MiB sequential reads");
+    c.request(0, 5, (32 << 20) - 8, 16, &[]);
+    assert_eq!(c.simple(), (0, 5));
+    assert_eq!(c.read_n(16), [[0xabu8; 8], [0u8; 8]].concat());
+    drop(c);
+    handle.stop().unwrap();
+}
+
 /// The protocol: with `NBD_CMD_FLAG_NO_HOLE` a write-zeroes must leave the area "fully
 /// provisioned". tmpfs has no zero-range, so a write-zeroes there is a hole punch; with `NO_HOLE`
 /// the hole is allocated again before the reply (it was left a hole until 2026-12-06). Both read
