@@ -171,6 +171,92 @@ pub fn distinct_outputs(outputs: &[(&str, Option<&Path>)], schedulers: usize) ->
     Ok(())
 }
 
+/// The files a command reads that no output of it may name: the job file, each start-up trace it
+/// reads from a file, and (`bfq run`, `bfq compare`) the target. A `--json` or `--events` there
+/// would write over them: a 16 MiB file of data bfq did not write became 6,848 bytes of JSON.
+pub fn inputs<'a>(
+    job_path: &'a Path,
+    job: &'a Job,
+    target: Option<&'a Path>,
+) -> Vec<(String, std::path::PathBuf)> {
+    let mut inputs = vec![("the job file".to_string(), job_path.to_path_buf())];
+    for (name, spec) in job.expanded_apps() {
+        if let Some(trace) = spec.startup().map(|s| Path::new(&s.trace)).filter(|p| p.exists()) {
+            inputs.push((format!("the trace of application `{name}`"), trace.to_path_buf()));
+        }
+    }
+    if let Some(target) = target {
+        inputs.push(("the target".to_string(), target.to_path_buf()));
+    }
+    inputs
+}
+
+/// The files named by output options, as they will be written: `--json` as given, an event or
+/// request log as given with one scheduler and as `FILE.SCHEDULER` for each of several (`-`,
+/// standard output, is left out).
+pub fn output_files(
+    outputs: &[(&str, Option<&Path>)],
+    schedulers: &[String],
+) -> Vec<(String, std::path::PathBuf)> {
+    let mut files = Vec::new();
+    for &(option, path) in outputs {
+        let Some(path) = path.filter(|p| p.as_os_str() != "-") else { continue };
+        if option == "--json" || schedulers.len() < 2 {
+            files.push((format!("{option} {}", path.display()), path.to_path_buf()));
+            continue;
+        }
+        for name in schedulers {
+            let mut f = path.as_os_str().to_os_string();
+            f.push(format!(".{name}"));
+            let f = std::path::PathBuf::from(f);
+            files.push((format!("{option} {} (the log of {name})", path.display()), f));
+        }
+    }
+    files
+}
+
+/// Checks, before anything runs, every file the command will write ([`output_files`]): none is a
+/// file it reads ([`inputs`]; compared by device and inode, so another path to the same file is
+/// found too), none is a block device (an output there would write over a disk) or a directory,
+/// and each can be created or opened for writing (nothing is truncated here, and a file made to
+/// check it is removed again).
+pub fn outputs_apart_from_inputs(
+    outputs: &[(String, std::path::PathBuf)],
+    inputs: &[(String, std::path::PathBuf)],
+) -> Result<()> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    for (i, (what, path)) in outputs.iter().enumerate() {
+        // A scheduler named twice (`-s bfq,fifo,bfq`) would write its second log over its first.
+        if let Some((earlier, _)) = outputs[..i].iter().find(|(_, p)| p == path) {
+            bail!("{what} and {earlier} are one file: name each scheduler once, or give no log");
+        }
+    }
+    for (what, path) in outputs {
+        let Ok(meta) = std::fs::metadata(path) else {
+            output_path(what, Some(path))?;
+            continue;
+        };
+        if let Some((input, _)) = inputs.iter().find(|(_, i)| id(i) == Some((meta.dev(), meta.ino()))) {
+            bail!("{what}: is {input}; writing there would destroy it: give the output another name");
+        }
+        if meta.file_type().is_block_device() {
+            bail!(
+                "{what}: is a block device; an output written there would overwrite the data on it: give a file name"
+            );
+        }
+        if meta.is_dir() {
+            bail!("{what}: is a directory; give a file name");
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("{what}: cannot be written"))?;
+    }
+    Ok(())
+}
+
 /// Checks that an output file named by `option` can be written (`-`: standard output), without
 /// leaving a file behind if none was there.
 pub fn output_path(option: &str, path: Option<&Path>) -> Result<()> {

@@ -156,7 +156,10 @@ pub fn execute(args: CompareArgs) -> Result<()> {
     }
     let params = crate::checks::params(&args.params)?;
     crate::checks::schedulers("--engine", &engine, &params)?;
-    crate::checks::json_path(args.json.as_deref())?;
+    crate::checks::outputs_apart_from_inputs(
+        &crate::checks::output_files(&[("--json", args.json.as_deref())], &engine),
+        &crate::checks::inputs(&args.job, &job, Some(&args.target)),
+    )?;
     // The kernel's scheduler on the file's device sits below the engine's runs and below the loop
     // device of the kernel's runs alike.
     if let Some(note) = bfq_io::stacked_scheduler_note(&args.target) {

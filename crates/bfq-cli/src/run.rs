@@ -104,9 +104,16 @@ pub fn execute(args: RunArgs) -> Result<()> {
         ],
         schedulers.len(),
     )?;
-    crate::checks::json_path(args.json.as_deref())?;
-    crate::checks::output_path("--events", args.events.as_deref())?;
-    crate::checks::output_path("--requests", args.requests.as_deref())?;
+    let outputs = crate::checks::output_files(
+        &[
+            ("--json", args.json.as_deref()),
+            ("--events", args.events.as_deref()),
+            ("--requests", args.requests.as_deref()),
+        ],
+        &schedulers,
+    );
+    let inputs = crate::checks::inputs(&args.job, &job, Some(&args.target));
+    crate::checks::outputs_apart_from_inputs(&outputs, &inputs)?;
     if let Some(note) = bfq_io::stacked_scheduler_note(&args.target) {
         eprintln!("bfq run: {note}");
     }

@@ -92,9 +92,12 @@ pub fn execute(args: SimArgs) -> Result<()> {
         &[("--json", args.json.as_deref()), ("--events", args.events.as_deref())],
         schedulers.len(),
     )?;
-    crate::checks::output_path("--events", args.events.as_deref())?;
     // Before the runs, whose results would otherwise be lost after the last one.
-    crate::checks::json_path(args.json.as_deref())?;
+    let outputs = crate::checks::output_files(
+        &[("--json", args.json.as_deref()), ("--events", args.events.as_deref())],
+        &schedulers,
+    );
+    crate::checks::outputs_apart_from_inputs(&outputs, &crate::checks::inputs(&args.job, &job, None))?;
     device_and_layout(&job, &args.job)?;
     if !args.quiet && !crate::output::json_to_stdout(args.json.as_deref()) {
         if let Some(note) = writeback_note(&job) {

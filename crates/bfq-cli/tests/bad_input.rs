@@ -84,6 +84,42 @@ fn run_refuses_bad_options_before_touching_the_target() {
     case.refused("run", &["--params", "=3"], "a key is missing before `=`");
 }
 
+/// No output option may name a file the command reads, a block device, or one file twice: a
+/// `--json` naming the target turned a 16 MiB file of data bfq did not write into 6,848 bytes of
+/// JSON, and `--events` naming the job file destroyed it (2026-12-06). Each is refused before
+/// anything runs, the target left as it was.
+#[test]
+fn outputs_naming_the_target_the_job_a_device_or_one_file_twice_are_refused_before_anything_runs() {
+    let case = Case::new("outputs");
+    let target = case.target.to_str().unwrap().to_string();
+    let job = case.job.to_str().unwrap().to_string();
+    // The target exists here (data of the user's), so it must stay as it was.
+    std::fs::write(&case.target, vec![0x5au8; 1 << 20]).unwrap();
+    let refused = |command: &str, args: &[&str], needle: &str| {
+        let out = case.bfq(command, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{command} {args:?} succeeded");
+        assert!(stderr.contains(needle), "{command} {args:?}: {needle:?} not in:\n{stderr}");
+        assert_eq!(std::fs::read(&case.target).unwrap(), vec![0x5au8; 1 << 20], "{command} {args:?}");
+        assert!(std::fs::read_to_string(&case.job).unwrap().contains("rand-reader"), "{command} {args:?}");
+    };
+    refused("run", &["--json", &target], "is the target; writing there would destroy it");
+    refused("run", &["-s", "bfq", "--events", &job], "is the job file; writing there would destroy it");
+    refused("run", &["-s", "fifo", "--requests", &job], "is the job file");
+    refused("compare", &["--json", &target], "is the target");
+    let events = format!("{}/bad-input-ev-{}", std::env::temp_dir().display(), std::process::id());
+    refused("run", &["-s", "bfq,fifo,bfq", "--events", &events], "are one file: name each scheduler once");
+    if let Some(disk) = ["/dev/vda", "/dev/sda", "/dev/nvme0n1", "/dev/loop0"].into_iter().find(|d| {
+        std::fs::metadata(d).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+    }) {
+        refused("run", &["--json", disk], "is a block device");
+    }
+    // The simulator reads only the job (its --target is not an option there).
+    let sim = Command::new(env!("CARGO_BIN_EXE_bfq")).args(["sim", &job, "--json", &job]).output().unwrap();
+    assert!(String::from_utf8_lossy(&sim.stderr).contains("is the job file"), "{sim:?}");
+    assert!(std::fs::read_to_string(&case.job).unwrap().contains("rand-reader"));
+}
+
 /// `bfq command job --target T args` in a process whose `io_uring_setup` (425, a number every
 /// architecture shares) fails with EPERM, as where the sysctl `kernel.io_uring_disabled` or a
 /// container's seccomp profile forbids io_uring.
