@@ -368,7 +368,7 @@ impl Output {
             Err(e) => return eprintln!("bfq: cannot encode the results as JSON: {e}"),
         };
         if path.as_os_str() == "-" {
-            println!("{text}");
+            crate::output::to_stdout(&(text + "\n"));
         } else if let Err(e) = std::fs::write(path, text + "\n") {
             eprintln!("bfq: cannot write {}: {e}", path.display());
         }

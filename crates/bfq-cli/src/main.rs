@@ -58,6 +58,14 @@ fn main() {
         Command::List(args) => list::execute(args),
         Command::ReplayStartup(args) => replay_cmd::execute(args),
     };
+    // Standard output that refused the table or the JSON (a full disk behind `>`): said when it
+    // happened (`output::to_stdout`); the command fails.
+    let result = result.and_then(|()| {
+        if output::stdout_failed() {
+            anyhow::bail!("standard output could not be written (above)");
+        }
+        Ok(())
+    });
     if let Err(err) = result {
         eprintln!("bfq: error: {err:#}");
         // Exit statuses (README, "Exit status"): 1 an error, 2 a usage error (clap), 3 a failing

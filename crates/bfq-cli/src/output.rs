@@ -17,11 +17,80 @@ pub fn json_to_stdout(json: Option<&Path>) -> bool {
     json.is_some_and(|p| p.as_os_str() == "-")
 }
 
+/// Set when standard output refused a write (other than a closed pipe): the command then ends with
+/// status 1 ([`stdout_failed`]), its other outputs (files) written as usual.
+static STDOUT_FAILED: AtomicBool = AtomicBool::new(false);
+/// Set when standard output is a pipe whose reader has gone (`bfq list | head -3`): nothing more is
+/// written there, quietly, as a command cut short by its reader.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `text` on standard output. `print!` panicked when it could not (`bfq list > /dev/full`:
+/// status 101 and a backtrace); a pipe whose reader has gone is now left alone from then on, and any
+/// other failure is said once on standard error and makes the command end with status 1.
+pub fn to_stdout(text: &str) {
+    use std::io::Write;
+    if STDOUT_CLOSED.load(Ordering::Relaxed) || STDOUT_FAILED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => STDOUT_CLOSED.store(true, Ordering::Relaxed),
+        Err(e) => {
+            STDOUT_FAILED.store(true, Ordering::Relaxed);
+            eprintln!("bfq: cannot write to standard output: {e}");
+        }
+    }
+}
+
+/// A writer that passes everything to `inner` and keeps its first error, where the one it is handed
+/// to would drop it: the simulator ends a trace at a write error and goes on, and a `BufWriter`
+/// drops its last flush's error, so an event log cut short by a full disk went unsaid (status 0).
+pub struct Recording<W> {
+    inner: W,
+    error: Arc<std::sync::Mutex<Option<std::io::Error>>>,
+}
+
+impl<W: std::io::Write> Recording<W> {
+    /// `inner`, and where its first error will be.
+    pub fn new(inner: W) -> (Self, Arc<std::sync::Mutex<Option<std::io::Error>>>) {
+        let error = Arc::new(std::sync::Mutex::new(None));
+        (Recording { inner, error: error.clone() }, error)
+    }
+
+    fn keep<T>(&self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            let mut first = self.error.lock().unwrap_or_else(|p| p.into_inner());
+            if first.is_none() {
+                *first = Some(std::io::Error::new(e.kind(), e.to_string()));
+            }
+        }
+        r
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Recording<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.keep(r)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.keep(r)
+    }
+}
+
+/// Whether standard output refused a write ([`to_stdout`]).
+pub fn stdout_failed() -> bool {
+    STDOUT_FAILED.load(Ordering::Relaxed)
+}
+
 /// Writes a value as pretty JSON to `path` (`-`: standard output).
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
     let text = serde_json::to_string_pretty(value)?;
     if path.as_os_str() == "-" {
-        println!("{text}");
+        to_stdout(&(text + "\n"));
     } else {
         std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
@@ -37,7 +106,7 @@ pub fn print_table(text: &str, quiet: bool, json: Option<&Path>) {
     if json_to_stdout(json) {
         eprint!("{text}");
     } else {
-        print!("{text}");
+        to_stdout(text);
     }
 }
 

@@ -36,12 +36,12 @@ pub fn execute(args: ServeArgs) -> Result<()> {
         for note in bfq_serve::check(&config)? {
             eprintln!("bfq serve: {note}");
         }
-        println!(
-            "{}: {} export(s), scheduler {}: ready to serve",
+        crate::output::to_stdout(&format!(
+            "{}: {} export(s), scheduler {}: ready to serve\n",
             args.config.as_ref().map_or("<embedded default>".into(), |p| p.display().to_string()),
             config.exports.len(),
             config.scheduler
-        );
+        ));
         return Ok(());
     }
     // One note per device whose kernel scheduler sits below the server's, said once the server is

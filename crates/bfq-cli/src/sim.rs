@@ -106,12 +106,20 @@ pub fn execute(args: SimArgs) -> Result<()> {
     }
     let mode = crate::output::progress_mode(args.quiet);
     let mut reports = Vec::new();
+    // Event logs cut short (a full disk): said after the table and the JSON, and the command fails.
+    let mut log_errors: Vec<String> = Vec::new();
     // The columns run one after the other, each with its own progress (issue 17).
     for (index, name) in schedulers.iter().enumerate() {
         let started = Instant::now();
         let ticker = crate::output::SimTicker::start(mode, name, index, schedulers.len(), job.duration.0);
+        // The log's first write error is kept (`Recording`), and said after the run.
+        let mut trace_error = None;
         let trace: Option<Box<dyn std::io::Write>> = match &args.events {
-            Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::BufWriter::new(std::io::stdout()))),
+            Some(p) if p.as_os_str() == "-" => {
+                let (w, error) = crate::output::Recording::new(std::io::stdout());
+                trace_error = Some(("standard output".to_string(), error));
+                Some(Box::new(std::io::BufWriter::new(w)))
+            }
             Some(p) => {
                 let path = if schedulers.len() == 1 {
                     p.clone()
@@ -122,7 +130,9 @@ pub fn execute(args: SimArgs) -> Result<()> {
                 };
                 let file = std::fs::File::create(&path)
                     .with_context(|| format!("--events: cannot create {}", path.display()))?;
-                Some(Box::new(std::io::BufWriter::new(file)))
+                let (w, error) = crate::output::Recording::new(file);
+                trace_error = Some((path.display().to_string(), error));
+                Some(Box::new(std::io::BufWriter::new(w)))
             }
             None => None,
         };
@@ -133,6 +143,16 @@ pub fn execute(args: SimArgs) -> Result<()> {
         // The bar is cleared before the line below is printed.
         drop(ticker);
         let report = result.with_context(|| format!("running {} under {name}", args.job.display()))?;
+        if let Some((place, error)) = trace_error {
+            let error = error.lock().unwrap_or_else(|p| p.into_inner()).take();
+            match error {
+                // Its reader has gone (`--events - | head`): nothing to say.
+                Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe && place == "standard output" => {}
+                Some(e) => log_errors
+                    .push(format!("the event log of {name} could not be written to {place} whole: {e}")),
+                None => {}
+            }
+        }
         let host = started.elapsed().as_secs_f64();
         if !args.quiet && !crate::output::json_to_stdout(args.json.as_deref()) {
             eprintln!(
@@ -171,6 +191,9 @@ pub fn execute(args: SimArgs) -> Result<()> {
             share_ceiling: alone.as_ref().and_then(|a| crate::alone::ceiling(a, &reports)),
         };
         crate::output::write_json(path, &out)?;
+    }
+    if !log_errors.is_empty() {
+        anyhow::bail!("--events: {}", log_errors.join("; "));
     }
     Ok(())
 }

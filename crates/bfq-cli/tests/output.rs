@@ -290,3 +290,53 @@ fn run_shows_a_players_frames_dropped_as_sim_does() {
         assert!(frames >= 40 && dropped <= frames, "{row}");
     }
 }
+
+/// Standard output that cannot be written: `print!` panicked (status 101 and a backtrace) when
+/// standard output was `/dev/full`; now the command says why and ends with status 1. A pipe whose
+/// reader has gone (`bfq sim JOB --events - | head -2`) is quiet: status 0, no message.
+#[test]
+fn standard_output_that_cannot_be_written_is_an_error_not_a_panic_and_a_closed_pipe_is_quiet() {
+    use std::process::Stdio;
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return common::skipped("no /dev/full");
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_bfq")).arg("list").stdout(full).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write to standard output: No space left on device"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // A reader that takes one byte of an event log of hundreds of thousands of lines and goes.
+    let (_files, job, _) = files("closed-pipe");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["sim", job.to_str().unwrap(), "-s", "bfq", "-q", "--events", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut one = [0u8; 1];
+    std::io::Read::read_exact(&mut stdout, &mut one).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+/// An event log that cannot be written whole (`--events /dev/full`: a full disk) was cut short
+/// without a word, status 0; the command now says so and fails, after its table.
+#[test]
+fn an_event_log_cut_short_by_a_full_disk_fails_the_command_and_says_so() {
+    if !std::path::Path::new("/dev/full").exists() {
+        return common::skipped("no /dev/full");
+    }
+    let (_files, job, _) = files("events-full");
+    let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["sim", job.to_str().unwrap(), "-s", "bfq", "--events", "/dev/full"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the event log of bfq could not be written to /dev/full whole"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("aggregate"), "the table is still printed");
+}
