@@ -365,6 +365,7 @@ fn device_and_layout(job: &Job, path: &std::path::Path) -> Result<()> {
                 .expanded_apps()
                 .iter()
                 .any(|(name, spec)| name == app && spec.kind() == bfq_sim::job::AppKind::Startup);
+            let has_at = job.expanded_apps().iter().any(|(name, spec)| name == app && spec.at.is_some());
             if startup {
                 use bfq_sim::units::format_size;
                 let message = format!(
@@ -375,6 +376,26 @@ fn device_and_layout(job: &Job, path: &std::path::Path) -> Result<()> {
                     format_size(*capacity)
                 );
                 (job.app_line(&text, app, "count"), Some("count".to_string()), message)
+            } else if len <= capacity && (has_at || job.layout_start.is_some()) {
+                // Its file alone fits: where it starts is what does not (`at = "400GB"` was blamed on
+                // `file_size`, on the line of the `[[app]]` table).
+                use bfq_sim::units::format_size;
+                let (line, field) = if has_at {
+                    (job.app_line(&text, app, "at"), "at")
+                } else {
+                    (
+                        text.lines().position(|l| l.trim_start().starts_with("layout_start")).map(|i| i + 1),
+                        "layout_start",
+                    )
+                };
+                let message = format!(
+                    "application `{app}`: its file ({}) starts at {}, and the device ({preset}) holds {}: \
+                     give a smaller `{field}`",
+                    format_size(*len),
+                    format_size(*start),
+                    format_size(*capacity)
+                );
+                (line, Some(field.to_string()), message)
             } else {
                 (job.app_line(&text, app, "file_size"), Some("file_size".to_string()), e.to_string())
             }

@@ -232,6 +232,17 @@ fn the_jobs_scheduler_device_and_trace_are_refused_on_their_lines() {
             format!("duration = \"1s\"\n[device]\npreset = \"constant\"\n[device.params]\nqueue_depth = 1\nspeed = 3\n{app}"),
             "job.toml:6: field `speed`",
         ),
+        // A file that fits but starts past the end is refused on its `at` or on `layout_start`.
+        (
+            "duration = \"1s\"\n[device]\npreset = \"hdd-dtla307030\"\n[[app]]\nkind = \"seq-reader\"\nat = \"400GB\"\n"
+                .to_string(),
+            "job.toml:6: field `at`: application `seq-reader-0`: its file (4.7 GiB) starts at 372.5 GiB",
+        ),
+        (
+            "duration = \"1s\"\nlayout_start = \"1000GB\"\n[device]\npreset = \"hdd-dtla307030\"\n[[app]]\nkind = \"seq-reader\"\n"
+                .to_string(),
+            "job.toml:2: field `layout_start`",
+        ),
         (
             "duration = \"1s\"\n[[app]]\nkind = \"startup\"\ntrace = \"no-such-trace\"\n".to_string(),
             // Read from the job file's directory, as the path shows.

@@ -915,6 +915,15 @@ fn parse_exports(src: &Source, node: Option<Spanned<Node>>) -> Result<Vec<Export
                 format!("is {} bytes long: the NBD protocol allows at most {MAX_STRING}", name.len()),
             ));
         }
+        if let Some(c) = name.chars().find(|c| c.is_control()) {
+            // Its summary line on the terminal and its log lines would carry it.
+            return Err(err(
+                "name",
+                format!(
+                    "holds the control character {c:?}: clients ask for it by name; use printable characters"
+                ),
+            ));
+        }
         if !names.insert(name.clone()) {
             return Err(err("name", format!("export {name:?} is defined twice")));
         }
@@ -1304,6 +1313,14 @@ mod tests {
     /// One export `a` on /tmp/a after `top` (top-level fields), with `export` (more of its fields).
     fn one_export(top: &str, export: &str) -> String {
         format!("{top}\n[[export]]\nname = \"a\"\npath = \"/tmp/a\"\n{export}\n")
+    }
+
+    #[test]
+    fn an_export_name_with_a_control_character_is_refused_on_its_line() {
+        let text = "listen = [\"127.0.0.1:0\"]\n[[export]]\nname = \"vm\\u001b[2J\"\npath = \"/tmp/a\"\n";
+        let e = Config::from_toml(text, "s.toml").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(3), Some("name")), "{e}");
+        assert!(e.message.contains("control character '\\u{1b}'"), "{e}");
     }
 
     #[test]

@@ -1422,6 +1422,14 @@ impl Job {
                 // Reports and --alone name applications by it: an empty one made a blank table row.
                 return fail("name", "must not be empty (leave `name` out to name it after its kind)".into());
             }
+            if let Some(c) = app.name.as_deref().and_then(|n| n.chars().find(|&c| !printable(c))) {
+                // A table row split over two lines, a terminal's colours changed by an escape, or
+                // the one-line-per-request log broken by a newline in a name.
+                return fail(
+                    "name",
+                    format!("holds the control character {c:?}: use letters, digits, spaces and punctuation"),
+                );
+            }
             if let Some(group) = &app.group {
                 if !self.groups.iter().any(|g| &g.name == group) {
                     return fail("group", unknown_group(group, &self.groups));
@@ -1624,6 +1632,12 @@ impl Job {
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for (i, g) in self.groups.iter().enumerate() {
             let fail = |field: &str, message: String| Err(Invalid::new(Place::Group(i), field, message));
+            if let Some(c) = g.name.chars().find(|&c| !printable(c)) {
+                return fail(
+                    "name",
+                    format!("holds the control character {c:?}: use letters, digits, spaces and punctuation"),
+                );
+            }
             if g.name.trim().is_empty() {
                 return fail("name", "a group needs a name (applications refer to it with `group`)".into());
             }
@@ -1982,6 +1996,14 @@ fn type_in_words(expected: &str) -> String {
     }
 }
 
+/// Whether `c` may be in a name that tables, logs and terminals print: not a control character
+/// (newline, escape, ...) nor a character that reorders or hides the text around it (bidirectional
+/// overrides and isolates, zero-width ones).
+fn printable(c: char) -> bool {
+    !c.is_control()
+        && !matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2283,6 +2305,13 @@ trace = "xterm"
                 "stops at 200ms, inside the warm-up (500ms)",
             ),
             (app("seq-reader", "name = \" \""), "name", "must not be empty"),
+            (app("seq-reader", "name = \"a\\nb\""), "name", "holds the control character '\\n'"),
+            (
+                app("seq-reader", "name = \"a\\u001b[31mred\""),
+                "name",
+                "holds the control character '\\u{1b}'",
+            ),
+            (app("seq-reader", "name = \"a\\u202eb\""), "name", "holds the control character '\\u{202e}'"),
             (
                 app("video", "fps = 10\nlength = \"50ms\""),
                 "length",
