@@ -1924,6 +1924,13 @@ fn in_words(message: &str, field: Option<&str>) -> String {
             return format!("expected an array of tables: write each as [[{f}]] (two brackets), not [{f}]");
         }
     }
+    // toml's word for an integer past 2^63 - 1 (`weight = 99999999999999999999`).
+    if message == "number too large to fit in target type" {
+        return match field.and_then(field_takes) {
+            Some(expected) => format!("the number is too large: expected {expected}"),
+            None => "the number is too large".to_string(),
+        };
+    }
     // toml's own word for an enum given a number (`kind = 3`).
     if message == "wanted string or table" {
         return match field {
@@ -2305,6 +2312,11 @@ trace = "xterm"
                 "stops at 200ms, inside the warm-up (500ms)",
             ),
             (app("seq-reader", "name = \" \""), "name", "must not be empty"),
+            (
+                app("seq-reader", "weight = 99999999999999999999"),
+                "weight",
+                "the number is too large: expected a whole number",
+            ),
             (app("seq-reader", "name = \"a\\nb\""), "name", "holds the control character '\\n'"),
             (
                 app("seq-reader", "name = \"a\\u001b[31mred\""),
