@@ -977,6 +977,12 @@ mod tests {
         }
     }
 
+    /// A write-zeroes of queue 1 on target 0.
+    fn write_zeroes(offset: u64, len: u32, keep_allocated: bool) -> Submission {
+        let op = Op::WriteZeroes;
+        Submission { queue: QueueId(1), op, target: 0, offset, len, sync: false, fua: false, keep_allocated }
+    }
+
     /// tmpfs refuses a zero-range (EOPNOTSUPP): the reap that takes the refusal queues the hole punch
     /// that replaces it and gives it to the kernel at once, so that a front end deciding to wait
     /// next waits for a completion that will come; the punch then completes the request.
@@ -992,17 +998,7 @@ mod tests {
         }
         let sched = build_scheduler("fifo", &[], &file, 4).unwrap();
         let mut core: Core<u64> = Core::new(vec![file], sched, 4, 0, RingDriver::Creator).unwrap();
-        let what = Submission {
-            queue: QueueId(1),
-            op: Op::WriteZeroes,
-            target: 0,
-            offset: 4096,
-            len: 8192,
-            sync: false,
-            fua: false,
-            keep_allocated: false,
-        };
-        core.insert(what, AlignedBuf::zeroed(0), 7, core.now());
+        core.insert(write_zeroes(4096, 8192, false), AlignedBuf::zeroed(0), 7, core.now());
         core.pump(core.now()).unwrap();
         let mut done = Vec::new();
         // The zero-range's refusal: no result yet, the hole punch on its way.
@@ -1037,17 +1033,12 @@ mod tests {
             let blocks_before = plain.metadata().unwrap().blocks();
             let sched = build_scheduler("fifo", &[], &file, 4).unwrap();
             let mut core: Core<u64> = Core::new(vec![file], sched, 4, 0, RingDriver::Creator).unwrap();
-            let what = Submission {
-                queue: QueueId(1),
-                op: Op::WriteZeroes,
-                target: 0,
-                offset: 64 << 10,
-                len: 128 << 10,
-                sync: false,
-                fua: false,
-                keep_allocated,
-            };
-            core.insert(what, AlignedBuf::zeroed(0), 7, core.now());
+            core.insert(
+                write_zeroes(64 << 10, 128 << 10, keep_allocated),
+                AlignedBuf::zeroed(0),
+                7,
+                core.now(),
+            );
             core.pump(core.now()).unwrap();
             let mut done = Vec::new();
             while done.is_empty() {

@@ -954,14 +954,8 @@ impl Client {
     /// fails the request; the range then reads as zeroes but may be a hole.
     pub fn write_zeroes_allocated(&self, offset: u64, len: u32) -> Ticket {
         let what = Submission {
-            queue: self.inner.queue,
-            op: Op::WriteZeroes,
-            target: self.inner.target,
-            offset,
-            len,
-            sync: false,
-            fua: false,
             keep_allocated: true,
+            ..self.submission(Op::WriteZeroes, offset, len, false, false)
         };
         self.submit_ticket(what, AlignedBuf::zeroed(0))
     }
@@ -1008,20 +1002,14 @@ impl Client {
         self.submit_token(Op::Write, offset, 0, buf, sync, fua, Token::Queue(done.inner.clone(), tag));
     }
 
+    /// A request of this handle's queue on its target.
+    fn submission(&self, op: Op, offset: u64, len: u32, sync: bool, fua: bool) -> Submission {
+        let (queue, target) = (self.inner.queue, self.inner.target);
+        Submission { queue, op, target, offset, len, sync, fua, keep_allocated: false }
+    }
+
     fn submit(&self, op: Op, offset: u64, len: u32, buf: AlignedBuf, sync: bool, fua: bool) -> Ticket {
-        self.submit_ticket(
-            Submission {
-                queue: self.inner.queue,
-                op,
-                target: self.inner.target,
-                offset,
-                len,
-                sync,
-                fua,
-                keep_allocated: false,
-            },
-            buf,
-        )
+        self.submit_ticket(self.submission(op, offset, len, sync, fua), buf)
     }
 
     /// Submits `what` (its queue and target this handle's) with a ticket for its result.
@@ -1043,17 +1031,7 @@ impl Client {
         fua: bool,
         cell: Token,
     ) {
-        let what = Submission {
-            queue: self.inner.queue,
-            op,
-            target: self.inner.target,
-            offset,
-            len,
-            sync,
-            fua,
-            keep_allocated: false,
-        };
-        self.submit_what(what, buf, cell);
+        self.submit_what(self.submission(op, offset, len, sync, fua), buf, cell);
     }
 
     fn submit_what(&self, what: Submission, buf: AlignedBuf, cell: Token) {
