@@ -234,7 +234,13 @@ pub fn outputs_apart_from_inputs(
     }
     for (what, path) in outputs {
         let Ok(meta) = std::fs::metadata(path) else {
-            output_path(what, Some(path))?;
+            // Made to see that it can be, and removed again.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .with_context(|| format!("{what}: cannot be written"))?;
+            let _ = std::fs::remove_file(path);
             continue;
         };
         if let Some((input, _)) = inputs.iter().find(|(_, i)| id(i) == Some((meta.dev(), meta.ino()))) {
