@@ -155,6 +155,26 @@ impl Trace {
                     fields[7]
                 )
             })?;
+            // The fields not replayed are still the format's: a line whose times or positions are
+            // not numbers is of another format (`a zzz 8 qqq Seq x y R z FOO` was replayed).
+            let number = |f: &str| f.parse::<f64>().is_ok_and(f64::is_finite);
+            let integer = |f: &str| f.parse::<i64>().is_ok() || f.parse::<u64>().is_ok();
+            for (i, what, ok) in [
+                (1, "time (seconds)", number(fields[1])),
+                (3, "sector (a whole number)", integer(fields[3])),
+                (5, "distance (a whole number)", integer(fields[5])),
+                (6, "run (a whole number)", integer(fields[6])),
+                (8, "timestamp (seconds)", number(fields[8])),
+            ] {
+                if !ok {
+                    return Err(format!(
+                        "line {}: field {} should be a {what}, got {:?}",
+                        n + 1,
+                        i + 1,
+                        fields[i]
+                    ));
+                }
+            }
             requests.push(TraceRequest { thread, bytes: sectors * 512, sequential, readahead, meta });
         }
         if requests.is_empty() {
@@ -313,6 +333,17 @@ mod tests {
         let err = Trace::parse("p 0 8 0 Seq 0 0 R 0 START\nWeb Content 0 8 100 Rand 0 0 R 0 START x\n")
             .unwrap_err();
         assert!(err.starts_with("line 2: expected 10 fields") && err.ends_with("got 12"), "{err}");
+    }
+
+    #[test]
+    fn a_line_whose_times_or_positions_are_not_numbers_is_refused_with_its_field() {
+        let e = Trace::parse("a zzz 8 100 Seq 0 0 R 0 C\n").unwrap_err();
+        assert_eq!(e, "line 1: field 2 should be a time (seconds), got \"zzz\"");
+        let e = Trace::parse("a 0 8 qqq Seq 0 0 R 0 C\n").unwrap_err();
+        assert!(e.contains("field 4 should be a sector"), "{e}");
+        let e = Trace::parse("a 0 8 100 Seq 0 0 R nan C\n").unwrap_err();
+        assert!(e.contains("field 9 should be a timestamp"), "{e}");
+        assert!(Trace::parse("a 0.5 8 18446744073709551615 Seq -8 0 R 1.5 C\n").is_ok());
     }
 
     #[test]
