@@ -164,6 +164,12 @@ fn a_signal_during_a_new_targets_fill_leaves_it_recorded_as_ours_for_the_next_ru
             "bfq {}: the fill of 6 GiB ended before the signal; nothing was interrupted",
             command[0]
         );
+        // The file it leaves is said, so that 6 GiB do not sit unnoticed (2026-12-06).
+        assert!(
+            stderr.contains(&format!("{} (6144 MiB long) is left as its fill stopped", target.display())),
+            "bfq {}: {stderr}",
+            command[0]
+        );
         // The writers' 16 MiB lie at the start of the file, filled before the signal: a run with
         // writers works only on a file that is recorded as bfq's own.
         let next = short_run(&writers, &target);

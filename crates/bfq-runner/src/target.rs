@@ -61,6 +61,16 @@ pub fn stop_fills() {
     if let Some((target, true)) = filling {
         if let Err(e) = record_ours(&target) {
             eprintln!("bfq: cannot record {} as bfq's own after its fill was stopped: {e}", target.display());
+        } else {
+            // The file stays (a next run fills the rest): said, so that a large file does not
+            // sit unnoticed where the user interrupted.
+            let size = std::fs::metadata(&target).map(|m| m.len()).unwrap_or(0);
+            eprintln!(
+                "bfq: {} ({} MiB long) is left as its fill stopped, recorded as bfq's: a next run with it \
+                 fills what is missing; remove it if it is not wanted",
+                target.display(),
+                size >> 20
+            );
         }
     }
 }
