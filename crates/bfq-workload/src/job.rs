@@ -1338,6 +1338,18 @@ impl Job {
                 ),
             );
         }
+        if self.bucket.0 > self.duration.0 {
+            // One bucket, cut short: no series over time at all, said nowhere.
+            return top(
+                "bucket",
+                format!(
+                    "is longer than the run ({} against a duration of {}): the throughput over time would \
+                     be one partial bucket",
+                    human_duration(self.bucket.0),
+                    human_duration(self.duration.0)
+                ),
+            );
+        }
         let writeback =
             |field: &str, message: String| Err(Invalid::new(Place::Table("writeback"), field, message));
         if self.writeback.depth == 0 || self.writeback.depth > 4096 {
@@ -2251,6 +2263,7 @@ trace = "xterm"
                 "expected a [device] table",
             ),
             (format!("bucket = \"0s\"\n{}", app("")), Some(1), Some("bucket"), "at least 1ms"),
+            (format!("bucket = \"10s\"\n{}", app("")), Some(1), Some("bucket"), "is longer than the run"),
             (app("").replace("2s", "100000h"), Some(1), Some("duration"), "limit of 24h"),
             (
                 "duration = \"2s\"\n[[app]]\nkind = \"dbms\"\ncount = 10000\nprocesses = 10000\n".into(),
