@@ -171,6 +171,28 @@ pub fn distinct_outputs(outputs: &[(&str, Option<&Path>)], schedulers: usize) ->
     Ok(())
 }
 
+/// A real run (`bfq run`, `bfq compare`) does not use the job's `[device]` (the target is the
+/// device), but a preset that names no device is a typo all the same, and is refused on its line as
+/// the simulator refuses it (`preset = "floppy"` ran without a word).
+pub fn device_preset_known(job: &Job, path: &Path) -> Result<()> {
+    let preset = job.device.preset.as_str();
+    if bfq_sim::device::DEVICE_PRESETS.contains(&preset) {
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    Err(bfq_workload::job::JobError {
+        file: path.display().to_string(),
+        line: Job::table_line(&text, "device", "preset"),
+        field: Some("preset".into()),
+        message: format!(
+            "unknown device preset `{preset}` (known: {}); a real run does not use [device], but a name that \
+             is none is refused",
+            bfq_sim::device::DEVICE_PRESETS.join(", ")
+        ),
+    }
+    .into())
+}
+
 /// The files a command reads that no output of it may name: the job file, each start-up trace it
 /// reads from a file, and (`bfq run`, `bfq compare`) the target. A `--json` or `--events` there
 /// would write over them: a 16 MiB file of data bfq did not write became 6,848 bytes of JSON.

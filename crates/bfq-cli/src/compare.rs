@@ -137,6 +137,7 @@ fn kernel_runs(
 pub fn execute(args: CompareArgs) -> Result<()> {
     let mut job = Job::from_file_for_real_run(&args.job)?;
     crate::checks::apply_duration_to_file(&mut job, &args.job, args.duration.as_deref())?;
+    crate::checks::device_preset_known(&job, &args.job)?;
     let engine: Vec<String> = args.engine.iter().filter(|s| !s.is_empty()).cloned().collect();
     let kernel_named = args.kernel.is_some();
     let mut kernel: Vec<String> = match &args.kernel {

@@ -87,6 +87,7 @@ struct RunOutput<'a> {
 pub fn execute(args: RunArgs) -> Result<()> {
     let mut job = Job::from_file_for_real_run(&args.job)?;
     crate::checks::apply_duration_to_file(&mut job, &args.job, args.duration.as_deref())?;
+    crate::checks::device_preset_known(&job, &args.job)?;
     let params = crate::checks::params(&args.params)?;
     let schedulers: Vec<String> = if args.scheduler.is_empty() {
         job.scheduler

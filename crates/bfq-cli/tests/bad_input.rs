@@ -82,6 +82,13 @@ fn run_refuses_bad_options_before_touching_the_target() {
         "starts at 1.5 s, at or after the end of the run (1s, from --duration)",
     );
     case.refused("run", &["--params", "=3"], "a key is missing before `=`");
+    // A [device] preset that names no device: not used by a real run, but a typo all the same.
+    let job = std::fs::read_to_string(&case.job).unwrap();
+    std::fs::write(&case.job, format!("{job}[device]\npreset = \"floppy\"\n")).unwrap();
+    let line = job.lines().count() + 2;
+    case.refused("run", &[], &format!(":{line}: field `preset`: unknown device preset `floppy`"));
+    case.refused("compare", &[], &format!(":{line}: field `preset`: unknown device preset `floppy`"));
+    std::fs::write(&case.job, job).unwrap();
 }
 
 /// No output option may name a file the command reads, a block device, or one file twice: a
