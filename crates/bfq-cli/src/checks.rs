@@ -196,11 +196,7 @@ pub fn device_preset_known(job: &Job, path: &Path) -> Result<()> {
 /// The files a command reads that no output of it may name: the job file, each start-up trace it
 /// reads from a file, and (`bfq run`, `bfq compare`) the target. A `--json` or `--events` there
 /// would write over them: a 16 MiB file of data bfq did not write became 6,848 bytes of JSON.
-pub fn inputs<'a>(
-    job_path: &'a Path,
-    job: &'a Job,
-    target: Option<&'a Path>,
-) -> Vec<(String, std::path::PathBuf)> {
+pub fn inputs(job_path: &Path, job: &Job, target: Option<&Path>) -> Vec<(String, std::path::PathBuf)> {
     let mut inputs = vec![("the job file".to_string(), job_path.to_path_buf())];
     for (name, spec) in job.expanded_apps() {
         if let Some(trace) = spec.startup().map(|s| Path::new(&s.trace)).filter(|p| p.exists()) {
@@ -255,32 +251,17 @@ pub fn outputs_apart_from_inputs(
         }
     }
     for (what, path) in outputs {
-        let Ok(meta) = std::fs::metadata(path) else {
-            // Made to see that it can be, and removed again.
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .with_context(|| format!("{what}: cannot be written"))?;
-            let _ = std::fs::remove_file(path);
-            continue;
-        };
-        if let Some((input, _)) = inputs.iter().find(|(_, i)| id(i) == Some((meta.dev(), meta.ino()))) {
-            bail!("{what}: is {input}; writing there would destroy it: give the output another name");
+        if let Ok(meta) = std::fs::metadata(path) {
+            if let Some((input, _)) = inputs.iter().find(|(_, i)| id(i) == Some((meta.dev(), meta.ino()))) {
+                bail!("{what}: is {input}; writing there would destroy it: give the output another name");
+            }
+            if meta.file_type().is_block_device() {
+                bail!(
+                    "{what}: is a block device; an output written there would overwrite the data on it: give a file name"
+                );
+            }
         }
-        if meta.file_type().is_block_device() {
-            bail!(
-                "{what}: is a block device; an output written there would overwrite the data on it: give a file name"
-            );
-        }
-        if meta.is_dir() {
-            bail!("{what}: is a directory; give a file name");
-        }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(false)
-            .open(path)
-            .with_context(|| format!("{what}: cannot be written"))?;
+        writable(what, path)?;
     }
     Ok(())
 }
@@ -292,8 +273,14 @@ pub fn output_path(option: &str, path: Option<&Path>) -> Result<()> {
     if path.as_os_str() == "-" {
         return Ok(());
     }
+    writable(&format!("{option} {}", path.display()), path)
+}
+
+/// Checks that `path` (an output, `what` in messages) is not a directory and can be written: opened,
+/// or made and removed again. Nothing is truncated.
+fn writable(what: &str, path: &Path) -> Result<()> {
     if path.is_dir() {
-        bail!("{option} {}: is a directory; give a file name", path.display());
+        bail!("{what}: is a directory; give a file name");
     }
     let existed = path.exists();
     std::fs::OpenOptions::new()
@@ -301,7 +288,7 @@ pub fn output_path(option: &str, path: Option<&Path>) -> Result<()> {
         .create(true)
         .truncate(false)
         .open(path)
-        .with_context(|| format!("{option} {}: cannot be written", path.display()))?;
+        .with_context(|| format!("{what}: cannot be written"))?;
     if !existed {
         let _ = std::fs::remove_file(path);
     }

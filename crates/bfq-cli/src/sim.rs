@@ -361,11 +361,9 @@ fn device_and_layout(job: &Job, path: &std::path::Path) -> Result<()> {
         SimError::DoesNotFit { app, len, start, capacity, preset } => {
             // A start-up has no file_size: its files are its trace's processes', one per process
             // and copy (a fuzzer's trace of 1,024 processes, count 20, was told to shrink file_size).
-            let startup = job
-                .expanded_apps()
-                .iter()
-                .any(|(name, spec)| name == app && spec.kind() == bfq_sim::job::AppKind::Startup);
-            let has_at = job.expanded_apps().iter().any(|(name, spec)| name == app && spec.at.is_some());
+            let spec = job.expanded_apps().into_iter().find(|(name, _)| name == app).map(|(_, spec)| spec);
+            let startup = spec.as_ref().is_some_and(|s| s.kind() == bfq_sim::job::AppKind::Startup);
+            let has_at = spec.as_ref().is_some_and(|s| s.at.is_some());
             if startup {
                 use bfq_sim::units::format_size;
                 let message = format!(

@@ -651,7 +651,11 @@ impl<T> Core<T> {
             // the zero-range, or (a punch to be allocated again) with EAGAIN, never as a success that
             // left a hole where the client asked for none.
             let mut res = res;
-            if let Some(slot) = self.slab.get_mut(idx).filter(|s| s.req.op == Op::WriteZeroes) {
+            // Only a refusal or a success of no bytes can be a step of a write-zeroes: reads and
+            // writes, which complete with their bytes, are not looked up a second time.
+            let step = res == 0 || res == -Errno::OPNOTSUPP.raw_os_error();
+            let zeroing = if step { self.slab.get_mut(idx) } else { None };
+            if let Some(slot) = zeroing.filter(|s| s.req.op == Op::WriteZeroes) {
                 let next = match slot.zeroing {
                     Zeroing::Range if res == -Errno::OPNOTSUPP.raw_os_error() => {
                         Some(if slot.keep_allocated { Zeroing::PunchThenAllocate } else { Zeroing::Punch })

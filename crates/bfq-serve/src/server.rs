@@ -2073,7 +2073,7 @@ fn transmission_flags(e: &ExportState, structured: bool) -> u16 {
     f
 }
 
-/// `read` (of the client's flags, or of the next option's magic); while the server stops, `None`
+/// `read` (of the client's flags, or of an option's header, data or skipped data); while the server stops, `None`
 /// once the client has stayed silent for [`SHUTDOWN_GRACE`] since the stop or since it was last
 /// heard, whichever is later (the protocol lets a server close during negotiation: nothing is in
 /// flight). The read is never abandoned halfway unless the connection ends with it, so no byte of
