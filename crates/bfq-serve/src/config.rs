@@ -12,6 +12,9 @@
 //! read_cache = "2GiB"                # windows kept in memory for re-reads (default "off")
 //! stop_timeout = "30s"               # after SIGTERM, connections still open then are closed
 //! handshake_limit = "10s"            # a client must finish negotiating within it ("off": no limit)
+//! memory_limit = "1GiB"              # request data held across all connections ("off": per connection only)
+//! unread_reply_limit = "10s"         # a client leaving replies unread this long while others wait
+//!                                    # for memory is disconnected ("off": never)
 //!
 //! [[export]]
 //! name = "vm1"
@@ -129,6 +132,16 @@ pub struct Config {
     /// and never negotiates holds a descriptor and some memory; many of them would leave none for
     /// the others.
     pub handshake_limit: Option<std::time::Duration>,
+    /// The most request data (read buffers until their reply is sent, write payloads until written,
+    /// read-ahead windows) all connections together may hold, in bytes (0: no bound beyond each
+    /// connection's own [`CONNECTION_BUDGET`]). A request that does not fit waits, and its client's
+    /// further requests with it.
+    pub memory_limit: u64,
+    /// How long a connection's client may leave its replies unread (the socket takes none of them)
+    /// while other connections wait for memory under `memory_limit`, before it is disconnected
+    /// (`None`: never). A client that sends requests and reads no reply holds its memory for as long
+    /// as it likes; without this, a few of them could hold `memory_limit` and stall everyone else.
+    pub unread_reply_limit: Option<std::time::Duration>,
     /// The exports.
     pub exports: Vec<Export>,
     /// The file it was read from, as its errors name it.
@@ -252,7 +265,7 @@ impl Node {
 }
 
 /// The top-level fields, in the order the documentation gives them.
-const TOP_FIELDS: [&str; 12] = [
+const TOP_FIELDS: [&str; 14] = [
     "listen",
     "scheduler",
     "params",
@@ -264,6 +277,8 @@ const TOP_FIELDS: [&str; 12] = [
     "threads",
     "stop_timeout",
     "handshake_limit",
+    "memory_limit",
+    "unread_reply_limit",
     "export",
 ];
 
@@ -578,6 +593,21 @@ impl Config {
                 }
             }
         };
+        let unread_reply_limit = match top.get("unread_reply_limit") {
+            None => Some(DEFAULT_UNREAD_REPLY_LIMIT),
+            Some(n) => {
+                match src.string(n, "unread_reply_limit", "an interval such as \"10s\" or \"off\"")?.as_str()
+                {
+                    "0" | "0s" | "off" => None,
+                    text => Some(parse_interval(text).map_err(|m| err("unread_reply_limit", m))?),
+                }
+            }
+        };
+        let memory_limit = match size_or_off(&src, top.get("memory_limit"), "memory_limit", "1GiB")? {
+            None => DEFAULT_MEMORY_LIMIT,
+            Some(0) => 0,
+            Some(n) => checked_memory_limit(n).map_err(|m| err("memory_limit", m))?,
+        };
         let read_ahead = match size_or_off(&src, top.get("read_ahead"), "read_ahead", "4MiB")? {
             None => DEFAULT_READ_AHEAD,
             Some(0) => 0,
@@ -613,6 +643,8 @@ impl Config {
             summary_interval,
             stop_timeout,
             handshake_limit,
+            memory_limit,
+            unread_reply_limit,
             exports,
             file: file.into(),
             listen_lines,
@@ -662,7 +694,8 @@ impl Config {
     /// only a restart changes (SIGHUP says them on standard error). Weights and classes,
     /// `summary_interval`, `stop_timeout` and `handshake_limit` apply at once (the last to
     /// connections that come after) and are not listed; nor is an export's
-    /// `size`, which only creates a file that does not exist.
+    /// `size`, which only creates a file that does not exist. `unread_reply_limit` applies at once
+    /// too; `memory_limit` needs a restart.
     pub fn restart_needed(&self, new: &Config) -> Vec<String> {
         let mut notes = Vec::new();
         let mut differs = |field: &str, was: String, now: String| {
@@ -696,6 +729,7 @@ impl Config {
         let bytes = |n: u64| if n == 0 { "off".to_string() } else { format!("{n} bytes") };
         differs("read_ahead", bytes(self.read_ahead), bytes(new.read_ahead));
         differs("read_cache", bytes(self.read_cache), bytes(new.read_cache));
+        differs("memory_limit", bytes(self.memory_limit), bytes(new.memory_limit));
         differs("threads", self.threads_or_default().to_string(), new.threads_or_default().to_string());
         // By name, looked up (a SIGHUP to a server of 10,000 exports compared every pair).
         let running: HashMap<&str, &Export> = self.exports.iter().map(|e| (e.name.as_str(), e)).collect();
@@ -1046,6 +1080,19 @@ pub const DEFAULT_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_
 /// descriptors). Real clients negotiate in milliseconds.
 pub const DEFAULT_HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// What one connection's requests may hold at once (read buffers until their reply is sent, write
+/// payloads until written, read-ahead windows): beyond it the server stops reading from that client.
+pub const CONNECTION_BUDGET: u64 = 64 << 20;
+
+/// The memory all connections' requests may hold without a `memory_limit` field. Sixteen clients
+/// that each keep a whole connection's budget outstanding (64 MiB: 256 requests of 256 KiB) fill
+/// it; clients of virtual machines keep far less (qemu: a few hundred KiB to a few MiB each).
+pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
+
+/// How long a client may leave its replies unread while others wait for memory, without an
+/// `unread_reply_limit` field: as long as a client may take to negotiate.
+pub const DEFAULT_UNREAD_REPLY_LIMIT: std::time::Duration = DEFAULT_HANDSHAKE_LIMIT;
+
 /// The largest `size` of a file to create: what the I/O engine addresses of each file (1 PiB, whole
 /// 4 KiB blocks), whose requests past it it refuses. File systems may hold less (`check` knows some).
 pub const MAX_EXPORT_SIZE: u64 = bfq_io::TARGET_BYTES;
@@ -1072,6 +1119,24 @@ fn checked_read_cache(n: u64) -> Result<u64, String> {
     let window = crate::read_cache::MAX_ENTRY;
     if n < window {
         return Err(format!("must be at least 1MiB (one read-ahead window) or \"off\", got {n} bytes"));
+    }
+    // SAFETY: sysconf has no preconditions.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    let memory = u64::try_from(pages).unwrap_or(0).saturating_mul(u64::try_from(page).unwrap_or(0));
+    if memory > 0 && n > memory {
+        return Err(format!("{} MiB is more than this machine's memory ({} MiB)", n >> 20, memory >> 20));
+    }
+    Ok(n)
+}
+
+/// A memory limit: at least one connection's budget (so that every request the protocol allows can
+/// be served: a connection's budget fits the largest), at most the machine's memory.
+fn checked_memory_limit(n: u64) -> Result<u64, String> {
+    if n < CONNECTION_BUDGET {
+        return Err(format!(
+            "must be at least 64MiB (what one connection may hold) or \"off\", got {} bytes",
+            n
+        ));
     }
     // SAFETY: sysconf has no preconditions.
     let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
@@ -1340,6 +1405,30 @@ mod tests {
     }
 
     #[test]
+    fn memory_limit_is_one_gib_unless_set_at_least_one_connections_budget_and_can_be_off() {
+        let config = |top: &str| Config::from_toml(&one_export(top, ""), "s.toml");
+        let limit = |top: &str| config(top).map(|c| c.memory_limit);
+        assert_eq!(limit("").unwrap(), 1 << 30);
+        assert_eq!(limit("memory_limit = \"256MiB\"").unwrap(), 256 << 20);
+        assert_eq!(limit("memory_limit = \"off\"").unwrap(), 0);
+        // Smaller than what one connection may hold: a request of the largest size could never be
+        // served. Said on its line.
+        let e = limit("listen = [\"127.0.0.1:0\"]\nmemory_limit = \"32MiB\"").unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (Some(2), Some("memory_limit")), "{e}");
+        assert!(e.message.contains("at least 64MiB (what one connection may hold)"), "{e}");
+        let e = limit("memory_limit = \"1000TiB\"").unwrap_err();
+        assert!(e.message.contains("more than this machine's memory"), "{e}");
+        let e = limit("memory_limit = true").unwrap_err();
+        assert!(e.message.contains("a size such as \"1GiB\" or \"off\""), "{e}");
+        let unread = |top: &str| config(top).map(|c| c.unread_reply_limit);
+        assert_eq!(unread("").unwrap(), Some(std::time::Duration::from_secs(10)));
+        assert_eq!(unread("unread_reply_limit = \"2s\"").unwrap(), Some(std::time::Duration::from_secs(2)));
+        assert_eq!(unread("unread_reply_limit = \"off\"").unwrap(), None);
+        let e = unread("unread_reply_limit = \"1ms\"").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("unread_reply_limit"), "{e}");
+    }
+
+    #[test]
     fn wrong_types_name_the_field_and_say_what_is_expected_in_words() {
         let cases = [
             (
@@ -1500,21 +1589,41 @@ mod tests {
         let before = Config::from_toml(&one_export("", "description = \"d\""), "s.toml").unwrap();
         assert_eq!(before.restart_needed(&before), Vec::<String>::new(), "nothing changed");
         let top = "listen = [\"127.0.0.1:1\"]\nscheduler = \"fifo\"\ndepth = 8\nmetrics = \"127.0.0.1:2\"\n\
-                   read_ahead = \"1MiB\"\nread_cache = \"8MiB\"\nthreads = 2\nsummary_interval = \"1s\"\nstop_timeout = \"5s\"\nhandshake_limit = \"off\"";
+                   read_ahead = \"1MiB\"\nread_cache = \"8MiB\"\nthreads = 2\nsummary_interval = \"1s\"\nstop_timeout = \"5s\"\nhandshake_limit = \"off\"\n\
+                   memory_limit = \"128MiB\"\nunread_reply_limit = \"off\"";
         let after = Config::from_toml(&one_export(top, "cache = \"read\"\nweight = 500"), "s.toml").unwrap();
         let notes = before.restart_needed(&after);
         let fields: Vec<&str> = notes.iter().map(|n| n.split('`').nth(1).unwrap_or_default()).collect();
         assert_eq!(
             fields,
-            ["listen", "scheduler", "params", "depth", "metrics", "read_ahead", "read_cache", "threads", "a"],
+            [
+                "listen",
+                "scheduler",
+                "params",
+                "depth",
+                "metrics",
+                "read_ahead",
+                "read_cache",
+                "memory_limit",
+                "threads",
+                "a"
+            ],
             "{notes:#?}"
         );
         assert_eq!(notes[3], "`depth` changes only with a restart: still 32, not 8");
-        assert_eq!(notes[8], "export `a`: cache, description change only with a restart; not applied");
+        assert_eq!(
+            notes[7],
+            "`memory_limit` changes only with a restart: still 1073741824 bytes, not 134217728 bytes"
+        );
+        assert_eq!(notes[9], "export `a`: cache, description change only with a restart; not applied");
         // What a reload applies (weights, the summary's interval, the stop's bound) is not listed.
         assert!(
             !notes.iter().any(|n| {
-                n.contains("weight") || n.contains("summary") || n.contains("stop") || n.contains("handshake")
+                n.contains("weight")
+                    || n.contains("summary")
+                    || n.contains("stop")
+                    || n.contains("handshake")
+                    || n.contains("unread")
             }),
             "{notes:#?}"
         );

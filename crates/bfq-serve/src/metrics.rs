@@ -219,6 +219,30 @@ fn share_of_reads(hits: u64, reads: u64, from: &str) -> String {
     format!(" {:.0}% of reads from {from}", hits as f64 * 100.0 / reads.max(1) as f64)
 }
 
+/// The server's memory: request data the connections hold and `memory_limit` (when there is one),
+/// buffers they keep for reuse, and connections closed for leaving their replies
+/// unread while others waited for memory (`unread_reply_limit`).
+pub fn memory_gauges(held_and_limit: Option<(u64, u64)>, pooled: u64, unread_closed: u64) -> String {
+    let mut o = String::new();
+    if let Some((held, limit)) = held_and_limit {
+        o.push_str(&format!(
+            "# HELP bfq_serve_request_memory_bytes Request data the connections hold (read buffers \
+             until their reply is sent, write payloads until written, read-ahead windows).\n\
+             # TYPE bfq_serve_request_memory_bytes gauge\nbfq_serve_request_memory_bytes {held}\n\
+             # HELP bfq_serve_request_memory_limit_bytes The most they may hold together (memory_limit).\n\
+             # TYPE bfq_serve_request_memory_limit_bytes gauge\nbfq_serve_request_memory_limit_bytes {limit}\n"
+        ));
+    }
+    o.push_str(&format!(
+        "# HELP bfq_serve_pooled_buffer_bytes Buffers the connections keep for reuse.\n\
+         # TYPE bfq_serve_pooled_buffer_bytes gauge\nbfq_serve_pooled_buffer_bytes {pooled}\n\
+         # HELP bfq_serve_unread_reply_closes_total Connections closed because their client left its \
+         replies unread while others waited for memory (unread_reply_limit).\n\
+         # TYPE bfq_serve_unread_reply_closes_total counter\nbfq_serve_unread_reply_closes_total {unread_closed}\n"
+    ));
+    o
+}
+
 /// The read cache's gauges (`read_cache`): bytes of windows kept, and bytes of memory made for it so
 /// far (it is made in the background after the start, up to `read_cache`).
 pub fn read_cache_gauges(kept: u64, memory: u64) -> String {

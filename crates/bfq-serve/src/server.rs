@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bfq_io::{
@@ -40,7 +40,7 @@ const MAX_IN_FLIGHT_PER_CONNECTION: usize = 256;
 /// Data of one connection's requests being served at once (read buffers until their reply is sent,
 /// write payloads until written): beyond it the server stops reading from that client. With the
 /// request count above, what one client can make the server hold is bounded by bytes as well.
-const MAX_BYTES_IN_FLIGHT_PER_CONNECTION: usize = 64 << 20;
+const MAX_BYTES_IN_FLIGHT_PER_CONNECTION: usize = crate::config::CONNECTION_BUDGET as usize;
 /// The unit of that budget (a semaphore permit).
 const BUDGET_UNIT: usize = 4096;
 /// A connection with at most this many requests outstanding (the new one included) gets read-ahead
@@ -286,8 +286,15 @@ struct State {
     summary: watch::Sender<Option<std::time::Duration>>,
     /// Each open connection's socket (a descriptor of its own), by connection: what a stop that
     /// outlasts `stop_timeout` shuts down.
-    sockets: Mutex<HashMap<u64, Arc<std::os::fd::OwnedFd>>>,
+    sockets: Mutex<HashMap<u64, Arc<Open>>>,
     next_connection: AtomicU64,
+    /// What all connections' requests may hold (`memory_limit`), if bounded.
+    memory: Option<Memory>,
+    /// Bytes of buffers the connections keep for reuse, together (`BufPool`).
+    pooled: Arc<AtomicUsize>,
+    /// Connections closed because their client left replies unread while others waited for
+    /// memory (`unread_reply_limit`).
+    unread_closed: AtomicU64,
     /// How far read-ahead windows reach past a sequential reader, in bytes (0: none).
     read_ahead: u64,
     /// Per engine (device): which connections sent requests lately (read-ahead is for a reader
@@ -364,6 +371,7 @@ impl State {
         }
         running.stop_timeout = new.stop_timeout;
         running.handshake_limit = new.handshake_limit;
+        running.unread_reply_limit = new.unread_reply_limit;
         Ok(notes)
     }
 
@@ -1500,7 +1508,7 @@ impl Bound {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .values()
-                        .cloned()
+                        .map(|o| o.socket.clone())
                         .collect();
                     closed = Some(sockets.len());
                     eprintln!(
@@ -1676,6 +1684,13 @@ async fn serve_metrics(mut stream: tokio::net::TcpStream, state: Arc<State>) {
                 .collect();
             let conns = state2.connections();
             let mut page = crate::metrics::prometheus(&exports, &conns);
+            // Without a limit nothing counts the whole: each connection's own budget does.
+            let held = state2.memory.as_ref().map(|m| (m.held(), (m.total * BUDGET_UNIT) as u64));
+            page.push_str(&crate::metrics::memory_gauges(
+                held,
+                state2.pooled.load(Ordering::Relaxed) as u64,
+                state2.unread_closed.load(Ordering::Relaxed),
+            ));
             if let (Some(cache), Some(slabs)) = (&state2.read_cache, &state2.read_slabs) {
                 page.push_str(&crate::metrics::read_cache_gauges(cache.usage().0, slabs.made_bytes()));
             }
@@ -1863,6 +1878,9 @@ fn open_exports(config: &Config, made: &mut Made) -> Result<(State, Vec<Driver>)
         summary: watch::Sender::new(config.summary_interval),
         sockets: Mutex::new(HashMap::new()),
         next_connection: AtomicU64::new(0),
+        memory: (config.memory_limit > 0).then(|| Memory::new(config.memory_limit)),
+        pooled: Arc::new(AtomicUsize::new(0)),
+        unread_closed: AtomicU64::new(0),
         read_ahead: config.read_ahead,
         read_cache: cached.then(|| ReadCache::new(read_cache)),
         read_slabs: cached.then(|| Slabs::new(read_cache, chunk)),
@@ -2005,9 +2023,14 @@ where
     // not buffer (both write to the stream in the reply writer's order). Without it (out of
     // descriptors) the connection is not served: a stop could not end it.
     let Ok(socket) = stream.as_fd().try_clone_to_owned() else { return };
-    let socket = Arc::new(socket);
+    let open = Arc::new(Open {
+        socket: Arc::new(socket),
+        unread_since: Mutex::new(None),
+        export: std::sync::OnceLock::new(),
+        closed: AtomicBool::new(false),
+    });
     let id = state.next_connection.fetch_add(1, Ordering::Relaxed);
-    state.sockets.lock().unwrap_or_else(|p| p.into_inner()).insert(id, socket.clone());
+    state.sockets.lock().unwrap_or_else(|p| p.into_inner()).insert(id, open.clone());
     let _registered = Registered { state: &state, id };
     let (mut rd, mut wr) = tokio::io::split(stream);
     let limit = state.running.lock().unwrap_or_else(|p| p.into_inner()).handshake_limit;
@@ -2019,7 +2042,9 @@ where
         None => negotiation.await,
     };
     let Ok(Some(session)) = negotiated else { return };
-    transmission(rd, wr, Some(socket.clone()), state.clone(), session, stopped).await;
+    let _ = open.export.set(session.export);
+    let wr = Watched { inner: wr, open: open.clone() };
+    transmission(rd, wr, Some(open.socket.clone()), state.clone(), session, stopped).await;
 }
 
 /// A connection's socket in [`State::sockets`] while the connection lasts.
@@ -2338,7 +2363,7 @@ impl Failure {
 struct Reply {
     handle: u64,
     /// The share of the connection's byte budget this request holds until its reply is written.
-    _budget: Option<tokio::sync::OwnedSemaphorePermit>,
+    _budget: Option<Held>,
     body: Result<Body, Failure>,
 }
 
@@ -2370,7 +2395,7 @@ impl DataBuf {
 struct SharedBuf {
     buf: Option<AlignedBuf>,
     pool: BufPool,
-    _budget: tokio::sync::OwnedSemaphorePermit,
+    _budget: Held,
 }
 
 impl Drop for SharedBuf {
@@ -2388,7 +2413,7 @@ struct Waiter {
     len: u32,
     arrived: std::time::Instant,
     slot: tokio::sync::OwnedSemaphorePermit,
-    budget: tokio::sync::OwnedSemaphorePermit,
+    budget: Held,
 }
 
 /// What a read-ahead window holds: the reads waiting for it while it is read, then its data (`None`
@@ -2422,7 +2447,7 @@ fn window_reply(e: &ExportState, win: &RaWindow, data: &Arc<SharedBuf>, w: Waite
 async fn read_window(
     client: Client,
     win: Arc<RaWindow>,
-    budget: tokio::sync::OwnedSemaphorePermit,
+    budget: Held,
     pool: BufPool,
     state: Arc<State>,
     export: usize,
@@ -2503,7 +2528,7 @@ impl Reply {
     /// the connection's byte budget until sent.
     fn read(
         handle: u64,
-        budget: tokio::sync::OwnedSemaphorePermit,
+        budget: Held,
         offset: u64,
         len: u32,
         r: Result<(AlignedBuf, usize), Failure>,
@@ -2568,7 +2593,7 @@ async fn transmission<R, W>(
     state.live.lock().unwrap_or_else(|p| p.into_inner()).insert(queue, export);
     e.counters.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT_PER_CONNECTION);
-    let pool = BufPool::default();
+    let pool = BufPool::new(&state);
     let done = Completions::new();
     let issued: IssuedTable = Arc::new(Mutex::new(slab::Slab::with_capacity(MAX_IN_FLIGHT_PER_CONNECTION)));
     let writer = tokio::spawn(write_replies(
@@ -2659,7 +2684,9 @@ async fn transmission<R, W>(
                     let _ = tx.send(reply(Failure::new(EINVAL, beyond("read")))).await;
                     continue;
                 }
-                let Some(permit) = room_for(&budget, units(h.length), &mut readahead).await else { break };
+                let Some(permit) = room_for(&budget, &state, units(h.length), &mut readahead).await else {
+                    break;
+                };
                 if let (Some(file), true) = (&e.page_cache, h.length > 0) {
                     // All of it in the page cache: answered from memory, the device untouched (and
                     // the tenant not charged for device time it did not use). Not seen by the
@@ -2713,10 +2740,11 @@ async fn transmission<R, W>(
                             if read_cache.is_some_and(|c| c.covers(export, f.start, f.end)) {
                                 break;
                             }
-                            // A window's bytes count in the connection's budget; without room, no
-                            // more read-ahead this time (the windows stay contiguous).
+                            // A window's bytes count in the connection's budget and the server's;
+                            // without room, no more read-ahead this time (the windows stay
+                            // contiguous).
                             let need = ((f.end - f.start) as usize).div_ceil(BUDGET_UNIT) as u32;
-                            let Ok(wb) = budget.clone().try_acquire_many_owned(need) else { break };
+                            let Some(wb) = try_room(&budget, &state, need) else { break };
                             let win = Arc::new(Window {
                                 start: f.start,
                                 end: f.end,
@@ -2823,7 +2851,9 @@ async fn transmission<R, W>(
                     let _ = tx.send(reply(f)).await;
                     continue;
                 }
-                let Some(permit) = room_for(&budget, units(h.length), &mut readahead).await else { break };
+                let Some(permit) = room_for(&budget, &state, units(h.length), &mut readahead).await else {
+                    break;
+                };
                 let aligned = h.offset % BLOCK == 0 && u64::from(h.length) % BLOCK == 0 && h.length > 0;
                 let fua = h.flags & CMD_FLAG_FUA != 0;
                 if let Some(file) = &e.page_cache {
@@ -2976,28 +3006,197 @@ async fn transmission<R, W>(
     engine.remove_queue(queue);
 }
 
-/// `units` of the connection's byte budget for a request's data. Read-ahead windows hold part of
-/// the same budget until the reader moves past them, and only this connection's reader lets them
-/// go: a request that does not fit beside them (three sequential reads of 30 MiB, then a 32 MiB
-/// write, with the default 4 MiB read-ahead) waited for them for ever, its connection stuck and its
-/// memory held even after the client left. So the windows go first (a stream reads ahead again
-/// from its next read), and the wait ends as the replies in flight are sent. `None` once the
-/// budget is closed.
+/// A request's hold on memory until its reply is written (or its write is done): its units of its
+/// connection's byte budget and, under `memory_limit`, of the server's.
+struct Held {
+    _connection: tokio::sync::OwnedSemaphorePermit,
+    _server: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// What all connections' requests may hold together (`memory_limit`), in [`BUDGET_UNIT`]s.
+struct Memory {
+    units: Arc<tokio::sync::Semaphore>,
+    total: usize,
+}
+
+impl Memory {
+    fn new(limit: u64) -> Memory {
+        let total = (limit as usize) / BUDGET_UNIT;
+        Memory { units: Arc::new(tokio::sync::Semaphore::new(total)), total }
+    }
+
+    /// Bytes the connections' requests hold now.
+    fn held(&self) -> u64 {
+        ((self.total - self.units.available_permits()) * BUDGET_UNIT) as u64
+    }
+}
+
+/// An open connection in [`State::sockets`].
+struct Open {
+    /// A descriptor of its socket of its own: what a stop that outlasts `stop_timeout`, or a client
+    /// that leaves its replies unread too long (`unread_reply_limit`), shuts down.
+    socket: Arc<std::os::fd::OwnedFd>,
+    /// Since when the reply writer has been waiting for the client to take replies, the socket
+    /// full (`None`: it is not).
+    unread_since: Mutex<Option<std::time::Instant>>,
+    /// Its export, once negotiated.
+    export: std::sync::OnceLock<usize>,
+    /// Closed for its unread replies (said once).
+    closed: AtomicBool,
+}
+
+/// The write half of a connection's socket, noting in [`Open::unread_since`] when the client stops
+/// taking its replies (a write that cannot go on) and when it takes some again.
+struct Watched<W> {
+    inner: W,
+    open: Arc<Open>,
+}
+
+impl<W> Watched<W> {
+    fn note<T>(&self, r: &std::task::Poll<std::io::Result<T>>, wrote: impl Fn(&T) -> bool) {
+        let mut since = self.open.unread_since.lock().unwrap_or_else(|p| p.into_inner());
+        match r {
+            std::task::Poll::Pending => {
+                since.get_or_insert_with(std::time::Instant::now);
+            }
+            std::task::Poll::Ready(Ok(n)) if wrote(n) => *since = None,
+            std::task::Poll::Ready(_) => {}
+        }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Watched<W> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.note(&r, |n| *n > 0);
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.note(&r, |n| *n > 0);
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_flush(cx);
+        self.note(&r, |_| false);
+        r
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// How often a request waiting for the server's memory looks for clients that leave their replies
+/// unread (`unread_reply_limit`).
+const UNREAD_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
+
+impl State {
+    /// Closes every connection whose client has left its replies unread for longer than
+    /// `unread_reply_limit`: called while a request waits for memory that such clients hold. The
+    /// socket is shut down, so its writer drops the replies it holds (and their memory) and its
+    /// reader sees the end.
+    fn close_unread(&self) {
+        let Some(limit) = self.running.lock().unwrap_or_else(|p| p.into_inner()).unread_reply_limit else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let open: Vec<Arc<Open>> =
+            self.sockets.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for o in open {
+            let since = *o.unread_since.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(since) = since.filter(|t| now.saturating_duration_since(*t) > limit) else { continue };
+            if o.closed.swap(true, Ordering::Relaxed) {
+                continue;
+            }
+            self.unread_closed.fetch_add(1, Ordering::Relaxed);
+            let export =
+                o.export.get().map_or(String::new(), |&e| format!(" of export `{}`", self.exports[e].name));
+            eprintln!(
+                "bfq serve: a connection{export} closed: its client left its replies unread for {:.1} s \
+                 while other connections waited for memory (memory_limit, unread_reply_limit)",
+                now.saturating_duration_since(since).as_secs_f64()
+            );
+            let _ = rustix::net::shutdown(&*o.socket, rustix::net::Shutdown::Both);
+        }
+    }
+}
+
+/// `units` of the connection's byte budget for a request's data, and of the server's under
+/// `memory_limit`. Read-ahead windows hold part of both until the reader moves past them, and only
+/// this connection's reader lets them go: a request that does not fit beside them (three sequential
+/// reads of 30 MiB, then a 32 MiB write, with the default 4 MiB read-ahead) waited for them for
+/// ever, its connection stuck and its memory held even after the client left. So the windows go
+/// first (a stream reads ahead again from its next read), and the wait ends as the replies in
+/// flight are sent. While it waits for the server's memory, clients that leave their replies unread
+/// past `unread_reply_limit` are disconnected ([`State::close_unread`]): their memory would
+/// otherwise be held for as long as they like. `None` once a budget is closed.
 async fn room_for<T>(
     budget: &Arc<tokio::sync::Semaphore>,
+    state: &State,
     units: u32,
     readahead: &mut Option<ReadAhead<T>>,
-) -> Option<tokio::sync::OwnedSemaphorePermit> {
-    match budget.clone().try_acquire_many_owned(units) {
-        Ok(permit) => Some(permit),
-        Err(tokio::sync::TryAcquireError::Closed) => None,
+) -> Option<Held> {
+    let connection = match budget.clone().try_acquire_many_owned(units) {
+        Ok(permit) => permit,
+        Err(tokio::sync::TryAcquireError::Closed) => return None,
         Err(tokio::sync::TryAcquireError::NoPermits) => {
             if let Some(ra) = readahead.as_mut() {
                 ra.drop_windows();
             }
-            budget.clone().acquire_many_owned(units).await.ok()
+            budget.clone().acquire_many_owned(units).await.ok()?
         }
-    }
+    };
+    let Some(memory) = &state.memory else { return Some(Held { _connection: connection, _server: None }) };
+    let server = match memory.units.clone().try_acquire_many_owned(units) {
+        Ok(permit) => permit,
+        Err(tokio::sync::TryAcquireError::Closed) => return None,
+        Err(tokio::sync::TryAcquireError::NoPermits) => {
+            if let Some(ra) = readahead.as_mut() {
+                ra.drop_windows();
+            }
+            let wait = memory.units.clone().acquire_many_owned(units);
+            tokio::pin!(wait);
+            loop {
+                tokio::select! {
+                    permit = &mut wait => break permit.ok()?,
+                    _ = tokio::time::sleep(UNREAD_CHECK) => state.close_unread(),
+                }
+            }
+        }
+    };
+    Some(Held { _connection: connection, _server: Some(server) })
+}
+
+/// As [`room_for`], without waiting: `None` if either budget has no room now (for read-ahead
+/// windows, which are not worth a wait).
+fn try_room(budget: &Arc<tokio::sync::Semaphore>, state: &State, units: u32) -> Option<Held> {
+    let connection = budget.clone().try_acquire_many_owned(units).ok()?;
+    let server = match &state.memory {
+        Some(memory) => Some(memory.units.clone().try_acquire_many_owned(units).ok()?),
+        None => None,
+    };
+    Some(Held { _connection: connection, _server: server })
 }
 
 /// One read from the client into `buf`: as long as it takes while the server runs; once it stops
@@ -3103,27 +3302,62 @@ fn allocation_extents(file: Option<&std::fs::File>, offset: u64, len: u32, req_o
 /// reply is written, a write's once the write completes (O_DIRECT needs aligned buffers, and a fresh
 /// one per request costs an allocation and page faults). Every reuse fills the whole buffer (a read
 /// from the device, a payload from the client) before anything of it is sent or written.
-#[derive(Clone, Default)]
-struct BufPool(Arc<Mutex<Vec<AlignedBuf>>>);
+///
+/// What all connections keep together is bounded too, under `memory_limit`: a quarter of it
+/// ([`State::pooled`]); 200 connections each keeping their 8 MiB would hold 1.6 GiB of idle buffers.
+#[derive(Clone)]
+struct BufPool(Arc<PoolInner>);
+
+struct PoolInner {
+    bufs: Mutex<Vec<AlignedBuf>>,
+    /// What every connection's pool keeps, together.
+    pooled: Arc<AtomicUsize>,
+    /// The most that may be.
+    cap: usize,
+}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        let bufs = self.bufs.get_mut().unwrap_or_else(|p| p.into_inner());
+        let kept: usize = bufs.iter().map(AlignedBuf::footprint).sum();
+        self.pooled.fetch_sub(kept, Ordering::Relaxed);
+    }
+}
 
 impl BufPool {
     const KEEP: usize = 64;
     const KEEP_BYTES: usize = 8 << 20;
 
+    fn new(state: &State) -> BufPool {
+        let cap = state.memory.as_ref().map_or(usize::MAX, |m| m.total * BUDGET_UNIT / 4);
+        BufPool(Arc::new(PoolInner { bufs: Mutex::new(Vec::new()), pooled: state.pooled.clone(), cap }))
+    }
+
     fn get(&self, len: usize) -> AlignedBuf {
-        let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = self.0.bufs.lock().unwrap_or_else(|p| p.into_inner());
         match pool.iter().position(|b| b.len() == len) {
-            Some(i) => pool.swap_remove(i),
+            Some(i) => {
+                let buf = pool.swap_remove(i);
+                self.0.pooled.fetch_sub(buf.footprint(), Ordering::Relaxed);
+                buf
+            }
             None => AlignedBuf::zeroed(len),
         }
     }
 
     fn put(&self, buf: AlignedBuf) {
-        let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = self.0.bufs.lock().unwrap_or_else(|p| p.into_inner());
         // What the buffers hold in memory (a 3 MiB buffer holds two huge pages).
         let kept: usize = pool.iter().map(AlignedBuf::footprint).sum();
-        if pool.len() < Self::KEEP && !buf.is_empty() && kept + buf.footprint() <= Self::KEEP_BYTES {
-            pool.push(buf);
+        let size = buf.footprint();
+        if pool.len() < Self::KEEP && !buf.is_empty() && kept + size <= Self::KEEP_BYTES {
+            // Counted first, given back if it would pass the cap: two connections that put at once
+            // cannot both pass it.
+            if self.0.pooled.fetch_add(size, Ordering::Relaxed) + size <= self.0.cap {
+                pool.push(buf);
+            } else {
+                self.0.pooled.fetch_sub(size, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -3216,7 +3450,7 @@ struct Issued {
     /// Its place among the connection's requests in flight, and its share of the byte budget: held
     /// until its reply is written.
     _slot: tokio::sync::OwnedSemaphorePermit,
-    _budget: tokio::sync::OwnedSemaphorePermit,
+    _budget: Held,
 }
 
 enum IssuedKind {
@@ -3236,7 +3470,7 @@ fn issue(
     arrived: std::time::Instant,
     what: IssuedKind,
     slot: tokio::sync::OwnedSemaphorePermit,
-    budget: tokio::sync::OwnedSemaphorePermit,
+    budget: Held,
 ) -> u64 {
     let issued = Issued { handle: h.handle, length: h.length, arrived, what, _slot: slot, _budget: budget };
     table.lock().unwrap_or_else(|p| p.into_inner()).insert(issued) as u64

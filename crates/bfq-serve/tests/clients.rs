@@ -1262,6 +1262,107 @@ fn a_client_that_never_reads_its_replies_cannot_make_the_server_grow_without_bou
     server.stop().unwrap();
 }
 
+/// A raw client that asks for `mib` reads of 1 MiB and reads no reply, its requests sent from a
+/// thread of its own; the thread ends when the server closes the connection or all are sent.
+fn deaf_client(tcp: &str, export: &str, mib: u64) -> (Raw, std::thread::JoinHandle<()>) {
+    let mut c = Raw::connect(tcp);
+    c.hello();
+    assert_eq!(c.go(export), 1);
+    let mut s = c.0.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        for i in 0..mib {
+            if s.write_all(&common::request_header(0, 0, i, (i % 63) << 20, 1 << 20)).is_err() {
+                break;
+            }
+        }
+    });
+    (c, sender)
+}
+
+/// Reads what the server sends until it closes the connection: whether it does within `within`.
+fn closed_within(c: &mut Raw, within: std::time::Duration) -> bool {
+    c.0.set_read_timeout(Some(within)).unwrap();
+    let mut sink = vec![0u8; 1 << 20];
+    let end = std::time::Instant::now() + within;
+    while std::time::Instant::now() < end {
+        match c.0.read(&mut sink) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                return false
+            }
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// Issue 16, robustness: the server's memory is bounded across connections, not only per connection
+/// (`memory_limit`): before, eight clients that send reads and read no reply took it to 657 MB, 64
+/// MiB each. A client that leaves its replies unread is left alone while nobody needs its memory,
+/// and disconnected once another connection has waited for memory it holds past
+/// `unread_reply_limit`; the waiting client is then served.
+#[test]
+fn clients_that_leave_replies_unread_hold_at_most_memory_limit_and_are_closed_when_others_wait() {
+    let _memory = big_memory();
+    let pid = std::process::id();
+    let path = PathBuf::from(format!("/var/tmp/bfq-serve-unread-{pid}.img"));
+    let _ = std::fs::remove_file(&path);
+    let _files = Files(vec![path.clone()]);
+    let text = format!(
+        "listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\nsummary_interval = \"off\"\n\
+         memory_limit = \"64MiB\"\nunread_reply_limit = \"1s\"\n\
+         [[export]]\nname = \"u\"\npath = \"{}\"\nsize = \"64MiB\"\n",
+        path.display()
+    );
+    let server = start(Config::from_toml(&text, "unread.toml").unwrap()).unwrap();
+    let tcp = server.addresses()[0].clone();
+    let before = rss_bytes();
+    // One client that reads nothing, alone: it keeps its memory as long as nobody waits for it.
+    let (mut deaf, sender) = deaf_client(&tcp, "u", 128);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let page = metrics_page(&server);
+    assert_eq!(metric(&page, "bfq_serve_unread_reply_closes_total"), 0, "closed with nobody waiting");
+    assert!(metric(&page, "bfq_serve_request_memory_bytes") >= 32 << 20, "it holds its replies:\n{page}");
+    assert_eq!(metric(&page, "bfq_serve_request_memory_limit_bytes"), 64 << 20);
+    // Another client's read waits for that memory: the deaf one is disconnected, the read served.
+    let mut light = Raw::connect(&tcp);
+    light.hello();
+    assert_eq!(light.go("u"), 1);
+    light.request(0, 7, 0, 4096, &[]);
+    assert_eq!(light.simple(), (0, 7), "the waiting client is served");
+    light.read_n(4096);
+    assert!(closed_within(&mut deaf, std::time::Duration::from_secs(10)), "the deaf client stays connected");
+    sender.join().unwrap();
+    assert_eq!(metric(&metrics_page(&server), "bfq_serve_unread_reply_closes_total"), 1);
+    // Eight at once (the case that took 657 MB): the server holds at most its limit of request data,
+    // and a client that reads its replies is still served.
+    // Its peak: the memory of a closed client's replies is given back at once.
+    let deaf: Vec<_> = (0..8).map(|_| deaf_client(&tcp, "u", 128)).collect();
+    let mut peak = 0;
+    for _ in 0..60 {
+        peak = peak.max(rss_bytes());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let grown = peak.saturating_sub(before);
+    eprintln!("server grew by at most {} MiB with 8 clients that read nothing", grown >> 20);
+    assert!(grown < 192 << 20, "the server grew by {} MiB (memory_limit 64 MiB)", grown >> 20);
+    let page = metrics_page(&server);
+    assert!(metric(&page, "bfq_serve_request_memory_bytes") <= 64 << 20, "{page}");
+    assert!(metric(&page, "bfq_serve_pooled_buffer_bytes") <= 16 << 20, "{page}");
+    light.request(0, 8, 4096, 4096, &[]);
+    assert_eq!(light.simple(), (0, 8), "a client that reads its replies is served beside them");
+    light.read_n(4096);
+    for (mut c, sender) in deaf {
+        drop(c.0.shutdown(std::net::Shutdown::Both));
+        let _ = closed_within(&mut c, std::time::Duration::from_secs(1));
+        sender.join().unwrap();
+    }
+    server.stop().unwrap();
+}
+
 /// Issue 16 part 6: libnbd's nbdcopy copies an image in (with several connections, as it does when
 /// the server offers multi-conn) and out byte for byte, and fio's nbd engine writes random blocks and
 /// verifies every one of them (crc32c) through the server.
