@@ -78,7 +78,10 @@ pub struct ClaimResult {
     pub headline: bool,
     /// What is checked, in words.
     pub check: String,
-    /// Our value of the checked quantity (a ratio; for orderings, none).
+    /// Our value of the checked quantity (a ratio; for orderings, none). In JSON a number, or the
+    /// string `"inf"` for a ratio over zero (JSON has no infinity; serde would write `null`, the
+    /// same as "not measured").
+    #[serde(serialize_with = "number_or_inf")]
     pub ours: Option<f64>,
     /// Our values per workload / per scheduler, for display.
     pub detail: String,
@@ -116,13 +119,25 @@ pub struct ClaimResult {
     pub today: Option<Beside>,
 }
 
+/// A value for JSON: a finite number as a number, an infinite one as `"inf"` or `"-inf"` (JSON has
+/// no infinity), none as `null`.
+fn number_or_inf<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(x) if x.is_infinite() => s.serialize_str(if *x > 0.0 { "inf" } else { "-inf" }),
+        Some(x) if x.is_finite() => s.serialize_f64(*x),
+        _ => s.serialize_none(),
+    }
+}
+
 /// An extra column beside a claim: the claim's quantity with another scheduler in place of the
 /// paper's, without a verdict.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Beside {
     /// The scheduler put in place of the paper's `bfq` ([`TODAY_BFQ`]).
     pub scheduler: String,
-    /// Its value of the claim's quantity (the claim's `ours` computed the same way), if measured.
+    /// Its value of the claim's quantity (the claim's `ours` computed the same way), if measured;
+    /// `"inf"` in JSON as the claim's.
+    #[serde(serialize_with = "number_or_inf")]
     pub ours: Option<f64>,
     /// Its values per workload / per scheduler, or why it could not be measured.
     pub detail: String,
@@ -883,6 +898,29 @@ mod tests {
 
     fn eval_at(c: &Claim, ratio: f64) -> Verdict {
         eval_with(c, &|_| ratio).verdict
+    }
+
+    #[test]
+    fn a_ratio_over_zero_is_infinite_and_written_to_json_as_inf_not_as_null() {
+        // Seed 001 sec. 6.4: a drop rate over a drop rate of zero (no frame dropped) is higher than
+        // any margin; JSON has no infinity, and `null` would read as "not measured".
+        let c = claim("higher", "10r-seq", "");
+        let measure = |key: &RunKey, _: &str, _: Option<&str>| {
+            Ok(Value { value: if key.scheduler == "bfq" { 2.5 } else { 0.0 }, lower_bound: false })
+        };
+        let r = evaluate(&c, &measure);
+        assert_eq!((r.verdict.clone(), r.ours), (Verdict::Pass, Some(f64::INFINITY)));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["ours"], serde_json::json!("inf"));
+        // Both zero: equal, so not higher; an ordinary number in JSON.
+        let zero = |_: &RunKey, _: &str, _: Option<&str>| Ok(Value { value: 0.0, lower_bound: false });
+        let r = evaluate(&c, &zero);
+        assert_eq!((r.verdict.clone(), r.ours), (Verdict::Fail, Some(1.0)));
+        assert_eq!(serde_json::to_value(&r).unwrap()["ours"], serde_json::json!(1.0));
+        // Not measured (an ordering has no ratio): null.
+        let mut unmeasured = r;
+        unmeasured.ours = None;
+        assert!(serde_json::to_value(&unmeasured).unwrap()["ours"].is_null());
     }
 
     #[test]
