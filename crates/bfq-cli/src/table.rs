@@ -18,9 +18,55 @@ pub fn table(rows: impl IntoIterator<Item = Vec<String>>, align: &[Align], inden
     t.lines().map(|line| line.trim_end().to_string() + "\n").collect()
 }
 
+/// `text` as lines of at most `width` characters where its words allow (a word longer than a line
+/// stays whole), broken at spaces: the first line after `first`, the others after `rest` (the
+/// indents count in the width). Each line ends with a newline.
+pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    let mut indent_len = first.chars().count();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let len = line.chars().count();
+        if !empty && len + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = rest.to_string();
+            indent_len = rest.chars().count();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    if !empty || line.chars().count() > indent_len {
+        out.push_str(&line);
+    }
+    out.push('\n');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wrapped_text_breaks_at_spaces_within_the_width_and_keeps_long_words_whole() {
+        let text = "cfq bash startup_s / bfq bash startup_s on best-of-4 in [5.375, 12.200]";
+        assert_eq!(
+            wrap(text, "  check: ", "    ", 40),
+            "  check: cfq bash startup_s / bfq bash\n    startup_s on best-of-4 in [5.375,\n    12.200]\n"
+        );
+        assert!(wrap(text, "", "", 40).lines().all(|l| l.chars().count() <= 40));
+        // A word longer than the line is not cut.
+        assert_eq!(
+            wrap("a yfq[batch_size=4,idle_wait=4ms] b", "", "  ", 10),
+            "a\n  yfq[batch_size=4,idle_wait=4ms]\n  b\n"
+        );
+        assert_eq!(wrap("short", "> ", "  ", 100), "> short\n");
+    }
 
     #[test]
     fn tables_align_each_column_to_its_widest_cell() {

@@ -19,7 +19,7 @@ use std::time::Instant;
 use bfq_sim::RunReport;
 use serde::Serialize;
 
-use crate::table::{table, Align};
+use crate::table::{table, wrap, Align};
 
 use claims::ClaimResult;
 pub use claims::Verdict;
@@ -405,13 +405,29 @@ fn would_be(v: &Verdict) -> &'static str {
     }
 }
 
+/// Which BFQ and CFQ each paper's claims are judged on ([`runs::paper_variant`]), said once at the top
+/// of the terminal report (test `the_reports_legend_names_each_papers_own_variant`).
+const VARIANTS: &str = "Each claim is judged on its own paper's schedulers: `bfq` is BFQ+ (BFQ-v1) in seeds 000, 001 \
+     and 004, BFQ-v7r8 in seed 003, the original BFQ (no heuristics) in seed 002 and wherever it is named \
+     `bfq-no-heuristics`, and a recent kernel's BFQ (the seeds' mechanisms and the kernel's rules, none of this \
+     project's additions) in the traces' reference points (`ref_*`); `cfq` is Linux 2.6.21's in seed 002 and 2.6.33's rules otherwise. `bfq-today`, \
+     shown beside claims on `bfq` without a verdict, is this project's BFQ as it is today.";
+
+/// The width the terminal report wraps its words to.
+const REPORT_WIDTH: usize = 100;
+
+/// A claim's values as measured (or why it was not run).
+fn shown_values(c: &ClaimResult) -> String {
+    match &c.verdict {
+        Verdict::NotRun { reason } => reason.clone(),
+        _ => c.detail.clone(),
+    }
+}
+
 /// The detail line of a claim: our values, and for a claim that is not counted why, and what its
 /// verdict would be.
 pub fn detail_line(c: &ClaimResult) -> String {
-    let shown = match &c.verdict {
-        Verdict::NotRun { reason } => reason.clone(),
-        _ => c.detail.clone(),
-    };
+    let shown = shown_values(c);
     match (&c.why, c.counted) {
         (Some(why), false) => format!("not counted ({}): {why} | {shown}", would_be(&c.verdict)),
         _ => shown,
@@ -428,7 +444,7 @@ pub fn today_line(t: &claims::Beside) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     let detail = if order.is_empty() { t.detail.clone() } else { order };
-    format!("beside it, {} (this project's BFQ today, no verdict): {ours} | {detail}", t.scheduler)
+    format!("{} (no verdict): {ours} | {detail}", t.scheduler)
 }
 
 /// The terminal report: per experiment, the figures beside ours, then the verdicts.
@@ -461,6 +477,8 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
         r.profile.repetitions,
         r.run_time_s
     );
+    out.push_str(&wrap(VARIANTS, "", "  ", REPORT_WIDTH));
+    out.push('\n');
     let failed_runs: Vec<_> =
         r.runs.iter().filter_map(|x| x.report.as_ref().err().map(|e| (&x.label, e))).collect();
     for (label, e) in &failed_runs {
@@ -510,17 +528,23 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
                 };
                 let _ = writeln!(
                     out,
-                    "  {} {}{:<42} ours {:>7}  paper {:>6}  {}",
+                    "  {} {}{:<42} ours {:>7}  paper {:>6}",
                     paint(&format!("{:<11}", c.word())),
                     if c.headline { "*" } else { " " },
                     c.id,
                     ours,
                     paper,
-                    c.check
                 );
-                let _ = writeln!(out, "              {}", detail_line(c));
+                // The words under it, wrapped to the report's width, each part on lines of its own.
+                let (first, rest) = (" ".repeat(14), " ".repeat(16));
+                out.push_str(&wrap(&format!("check: {}", c.check), &first, &rest, REPORT_WIDTH));
+                if let (Some(why), false) = (&c.why, c.counted) {
+                    let why = format!("not counted ({}): {why}", would_be(&c.verdict));
+                    out.push_str(&wrap(&why, &first, &rest, REPORT_WIDTH));
+                }
+                out.push_str(&wrap(&shown_values(c), &first, &rest, REPORT_WIDTH));
                 if let Some(t) = &c.today {
-                    let _ = writeln!(out, "              {}", today_line(t));
+                    out.push_str(&wrap(&today_line(t), &first, &rest, REPORT_WIDTH));
                 }
             }
         }
@@ -531,17 +555,20 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
     }
     let _ = writeln!(
         out,
-        "headline claims (*): {}; all {} claims: {}",
+        "headline claims (*): {}\nall {} claims: {}",
         tally_words(tally(r.claims.iter().filter(|c| c.headline))),
         r.claims.len(),
         tally_words(tally(&r.claims)),
     );
-    let _ = writeln!(
-        out,
+    out.push_str(&wrap(
         "(UNSURE: a value is only a lower bound, e.g. a start-up that did not finish before the run ended; NOT COUNTED: \
          evaluated and shown, left out of the counts because it re-checks another claim's measurement or the model \
-         cannot fail or pass it by construction)"
-    );
+         cannot fail or pass it by construction; bfq-today: this project's BFQ of today in the place of the \
+         paper's, shown beside the paper's BFQ without a verdict)",
+        "",
+        " ",
+        REPORT_WIDTH,
+    ));
     let _ = writeln!(out, "run time: {:.1} s", r.run_time_s);
     out
 }
@@ -549,6 +576,25 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reports_legend_names_each_papers_own_variant() {
+        // Issue 13 item 3: each paper runs its own BFQ; the legend says which, as paper_variant does.
+        for seed in ["000", "001", "004"] {
+            assert_eq!(runs::paper_variant(seed, "bfq"), "v1");
+        }
+        assert_eq!(runs::paper_variant("003", "bfq"), "v7r8");
+        assert_eq!(runs::paper_variant("002", "bfq"), "original");
+        assert_eq!(runs::paper_variant("001", "bfq-no-heuristics"), "original");
+        assert_eq!(runs::paper_variant("002", "cfq"), "2.6.21");
+        assert_eq!(runs::paper_variant("003", "cfq"), "2.6.33");
+        assert_eq!(runs::paper_variant("traces-readme", "bfq"), "kernel");
+        for words in
+            ["BFQ+ (BFQ-v1) in seeds 000, 001 and 004", "BFQ-v7r8 in seed 003", "2.6.21's in seed 002"]
+        {
+            assert!(VARIANTS.contains(words), "{words}");
+        }
+    }
 
     /// `bfq suite --jobs DIR`: each planned run is a job file `bfq sim` reads back, named after its
     /// label, with the command that runs it under the suite's scheduler and tunables.
