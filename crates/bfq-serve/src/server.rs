@@ -2025,7 +2025,7 @@ where
     let Ok(socket) = stream.as_fd().try_clone_to_owned() else { return };
     let open = Arc::new(Open {
         socket: Arc::new(socket),
-        unread_since: Mutex::new(None),
+        unread_since: AtomicU64::new(0),
         export: std::sync::OnceLock::new(),
         closed: AtomicBool::new(false),
     });
@@ -3037,8 +3037,8 @@ struct Open {
     /// that leaves its replies unread too long (`unread_reply_limit`), shuts down.
     socket: Arc<std::os::fd::OwnedFd>,
     /// Since when the reply writer has been waiting for the client to take replies, the socket
-    /// full (`None`: it is not).
-    unread_since: Mutex<Option<std::time::Instant>>,
+    /// full, as [`since_start`] (0: it is not). An atomic: the writer notes every write.
+    unread_since: AtomicU64,
     /// Its export, once negotiated.
     export: std::sync::OnceLock<usize>,
     /// Closed for its unread replies (said once).
@@ -3054,15 +3054,26 @@ struct Watched<W> {
 
 impl<W> Watched<W> {
     fn note<T>(&self, r: &std::task::Poll<std::io::Result<T>>, wrote: impl Fn(&T) -> bool) {
-        let mut since = self.open.unread_since.lock().unwrap_or_else(|p| p.into_inner());
+        let since = &self.open.unread_since;
         match r {
             std::task::Poll::Pending => {
-                since.get_or_insert_with(std::time::Instant::now);
+                let now = since_start(std::time::Instant::now());
+                let _ = since.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
             }
-            std::task::Poll::Ready(Ok(n)) if wrote(n) => *since = None,
+            // A load first: the common case (the client keeps up) writes nothing shared.
+            std::task::Poll::Ready(Ok(n)) if wrote(n) && since.load(Ordering::Relaxed) != 0 => {
+                since.store(0, Ordering::Relaxed)
+            }
             std::task::Poll::Ready(_) => {}
         }
     }
+}
+
+/// `t` as nanoseconds since the first call, plus one (0 stands for "never"), for an atomic.
+fn since_start(t: std::time::Instant) -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(std::time::Instant::now);
+    u64::try_from(t.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX - 1) + 1
 }
 
 impl<W: AsyncWrite + Unpin> AsyncWrite for Watched<W> {
@@ -3120,12 +3131,15 @@ impl State {
         let Some(limit) = self.running.lock().unwrap_or_else(|p| p.into_inner()).unread_reply_limit else {
             return;
         };
-        let now = std::time::Instant::now();
+        let now = since_start(std::time::Instant::now());
         let open: Vec<Arc<Open>> =
             self.sockets.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
         for o in open {
-            let since = *o.unread_since.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(since) = since.filter(|t| now.saturating_duration_since(*t) > limit) else { continue };
+            let since = o.unread_since.load(Ordering::Relaxed);
+            let unread = std::time::Duration::from_nanos(now.saturating_sub(since));
+            if since == 0 || unread <= limit {
+                continue;
+            }
             if o.closed.swap(true, Ordering::Relaxed) {
                 continue;
             }
@@ -3135,7 +3149,7 @@ impl State {
             eprintln!(
                 "bfq serve: a connection{export} closed: its client left its replies unread for {:.1} s \
                  while other connections waited for memory (memory_limit, unread_reply_limit)",
-                now.saturating_duration_since(since).as_secs_f64()
+                unread.as_secs_f64()
             );
             let _ = rustix::net::shutdown(&*o.socket, rustix::net::Shutdown::Both);
         }
