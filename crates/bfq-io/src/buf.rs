@@ -194,6 +194,18 @@ static SLOTS: SlottedPages = SlottedPages(Mutex::new(None));
 
 struct SlottedPages(Mutex<Option<HashMap<usize, SlotSize>>>);
 
+/// The memory a buffer of `len` bytes made by [`AlignedBuf::zeroed`] holds (its
+/// [`AlignedBuf::footprint`]), at most: `len` below [`SLOTTED_FROM`], the next power of two up to
+/// half a huge page, whole huge pages above. For whoever bounds memory by the buffers it will make.
+pub fn footprint_of(len: usize) -> usize {
+    match len {
+        0 => 0,
+        l if l < SLOTTED_FROM => l,
+        l if l <= HALF => slot_size(l),
+        l => l.next_multiple_of(HUGE_PAGE),
+    }
+}
+
 /// The slot size of a buffer of `len` bytes (from [`SLOTTED_FROM`] to [`HALF`]).
 fn slot_size(len: usize) -> usize {
     len.next_power_of_two().max(SLOTTED_FROM)
@@ -278,6 +290,25 @@ impl SlottedPages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn footprint_of_a_length_bounds_what_a_buffer_of_it_holds() {
+        for len in [1, 4096, 65_535, 65_536, 65_537, 69_632, 131_072, 1 << 20, (1 << 20) + 4096, 3 << 20] {
+            let buf = AlignedBuf::zeroed(len);
+            // Equal where the buffer went where its size sends it; a heap fallback holds less.
+            assert!(
+                buf.footprint() <= footprint_of(len),
+                "{len}: {} > {}",
+                buf.footprint(),
+                footprint_of(len)
+            );
+            assert!(footprint_of(len) >= len);
+        }
+        assert_eq!(footprint_of(0), 0);
+        assert_eq!(footprint_of(4096), 4096);
+        assert_eq!(footprint_of(69_632), 128 << 10);
+        assert_eq!(footprint_of((1 << 20) + 4096), 2 << 20);
+    }
 
     // One test per slot size touches `SLOTS` (tests run in parallel threads of one process).
     #[test]

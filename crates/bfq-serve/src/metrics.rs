@@ -219,25 +219,40 @@ fn share_of_reads(hits: u64, reads: u64, from: &str) -> String {
     format!(" {:.0}% of reads from {from}", hits as f64 * 100.0 / reads.max(1) as f64)
 }
 
-/// The server's memory: request data the connections hold and `memory_limit` (when there is one),
-/// buffers they keep for reuse, and connections closed for leaving their replies
-/// unread while others waited for memory (`unread_reply_limit`).
-pub fn memory_gauges(held_and_limit: Option<(u64, u64)>, pooled: u64, unread_closed: u64) -> String {
+/// What the connections hold under `memory_limit`, in bytes.
+pub struct MemoryHeld {
+    /// Requests' data (read buffers until their reply is sent, write payloads until written), as
+    /// the buffers they need are sized.
+    pub requests: u64,
+    /// `memory_limit`.
+    pub limit: u64,
+    /// Read-ahead windows (their own quarter of `memory_limit`).
+    pub windows: u64,
+}
+
+/// The server's memory: what the connections hold under `memory_limit` (when there is one), buffers
+/// they keep for reuse, and connections closed for leaving their replies unread (or a write's
+/// payload unsent) while others waited for memory (`unread_reply_limit`).
+pub fn memory_gauges(held: Option<MemoryHeld>, pooled: u64, unread_closed: u64) -> String {
     let mut o = String::new();
-    if let Some((held, limit)) = held_and_limit {
+    if let Some(MemoryHeld { requests, limit, windows }) = held {
         o.push_str(&format!(
-            "# HELP bfq_serve_request_memory_bytes Request data the connections hold (read buffers \
-             until their reply is sent, write payloads until written, read-ahead windows).\n\
-             # TYPE bfq_serve_request_memory_bytes gauge\nbfq_serve_request_memory_bytes {held}\n\
+            "# HELP bfq_serve_request_memory_bytes Memory the connections' requests hold (read buffers \
+             until their reply is sent, write payloads until written).\n\
+             # TYPE bfq_serve_request_memory_bytes gauge\nbfq_serve_request_memory_bytes {requests}\n\
              # HELP bfq_serve_request_memory_limit_bytes The most they may hold together (memory_limit).\n\
-             # TYPE bfq_serve_request_memory_limit_bytes gauge\nbfq_serve_request_memory_limit_bytes {limit}\n"
+             # TYPE bfq_serve_request_memory_limit_bytes gauge\nbfq_serve_request_memory_limit_bytes {limit}\n\
+             # HELP bfq_serve_read_ahead_memory_bytes Memory read-ahead windows hold (at most a quarter \
+             of memory_limit).\n\
+             # TYPE bfq_serve_read_ahead_memory_bytes gauge\nbfq_serve_read_ahead_memory_bytes {windows}\n"
         ));
     }
     o.push_str(&format!(
         "# HELP bfq_serve_pooled_buffer_bytes Buffers the connections keep for reuse.\n\
          # TYPE bfq_serve_pooled_buffer_bytes gauge\nbfq_serve_pooled_buffer_bytes {pooled}\n\
          # HELP bfq_serve_unread_reply_closes_total Connections closed because their client left its \
-         replies unread while others waited for memory (unread_reply_limit).\n\
+         replies unread (or a write's payload unsent) while others waited for memory \
+         (unread_reply_limit).\n\
          # TYPE bfq_serve_unread_reply_closes_total counter\nbfq_serve_unread_reply_closes_total {unread_closed}\n"
     ));
     o

@@ -1685,7 +1685,10 @@ async fn serve_metrics(mut stream: tokio::net::TcpStream, state: Arc<State>) {
             let conns = state2.connections();
             let mut page = crate::metrics::prometheus(&exports, &conns);
             // Without a limit nothing counts the whole: each connection's own budget does.
-            let held = state2.memory.as_ref().map(|m| (m.held(), (m.total * BUDGET_UNIT) as u64));
+            let held = state2.memory.as_ref().map(|m| {
+                let (requests, windows) = m.held();
+                crate::metrics::MemoryHeld { requests, limit: (m.total * BUDGET_UNIT) as u64, windows }
+            });
             page.push_str(&crate::metrics::memory_gauges(
                 held,
                 state2.pooled.load(Ordering::Relaxed) as u64,
@@ -2026,6 +2029,7 @@ where
     let open = Arc::new(Open {
         socket: Arc::new(socket),
         unread_since: AtomicU64::new(0),
+        payload_since: AtomicU64::new(0),
         export: std::sync::OnceLock::new(),
         closed: AtomicBool::new(false),
     });
@@ -2044,7 +2048,7 @@ where
     let Ok(Some(session)) = negotiated else { return };
     let _ = open.export.set(session.export);
     let wr = Watched { inner: wr, open: open.clone() };
-    transmission(rd, wr, Some(open.socket.clone()), state.clone(), session, stopped).await;
+    transmission(rd, wr, Some(open), state.clone(), session, stopped).await;
 }
 
 /// A connection's socket in [`State::sockets`] while the connection lasts.
@@ -2566,7 +2570,7 @@ fn errno_of(e: &IoError) -> u32 {
 async fn transmission<R, W>(
     rd: R,
     wr: W,
-    socket: Option<Arc<std::os::fd::OwnedFd>>,
+    open: Option<Arc<Open>>,
     state: Arc<State>,
     session: Session,
     mut stopped: watch::Receiver<bool>,
@@ -2598,7 +2602,7 @@ async fn transmission<R, W>(
     let issued: IssuedTable = Arc::new(Mutex::new(slab::Slab::with_capacity(MAX_IN_FLIGHT_PER_CONNECTION)));
     let writer = tokio::spawn(write_replies(
         wr,
-        socket,
+        open.clone(),
         rx,
         Direct { done: done.clone(), issued: issued.clone(), state: state.clone(), export },
         pool.clone(),
@@ -2609,7 +2613,12 @@ async fn transmission<R, W>(
     let budget = Arc::new(tokio::sync::Semaphore::new(MAX_BYTES_IN_FLIGHT_PER_CONNECTION / BUDGET_UNIT));
     // Requests being served, on either path (issued directly or in a task of their own).
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
-    let units = |len: u32| ((len as usize).div_ceil(BUDGET_UNIT).max(1)) as u32;
+    // What a request's buffer will hold: its blocks, as the buffer pool sizes them (a 68 KiB read
+    // holds a 128 KiB slot; charged by its length, memory could reach twice the bound).
+    let units = |offset: u64, len: u32| {
+        let span = (offset + u64::from(len)).next_multiple_of(BLOCK) - (offset - offset % BLOCK);
+        bfq_io::buf::footprint_of(span as usize).div_ceil(BUDGET_UNIT).max(1) as u32
+    };
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut draining = false;
     let mut readahead: Option<ReadAhead<Mutex<WindowState>>> = (state.read_ahead > 0
@@ -2684,7 +2693,8 @@ async fn transmission<R, W>(
                     let _ = tx.send(reply(Failure::new(EINVAL, beyond("read")))).await;
                     continue;
                 }
-                let Some(permit) = room_for(&budget, &state, units(h.length), &mut readahead).await else {
+                let Some(permit) = room_for(&budget, &state, units(h.offset, h.length), &mut readahead).await
+                else {
                     break;
                 };
                 if let (Some(file), true) = (&e.page_cache, h.length > 0) {
@@ -2740,11 +2750,11 @@ async fn transmission<R, W>(
                             if read_cache.is_some_and(|c| c.covers(export, f.start, f.end)) {
                                 break;
                             }
-                            // A window's bytes count in the connection's budget and the server's;
-                            // without room, no more read-ahead this time (the windows stay
-                            // contiguous).
-                            let need = ((f.end - f.start) as usize).div_ceil(BUDGET_UNIT) as u32;
-                            let Some(wb) = try_room(&budget, &state, need) else { break };
+                            // A window's bytes count in the connection's budget and in the server's
+                            // for windows; without room, no more read-ahead this time (the windows
+                            // stay contiguous).
+                            let need = units(f.start, (f.end - f.start) as u32);
+                            let Some(wb) = window_room(&budget, &state, need) else { break };
                             let win = Arc::new(Window {
                                 start: f.start,
                                 end: f.end,
@@ -2851,7 +2861,8 @@ async fn transmission<R, W>(
                     let _ = tx.send(reply(f)).await;
                     continue;
                 }
-                let Some(permit) = room_for(&budget, &state, units(h.length), &mut readahead).await else {
+                let Some(permit) = room_for(&budget, &state, units(h.offset, h.length), &mut readahead).await
+                else {
                     break;
                 };
                 let aligned = h.offset % BLOCK == 0 && u64::from(h.length) % BLOCK == 0 && h.length > 0;
@@ -2860,11 +2871,15 @@ async fn transmission<R, W>(
                     // So that the direct write need not wait on the kernel's dropping them.
                     crate::page_cache::forget(file, h.offset, u64::from(h.length));
                 }
+                // The payload holds its memory from here: a client that stops sending it is closed
+                // as one that stops reading its replies is (`State::close_unread`).
+                let sending = Sending::start(open.as_deref());
                 let payload = if aligned {
                     let mut buf = pool.get(h.length as usize);
                     if read_full(&mut rd, buf.as_mut_slice(), &mut stopped, &mut draining).await.is_err() {
                         break;
                     }
+                    drop(sending);
                     let range = (h.offset, h.offset + u64::from(h.length));
                     state.changing(export, range.0, range.1);
                     if e.locks.try_hold(range.0, range.1) {
@@ -2880,6 +2895,7 @@ async fn transmission<R, W>(
                     if read_full(&mut rd, &mut v, &mut stopped, &mut draining).await.is_err() {
                         break;
                     }
+                    drop(sending);
                     state.changing(export, h.offset, h.offset + u64::from(h.length));
                     Payload::Bytes(v)
                 };
@@ -3014,20 +3030,35 @@ struct Held {
 }
 
 /// What all connections' requests may hold together (`memory_limit`), in [`BUDGET_UNIT`]s.
+///
+/// Read-ahead windows have a quarter of that of their own (`windows`), taken only when free: a
+/// connection that read ahead and went idle keeps its windows until it reads again (only its reader
+/// lets them go), and in the requests' memory they would stall every other connection for as long.
 struct Memory {
     units: Arc<tokio::sync::Semaphore>,
     total: usize,
+    windows: Arc<tokio::sync::Semaphore>,
+    windows_total: usize,
 }
 
 impl Memory {
     fn new(limit: u64) -> Memory {
         let total = (limit as usize) / BUDGET_UNIT;
-        Memory { units: Arc::new(tokio::sync::Semaphore::new(total)), total }
+        let windows_total = total / 4;
+        Memory {
+            units: Arc::new(tokio::sync::Semaphore::new(total)),
+            total,
+            windows: Arc::new(tokio::sync::Semaphore::new(windows_total)),
+            windows_total,
+        }
     }
 
-    /// Bytes the connections' requests hold now.
-    fn held(&self) -> u64 {
-        ((self.total - self.units.available_permits()) * BUDGET_UNIT) as u64
+    /// Bytes of the requests' memory taken now (a request still waiting may hold part of what it
+    /// asked for: the semaphore hands out what frees up in order), and of the windows'.
+    fn held(&self) -> (u64, u64) {
+        let requests = (self.total - self.units.available_permits()) * BUDGET_UNIT;
+        let windows = (self.windows_total - self.windows.available_permits()) * BUDGET_UNIT;
+        (requests as u64, windows as u64)
     }
 }
 
@@ -3039,10 +3070,34 @@ struct Open {
     /// Since when the reply writer has been waiting for the client to take replies, the socket
     /// full, as [`since_start`] (0: it is not). An atomic: the writer notes every write.
     unread_since: AtomicU64,
+    /// Since when the reader has been waiting for the rest of a write's payload, whose memory it
+    /// holds, as [`since_start`] (0: it is not).
+    payload_since: AtomicU64,
     /// Its export, once negotiated.
     export: std::sync::OnceLock<usize>,
-    /// Closed for its unread replies (said once).
+    /// Closed: for its unread replies or unsent payload (said once), or by its writer when a reply
+    /// could not be sent whole.
     closed: AtomicBool,
+}
+
+/// A write's payload being read, noted in [`Open::payload_since`] until it is dropped.
+struct Sending<'a>(Option<&'a Open>);
+
+impl<'a> Sending<'a> {
+    fn start(open: Option<&'a Open>) -> Sending<'a> {
+        if let Some(o) = open {
+            o.payload_since.store(since_start(std::time::Instant::now()), Ordering::Relaxed);
+        }
+        Sending(open)
+    }
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        if let Some(o) = self.0 {
+            o.payload_since.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The write half of a connection's socket, noting in [`Open::unread_since`] when the client stops
@@ -3134,12 +3189,16 @@ impl State {
         let now = since_start(std::time::Instant::now());
         let open: Vec<Arc<Open>> =
             self.sockets.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let waited =
+            |since: u64| (since != 0).then(|| std::time::Duration::from_nanos(now.saturating_sub(since)));
         for o in open {
-            let since = o.unread_since.load(Ordering::Relaxed);
-            let unread = std::time::Duration::from_nanos(now.saturating_sub(since));
-            if since == 0 || unread <= limit {
-                continue;
-            }
+            let unread = waited(o.unread_since.load(Ordering::Relaxed)).filter(|w| *w > limit);
+            let unsent = waited(o.payload_since.load(Ordering::Relaxed)).filter(|w| *w > limit);
+            let what = match (unread, unsent) {
+                (Some(w), _) => format!("left its replies unread for {:.1} s", w.as_secs_f64()),
+                (None, Some(w)) => format!("left a write's payload unsent for {:.1} s", w.as_secs_f64()),
+                (None, None) => continue,
+            };
             if o.closed.swap(true, Ordering::Relaxed) {
                 continue;
             }
@@ -3147,9 +3206,8 @@ impl State {
             let export =
                 o.export.get().map_or(String::new(), |&e| format!(" of export `{}`", self.exports[e].name));
             eprintln!(
-                "bfq serve: a connection{export} closed: its client left its replies unread for {:.1} s \
-                 while other connections waited for memory (memory_limit, unread_reply_limit)",
-                unread.as_secs_f64()
+                "bfq serve: a connection{export} closed: its client {what} while other connections \
+                 waited for memory (memory_limit, unread_reply_limit)"
             );
             let _ = rustix::net::shutdown(&*o.socket, rustix::net::Shutdown::Both);
         }
@@ -3202,12 +3260,12 @@ async fn room_for<T>(
     Some(Held { _connection: connection, _server: Some(server) })
 }
 
-/// As [`room_for`], without waiting: `None` if either budget has no room now (for read-ahead
-/// windows, which are not worth a wait).
-fn try_room(budget: &Arc<tokio::sync::Semaphore>, state: &State, units: u32) -> Option<Held> {
+/// Room for a read-ahead window: in the connection's budget and the server's memory for windows
+/// ([`Memory`]), without waiting (a window is not worth a wait): `None` if either has no room now.
+fn window_room(budget: &Arc<tokio::sync::Semaphore>, state: &State, units: u32) -> Option<Held> {
     let connection = budget.clone().try_acquire_many_owned(units).ok()?;
     let server = match &state.memory {
-        Some(memory) => Some(memory.units.clone().try_acquire_many_owned(units).ok()?),
+        Some(memory) => Some(memory.windows.clone().try_acquire_many_owned(units).ok()?),
         None => None,
     };
     Some(Held { _connection: connection, _server: server })
@@ -3543,12 +3601,13 @@ impl Direct {
 /// writes nothing.
 async fn write_replies<W: AsyncWrite + Unpin>(
     wr: W,
-    socket: Option<Arc<std::os::fd::OwnedFd>>,
+    conn: Option<Arc<Open>>,
     mut rx: mpsc::Receiver<Reply>,
     direct: Direct,
     pool: BufPool,
     structured: bool,
 ) {
+    let socket = conn.as_ref().map(|c| c.socket.clone());
     let mut wr = wr;
     let mut batch = Batch::default();
     let mut results: Vec<(u64, Result<Completion, IoError>)> = Vec::with_capacity(64);
@@ -3591,6 +3650,10 @@ async fn write_replies<W: AsyncWrite + Unpin>(
                 // connection end rather than wait for the rest, and the reader stops reading.
                 if let Some(socket) = socket.as_deref() {
                     let _ = rustix::net::shutdown(socket, rustix::net::Shutdown::Both);
+                }
+                // Not to be closed (and counted) again as a client that reads nothing.
+                if let Some(c) = &conn {
+                    c.closed.store(true, Ordering::Relaxed);
                 }
             }
         }
