@@ -4,7 +4,7 @@
 
 use bfq_cli::suite::claims::{self, Verdict};
 use bfq_cli::suite::runs::{Profile, Value};
-use bfq_cli::suite::{html, published, run, SuiteOptions, SuiteResult};
+use bfq_cli::suite::{html, published, run, FigureResult, SuiteOptions, SuiteResult};
 
 /// One chart of the page: its axis descriptions (data attributes) and its SVG.
 struct Figure {
@@ -95,6 +95,25 @@ fn every_claim_is_drawn_with_its_band_our_value_and_its_verdict_in_words() {
     assert!(result.claims.iter().any(|c| c.verdict == Verdict::Fail));
     assert!(result.claims.iter().any(|c| !c.counted), "some claims are shown as not counted");
     let page = html::render(&result);
+    // Which BFQ each paper is judged on, and the papers' published figures beside ours, as in the
+    // terminal report (the page had neither before 2026-12-07): one measured, one not.
+    assert!(page.contains("BFQ+ (BFQ-v1) in seeds 000, 001"), "the variants are not said");
+    let mut with_figures = every_claim_evaluated();
+    let published = published::load().expect("data/published.toml loads");
+    let (a, b) = (published.figure[0].clone(), published.figure[1].clone());
+    with_figures.figures = vec![
+        FigureResult { figure: a.clone(), ours: Ok(Value { value: 12.5, lower_bound: false }), today: None },
+        FigureResult { figure: b.clone(), ours: Err("no run measures it".into()), today: None },
+    ];
+    let figures_page = html::render(&with_figures);
+    assert!(figures_page.contains("<table class='figures'>"), "no table of figures");
+    let row = format!("<tr><td>{}</td><td>{:.3}</td><td>12.500</td>", a.id, a.value);
+    assert!(figures_page.contains(&row), "{row} not on the page");
+    assert!(figures_page.contains("(not measured: no run measures it)"));
+    // A published range shows whole ("15-15.2"), as in the terminal report.
+    let ranged = result.claims.iter().find(|c| c.paper_max.is_some()).expect("a claim with a range");
+    let range = format!("<td>{}-{}</td>", ranged.paper.unwrap(), ranged.paper_max.unwrap());
+    assert!(page.contains(&range), "{}: {range} not on the page", ranged.id);
     let figures = figures(&page);
     let row_name = |id: &str, text: &str| {
         let t = text.strip_prefix("* ").unwrap_or(text);

@@ -87,12 +87,47 @@ pub fn render(r: &SuiteResult) -> String {
         r.runs.len(),
         r.run_time_s
     );
+    let _ = write!(h, "<p>{}</p>", esc(super::VARIANTS));
     for (exp, title) in EXPERIMENTS {
         let cls: Vec<_> = r.claims.iter().filter(|c| c.experiment == *exp).collect();
-        if cls.is_empty() {
+        let figs: Vec<_> = r.figures.iter().filter(|f| f.figure.experiment == *exp).collect();
+        if cls.is_empty() && figs.is_empty() {
             continue;
         }
         let _ = write!(h, "<h2>{}</h2>", esc(title));
+        // The papers' published figures beside ours, as the terminal report gives them.
+        if !figs.is_empty() {
+            let measured = figs.iter().filter(|f| f.ours.is_ok()).count();
+            let _ = write!(
+                h,
+                "<p>Published figures ({measured} of {} measured here; MB/s of a model are not the paper's machine):</p>\
+                 <table class='figures'><tr><th>figure</th><th>paper</th><th>ours</th><th>unit</th><th>bfq today<br><small>no verdict</small></th></tr>",
+                figs.len()
+            );
+            for f in figs.iter().filter(|f| f.ours.is_ok()) {
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&f.figure.id),
+                    f.figure.value,
+                    super::fmt_value(&f.ours),
+                    esc(&f.figure.unit),
+                    f.today.map_or(String::new(), |v| super::fmt_value(&Ok(v)))
+                );
+            }
+            h.push_str("</table>");
+            let missing: std::collections::BTreeSet<String> = figs
+                .iter()
+                .filter_map(|f| f.ours.as_ref().err().cloned())
+                .filter(|e| !e.contains("claims only"))
+                .collect();
+            for m in missing {
+                let _ = write!(h, "<p><small>(not measured: {})</small></p>", esc(&m));
+            }
+        }
+        if cls.is_empty() {
+            continue;
+        }
         h.push_str("<table><tr><th>verdict</th><th>claim</th><th>check</th><th>ours</th><th>paper</th><th>detail</th><th>bfq today<br><small>this project, no verdict</small></th></tr>");
         for c in cls {
             let class = match (&c.verdict, c.counted) {
@@ -110,7 +145,11 @@ pub fn render(r: &SuiteResult) -> String {
                 esc(&c.text),
                 esc(&c.check),
                 c.ours.map_or("-".into(), |v| format!("{v:.2}")),
-                c.paper.map_or("-".into(), |v| format!("{v:.2}")),
+                match (c.paper, c.paper_max) {
+                    (Some(a), Some(b)) => format!("{a}-{b}"),
+                    (Some(a), None) => format!("{a:.2}"),
+                    _ => "-".into(),
+                },
                 esc(&detail),
                 c.today.as_ref().map_or("-".into(), |t| format!(
                     "{}<br><small>{}</small>",
