@@ -640,6 +640,11 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
                 let r = ratio(n.value, d.value);
                 let label = if case.label.is_empty() { String::new() } else { format!("{}: ", case.label) };
                 let mut text = format!("{label}{}{:.3}/{}{:.3}={r:.2}", lb(&n), n.value, lb(&d), d.value);
+                // Two zeros (no frame dropped under either) are equal: the ratio 1 says so, not that
+                // both sides were measured alike.
+                let both_zero =
+                    |a: &Value, b: &Value| if a.value == 0.0 && b.value == 0.0 { " (both 0)" } else { "" };
+                text.push_str(both_zero(&n, &d));
                 let mut span = Span::of(r, n.lower_bound, d.lower_bound);
                 let mut r = r;
                 if let Some(w) = &claim.relative_to {
@@ -653,13 +658,15 @@ pub fn evaluate(claim: &Claim, measure: &Measure) -> ClaimResult {
                         }
                     };
                     let reference = ratio(rn.value, rd.value);
+                    let zeros = if r == 0.0 && reference == 0.0 { " (both 0)" } else { "" };
                     r = relative(r, reference);
                     text.push_str(&format!(
-                        " against {w}: {}{:.3}/{}{:.3}={reference:.2}, relative {r:.2}",
+                        " against {w}: {}{:.3}/{}{:.3}={reference:.2}{}, relative {r:.2}{zeros}",
                         lb(&rn),
                         rn.value,
                         lb(&rd),
-                        rd.value
+                        rd.value,
+                        both_zero(&rn, &rd)
                     ));
                     let bounded = n.lower_bound || d.lower_bound || rn.lower_bound || rd.lower_bound;
                     span =
@@ -912,10 +919,12 @@ mod tests {
         assert_eq!((r.verdict.clone(), r.ours), (Verdict::Pass, Some(f64::INFINITY)));
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["ours"], serde_json::json!("inf"));
-        // Both zero: equal, so not higher; an ordinary number in JSON.
+        // Both zero: equal, so not higher, and the detail says why the ratio is 1; an ordinary
+        // number in JSON.
         let zero = |_: &RunKey, _: &str, _: Option<&str>| Ok(Value { value: 0.0, lower_bound: false });
         let r = evaluate(&c, &zero);
         assert_eq!((r.verdict.clone(), r.ours), (Verdict::Fail, Some(1.0)));
+        assert_eq!(r.detail, "0.000/0.000=1.00 (both 0)");
         assert_eq!(serde_json::to_value(&r).unwrap()["ours"], serde_json::json!(1.0));
         // Not measured (an ordering has no ratio): null.
         let mut unmeasured = r;
