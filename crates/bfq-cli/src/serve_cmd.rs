@@ -68,6 +68,7 @@ pub fn execute(args: ServeArgs) -> Result<()> {
         for (i, e) in shown.exports.iter().enumerate() {
             eprintln!("bfq serve: export {}", describe(&shown, e, started.read_cached.get(i) == Some(&true)));
         }
+        eprintln!("bfq serve: {}", memory_line(&shown));
         if shown.read_cache > 0 {
             eprintln!(
                 "bfq serve: read cache of up to {} MiB (no more than its exports hold) for exports with cache = \"none\" off tmpfs",
@@ -84,6 +85,34 @@ pub fn execute(args: ServeArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The start-up line on memory: what requests may hold across connections (`memory_limit`) and how
+/// a client that holds it without reading is dealt with (`unread_reply_limit`).
+fn memory_line(config: &Config) -> String {
+    let mib = |n: u64| format!("{} MiB", n >> 20);
+    if config.memory_limit == 0 {
+        return format!(
+            "requests' memory bounded per connection only ({} each; memory_limit = \"off\")",
+            mib(bfq_serve::config::CONNECTION_BUDGET)
+        );
+    }
+    let unread = match config.unread_reply_limit {
+        Some(limit) => format!(
+            "a client that leaves its replies unread {} s while others wait for memory is disconnected",
+            limit.as_secs_f64()
+        ),
+        None => {
+            "clients that leave their replies unread are never disconnected (unread_reply_limit = \"off\")"
+                .into()
+        }
+    };
+    format!(
+        "requests' memory up to {} across connections ({} each; memory_limit), read-ahead {} more; {unread}",
+        mib(config.memory_limit),
+        mib(bfq_serve::config::CONNECTION_BUDGET),
+        mib(config.memory_limit / 4)
+    )
 }
 
 /// One export for the start-up lines: `vm1 (/var/tmp/vm1.img, weight 300, read-ahead 4 MiB)`.

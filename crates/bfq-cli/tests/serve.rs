@@ -670,6 +670,28 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
     );
 }
 
+/// The start-up says how much memory the requests may hold across connections and what happens to
+/// a client that holds it without reading (issue 16, bounded memory; docs/serve.md).
+#[test]
+fn the_start_up_says_the_memory_bound_and_what_befalls_a_client_that_reads_nothing() {
+    let (mut served, _) =
+        Served::small("memline", "memory_limit = \"128MiB\"\nunread_reply_limit = \"3s\"", None);
+    let line = served.line_with("requests' memory", Duration::from_secs(10));
+    assert!(line.contains("up to 128 MiB across connections (64 MiB each; memory_limit)"), "{line}");
+    assert!(line.contains("read-ahead 32 MiB more"), "{line}");
+    assert!(
+        line.contains("leaves its replies unread 3 s while others wait for memory is disconnected"),
+        "{line}"
+    );
+    served.signal("TERM");
+    assert!(served.wait_exit(Duration::from_secs(10)).success());
+    let (mut served, _) = Served::small("memoff", "memory_limit = \"off\"", None);
+    let line = served.line_with("requests' memory", Duration::from_secs(10));
+    assert!(line.contains("bounded per connection only (64 MiB each; memory_limit = \"off\")"), "{line}");
+    served.signal("TERM");
+    assert!(served.wait_exit(Duration::from_secs(10)).success());
+}
+
 /// A client that connects and sends nothing (or only the first step of the handshake) used to keep
 /// the server alive after SIGTERM for as long as the client stayed: negotiation had no stop. Now a
 /// connection still negotiating is closed after the stop's grace, and the server exits 0.
