@@ -204,7 +204,9 @@ pub fn render(rows: &[BeyondRow]) -> String {
     let align = [Align::Left, Align::Left, Align::Right];
     out.push_str(&table(std::iter::once(header.to_vec()).chain(measured), &align, 2));
     out.push_str(
-        "  ceiling: the job's share ceiling over FIFO's aggregate, the largest aggregate at which every\n  \
+        "  bfq (papers): the seeds' mechanisms, this project's additions off (injection, waker detection,\n  \
+         the shared-slot charge and the other tunables on beyond the seeds); bfq-today: the default\n  \
+         ceiling: the job's share ceiling over FIFO's aggregate, the largest aggregate at which every\n  \
          greedy application is owed its weight's share (docs/fast-devices.md, \"The share ceiling\")\n",
     );
     for r in rows {
