@@ -262,7 +262,7 @@ pub fn render(r: &SuiteResult) -> String {
         h.push_str(&figure(svg));
     }
     if !r.beyond.is_empty() {
-        h.push_str("<h2>Beyond the papers: fast devices (simulated NVMe, no verdicts)</h2><p>This project's BFQ beside the papers' BFQ (injection, waker detection and the shared-slot charge off) and FIFO; share error against weighted max-min fair shares (docs/fast-devices.md).</p>");
+        h.push_str("<h2>Beyond the papers: fast devices (simulated NVMe, no verdicts)</h2><p>This project's BFQ of today (bfq-today) beside the papers' BFQ (bfq (papers): the seeds' mechanisms, this project's additions off: injection, waker detection, the shared-slot charge and the other tunables on beyond the seeds) and FIFO; share error against weighted max-min fair shares (docs/fast-devices.md).</p>");
         h.push_str("<table><tr><th>job</th><th>scheduler</th><th>MiB/s</th><th>vs fifo</th><th>max share error</th><th>start-up s (idle)</th><th>share ceiling / fifo</th></tr>");
         for b in &r.beyond {
             let startup = match (b.startup_s, b.startup_idle_s) {
