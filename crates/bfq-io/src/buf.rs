@@ -293,7 +293,9 @@ mod tests {
 
     #[test]
     fn footprint_of_a_length_bounds_what_a_buffer_of_it_holds() {
-        for len in [1, 4096, 65_535, 65_536, 65_537, 69_632, 131_072, 1 << 20, (1 << 20) + 4096, 3 << 20] {
+        // Real buffers only of sizes no slot holds: one test per slot size touches `SLOTS` (below);
+        // the slotted sizes are the slot's by `slot_size`, which `zeroed` uses.
+        for len in [1, 4096, 65_535, (1 << 20) + 4096, 3 << 20] {
             let buf = AlignedBuf::zeroed(len);
             // Equal where the buffer went where its size sends it; a heap fallback holds less.
             assert!(
@@ -306,7 +308,13 @@ mod tests {
         }
         assert_eq!(footprint_of(0), 0);
         assert_eq!(footprint_of(4096), 4096);
+        assert_eq!(footprint_of(65_536), 64 << 10);
+        assert_eq!(footprint_of(65_537), 128 << 10);
         assert_eq!(footprint_of(69_632), 128 << 10);
+        assert_eq!(footprint_of(1 << 20), 1 << 20);
+        for len in [65_536, 65_537, 69_632, 131_072, 1 << 20] {
+            assert_eq!(footprint_of(len), slot_size(len), "{len}");
+        }
         assert_eq!(footprint_of((1 << 20) + 4096), 2 << 20);
     }
 
