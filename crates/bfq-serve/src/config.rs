@@ -132,10 +132,11 @@ pub struct Config {
     /// and never negotiates holds a descriptor and some memory; many of them would leave none for
     /// the others.
     pub handshake_limit: Option<std::time::Duration>,
-    /// The most request data (read buffers until their reply is sent, write payloads until written,
-    /// read-ahead windows) all connections together may hold, in bytes (0: no bound beyond each
-    /// connection's own [`CONNECTION_BUDGET`]). A request that does not fit waits, and its client's
-    /// further requests with it.
+    /// The most memory all connections' requests together may hold (read buffers until their reply
+    /// is sent, write payloads until written, as the buffers are sized), in bytes (0: no bound beyond
+    /// each connection's own [`CONNECTION_BUDGET`]). A request that does not fit waits, and its
+    /// client's further requests with it. Read-ahead windows and buffers kept for reuse have a
+    /// quarter of it each, of their own.
     pub memory_limit: u64,
     /// How long a connection's client may leave its replies unread (the socket takes none of them)
     /// while other connections wait for memory under `memory_limit`, before it is disconnected
@@ -1120,6 +1121,11 @@ fn checked_read_cache(n: u64) -> Result<u64, String> {
     if n < window {
         return Err(format!("must be at least 1MiB (one read-ahead window) or \"off\", got {n} bytes"));
     }
+    within_machine_memory(n)
+}
+
+/// `n` bytes, if the machine has that much memory (or cannot say).
+fn within_machine_memory(n: u64) -> Result<u64, String> {
     // SAFETY: sysconf has no preconditions.
     let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
     let memory = u64::try_from(pages).unwrap_or(0).saturating_mul(u64::try_from(page).unwrap_or(0));
@@ -1138,13 +1144,7 @@ fn checked_memory_limit(n: u64) -> Result<u64, String> {
             n
         ));
     }
-    // SAFETY: sysconf has no preconditions.
-    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-    let memory = u64::try_from(pages).unwrap_or(0).saturating_mul(u64::try_from(page).unwrap_or(0));
-    if memory > 0 && n > memory {
-        return Err(format!("{} MiB is more than this machine's memory ({} MiB)", n >> 20, memory >> 20));
-    }
-    Ok(n)
+    within_machine_memory(n)
 }
 
 /// `"10s"`, `"500ms"`, `"1min"`: an interval of at least 100 ms (the job files' duration syntax).

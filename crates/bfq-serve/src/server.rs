@@ -2048,7 +2048,7 @@ where
     let Ok(Some(session)) = negotiated else { return };
     let _ = open.export.set(session.export);
     let wr = Watched { inner: wr, open: open.clone() };
-    transmission(rd, wr, Some(open), state.clone(), session, stopped).await;
+    transmission(rd, wr, open, state.clone(), session, stopped).await;
 }
 
 /// A connection's socket in [`State::sockets`] while the connection lasts.
@@ -2570,7 +2570,7 @@ fn errno_of(e: &IoError) -> u32 {
 async fn transmission<R, W>(
     rd: R,
     wr: W,
-    open: Option<Arc<Open>>,
+    open: Arc<Open>,
     state: Arc<State>,
     session: Session,
     mut stopped: watch::Receiver<bool>,
@@ -2873,7 +2873,7 @@ async fn transmission<R, W>(
                 }
                 // The payload holds its memory from here: a client that stops sending it is closed
                 // as one that stops reading its replies is (`State::close_unread`).
-                let sending = Sending::start(open.as_deref());
+                let sending = Sending::start(&open);
                 let payload = if aligned {
                     let mut buf = pool.get(h.length as usize);
                     if read_full(&mut rd, buf.as_mut_slice(), &mut stopped, &mut draining).await.is_err() {
@@ -3081,22 +3081,18 @@ struct Open {
 }
 
 /// A write's payload being read, noted in [`Open::payload_since`] until it is dropped.
-struct Sending<'a>(Option<&'a Open>);
+struct Sending<'a>(&'a Open);
 
 impl<'a> Sending<'a> {
-    fn start(open: Option<&'a Open>) -> Sending<'a> {
-        if let Some(o) = open {
-            o.payload_since.store(since_start(std::time::Instant::now()), Ordering::Relaxed);
-        }
+    fn start(open: &'a Open) -> Sending<'a> {
+        open.payload_since.store(since_start(std::time::Instant::now()), Ordering::Relaxed);
         Sending(open)
     }
 }
 
 impl Drop for Sending<'_> {
     fn drop(&mut self) {
-        if let Some(o) = self.0 {
-            o.payload_since.store(0, Ordering::Relaxed);
-        }
+        self.0.payload_since.store(0, Ordering::Relaxed);
     }
 }
 
@@ -3601,13 +3597,12 @@ impl Direct {
 /// writes nothing.
 async fn write_replies<W: AsyncWrite + Unpin>(
     wr: W,
-    conn: Option<Arc<Open>>,
+    conn: Arc<Open>,
     mut rx: mpsc::Receiver<Reply>,
     direct: Direct,
     pool: BufPool,
     structured: bool,
 ) {
-    let socket = conn.as_ref().map(|c| c.socket.clone());
     let mut wr = wr;
     let mut batch = Batch::default();
     let mut results: Vec<(u64, Result<Completion, IoError>)> = Vec::with_capacity(64);
@@ -3642,19 +3637,15 @@ async fn write_replies<W: AsyncWrite + Unpin>(
             }
         }
         if !broken {
-            broken = batch.send(&mut wr, socket.as_deref(), &replies, structured).await.is_err();
+            broken = batch.send(&mut wr, Some(&conn.socket), &replies, structured).await.is_err();
             if broken {
                 // A reply cut short (the client gone, or the page cache's file failing halfway
                 // through a read's data, which `sendfile` had promised whole): the stream is out of
                 // step, and the protocol's answer is a hard disconnect. The client sees the
                 // connection end rather than wait for the rest, and the reader stops reading.
-                if let Some(socket) = socket.as_deref() {
-                    let _ = rustix::net::shutdown(socket, rustix::net::Shutdown::Both);
-                }
+                let _ = rustix::net::shutdown(&*conn.socket, rustix::net::Shutdown::Both);
                 // Not to be closed (and counted) again as a client that reads nothing.
-                if let Some(c) = &conn {
-                    c.closed.store(true, Ordering::Relaxed);
-                }
+                conn.closed.store(true, Ordering::Relaxed);
             }
         }
         for r in replies.drain(..) {

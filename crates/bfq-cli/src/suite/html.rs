@@ -145,11 +145,7 @@ pub fn render(r: &SuiteResult) -> String {
                 esc(&c.text),
                 esc(&c.check),
                 c.ours.map_or("-".into(), |v| format!("{v:.2}")),
-                match (c.paper, c.paper_max) {
-                    (Some(a), Some(b)) => format!("{a}-{b}"),
-                    (Some(a), None) => format!("{a:.2}"),
-                    _ => "-".into(),
-                },
+                super::paper_text(c),
                 esc(&detail),
                 c.today.as_ref().map_or("-".into(), |t| format!(
                     "{}<br><small>{}</small>",

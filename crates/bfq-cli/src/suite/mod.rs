@@ -413,6 +413,15 @@ const VARIANTS: &str = "Each claim is judged on its own paper's schedulers: `bfq
      project's additions) in the traces' reference points (`ref_*`); `cfq` is Linux 2.6.21's in seed 002 and 2.6.33's rules otherwise. `bfq-today`, \
      shown beside claims on `bfq` without a verdict, is this project's BFQ as it is today.";
 
+/// The paper's value of a claim as the reports show it: its number, or its range whole ("15-15.2").
+fn paper_text(c: &ClaimResult) -> String {
+    match (c.paper, c.paper_max) {
+        (Some(a), Some(b)) => format!("{a}-{b}"),
+        (Some(a), None) => format!("{a:.2}"),
+        _ => "-".into(),
+    }
+}
+
 /// The width the terminal report wraps its words to.
 const REPORT_WIDTH: usize = 100;
 
@@ -521,11 +530,7 @@ pub fn render_text_coloured(r: &SuiteResult, colour: bool) -> String {
             let _ = writeln!(out, "claims:");
             for c in cls {
                 let ours = c.ours.map_or("-".into(), |v| format!("{v:.2}"));
-                let paper = c.paper.map_or("-".into(), |v| format!("{v:.2}"));
-                let paper = match (c.paper, c.paper_max) {
-                    (Some(a), Some(b)) => format!("{a}-{b}"),
-                    _ => paper,
-                };
+                let paper = paper_text(c);
                 let _ = writeln!(
                     out,
                     "  {} {}{:<42} ours {:>7}  paper {:>6}",
