@@ -25,14 +25,12 @@ pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> String {
     let mut out = String::new();
     let mut line = first.to_string();
     let mut empty = true;
-    let mut indent_len = first.chars().count();
     for word in text.split(' ').filter(|w| !w.is_empty()) {
         let len = line.chars().count();
         if !empty && len + 1 + word.chars().count() > width {
             out.push_str(&line);
             out.push('\n');
             line = rest.to_string();
-            indent_len = rest.chars().count();
             empty = true;
         }
         if !empty {
@@ -41,7 +39,7 @@ pub fn wrap(text: &str, first: &str, rest: &str, width: usize) -> String {
         line.push_str(word);
         empty = false;
     }
-    if !empty || line.chars().count() > indent_len {
+    if !empty {
         out.push_str(&line);
     }
     out.push('\n');

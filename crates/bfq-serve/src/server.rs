@@ -3637,7 +3637,7 @@ async fn write_replies<W: AsyncWrite + Unpin>(
             }
         }
         if !broken {
-            broken = batch.send(&mut wr, Some(&conn.socket), &replies, structured).await.is_err();
+            broken = batch.send(&mut wr, &conn.socket, &replies, structured).await.is_err();
             if broken {
                 // A reply cut short (the client gone, or the page cache's file failing halfway
                 // through a read's data, which `sendfile` had promised whole): the stream is out of
@@ -3719,7 +3719,7 @@ impl Batch {
     async fn send<W: AsyncWrite + Unpin>(
         &mut self,
         wr: &mut W,
-        socket: Option<&std::os::fd::OwnedFd>,
+        socket: &std::os::fd::OwnedFd,
         replies: &[Reply],
         structured: bool,
     ) -> std::io::Result<()> {
@@ -3813,35 +3813,33 @@ enum Part<'a> {
 }
 
 /// Sends `len` bytes at `offset` of `file` from the page cache to the socket with `sendfile`, as far
-/// as the socket takes them at once; the rest (a full socket buffer, or no descriptor of the
-/// socket) is read into memory and written through `wr`, which waits for the socket. Everything
-/// before it in the stream has been written.
+/// as the socket takes them at once; the rest (a full socket buffer) is read into memory and
+/// written through `wr`, which waits for the socket. Everything before it in the stream has been
+/// written.
 async fn send_cached<W: AsyncWrite + Unpin>(
     wr: &mut W,
-    socket: Option<&std::os::fd::OwnedFd>,
+    socket: &std::os::fd::OwnedFd,
     file: &std::fs::File,
     offset: u64,
     len: usize,
 ) -> std::io::Result<()> {
     let mut at = offset;
     let mut left = len;
-    if let Some(socket) = socket {
-        let mut turn = 0;
-        while left > 0 {
-            if turn >= WRITE_TURN {
-                turn = 0;
-                tokio::task::yield_now().await;
+    let mut turn = 0;
+    while left > 0 {
+        if turn >= WRITE_TURN {
+            turn = 0;
+            tokio::task::yield_now().await;
+        }
+        match rustix::fs::sendfile(socket, file, Some(&mut at), left.min(WRITE_TURN)) {
+            Ok(0) => break,
+            Ok(n) => {
+                left -= n;
+                turn += n;
             }
-            match rustix::fs::sendfile(socket, file, Some(&mut at), left.min(WRITE_TURN)) {
-                Ok(0) => break,
-                Ok(n) => {
-                    left -= n;
-                    turn += n;
-                }
-                Err(Errno::AGAIN) => break,
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
+            Err(Errno::AGAIN) => break,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
     }
     if left > 0 {
