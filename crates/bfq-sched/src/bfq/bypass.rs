@@ -34,8 +34,10 @@
 //!   487). A weight-raised queue (a starting application) is exempt: its reads of any size are what
 //!   raising serves first;
 //! - the in-service queue is not latency-bound itself (it keeps more than `bypass_depth` requests
-//!   outstanding): beside a latency-bound in-service queue, injection is what serves the others, within
-//!   the limit learned from that queue's latency alone;
+//!   outstanding), or, with `inject_beside_bypass` (the default), it is but its own requests are all
+//!   in the device and it keeps its turn (it is idled for, or waits for them). Without that tunable,
+//!   injection alone serves the others beside a latency-bound in-service queue, within the limit
+//!   learned from that queue's latency alone;
 //! - it is B-WF2Q+-eligible at every level of the hierarchy (S <= V in its tree, and each waiting
 //!   group above it likewise): the bypass never serves a queue before B-WF2Q+ would let it in.
 //!
@@ -44,6 +46,17 @@
 //! becomes ineligible and waits for its turn like any other. A latency-bound queue thus gets what it
 //! can use up to its weight's share, at once, and the greedy queues divide the rest by their weights:
 //! the weighted max-min fair share of design/fast-devices.md.
+//!
+//! The bypass as background (`inject_beside_bypass`; docs/fast-devices.md, "The bypass as
+//! background"). What the bypass dispatches is within its queues' shares by the rule above, so it is
+//! the load beside which the in-service queue is owed its own share, not a cost injection imposes:
+//! its requests do not count against the in-service queue's inject limit, a request of that queue
+//! served beside only bypassed ones is a sample of its latency alone, and their completions do not
+//! make its next one the first after a switch. Counted as injected requests, twelve latency-bound
+//! readers always in the device by the bypass (fast-many-tenants) kept the in-service queue from ever
+//! running alone: nine of twelve light readers never had a baseline, their inject limits stayed at 0,
+//! and the device held half the requests FIFO keeps in it. Measured beside the bypass, the baseline
+//! is also what lets the bypass go beside a latency-bound in-service queue (above).
 //!
 //! Cost: a queue is noted as a candidate when a request arrives for it while another is in service
 //! (at most [`CANDIDATES`] at once); `dispatch` looks at those only, so a dispatch with no
@@ -102,8 +115,9 @@ impl Bfq {
 
     /// A request of a latency-bound, eligible waiting queue to dispatch beside the in-service queue
     /// `s`, if there is one. Candidates that no longer qualify are dropped; eligible ones are served
-    /// in the order their requests arrived.
-    pub(super) fn try_bypass(&mut self, s: u32, now: Instant) -> Option<Request> {
+    /// in the order their requests arrived. `kept`: `s` has nothing queued and keeps its turn (it is
+    /// idled for, or waits for its requests in the device).
+    pub(super) fn try_bypass(&mut self, s: u32, now: Instant, kept: bool) -> Option<Request> {
         if self.bypass.is_empty() {
             return None;
         }
@@ -111,12 +125,21 @@ impl Bfq {
             self.bypass.clear();
             return None;
         }
-        if self.latency_bound(s) {
-            // Beside a latency-bound in-service queue, the device has room and injection serves the
-            // others within the limit learned from that queue's latency alone; bypassed requests there
-            // would keep the device from ever serving it alone, its baseline would go stale, and
-            // injection would stop (fast-seq-rand-1-4: the sequential readers fell from 105 to 15 MiB/s
-            // each beside two random readers served in turn and bypassing each other).
+        let raised = self.raising_on() && self.queues[s as usize].raising.active();
+        if self.latency_bound(s) && !(self.cfg.inject_beside_bypass && kept && !raised) {
+            // Without `inject_beside_bypass`, beside a latency-bound in-service queue the device has
+            // room and injection serves the others within the limit learned from that queue's latency
+            // alone; bypassed requests there would keep the device from ever serving it alone, its
+            // baseline would go stale, and injection would stop (fast-seq-rand-1-4: the sequential
+            // readers fell from 105 to 15 MiB/s each beside two random readers served in turn and
+            // bypassing each other). With it, its latency alone is measured beside bypassed requests,
+            // and they go beside it once its own requests are in the device and it keeps its turn
+            // (idled for, or waiting for them): not before its own queued request, which is what its
+            // turn is for, and not while it is empty and about to end its turn, which the bypass
+            // would hold for a queue that has left. Nor beside a weight-raised one (a starting
+            // application's process): injection's rules for raised turns decide who goes beside it
+            // (`inject_into_raised`), and bypassed random readers made start-ups beside them slower
+            // (fast-startup-mixed on the disk file, 1.22-1.79x idle against 0.81-1.10x).
             return None;
         }
         let class = self.queues[s as usize].spec.class.index();
@@ -146,6 +169,7 @@ impl Bfq {
                 continue;
             }
             // It stays a candidate while it has requests queued (the next call drops it otherwise).
+            self.bypassing = true;
             return Some(self.dispatch_from(c, index, now, false));
         }
         None

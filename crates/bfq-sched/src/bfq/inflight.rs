@@ -29,6 +29,8 @@ pub struct InFlight {
     pub alone_mark: u64,
     /// Dispatched by the in-service queue in its turn (not injected).
     pub in_turn: bool,
+    /// Dispatched by the latency-bound bypass ([`super::bypass`]).
+    pub bypassed: bool,
     /// For a request that arrived while its queue had nothing queued nor in flight: how long after
     /// that drain it arrived (its queue's think time; not counted beyond `slice_idle`), which
     /// injection counts with its latency in the queue's turn (`inject_think_time`,
@@ -61,6 +63,7 @@ impl InFlight {
             dispatched_at: Instant::ZERO,
             alone_mark: NOT_ALONE,
             in_turn: false,
+            bypassed: false,
             think: 0,
             think_alone: false,
             guarded: false,
@@ -89,6 +92,7 @@ const EMPTY: Entry = Entry {
         dispatched_at: Instant::ZERO,
         alone_mark: NOT_ALONE,
         in_turn: false,
+        bypassed: false,
         think: 0,
         think_alone: false,
         guarded: false,
@@ -236,6 +240,7 @@ mod tests {
             dispatched_at: Instant::ZERO,
             alone_mark: NOT_ALONE,
             in_turn: true,
+            bypassed: false,
             think: u64::from(n),
             think_alone: n % 5 == 0,
             guarded: n % 3 == 0,

@@ -793,6 +793,8 @@ impl Bfq {
         let q = &self.queues[s as usize];
         let own_in_flight = q.serving_in_flight;
         let others = self.in_flight - own_in_flight;
+        // What the inject limit bounds: not the bypass's requests (`inject_beside_bypass`).
+        let injected = others - self.background_in_flight();
         let class = q.spec.class.index();
         // A waker or wakee of the in-service queue goes first, and without the limit, while the
         // in-service queue has nothing in the device: it is waiting for that very I/O. With requests
@@ -858,7 +860,7 @@ impl Bfq {
         let by_share = self.cfg.guard_by_share && self.guard_enabled() && self.guard_latency_bound(s);
         let only_latency_bound = if by_share {
             self.in_flight - self.guarded_in_flight >= self.guard.limit as usize
-        } else if !self.inject_allowed(s, others, now) {
+        } else if !self.inject_allowed(s, injected, now) {
             return None;
         } else {
             false
@@ -929,6 +931,26 @@ impl Bfq {
             self.queues[s as usize].inject.lower_class_injected = true;
         }
         self.inject_from(c, now)
+    }
+
+    /// Requests in the device that are the in-service queue's background rather than injected into
+    /// its turn: the bypass's, with `inject_beside_bypass` (config doc), else none.
+    pub(super) fn background_in_flight(&self) -> usize {
+        if self.cfg.inject_beside_bypass {
+            self.bypassed_in_flight
+        } else {
+            0
+        }
+    }
+
+    /// The count of dispatches that an [`InFlight::alone_mark`] follows: every dispatch, or with
+    /// `inject_beside_bypass` every one but the bypass's.
+    pub(super) fn alone_count(&self) -> u64 {
+        if self.cfg.inject_beside_bypass {
+            self.unbypassed_dispatched
+        } else {
+            self.dispatched_total
+        }
     }
 
     /// `inject_into_raised`: whether only weight-raised queues may be injected into the turn of the
@@ -1237,7 +1259,7 @@ impl Bfq {
         let settled = settled || self.queues[s as usize].inject.overdue(now);
         let alone = settled
             && f.alone_mark != inflight::NOT_ALONE
-            && f.alone_mark == self.dispatched_total - self.queues[s as usize].serving_dispatched;
+            && f.alone_mark == self.alone_count() - self.queues[s as usize].serving_dispatched;
         // With `inject_think_time`, the think time before the request counts with its latency: a
         // queue with one request outstanding gets one per think time plus latency, and that is what
         // injection may stretch by the ratio (a client of `bfq serve` thinks tens of microseconds
@@ -2007,6 +2029,81 @@ mod tests {
         assert!(injected_with(4, true, true), "a latency-bound queue ahead of it: injected");
     }
 
+    /// Queue 1 (weight 300) in service with two 4 KiB reads, both dispatched, and queue 2 (weight
+    /// 100, one 4 KiB read: latency-bound) arriving in between, on a device that queues internally,
+    /// with `inject_beside_bypass` on or off. The queues of the three dispatches, and the queue in
+    /// service after them.
+    fn latency_bound_pair(beside_bypass: bool) -> (Bfq, [Option<QueueId>; 3], Option<QueueId>) {
+        use crate::{DeviceInfo, QueueId, QueueSpec, Scheduler};
+        let cfg =
+            BfqConfig { low_latency: false, inject_beside_bypass: beside_bypass, ..BfqConfig::default() };
+        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 32 }, cfg);
+        for (q, weight) in [(1, 300), (2, 100)] {
+            b.configure_queue(QueueId(q), QueueSpec::with_weight(weight), Instant::ZERO).unwrap();
+        }
+        b.hw_tag.detected = true;
+        let t = |us: u64| Instant::ZERO.saturating_add(us * 1000);
+        let read = crate::testing::read_4k;
+        let queue = |d: Decision| match d {
+            Decision::Dispatch(r) => Some(r.queue),
+            _ => None,
+        };
+        b.insert(read(1, 1, 0), t(0));
+        b.insert(read(2, 1, 1 << 20), t(0));
+        let first = queue(b.dispatch(t(0)));
+        b.insert(read(3, 2, 1 << 24), t(10));
+        let second = queue(b.dispatch(t(10)));
+        let third = queue(b.dispatch(t(20)));
+        let serving = b.in_service();
+        (b, [first, second, third], serving)
+    }
+
+    #[test]
+    fn a_latency_bound_queue_goes_beside_a_latency_bound_one_in_service_after_its_own_reads() {
+        // `inject_beside_bypass` (beyond the seeds; `bfq::bypass`, docs/fast-devices.md "The bypass
+        // as background"): an eligible latency-bound queue is dispatched beside a latency-bound
+        // in-service queue once that queue's own reads are in the device and it keeps its turn,
+        // never before its own queued read; without the rule only injection serves it there, and
+        // with no latency alone measured yet the inject limit lets nothing in.
+        use crate::QueueId;
+        let (_, with, serving) = latency_bound_pair(true);
+        assert_eq!(
+            with,
+            [Some(QueueId(1)), Some(QueueId(1)), Some(QueueId(2))],
+            "own reads first, then the bypass"
+        );
+        assert_eq!(serving, Some(QueueId(1)), "queue 1 keeps its turn");
+        let (_, without, serving) = latency_bound_pair(false);
+        assert_eq!(
+            without,
+            [Some(QueueId(1)), Some(QueueId(1)), None],
+            "without the rule: nothing beside it"
+        );
+        assert_eq!(serving, Some(QueueId(1)));
+    }
+
+    #[test]
+    fn a_read_served_beside_only_bypassed_reads_is_a_sample_of_the_latency_alone() {
+        // `inject_beside_bypass`: the bypass's reads are the in-service queue's background. With a
+        // dozen latency-bound queues always in the device by the bypass (fast-many-tenants), a queue
+        // whose baseline needed the device to itself never had one, and nothing was injected into its
+        // turns. Queue 1's first read completes (the first after a switch is no sample), queue 2's
+        // bypassed read completes, then queue 1's second read: a sample of 140 us, and the bypassed
+        // read in the device is not counted against the inject limit.
+        use crate::{QueueId, Scheduler};
+        let (mut b, _, _) = latency_bound_pair(true);
+        let t = |us: u64| Instant::ZERO.saturating_add(us * 1000);
+        let read = crate::testing::read_4k;
+        assert_eq!(b.background_in_flight(), 1, "queue 2's read, dispatched by the bypass");
+        let q1 = b.index.get(QueueId(1)).unwrap();
+        b.complete(&read(1, 1, 0), t(100));
+        assert_eq!(b.queues[q1 as usize].inject.base, 0, "the first read after a switch is no sample");
+        b.complete(&read(3, 2, 1 << 24), t(120));
+        assert_eq!(b.background_in_flight(), 0);
+        b.complete(&read(2, 1, 1 << 20), t(150));
+        assert_eq!(b.queues[q1 as usize].inject.base, 140_000, "its latency beside the bypassed read");
+    }
+
     #[test]
     fn a_waiting_reader_of_few_large_reads_keeps_its_place_between_them() {
         // `drain_grace` (beyond the seeds; `bfq::grace`, docs/fast-devices.md "fast-sync-pair-1-3's
@@ -2015,15 +2112,17 @@ mod tests {
         // moves at the in-service queue's pace meanwhile: the light reader of two readers of one
         // 128 KiB read each (weights 1:3) was never selected and got a fifth of the bytes in some runs
         // on the disk file. One large read at a time keeps its place for `slice_idle`, as a deep random
-        // queue does; one small read at a time leaves at once (the bypass and the latency guard rely
-        // on it), and so does every queue with `drain_grace` off.
+        // queue does; so does one small read at a time with `grace_latency_bound` (the default: its
+        // weight stays in the virtual time's sum), which without it leaves at once; and every queue
+        // leaves at once with `drain_grace` off.
         use crate::Scheduler;
         // `device`: "flash" (not rotational), "disk" (rotational, never seen faster than a disk) or
         // "fast-rotational" (says it is rotational, seen streaming faster than a disk can).
-        let stays_on = |request_sectors: u64, grace: bool, device: &str| {
+        let stays_small = |request_sectors: u64, grace: bool, small: bool, device: &str| {
             let setup = Setup { demand: 4, light_shallow: true, ..Setup::default() };
             let (mut b, light, _heavy, now) = greedy_in_service_with(setup);
             b.cfg.drain_grace = grace;
+            b.cfg.grace_latency_bound = small;
             b.device.rotational = device != "flash";
             if device == "fast-rotational" {
                 b.seek_rate.streams_fast = true;
@@ -2037,9 +2136,14 @@ mod tests {
             b.complete(&second, now.saturating_add(140_000));
             b.wf2q.entity(light).state == EntityState::Active
         };
+        let stays_on =
+            |request_sectors, grace, device: &str| stays_small(request_sectors, grace, false, device);
         let stays = |request_sectors, grace| stays_on(request_sectors, grace, "flash");
         assert!(stays(256, true), "128 KiB reads, at most two at a time: keeps its place");
-        assert!(!stays(8, true), "4 KiB reads: leaves at once");
+        assert!(!stays(8, true), "4 KiB reads, grace_latency_bound off: leaves at once");
+        assert!(stays_small(8, true, true, "flash"), "4 KiB reads, grace_latency_bound on: keeps its place");
+        assert!(!stays_small(8, false, true, "flash"), "4 KiB reads, drain_grace off: leaves at once");
+        assert!(!stays_small(8, true, true, "disk"), "4 KiB reads on a spinning disk: leaves at once");
         assert!(!stays(256, false), "with drain_grace off: leaves at once");
         // On a spinning disk, where it made the papers' start-ups beside ten such readers slower, it
         // leaves at once; a device that says it is rotational but streams faster than a disk can

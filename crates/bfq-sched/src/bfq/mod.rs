@@ -176,6 +176,16 @@ pub struct Bfq {
     /// Requests dispatched so far, by all queues ([`injection`]: a request was served alone if no
     /// other queue dispatched meanwhile).
     dispatched_total: u64,
+    /// Requests dispatched so far that the bypass did not dispatch (`inject_beside_bypass`: a
+    /// request served beside only bypassed ones was served alone).
+    unbypassed_dispatched: u64,
+    /// Requests in the device that the bypass dispatched ([`bypass`]).
+    bypassed_in_flight: usize,
+    /// The queue that issued the last completed request that the bypass did not dispatch
+    /// (`inject_beside_bypass`: whether a request's completion is `settled`).
+    last_unbypassed_completion: Option<QueueId>,
+    /// The next dispatch is the bypass's ([`Bfq::try_bypass`] sets it for [`Bfq::dispatch_costed`]).
+    bypassing: bool,
     /// Sectors dispatched, ever, by all queues (`inject_random_backoff`'s share of the device).
     dispatched_sectors: u64,
     /// What the device delivers at its busiest lately, all queues together ([`injection::DeviceRate`]).
@@ -254,6 +264,10 @@ impl Bfq {
             preempt: false,
             preempt_hand_over: false,
             dispatched_total: 0,
+            unbypassed_dispatched: 0,
+            bypassed_in_flight: 0,
+            last_unbypassed_completion: None,
+            bypassing: false,
             dispatched_sectors: 0,
             device_rate: injection::DeviceRate::default(),
             last_completion: None,
@@ -749,8 +763,10 @@ impl Bfq {
             self.index_position(s);
         }
         let r = slot.request;
-        // Whether the request enters a device holding nothing of other queues (a baseline sample).
-        let others = self.in_flight - self.queues[s as usize].serving_in_flight;
+        // Whether the request enters a device holding nothing of other queues (a baseline sample);
+        // with `inject_beside_bypass`, nothing but bypassed requests.
+        let bypassed = std::mem::take(&mut self.bypassing);
+        let others = self.in_flight - self.queues[s as usize].serving_in_flight - self.background_in_flight();
         if in_turn {
             if let Some(svc) = self.service.as_mut() {
                 svc.served += cost;
@@ -785,6 +801,8 @@ impl Bfq {
         // idling see it at once.
         self.check_raising_end(s, now);
         self.dispatched_total += 1;
+        self.unbypassed_dispatched += u64::from(!bypassed);
+        self.bypassed_in_flight += usize::from(bypassed);
         self.dispatched_sectors += r.sectors();
         self.device_rate.on_dispatch(r.sectors(), now);
         // Only a device that says it is rotational needs telling apart, and only until it is.
@@ -814,7 +832,7 @@ impl Bfq {
         let (think, think_alone) =
             self.queues[slot.owner as usize].pending_think.take().unwrap_or((0, false));
         let alone_mark = if in_turn && others == 0 {
-            self.dispatched_total - self.queues[s as usize].serving_dispatched
+            self.alone_count() - self.queues[s as usize].serving_dispatched
         } else {
             inflight::NOT_ALONE
         };
@@ -844,6 +862,7 @@ impl Bfq {
                 dispatched_at: now,
                 alone_mark,
                 in_turn,
+                bypassed,
                 think,
                 think_alone,
                 guarded,
@@ -1117,7 +1136,7 @@ impl Scheduler for Bfq {
                 continue;
             }
             // A latency-bound queue's eligible request goes beside the in-service queue ([`bypass`]).
-            if let Some(r) = self.try_bypass(s, now) {
+            if let Some(r) = self.try_bypass(s, now, false) {
                 return Decision::Dispatch(r);
             }
             let p = OrderParams { check_fifo: !fifo_checked, ..self.order_params() };
@@ -1163,7 +1182,7 @@ impl Scheduler for Bfq {
             if served == 0 {
                 match self.drain_grace_wait(s, now) {
                     Some(Some(until)) => {
-                        if let Some(r) = self.try_inject(s, now) {
+                        if let Some(r) = self.try_bypass(s, now, true).or_else(|| self.try_inject(s, now)) {
                             return Decision::Dispatch(r);
                         }
                         return Decision::Idle { until };
@@ -1174,7 +1193,7 @@ impl Scheduler for Bfq {
             }
             if let Some(until) = idle_until {
                 if now < until {
-                    if let Some(r) = self.try_inject(s, now) {
+                    if let Some(r) = self.try_bypass(s, now, true).or_else(|| self.try_inject(s, now)) {
                         return Decision::Dispatch(r);
                     }
                     return Decision::Idle { until };
@@ -1185,7 +1204,7 @@ impl Scheduler for Bfq {
             let inputs = self.idle_inputs(s, served);
             match idling::idle_window(&self.cfg, &inputs) {
                 Some(_) if self.queues[s as usize].serving_in_flight > 0 => {
-                    if let Some(r) = self.try_inject(s, now) {
+                    if let Some(r) = self.try_bypass(s, now, true).or_else(|| self.try_inject(s, now)) {
                         return Decision::Dispatch(r);
                     }
                     return Decision::Wait;
@@ -1193,7 +1212,7 @@ impl Scheduler for Bfq {
                 Some(window) if window > 0 => {
                     let until = now.saturating_add(window);
                     self.start_idling(s, until, now);
-                    if let Some(r) = self.try_inject(s, now) {
+                    if let Some(r) = self.try_bypass(s, now, true).or_else(|| self.try_inject(s, now)) {
                         return Decision::Dispatch(r);
                     }
                     return Decision::Idle { until };
@@ -1215,9 +1234,20 @@ impl Scheduler for Bfq {
         let stray = |f: &InFlight| f.serving == QUEUED || queues[f.owner as usize].id != request.queue;
         let Some(f) = self.live.remove_unless(request.id, stray) else { return };
         let InFlight { serving: s, owner, sync, .. } = f;
+        if f.bypassed {
+            self.bypassed_in_flight = self.bypassed_in_flight.saturating_sub(1);
+        }
         if f.in_turn {
-            let settled = self.last_completion.is_some_and(|(q, _)| q == request.queue);
+            let last = if self.cfg.inject_beside_bypass {
+                self.last_unbypassed_completion
+            } else {
+                self.last_completion.map(|(q, _)| q)
+            };
+            let settled = last == Some(request.queue);
             self.learn_inject_limit(s, &f, settled, now);
+        }
+        if !f.bypassed {
+            self.last_unbypassed_completion = Some(request.queue);
         }
         if f.guarded {
             self.guarded_in_flight = self.guarded_in_flight.saturating_sub(1);
