@@ -25,9 +25,9 @@
 //! default, off a spinning disk) it keeps its place as well: a reader of two 4 KiB reads that thinks
 //! between them drains after most completions, and each time its weight left the virtual time's sum,
 //! so that V ran ahead for the others; twelve such readers of weight 300 beside twelve deeper ones of
-//! weight 100 (fast-many-tenants, simulated on a device shaped like this machine's disk file) were each
-//! activated 1,600 times a second and the lighter ones got
-//! 14 % over their share (docs/fast-devices.md, "The bypass as background"). Kept, such a queue's
+//! weight 100 (fast-many-tenants, simulated on a device shaped like this machine's disk file) were
+//! each activated 1,600 times a second, and the lighter ones got 14 % over their share
+//! (docs/fast-devices.md, "The bypass as background"). Kept, such a queue's
 //! start is behind V when it is short of its share, so it is still eligible when it comes back, as
 //! the bypass needs. Not a weight-raised one (a starting application's process): selected in its
 //! grace with nothing queued it would be idled for, where its sibling's next read is what the

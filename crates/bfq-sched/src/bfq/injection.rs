@@ -794,7 +794,7 @@ impl Bfq {
         let own_in_flight = q.serving_in_flight;
         let others = self.in_flight - own_in_flight;
         // What the inject limit bounds: not the bypass's requests (`inject_beside_bypass`).
-        let injected = others - self.background_in_flight();
+        let injected = others.saturating_sub(self.background_in_flight(s));
         let class = q.spec.class.index();
         // A waker or wakee of the in-service queue goes first, and without the limit, while the
         // in-service queue has nothing in the device: it is waiting for that very I/O. With requests
@@ -933,11 +933,12 @@ impl Bfq {
         self.inject_from(c, now)
     }
 
-    /// Requests in the device that are the in-service queue's background rather than injected into
-    /// its turn: the bypass's, with `inject_beside_bypass` (config doc), else none.
-    pub(super) fn background_in_flight(&self) -> usize {
+    /// Requests of queues other than `s` in the device that are `s`'s background rather than
+    /// injected into its turn: the bypass's, with `inject_beside_bypass` (config doc), else none.
+    /// (`s`'s own bypassed requests, dispatched before its turn, are its own, not the others'.)
+    pub(super) fn background_in_flight(&self, s: u32) -> usize {
         if self.cfg.inject_beside_bypass {
-            self.bypassed_in_flight
+            self.bypassed_in_flight.saturating_sub(self.queues[s as usize].bypassed_in_flight)
         } else {
             0
         }
@@ -2094,12 +2095,12 @@ mod tests {
         let (mut b, _, _) = latency_bound_pair(true);
         let t = |us: u64| Instant::ZERO.saturating_add(us * 1000);
         let read = crate::testing::read_4k;
-        assert_eq!(b.background_in_flight(), 1, "queue 2's read, dispatched by the bypass");
         let q1 = b.index.get(QueueId(1)).unwrap();
+        assert_eq!(b.background_in_flight(q1), 1, "queue 2's read, dispatched by the bypass");
         b.complete(&read(1, 1, 0), t(100));
         assert_eq!(b.queues[q1 as usize].inject.base, 0, "the first read after a switch is no sample");
         b.complete(&read(3, 2, 1 << 24), t(120));
-        assert_eq!(b.background_in_flight(), 0);
+        assert_eq!(b.background_in_flight(q1), 0);
         b.complete(&read(2, 1, 1 << 20), t(150));
         assert_eq!(b.queues[q1 as usize].inject.base, 140_000, "its latency beside the bypassed read");
     }

@@ -766,7 +766,8 @@ impl Bfq {
         // Whether the request enters a device holding nothing of other queues (a baseline sample);
         // with `inject_beside_bypass`, nothing but bypassed requests.
         let bypassed = std::mem::take(&mut self.bypassing);
-        let others = self.in_flight - self.queues[s as usize].serving_in_flight - self.background_in_flight();
+        let others = (self.in_flight - self.queues[s as usize].serving_in_flight)
+            .saturating_sub(self.background_in_flight(s));
         if in_turn {
             if let Some(svc) = self.service.as_mut() {
                 svc.served += cost;
@@ -803,6 +804,7 @@ impl Bfq {
         self.dispatched_total += 1;
         self.unbypassed_dispatched += u64::from(!bypassed);
         self.bypassed_in_flight += usize::from(bypassed);
+        self.queues[s as usize].bypassed_in_flight += usize::from(bypassed);
         self.dispatched_sectors += r.sectors();
         self.device_rate.on_dispatch(r.sectors(), now);
         // Only a device that says it is rotational needs telling apart, and only until it is.
@@ -1236,6 +1238,8 @@ impl Scheduler for Bfq {
         let InFlight { serving: s, owner, sync, .. } = f;
         if f.bypassed {
             self.bypassed_in_flight = self.bypassed_in_flight.saturating_sub(1);
+            let q = &mut self.queues[s as usize];
+            q.bypassed_in_flight = q.bypassed_in_flight.saturating_sub(1);
         }
         if f.in_turn {
             let last = if self.cfg.inject_beside_bypass {

@@ -102,6 +102,8 @@ pub(super) struct Queue {
     pub(super) last_expiry: Option<ExpiryReason>,
     /// Requests dispatched by this queue as the serving one, not yet completed.
     pub(super) serving_in_flight: usize,
+    /// Of those, the ones the bypass dispatched ([`super::bypass`]).
+    pub(super) bypassed_in_flight: usize,
     /// The most requests it had outstanding (queued and in flight) in the interval before its current
     /// or last slot, and since then: how much of the device it can fill by itself (`injection`).
     pub(super) demand: usize,
@@ -210,6 +212,7 @@ impl Queue {
             own_in_flight: 0,
             last_expiry: None,
             serving_in_flight: 0,
+            bypassed_in_flight: 0,
             demand: 0,
             demand_peak: 0,
             mean_request_sectors: 0,
