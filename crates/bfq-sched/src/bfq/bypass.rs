@@ -126,8 +126,10 @@ impl Bfq {
             return None;
         }
         let raised = self.raising_on() && self.queues[s as usize].raising.active();
-        if self.latency_bound(s) && !(self.cfg.inject_beside_bypass && kept && !raised) {
-            // Without `inject_beside_bypass`, beside a latency-bound in-service queue the device has
+        let beside = self.cfg.inject_beside_bypass && self.cfg.injection;
+        if self.latency_bound(s) && !(beside && kept && !raised) {
+            // Without `inject_beside_bypass` (or without injection, whose rule it is), beside a
+            // latency-bound in-service queue the device has
             // room and injection serves the others within the limit learned from that queue's latency
             // alone; bypassed requests there would keep the device from ever serving it alone, its
             // baseline would go stale, and injection would stop (fast-seq-rand-1-4: the sequential

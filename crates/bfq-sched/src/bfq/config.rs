@@ -342,7 +342,10 @@ pub struct BfqConfig {
     /// served only while B-WF2Q+ lets them (eligible), so what they take is within their share; counted
     /// as injected, with a dozen of them always in the device the in-service queue never ran alone,
     /// its baseline was never measured, and nothing else was injected into its turns
-    /// (docs/fast-devices.md, "The bypass as background"). 0 = they count as any other queue's.
+    /// (docs/fast-devices.md, "The bypass as background"). Also, a latency-bound in-service queue
+    /// whose own requests are all in the device and that keeps its turn (not raised) has eligible
+    /// latency-bound queues bypassed beside it. Moot with `injection` off. 0 = they count as any
+    /// other queue's, and no bypass beside a latency-bound in-service queue.
     pub inject_beside_bypass: bool,
     /// `idle_by_think_time` (1): the in-service queue is not idled for when at most one of its last
     /// 8 think times (from the completion that emptied it to its next request) was within the idle
