@@ -34,7 +34,7 @@
 //!   487). A weight-raised queue (a starting application) is exempt: its reads of any size are what
 //!   raising serves first;
 //! - the in-service queue is not latency-bound itself (it keeps more than `bypass_depth` requests
-//!   outstanding), or, with `inject_beside_bypass` (the default), it is but its own requests are all
+//!   outstanding), or, with `inject_beside_bypass` (opt-in), it is but its own requests are all
 //!   in the device and it keeps its turn (it is idled for, or waits for them). Without that tunable,
 //!   injection alone serves the others beside a latency-bound in-service queue, within the limit
 //!   learned from that queue's latency alone;

@@ -335,14 +335,16 @@ pub struct BfqConfig {
     /// device"). The two conditions on the span leave alone random readers of small weight served
     /// at their share in short turns, and two random readers taking turns. 0 = tried again at once.
     pub inject_random_backoff: bool,
-    /// `inject_beside_bypass` (1): requests dispatched by the latency-bound bypass ([`super::bypass`])
+    /// `inject_beside_bypass` (0; opt-in): requests dispatched by the latency-bound bypass ([`super::bypass`])
     /// are the device's background for the in-service queue's inject limit: they do not count
     /// against the limit, a request of the in-service queue served beside only them is a sample of
     /// its latency alone, and their completions do not unsettle its next one. Bypassed queues are
     /// served only while B-WF2Q+ lets them (eligible), so what they take is within their share; counted
     /// as injected, with a dozen of them always in the device the in-service queue never ran alone,
     /// its baseline was never measured, and nothing else was injected into its turns
-    /// (docs/fast-devices.md, "The bypass as background"). Also, a latency-bound in-service queue
+    /// (docs/fast-devices.md, "The bypass as background"; off by default: with it, a seq-reader test
+    /// of split merged queues, `readers_split_out_of_a_merged_queue_are_served_their_queued_requests`,
+    /// left two of eight block readers without a byte for 3 s). Also, a latency-bound in-service queue
     /// whose own requests are all in the device and that keeps its turn (not raised) has eligible
     /// latency-bound queues bypassed beside it. Moot with `injection` off. 0 = they count as any
     /// other queue's, and no bypass beside a latency-bound in-service queue.
@@ -418,7 +420,7 @@ pub struct BfqConfig {
     /// and is idled for if selected in that time (beyond the seeds: `bfq::grace`). 0 = it leaves the
     /// tree at once, as in the seeds and the kernel.
     pub drain_grace: bool,
-    /// `grace_latency_bound` (1): with `drain_grace`, off a spinning disk, a latency-bound sync queue
+    /// `grace_latency_bound` (0; opt-in): with `drain_grace`, off a spinning disk, a latency-bound sync queue
     /// of small requests (at most `bypass_depth` outstanding) keeps its place for `slice_idle` too
     /// when it drains out of its turns. Such a queue with a think time between its requests (a client
     /// over a network, a reader that computes between reads) drains after most completions; leaving
@@ -581,7 +583,7 @@ impl Default for BfqConfig {
             inject_in_time: true,
             inject_lower_class: true,
             inject_random_backoff: true,
-            inject_beside_bypass: true,
+            inject_beside_bypass: false,
             idle_by_think_time: true,
             raised_idle_short_think: true,
             share_horizon: 250 * MSEC,
@@ -590,7 +592,7 @@ impl Default for BfqConfig {
             fair_charge: true,
             deep_charge_service: true,
             drain_grace: true,
-            grace_latency_bound: true,
+            grace_latency_bound: false,
             grace_hand_over: true,
             raised_sibling_wait: true,
             inject_into_raised: InjectIntoRaised::StartingApps,

@@ -21,8 +21,8 @@
 //! that ends without a request ends the queue's slot, if it has one, with no charge and no change of
 //! budget (it was never served), and the queue leaves the tree as it would have at its drain. A light
 //! queue (one or two requests outstanding) of small requests keeps the seeds' behaviour only with
-//! `grace_latency_bound` off: it leaves at once and comes back at the virtual time. With it (the
-//! default, off a spinning disk) it keeps its place as well: a reader of two 4 KiB reads that thinks
+//! `grace_latency_bound` off: it leaves at once and comes back at the virtual time. With it (opt-in,
+//! off a spinning disk) it keeps its place as well: a reader of two 4 KiB reads that thinks
 //! between them drains after most completions, and each time its weight left the virtual time's sum,
 //! so that V ran ahead for the others; twelve such readers of weight 300 beside twelve deeper ones of
 //! weight 100 (fast-many-tenants, simulated on a device shaped like this machine's disk file) were

@@ -2113,7 +2113,7 @@ mod tests {
         // moves at the in-service queue's pace meanwhile: the light reader of two readers of one
         // 128 KiB read each (weights 1:3) was never selected and got a fifth of the bytes in some runs
         // on the disk file. One large read at a time keeps its place for `slice_idle`, as a deep random
-        // queue does; so does one small read at a time with `grace_latency_bound` (the default: its
+        // queue does; so does one small read at a time with `grace_latency_bound` (opt-in: its
         // weight stays in the virtual time's sum), which without it leaves at once; and every queue
         // leaves at once with `drain_grace` off.
         use crate::Scheduler;
