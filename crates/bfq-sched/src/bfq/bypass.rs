@@ -118,7 +118,10 @@ impl Bfq {
     /// in the order their requests arrived. `kept`: `s` has nothing queued and keeps its turn (it is
     /// idled for, or waits for its requests in the device).
     pub(super) fn try_bypass(&mut self, s: u32, now: Instant, kept: bool) -> Option<Request> {
-        if self.bypass.is_empty() {
+        let beside = self.cfg.inject_beside_bypass && self.cfg.injection;
+        // Kept with nothing queued: only a latency-bound queue's turn is new ground here; beside any
+        // other, this dispatch already looked for a candidate before finding the queue empty.
+        if self.bypass.is_empty() || (kept && !(beside && self.latency_bound(s))) {
             return None;
         }
         if !self.hw_tag.detected {
@@ -126,15 +129,13 @@ impl Bfq {
             return None;
         }
         let raised = self.raising_on() && self.queues[s as usize].raising.active();
-        let beside = self.cfg.inject_beside_bypass && self.cfg.injection;
         if self.latency_bound(s) && !(beside && kept && !raised) {
             // Without `inject_beside_bypass` (or without injection, whose rule it is), beside a
-            // latency-bound in-service queue the device has
-            // room and injection serves the others within the limit learned from that queue's latency
-            // alone; bypassed requests there would keep the device from ever serving it alone, its
-            // baseline would go stale, and injection would stop (fast-seq-rand-1-4: the sequential
-            // readers fell from 105 to 15 MiB/s each beside two random readers served in turn and
-            // bypassing each other). With it, its latency alone is measured beside bypassed requests,
+            // latency-bound in-service queue the device has room and injection serves the others
+            // within the limit learned from that queue's latency alone; bypassed requests there
+            // would keep the device from ever serving it alone, its baseline would go stale, and
+            // injection would stop (fast-seq-rand-1-4: the sequential readers fell from 105 to 15
+            // MiB/s each beside two random readers served in turn and bypassing each other). With it, its latency alone is measured beside bypassed requests,
             // and they go beside it once its own requests are in the device and it keeps its turn
             // (idled for, or waiting for them): not before its own queued request, which is what its
             // turn is for, and not while it is empty and about to end its turn, which the bypass
