@@ -1474,7 +1474,7 @@ fn many_latency_bound_queues_of_two_weights_get_their_weights_when_budgets_follo
     let on = with_params(&[]);
     let off = with_params(&[("share_horizon", "0")]);
     let background = [("inject_beside_bypass", "1"), ("grace_latency_bound", "1")];
-    let defaults = with_params(&background);
+    let with_background = with_params(&background);
     let background_only = with_params(&[background.as_slice(), &[("share_horizon", "0")]].concat());
     let f = run_clients(fifo().as_mut(), dev, &apps, d, clients).0;
     eprintln!(
@@ -1487,13 +1487,13 @@ fn many_latency_bound_queues_of_two_weights_get_their_weights_when_budgets_follo
     );
     eprintln!(
         "with the bypass as background: {:.0} MiB within {:.1} %; without share_horizon: {:.0} MiB within {:.1} %",
-        mib(total(&defaults)),
-        100.0 * error(&defaults),
+        mib(total(&with_background)),
+        100.0 * error(&with_background),
         mib(total(&background_only)),
         100.0 * error(&background_only)
     );
     for (name, run) in
-        [("the bypass as background", &defaults), ("it without share_horizon", &background_only)]
+        [("the bypass as background", &with_background), ("it without share_horizon", &background_only)]
     {
         assert!(error(run) <= 0.03, "{name}: a reader {:.1} % off its weight's share", 100.0 * error(run));
         assert!(

@@ -113,6 +113,12 @@ impl Bfq {
         }
     }
 
+    /// While the in-service queue `s` has nothing queued and keeps its turn: a request of another
+    /// queue to go beside it, by the bypass ([`Self::try_bypass`], `kept`) or else by injection.
+    pub(super) fn serve_beside(&mut self, s: u32, now: Instant) -> Option<Request> {
+        self.try_bypass(s, now, true).or_else(|| self.try_inject(s, now))
+    }
+
     /// A request of a latency-bound, eligible waiting queue to dispatch beside the in-service queue
     /// `s`, if there is one. Candidates that no longer qualify are dropped; eligible ones are served
     /// in the order their requests arrived. `kept`: `s` has nothing queued and keeps its turn (it is

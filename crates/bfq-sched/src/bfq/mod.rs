@@ -1184,7 +1184,7 @@ impl Scheduler for Bfq {
             if served == 0 {
                 match self.drain_grace_wait(s, now) {
                     Some(Some(until)) => {
-                        if let Some(r) = self.try_bypass(s, now, true).or_else(|| self.try_inject(s, now)) {
+                        if let Some(r) = self.serve_beside(s, now) {
                             return Decision::Dispatch(r);
                         }
                         return Decision::Idle { until };
@@ -1195,7 +1195,7 @@ impl Scheduler for Bfq {
             }
             if let Some(until) = idle_until {
                 if now < until {
-                    if let Some(r) = self.try_bypass(s, now, true).or_else(|| self.try_inject(s, now)) {
+                    if let Some(r) = self.serve_beside(s, now) {
                         return Decision::Dispatch(r);
                     }
                     return Decision::Idle { until };
@@ -1206,7 +1206,7 @@ impl Scheduler for Bfq {
             let inputs = self.idle_inputs(s, served);
             match idling::idle_window(&self.cfg, &inputs) {
                 Some(_) if self.queues[s as usize].serving_in_flight > 0 => {
-                    if let Some(r) = self.try_bypass(s, now, true).or_else(|| self.try_inject(s, now)) {
+                    if let Some(r) = self.serve_beside(s, now) {
                         return Decision::Dispatch(r);
                     }
                     return Decision::Wait;
@@ -1214,7 +1214,7 @@ impl Scheduler for Bfq {
                 Some(window) if window > 0 => {
                     let until = now.saturating_add(window);
                     self.start_idling(s, until, now);
-                    if let Some(r) = self.try_bypass(s, now, true).or_else(|| self.try_inject(s, now)) {
+                    if let Some(r) = self.serve_beside(s, now) {
                         return Decision::Dispatch(r);
                     }
                     return Decision::Idle { until };
