@@ -444,18 +444,37 @@ request_size = "256KiB"
 file_size = "1GiB"
 "#;
     let job = Job::from_toml(text, "split-blocks.toml").unwrap();
+    let blocks = |params: &[(&str, &str)], job: &Job| -> Vec<u64> {
+        let params: Vec<(String, String)> =
+            params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let r = run_job(job, "bfq", &params).unwrap();
+        r.apps.iter().filter(|a| a.name.starts_with("blocks")).map(|a| a.bytes_read).collect()
+    };
     for (keep, all_served) in [("1", true), ("0", false)] {
-        let r = run_job(&job, "bfq", &[("merge_keeps_weights".to_string(), keep.to_string())]).unwrap();
-        let blocks: Vec<u64> =
-            r.apps.iter().filter(|a| a.name.starts_with("blocks")).map(|a| a.bytes_read).collect();
-        assert_eq!(blocks.len(), 8);
-        let most = *blocks.iter().max().unwrap();
-        let least = *blocks.iter().min().unwrap();
+        let read = blocks(&[("merge_keeps_weights", keep)], &job);
+        assert_eq!(read.len(), 8);
+        let (most, least) = (*read.iter().max().unwrap(), *read.iter().min().unwrap());
         assert_eq!(
             least * 2 >= most,
             all_served,
-            "merge_keeps_weights = {keep}: the block readers read {blocks:?} bytes"
+            "merge_keeps_weights = {keep}: the block readers read {read:?} bytes"
         );
+    }
+    // With the opt-in rules of docs/fast-devices.md ("The bypass as background") the merged queue is
+    // served by injection, in the order its requests expire, one reader's window after another's:
+    // its stream stays sequential and it is split only after 2.8-6.7 s, so over 3 s two readers
+    // still wait their turn inside it. Over 20 s each reader must get its part. The queues given
+    // back their requests at the split were raised x30 as new applications before (a burst of
+    // seven), and the eighth read half what each of them did.
+    let long =
+        Job::from_toml(&text.replace("duration = \"3s\"", "duration = \"20s\""), "split-blocks-20s.toml")
+            .unwrap();
+    for rules in
+        [&[("inject_beside_bypass", "1")][..], &[("inject_beside_bypass", "1"), ("grace_latency_bound", "1")]]
+    {
+        let read = blocks(rules, &long);
+        let (most, least) = (*read.iter().max().unwrap(), *read.iter().min().unwrap());
+        assert!(least * 5 >= most * 4, "{rules:?}, 20 s: the block readers read {read:?} bytes");
     }
 }
 

@@ -14,9 +14,21 @@ impl Bfq {
         let seeky_threshold = self.cfg.seeky_threshold;
         let rate = self.peak.rate;
         let rotational = self.device.rotational;
+        let back_from_merge = std::mem::take(&mut self.queues[t as usize].back_from_merge);
         let q = &self.queues[t as usize];
         let was_idle = q.serving_in_flight == 0;
-        let may_raise = raising_on && sync && q.spec.class != IoClass::Idle && !self.wf2q.under_idle_group(t);
+        // A queue given back its requests at a split waited in the merged queue all along: it is
+        // neither an application appearing (nor a member of a new burst) nor one back from idling,
+        // and keeps the raising it had when merged (`merge::split`). Activated as new, the seven
+        // readers given back their 1 MiB blocks at once made a burst of seven, too small to be
+        // large, and were raised x30 for 1.8 s while the eighth, the merged queue, kept weight
+        // 100: it read half what each of them did over 20 s (split-blocks, crates/bfq-sim/tests/
+        // fast_devices.rs).
+        let may_raise = raising_on
+            && sync
+            && !back_from_merge
+            && q.spec.class != IoClass::Idle
+            && !self.wf2q.under_idle_group(t);
         // The activations that would raise the queue as interactive: it is new, or back after a long
         // idle time (seed 001 sec. 4.1, seed 003 sec. V-A).
         let appeared = may_raise

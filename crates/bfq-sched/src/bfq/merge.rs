@@ -213,6 +213,7 @@ mod bookkeeping {
                 q.sync = q.reqs.has_sync();
                 let sync = q.sync;
                 if !matches!(self.wf2q.entity(src).state, EntityState::Active | EntityState::InService) {
+                    self.queues[src as usize].back_from_merge = true;
                     self.activate(src, now, sync);
                 }
             }
@@ -372,6 +373,40 @@ mod tests {
                 assert!(owners(s1).iter().filter(|&&o| o == s2).count() >= 4, "off: they stay in queue 1");
             }
         }
+    }
+
+    #[test]
+    fn a_queue_given_back_its_requests_at_a_split_is_not_raised_as_a_new_application() {
+        // `merge_keeps_weights`: a queue whose requests waited in the merged queue was backlogged
+        // all along; its activation at the split is not an appearance after idling (seed 001 sec.
+        // 4.1 raises those). Queue 2 merges at its start, is split 30 s later, long after the
+        // raising it had ran out: it must come back at its own weight, not raised x30.
+        use crate::bfq::{Bfq, BfqConfig};
+        use crate::testing::read_4k as read;
+        use crate::types::Instant;
+        use crate::{DeviceInfo, QueueId, Scheduler};
+        let cfg = BfqConfig { merge_keeps_weights: true, ..BfqConfig::default() };
+        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 16 }, cfg);
+        let t = Instant::ZERO;
+        for k in 0..4u64 {
+            b.insert(read(1 + k, 1, (1 << 21) + 8 * k), t);
+        }
+        for k in 0..4u64 {
+            b.insert(read(10 + k, 2, (1 << 21) + 64 + 8 * k), t);
+        }
+        let (s1, s2) = (b.index.get(QueueId(1)).unwrap(), b.index.get(QueueId(2)).unwrap());
+        assert_eq!(b.queues[s2 as usize].merged_into, Some(s1), "merged at once");
+        let later = Instant::from_nanos(30_000_000_000);
+        let mut k = 0;
+        while b.queues[s2 as usize].merged_into.is_some() {
+            b.insert(read(100 + k, 2, (k + 1) << 21), later);
+            k += 1;
+            assert!(k < 40, "the merged queue is split");
+        }
+        assert!(!b.queues[s2 as usize].reqs.is_empty(), "its requests are back");
+        assert!(!b.queues[s2 as usize].raising.active(), "not raised at the split");
+        assert_eq!(b.effective_weight(s2), 100, "its own weight (the default)");
+        b.check_consistency().expect("consistent after the split");
     }
 
     #[test]

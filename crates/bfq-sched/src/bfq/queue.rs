@@ -123,6 +123,9 @@ pub(super) struct Queue {
     /// rule applies, this and not `in_large_burst` keeps it from soft real-time raising.
     pub(super) in_large_tenant_burst: bool,
     pub(super) ever_backlogged: bool,
+    /// Its requests were just given back at a split (`merge_keeps_weights`): the activation that
+    /// follows is no appearance, it was backlogged all along in the merged queue.
+    pub(super) back_from_merge: bool,
     pub(super) idle_since: Instant,
     pub(super) backlogged_since: Instant,
     pub(super) service_since_backlogged: u64,
@@ -223,6 +226,7 @@ impl Queue {
             in_large_burst: false,
             in_large_tenant_burst: false,
             ever_backlogged: false,
+            back_from_merge: false,
             idle_since: Instant::ZERO,
             backlogged_since: Instant::ZERO,
             service_since_backlogged: 0,
