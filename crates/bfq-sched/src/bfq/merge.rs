@@ -213,7 +213,10 @@ mod bookkeeping {
                 q.sync = q.reqs.has_sync();
                 let sync = q.sync;
                 if !matches!(self.wf2q.entity(src).state, EntityState::Active | EntityState::InService) {
-                    self.queues[src as usize].back_from_merge = true;
+                    // Back, not new, if it had appeared before (`appear_merged` files a queue merged
+                    // at its creation where large bursts are detected); one that never had appears
+                    // now, as in the papers' variants.
+                    self.queues[src as usize].back_from_merge = self.queues[src as usize].ever_backlogged;
                     self.activate(src, now, sync);
                 }
             }
@@ -328,6 +331,38 @@ mod tests {
         assert!(!should_merge(&MergeCandidate { in_service_next: None, ..cand(1000, 1000) }, 8192));
     }
 
+    /// Queues 1 and 2, four 4 KiB reads each 8 KiB apart at time 0, queue 2's right after queue 1's:
+    /// queue 2 is merged into queue 1 at once. Returns the scheduler and the two slots.
+    fn merged_pair(keep_weights: bool) -> (crate::bfq::Bfq, u32, u32) {
+        use crate::bfq::{Bfq, BfqConfig};
+        use crate::testing::read_4k as read;
+        use crate::types::Instant;
+        use crate::{DeviceInfo, QueueId, Scheduler};
+        let cfg = BfqConfig { merge_keeps_weights: keep_weights, ..BfqConfig::default() };
+        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 16 }, cfg);
+        for k in 0..4u64 {
+            b.insert(read(1 + k, 1, (1 << 21) + 8 * k), Instant::ZERO);
+        }
+        for k in 0..4u64 {
+            b.insert(read(10 + k, 2, (1 << 21) + 64 + 8 * k), Instant::ZERO);
+        }
+        let (s1, s2) = (b.index.get(QueueId(1)).unwrap(), b.index.get(QueueId(2)).unwrap());
+        assert_eq!(b.queues[s2 as usize].merged_into, Some(s1), "merged at once");
+        (b, s1, s2)
+    }
+
+    /// Queue 2's next reads jump 1 GiB apart at `at`: the merged stream turns seeky and is split.
+    fn split_by_random_reads(b: &mut crate::bfq::Bfq, s2: u32, at: crate::types::Instant) {
+        use crate::testing::read_4k as read;
+        use crate::Scheduler;
+        let mut k = 0;
+        while b.queues[s2 as usize].merged_into.is_some() {
+            b.insert(read(100 + k, 2, (k + 1) << 21), at);
+            k += 1;
+            assert!(k < 40, "the merged queue is split");
+        }
+    }
+
     #[test]
     fn a_split_gives_each_queue_back_the_requests_it_had_queued_in_the_merged_queue() {
         // `merge_keeps_weights`: a merge changes the order of service, not the shares (seed 003 sec.
@@ -336,30 +371,12 @@ mod tests {
         // random the merged queue is split, and queue 2's requests still queued go back to it, so
         // that they are served at its own weight and turn. With the rule off (the kernel's way) they
         // stay in queue 1.
-        use crate::bfq::{Bfq, BfqConfig};
-        use crate::testing::read_4k as read;
         use crate::types::Instant;
-        use crate::{DeviceInfo, QueueId, Scheduler};
+        use crate::Scheduler;
         for keep in [true, false] {
-            let cfg = BfqConfig { merge_keeps_weights: keep, ..BfqConfig::default() };
-            let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 16 }, cfg);
-            let t = Instant::ZERO;
-            for k in 0..4u64 {
-                b.insert(read(1 + k, 1, (1 << 21) + 8 * k), t);
-            }
-            for k in 0..4u64 {
-                b.insert(read(10 + k, 2, (1 << 21) + 64 + 8 * k), t);
-            }
-            let (s1, s2) = (b.index.get(QueueId(1)).unwrap(), b.index.get(QueueId(2)).unwrap());
-            assert_eq!(b.queues[s2 as usize].merged_into, Some(s1), "keep {keep}: merged at once");
+            let (mut b, s1, s2) = merged_pair(keep);
             assert_eq!(b.queues[s1 as usize].reqs.len(), 8);
-            // Queue 2's next reads jump 1 GiB apart: the merged stream turns seeky and is split.
-            let mut k = 0;
-            while b.queues[s2 as usize].merged_into.is_some() {
-                b.insert(read(100 + k, 2, (k + 1) << 21), t);
-                k += 1;
-                assert!(k < 40, "keep {keep}: the merged queue is split");
-            }
+            split_by_random_reads(&mut b, s2, Instant::ZERO);
             let owners = |s: u32| -> Vec<u32> {
                 let q = &b.queues[s as usize];
                 q.reqs.indices().map(|i| b.slab.get(i).owner).collect()
@@ -381,28 +398,10 @@ mod tests {
         // all along; its activation at the split is not an appearance after idling (seed 001 sec.
         // 4.1 raises those). Queue 2 merges at its start, is split 30 s later, long after the
         // raising it had ran out: it must come back at its own weight, not raised x30.
-        use crate::bfq::{Bfq, BfqConfig};
-        use crate::testing::read_4k as read;
         use crate::types::Instant;
-        use crate::{DeviceInfo, QueueId, Scheduler};
-        let cfg = BfqConfig { merge_keeps_weights: true, ..BfqConfig::default() };
-        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 16 }, cfg);
-        let t = Instant::ZERO;
-        for k in 0..4u64 {
-            b.insert(read(1 + k, 1, (1 << 21) + 8 * k), t);
-        }
-        for k in 0..4u64 {
-            b.insert(read(10 + k, 2, (1 << 21) + 64 + 8 * k), t);
-        }
-        let (s1, s2) = (b.index.get(QueueId(1)).unwrap(), b.index.get(QueueId(2)).unwrap());
-        assert_eq!(b.queues[s2 as usize].merged_into, Some(s1), "merged at once");
-        let later = Instant::from_nanos(30_000_000_000);
-        let mut k = 0;
-        while b.queues[s2 as usize].merged_into.is_some() {
-            b.insert(read(100 + k, 2, (k + 1) << 21), later);
-            k += 1;
-            assert!(k < 40, "the merged queue is split");
-        }
+        use crate::Scheduler;
+        let (mut b, _, s2) = merged_pair(true);
+        split_by_random_reads(&mut b, s2, Instant::from_nanos(30_000_000_000));
         assert!(!b.queues[s2 as usize].reqs.is_empty(), "its requests are back");
         assert!(!b.queues[s2 as usize].raising.active(), "not raised at the split");
         assert_eq!(b.effective_weight(s2), 100, "its own weight (the default)");
