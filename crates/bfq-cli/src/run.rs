@@ -44,8 +44,9 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub quiet: bool,
     /// Write the scheduler's events (selections, expiries with their reason and charge, idling,
-    /// raising, inject limits) to this file, one line each; with several schedulers, one file each, named
-    /// `FILE.SCHEDULER`.
+    /// raising, inject limits) and every request's insertion, dispatch and completion (`12000 q3
+    /// dispatch R 1048576+131072 sync`, engine microseconds, as `bfq sim --events`) to this file,
+    /// one line each; with several schedulers, one file each, named `FILE.SCHEDULER`.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
     /// Write every request the applications submitted to this file, one line each:

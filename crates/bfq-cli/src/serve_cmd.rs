@@ -17,7 +17,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub check: bool,
     /// Write the scheduler's events (selections, expiries with their reason and charge, idling,
-    /// injection) to this new file, one line each (`scripts/trace-turns` summarises it); with
+    /// injection) and every request's insertion, dispatch and completion to this new file, one
+    /// line each (`scripts/trace-turns` summarises it); with
     /// exports on several devices, one file per device, `FILE.0`, `FILE.1`, ... Costs a formatted
     /// line per event. The file must not exist.
     #[arg(long, value_name = "FILE")]

@@ -258,6 +258,32 @@ impl<T> Core<T> {
         }
     }
 
+    /// With the event log on, one line for request `r` at `now`: `what` (insert, dispatch, complete),
+    /// its operation, offset and length (the scheduler's, with the target in its high bits) and
+    /// whether it is synchronous, in the simulator's format (`bfq sim --events`), so that a run
+    /// through the engine can be read request by request as a simulated one. The scheduler's
+    /// pending events go first, so that the file stays in time order.
+    fn log_request(&mut self, what: &str, r: &Request, now: Nanos) {
+        if self.event_log.is_none() {
+            return;
+        }
+        self.write_events();
+        let Some(w) = self.event_log.as_mut() else { return };
+        use std::io::Write;
+        let op = match r.op {
+            Op::Read => "R",
+            Op::Write => "W",
+            Op::Flush => "F",
+            Op::Discard => "D",
+            Op::WriteZeroes => "Z",
+        };
+        let sync = if r.sync { "sync" } else { "async" };
+        if writeln!(w, "{} q{} {what} {op} {}+{} {sync}", now / 1000, r.queue.0, r.offset, r.len).is_err() {
+            self.event_log = None;
+            self.sched.set_events(false);
+        }
+    }
+
     /// Flushes the event log (at shutdown).
     pub(crate) fn flush_event_log(&mut self) {
         self.write_events();
@@ -394,6 +420,7 @@ impl<T> Core<T> {
             let req = request(entry.key(), 0, len);
             entry.insert(slot(req, offset, Data::Whole { buf, token }));
             self.live.entry(queue).or_insert_with(|| LiveQueueStats::new(queue)).queued += 1;
+            self.log_request("insert", &req, now);
             self.sched.insert(req, SchedInstant::from_nanos(now));
             return;
         };
@@ -411,6 +438,7 @@ impl<T> Core<T> {
             let req = request(entry.key(), u64::from(at), piece.min(len - at));
             let data = Data::Piece { parent, addr: base + at as usize };
             entry.insert(slot(req, offset + u64::from(at), data));
+            self.log_request("insert", &req, now);
             self.sched.insert(req, SchedInstant::from_nanos(now));
         }
     }
@@ -500,16 +528,21 @@ impl<T> Core<T> {
 
     fn push_io(&mut self, req: Request) -> Result<(), EngineError> {
         let idx = req.id.0 as usize;
-        let Some(slot) = self.slab.get_mut(idx) else {
+        if !self.slab.contains(idx) {
             // The scheduler handed back a request it was never given: acknowledge and move on.
             let now = self.now();
             self.sched.complete(&req, SchedInstant::from_nanos(now));
             return Ok(());
-        };
+        }
         if let Some(live) = self.live.get_mut(&req.queue) {
             live.queued = live.queued.saturating_sub(1);
             live.in_flight += 1;
         }
+        if self.event_log.is_some() {
+            let now = self.now();
+            self.log_request("dispatch", &req, now);
+        }
+        let Some(slot) = self.slab.get_mut(idx) else { return Ok(()) };
         let target = slot.target as usize;
         let at_dispatch = self.in_memory[target]
             && (slot.req.op == Op::Write
@@ -677,6 +710,7 @@ impl<T> Core<T> {
             }
             let Some(mut slot) = self.slab.try_remove(idx) else { continue };
             self.in_flight -= 1;
+            self.log_request("complete", &slot.req, now);
             self.sched.complete(&slot.req, SchedInstant::from_nanos(now));
             let req = slot.req;
             let op = op_name(req.op);

@@ -1658,8 +1658,10 @@ impl EngineBuilder {
     }
 
     /// Writes every scheduler event to `file`, one line each (engine time in microseconds, queue,
-    /// event: `1288005 q3 Expired { reason: TooIdle, service: 2048 }`), for reading a run's scheduling
-    /// afterwards. Costs a formatted line per event; off by default.
+    /// event: `1288005 q3 Expired { reason: TooIdle, service: 2048 }`), and every request's
+    /// insertion, dispatch and completion (`1288011 q3 dispatch R 1048576+131072 sync`, the format of
+    /// `bfq sim --events`), for reading a run's scheduling afterwards. Costs a formatted line per
+    /// event and three per request; off by default.
     pub fn event_log(mut self, file: std::fs::File) -> Self {
         self.event_log = Some(file);
         self

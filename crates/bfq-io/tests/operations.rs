@@ -515,9 +515,10 @@ fn groups_are_configured_through_the_engine_and_their_refusals_reach_the_caller(
 }
 
 /// The event log (`EngineBuilder::event_log`): every scheduler event of a run, one line each, so that a
-/// run's scheduling can be read back (which queue was selected, why each slot ended, its charge).
+/// run's scheduling can be read back (which queue was selected, why each slot ended, its charge), and
+/// every request's insertion, dispatch and completion in the simulator's format, in time order.
 #[test]
-fn the_event_log_holds_the_schedulers_selections_and_expiries_one_line_each() {
+fn the_event_log_holds_the_schedulers_events_and_each_requests_insertion_dispatch_and_completion() {
     let file = Temp::new("events", 64 << 20, true);
     let log = Temp::new("events-log", 0, true);
     let engine = Engine::builder()
@@ -544,12 +545,28 @@ fn the_event_log_holds_the_schedulers_selections_and_expiries_one_line_each() {
     assert!(lines.iter().any(|l| l.contains(" q1 Selected")), "{text}");
     assert!(lines.iter().any(|l| l.contains(" q2 ")), "{text}");
     assert!(lines.iter().any(|l| l.contains(" Expired { reason: ")), "{text}");
-    // Each line: time in microseconds, the queue, the event.
+    // Each line: time in microseconds, the queue, the event; times never go back.
+    let mut last = 0;
     for l in &lines {
         let mut parts = l.splitn(3, ' ');
-        assert!(parts.next().unwrap().parse::<u64>().is_ok(), "{l}");
+        let t = parts.next().unwrap().parse::<u64>().expect(l);
+        assert!(t >= last, "out of time order: {l}");
+        last = t;
         assert!(parts.next().unwrap().starts_with('q'), "{l}");
         assert!(!parts.next().unwrap_or("").is_empty(), "{l}");
+    }
+    // Every read: inserted, dispatched, completed, in that order (`12 q1 dispatch R 4096+4096 sync`).
+    for q in 1..=2u64 {
+        for i in 0..32u64 {
+            let what = format!("R {}+4096 sync", (q - 1) * (32 << 20) + i * 4096);
+            let at = |step: &str| {
+                lines
+                    .iter()
+                    .position(|l| l.ends_with(&format!(" q{q} {step} {what}")))
+                    .unwrap_or_else(|| panic!("no `{step} {what}` of q{q} in the log"))
+            };
+            assert!(at("insert") < at("dispatch") && at("dispatch") < at("complete"), "q{q} {what}");
+        }
     }
 }
 
