@@ -400,6 +400,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("wr_yield_after", "0"),
     ("bypass_depth", "0"),
     ("inject_beside_bypass", "0"),
+    ("inject_starting_apps", "0"),
     ("latency_guard", "0"),
     ("raised_idle_shallow_only", "0"),
     ("idle_by_think_time", "0"),

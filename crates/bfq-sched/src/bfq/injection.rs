@@ -54,6 +54,16 @@
 //! queues in too: their small reads cost the start-up little, and held out they waited for its
 //! hand-overs instead (docs/fast-devices.md, "A starting application's turns on flash").
 //!
+//! A starting application past the limit (`inject_starting_apps`). A process of an application
+//! starting beside others reads its budget in a few milliseconds and is then ahead of the virtual
+//! time: it cannot preempt until the others' service moves V, and in a random reader's turn that
+//! service is a few 4 KiB reads. With the reader's inject limit at 0 (held there by
+//! `inject_random_backoff`, or not yet learned) the process waited through whole turns of it: one
+//! gnome-terminal read held 21 ms, others 22-98 ms in most runs with `inject_beside_bypass`. So
+//! while the limit refuses every other queue, such a process still goes beside a turn that is not
+//! raised, where the device has room; the raising period and its service cap bound what it takes
+//! (docs/fast-devices.md, "A starting application past the inject limit").
+//!
 //! Where locality matters (a rotational disk, even one that queues internally), an injected request
 //! makes the in-service sequential queue's next one seek: the share of its turns then excuses
 //! nothing, a limit that fell to 0 for that is retried after a growing wait, and a request served
@@ -858,10 +868,11 @@ impl Bfq {
         // counted against it: two random readers taking turns shut each other out, and with a
         // limit of one the device served one request of anybody beside the in-service one.
         let by_share = self.cfg.guard_by_share && self.guard_enabled() && self.guard_latency_bound(s);
+        if !by_share && !self.inject_allowed(s, injected, now) {
+            return self.starting_app_past_limit(s, class, now);
+        }
         let only_latency_bound = if by_share {
             self.in_flight - self.guarded_in_flight >= self.guard.limit as usize
-        } else if !self.inject_allowed(s, injected, now) {
-            return None;
         } else {
             false
         };
@@ -929,6 +940,38 @@ impl Bfq {
         }
         if self.below_class(c, class) {
             self.queues[s as usize].inject.lower_class_injected = true;
+        }
+        self.inject_from(c, now)
+    }
+
+    /// `inject_starting_apps`: while the inject limit of the in-service queue `s` refuses every
+    /// other queue, a request of a process of an application starting beside others (raised as
+    /// interactive in a chain that began after a quiet `wr_yield_after`), if one waits and the
+    /// device has room beside what `s` keeps outstanding. Not into a raised turn:
+    /// `inject_into_raised` decides there. Module doc, "A starting application past the limit".
+    fn starting_app_past_limit(&mut self, s: u32, class: usize, now: Instant) -> Option<Request> {
+        let q = &self.queues[s as usize];
+        if !self.cfg.inject_starting_apps || !self.raising_on() || q.raising.active() {
+            return None;
+        }
+        let others = self.in_flight - q.serving_in_flight;
+        if others >= (self.device.queue_depth as usize).saturating_sub(q.outstanding_demand()) {
+            return None;
+        }
+        let queues = &self.queues;
+        let sync_only = !self.async_may_enter();
+        let accept = |c: u32| {
+            let q = &queues[c as usize];
+            c != s
+                && q.raising.active()
+                && q.raising.kind == Some(RaiseKind::Interactive)
+                && q.raising.starting_app
+                && !q.reqs.is_empty()
+                && (!sync_only || q.reqs.has_sync())
+        };
+        let c = self.wf2q.peek_out_of_turn(class, accept)?;
+        if !self.injectable(c) {
+            return None;
         }
         self.inject_from(c, now)
     }
@@ -2103,6 +2146,55 @@ mod tests {
         assert_eq!(b.background_in_flight(q1), 0);
         b.complete(&read(2, 1, 1 << 20), t(150));
         assert_eq!(b.queues[q1 as usize].inject.base, 140_000, "its latency beside the bypassed read");
+    }
+
+    /// A plain reader of weight 1000 (not raised: `wr_default_weight_only`) in service with its reads
+    /// in the device and no latency alone measured yet (its inject limit refuses every other queue),
+    /// and a raised process with a read queued that is ahead of the virtual time (as after a turn of
+    /// its own: set here by charging it service), so that it cannot preempt; with `starting` it is a
+    /// process of an application starting beside others. What the next dispatch gives.
+    fn starting_app_beside_a_refusing_limit(rule: bool, starting: bool) -> Option<crate::QueueId> {
+        use crate::{DeviceInfo, QueueId, QueueSpec, Scheduler};
+        let cfg =
+            BfqConfig { inject_starting_apps: rule, wr_default_weight_only: true, ..BfqConfig::default() };
+        let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 32 }, cfg);
+        b.configure_queue(QueueId(1), QueueSpec::with_weight(1000), Instant::ZERO).unwrap();
+        b.hw_tag.detected = true;
+        let t = |us: u64| Instant::ZERO.saturating_add(us * 1000);
+        let read = crate::testing::read_4k;
+        b.insert(read(1, 1, 0), t(0));
+        b.insert(read(3, 1, 1 << 20), t(0));
+        assert!(matches!(b.dispatch(t(0)), Decision::Dispatch(r) if r.queue == QueueId(1)));
+        b.insert(read(2, 2, 1 << 24), t(10));
+        let q2 = b.index.get(QueueId(2)).unwrap();
+        assert!(b.queues[q2 as usize].raising.active(), "a new queue of the default weight is raised");
+        b.queues[q2 as usize].raising.starting_app = starting;
+        // Ahead of V by a budget's worth: not eligible, so no preemption.
+        b.preempt = false;
+        b.wf2q.served_out_of_turn(q2, 8192, 8192);
+        assert!(!b.wf2q.eligible(q2));
+        assert!(
+            matches!(b.dispatch(t(10)), Decision::Dispatch(r) if r.queue == QueueId(1)),
+            "its own read first"
+        );
+        assert_eq!(b.in_service(), Some(QueueId(1)));
+        match b.dispatch(t(20)) {
+            Decision::Dispatch(r) => Some(r.queue),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_starting_applications_process_goes_beside_a_turn_whose_inject_limit_refuses_the_others() {
+        // `inject_starting_apps` (beyond the seeds; module doc, "A starting application past the
+        // limit"): the inject limit keeps the in-service queue's latency within the ratio of its
+        // latency alone, but a starting application's process (seed 001 sec. 4.1: raising is there
+        // to start applications quickly) is not held behind it. Only such a process: a raised queue
+        // that started with the others is left to the limit, as is everybody with the rule off.
+        use crate::QueueId;
+        assert_eq!(starting_app_beside_a_refusing_limit(true, true), Some(QueueId(2)));
+        assert_eq!(starting_app_beside_a_refusing_limit(true, false), None, "not a starting application");
+        assert_eq!(starting_app_beside_a_refusing_limit(false, true), None, "rule off");
     }
 
     #[test]
