@@ -474,7 +474,7 @@ impl<T> Core<T> {
         let mut deadline = None;
         while self.in_flight < self.depth {
             match self.sched.dispatch(SchedInstant::from_nanos(now)) {
-                Decision::Dispatch(req) => self.push_io(req)?,
+                Decision::Dispatch(req) => self.push_io(req, now)?,
                 Decision::Idle { until } => {
                     deadline = Some(until);
                     break;
@@ -526,7 +526,8 @@ impl<T> Core<T> {
         Ok(())
     }
 
-    fn push_io(&mut self, req: Request) -> Result<(), EngineError> {
+    /// Puts `req`, which the scheduler dispatched at `now`, on the ring (or serves it at once).
+    fn push_io(&mut self, req: Request, now: Nanos) -> Result<(), EngineError> {
         let idx = req.id.0 as usize;
         if !self.slab.contains(idx) {
             // The scheduler handed back a request it was never given: acknowledge and move on.
@@ -538,10 +539,9 @@ impl<T> Core<T> {
             live.queued = live.queued.saturating_sub(1);
             live.in_flight += 1;
         }
-        if self.event_log.is_some() {
-            let now = self.now();
-            self.log_request("dispatch", &req, now);
-        }
+        // At the scheduler's time of the decision, not the clock's now: its events of this pass carry
+        // that time, and the log stays in time order.
+        self.log_request("dispatch", &req, now);
         let Some(slot) = self.slab.get_mut(idx) else { return Ok(()) };
         let target = slot.target as usize;
         let at_dispatch = self.in_memory[target]
