@@ -445,9 +445,7 @@ file_size = "1GiB"
 "#;
     let job = Job::from_toml(text, "split-blocks.toml").unwrap();
     let blocks = |params: &[(&str, &str)], job: &Job| -> Vec<u64> {
-        let params: Vec<(String, String)> =
-            params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let r = run_job(job, "bfq", &params).unwrap();
+        let (r, _) = run_mixed(job, "bfq", params);
         r.apps.iter().filter(|a| a.name.starts_with("blocks")).map(|a| a.bytes_read).collect()
     };
     for (keep, all_served) in [("1", true), ("0", false)] {

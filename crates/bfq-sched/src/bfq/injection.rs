@@ -876,13 +876,7 @@ impl Bfq {
         } else {
             false
         };
-        // Only into the part of the device the in-service queue cannot fill by itself: a queue that
-        // keeps as many requests outstanding as the device takes refills each slot a completion frees
-        // within microseconds, and a request injected there takes the slot from it. Its latency would
-        // not show the loss (the device is as full either way), its share would: two greedy tenants of
-        // weights 3:1 through `bfq serve` (iodepth 32, device depth 32) came out 1:1 without this rule.
-        let demand = q.outstanding_demand();
-        if others >= (self.device.queue_depth as usize).saturating_sub(demand) {
+        if !self.room_beside(s) {
             return None;
         }
         let sync_only = !self.async_may_enter();
@@ -954,8 +948,7 @@ impl Bfq {
         if !self.cfg.inject_starting_apps || !self.raising_on() || q.raising.active() {
             return None;
         }
-        let others = self.in_flight - q.serving_in_flight;
-        if others >= (self.device.queue_depth as usize).saturating_sub(q.outstanding_demand()) {
+        if !self.room_beside(s) {
             return None;
         }
         let queues = &self.queues;
@@ -974,6 +967,18 @@ impl Bfq {
             return None;
         }
         self.inject_from(c, now)
+    }
+
+    /// Whether the device has room for another queue's request beside the in-service queue `s`: only
+    /// the part of it `s` cannot fill by itself. A queue that keeps as many requests outstanding as
+    /// the device takes refills each slot a completion frees within microseconds, and a request
+    /// injected there takes the slot from it. Its latency would not show the loss (the device is as
+    /// full either way), its share would: two greedy tenants of weights 3:1 through `bfq serve`
+    /// (iodepth 32, device depth 32) came out 1:1 without this rule.
+    fn room_beside(&self, s: u32) -> bool {
+        let q = &self.queues[s as usize];
+        let others = self.in_flight - q.serving_in_flight;
+        others < (self.device.queue_depth as usize).saturating_sub(q.outstanding_demand())
     }
 
     /// Requests of queues other than `s` in the device that are `s`'s background rather than
