@@ -651,21 +651,27 @@ fn a_light_client_beside_a_copy_keeps_its_p99_near_its_p99_alone_under_bfq_and_n
         // 3.3-4.1 ms with mq-deadline, and one clean-clone run's second BFQ measurement, on a
         // machine where the light client alone had a p99 of 700 us, was at 840 us: a fifth of
         // FIFO's asked more of the machine than of the scheduler. A BFQ that lost the light client's
-        // protection is at FIFO's.
-        assert!(
-            bfq.loaded99 * 2 < fifo_loaded,
-            "BFQ's p99 beside the copy ({:?}) is not far below FIFO's ({fifo_loaded:?})",
+        // protection is at FIFO's. Under half of FIFO's is asked of the measurement that meets the
+        // 2x, not of each: on 2026-12-07 a clean-clone run's first BFQ measurement had the light
+        // client's p99 *alone* at 2.08 ms (its usual 0.13-0.3 ms) and 2.52 ms beside the copy
+        // (1.21x), against FIFO's 3.03 ms; a measurement that noise put there says nothing of the
+        // scheduler, and the next one is taken.
+        let below_fifo = bfq.loaded99 * 2 < fifo_loaded;
+        let within = bfq.p99_ratio() <= 2.0 && bfq.p50_ratio() <= 1.5 && below_fifo;
+        seen.push(format!(
+            "p99 {:.2}x, p50 {:.2}x, p99 {:?} against FIFO's {fifo_loaded:?}",
+            bfq.p99_ratio(),
+            bfq.p50_ratio(),
             bfq.loaded99
-        );
-        let within = bfq.p99_ratio() <= 2.0 && bfq.p50_ratio() <= 1.5;
-        seen.push(format!("p99 {:.2}x, p50 {:.2}x", bfq.p99_ratio(), bfq.p50_ratio()));
+        ));
         if within {
             return;
         }
     }
     panic!(
         "BFQ: the light client's p99 beside the copy was over 2x its p99 alone, or its median over \
-         1.5x its median alone, in {BFQ_MEASUREMENTS} measurements of {BFQ_MEASUREMENTS}: {}",
+         1.5x its median alone, or its p99 not under half of FIFO's, in {BFQ_MEASUREMENTS} measurements \
+         of {BFQ_MEASUREMENTS}: {}",
         seen.join(", ")
     );
 }

@@ -349,7 +349,7 @@ pub struct BfqConfig {
     /// latency-bound queues bypassed beside it. Moot with `injection` off. 0 = they count as any
     /// other queue's, and no bypass beside a latency-bound in-service queue.
     pub inject_beside_bypass: bool,
-    /// `inject_starting_apps` (0; opt-in): while the in-service queue's inject limit refuses every other
+    /// `inject_starting_apps` (1): while the in-service queue's inject limit refuses every other
     /// queue (at 0, reached, or its latency alone not measured yet), a process of an application
     /// starting beside others (raised as interactive in a chain that began after a quiet
     /// `wr_yield_after`) that waits with requests queued is still dispatched beside it, where the
@@ -361,10 +361,9 @@ pub struct BfqConfig {
     /// `inject_beside_bypass` (two sets of eight runs; one read held up to 98 ms), and takes 0.058,
     /// 0.070 with it, with this rule; beside fast-startup-mixed's readers and writer on the RAM file
     /// 0.066-0.127 s (one read held up to 70 ms) against 0.042-0.061 (beyond the seeds and the
-    /// kernel: docs/fast-devices.md, "A starting application past the inject limit"). Opt-in: a new
-    /// greedy client of `bfq serve` is such a process too, and the light-client test
-    /// (crates/bfq-cli/tests/serve.rs) could not be shown unaffected by it on a noisy machine.
-    /// 0 = it waits for its turn or for the limit, as any queue.
+    /// kernel: docs/fast-devices.md, "A starting application past the inject limit"). Needs
+    /// weight raising (`low_latency`), so it never acts under `bfq serve`'s defaults. 0 = it waits
+    /// for its turn or for the limit, as any queue.
     pub inject_starting_apps: bool,
     /// `idle_by_think_time` (1): the in-service queue is not idled for when at most one of its last
     /// 8 think times (from the completion that emptied it to its next request) was within the idle
@@ -601,7 +600,7 @@ impl Default for BfqConfig {
             inject_lower_class: true,
             inject_random_backoff: true,
             inject_beside_bypass: false,
-            inject_starting_apps: false,
+            inject_starting_apps: true,
             idle_by_think_time: true,
             raised_idle_short_think: true,
             share_horizon: 250 * MSEC,
