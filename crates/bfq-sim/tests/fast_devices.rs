@@ -485,9 +485,10 @@ fn two_random_readers_of_one_weight_beside_sequential_ones_get_the_same_throughp
     // at random (not an example) found it: while one random reader holds a turn, the other is
     // served only by injection, within the in-service reader's inject limit and behind the
     // sequential readers' injected reads, so the reader that holds more turns reads more (59.1
-    // against 45.6 MiB/s, 1,124 MiB/s in all). With the bypass's reads as the in-service queue's background, and latency-bound
-    // readers bypassed beside a latency-bound in-service one, 57.7 and 57.2 (each reads 64 alone),
-    // 1,817 MiB/s in all. Opt-in: through the engine it did not come out ahead on every job.
+    // against 45.6 MiB/s, 1,124 MiB/s in all). With the bypass's reads as the in-service queue's
+    // background, and latency-bound readers bypassed beside a latency-bound in-service one, 57.7
+    // and 57.2 (each reads 64 alone), 1,817 MiB/s in all. Opt-in: through the engine it did not
+    // come out ahead on every job.
     let job = mixed_job(
         "[[app]]\nname = \"rand\"\nkind = \"rand-reader\"\ncount = 2\nweight = 1000\nrequest_size = 8192\n\
          [[app]]\nname = \"seq\"\nkind = \"seq-reader\"\ncount = 2\nweight = 300\nwindow = 16\n",

@@ -143,8 +143,8 @@ impl Bfq {
             // injection would stop (fast-seq-rand-1-4: the sequential readers fell from 105 to 15
             // MiB/s each beside two random readers served in turn and bypassing each other). With
             // it, its latency alone is measured beside bypassed requests, and they go beside it
-            // once its own requests are in the device and it keeps its turn
-            // (idled for, or waiting for them): not before its own queued request, which is what its
+            // once its own requests are in the device and it keeps its turn (idled for, or
+            // waiting for them): not before its own queued request, which is what its
             // turn is for, and not while it is empty and about to end its turn, which the bypass
             // would hold for a queue that has left. Nor beside a weight-raised one (a starting
             // application's process): injection's rules for raised turns decide who goes beside it
