@@ -121,6 +121,9 @@ pub enum EventKind {
     /// The queue had waited `max_lead_wait` with requests queued while ahead of the virtual time
     /// from service out of its turns; it starts at the virtual time again (`bfq`, beyond the kernel).
     LeadForgiven,
+    /// The queue's cap on its sectors in the device changed (`share_in_flight`, `bfq::device_share`,
+    /// beyond the seeds and the kernel); 0 = no cap.
+    ShareCap { sectors: u64 },
 }
 
 /// A snapshot of one queue's state, for observability (issue: "without a debugger").

@@ -1568,3 +1568,44 @@ fn budgets_follow_the_share_on_a_device_that_serves_random_reads_faster_than_a_d
     };
     assert!(off >= 2 * nvme, "share_horizon=0: budgets up to {off} sectors, {nvme} with it");
 }
+
+#[test]
+fn share_in_flight_gives_random_readers_of_one_weight_and_different_sizes_equal_bytes() {
+    // `share_in_flight` (opt-in, beyond the seeds; `bfq::device_share`, docs/fast-devices.md
+    // "Equal weights, different sizes"): three random readers of one weight, 16 reads outstanding
+    // each, of 8, 16 and 64 KiB, on the bank of eight servers with one FIFO in front. The scenario
+    // is symmetric, BFQ does not idle, every read goes to the device as it comes, and the FIFO
+    // divides the device by the bytes each reader keeps in it. With the rule, the readers that got
+    // more than their share have their sectors in the device capped while one that got less spent
+    // its time in the device, for at most `share_in_flight` percent of the aggregate.
+    let sized = |kib: u32| App { window: 16, request_bytes: kib << 10, ..rand(100) };
+    let apps = [sized(8), sized(16), sized(64)];
+    let (fifo_bytes, _) = run_with_latencies(fifo().as_mut(), BANK, &apps, 4 * SEC);
+    let fifo_total = fifo_bytes.iter().sum::<u64>() as f64;
+    let run_with = |rule: &str| {
+        let (b, _) = run_with_latencies(&mut bfq(NVME, &[("share_in_flight", rule)]), BANK, &apps, 4 * SEC);
+        let of_fifo = b.iter().sum::<u64>() as f64 / fifo_total;
+        eprintln!(
+            "share_in_flight={rule}: {:?} MiB, {of_fifo:.2} of fifo",
+            b.iter().map(|&x| mib(x) as u64).collect::<Vec<_>>()
+        );
+        (b, of_fifo)
+    };
+    let (on, on_fifo) = run_with("20");
+    let (off, _) = run_with("0");
+    let mean = on.iter().sum::<u64>() as f64 / 3.0;
+    for (kib, &got) in [8, 16, 64].iter().zip(&on) {
+        assert!(
+            (got as f64 - mean).abs() <= 0.1 * mean,
+            "{kib} KiB reader: {} MiB, the mean {} MiB",
+            mib(got),
+            mib(mean as u64)
+        );
+    }
+    assert!(on_fifo >= 0.8, "the caps cost at most a fifth of the aggregate: {on_fifo:.2} of fifo");
+    // 1,474, 2,934 and 4,388 MiB without it, here.
+    assert!(
+        off[2] > 2 * off[0],
+        "without the rule the 64 KiB reader reads over twice the 8 KiB one's: {off:?}"
+    );
+}

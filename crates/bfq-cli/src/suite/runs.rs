@@ -394,6 +394,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("deep_charge_service", "0"),
     ("drain_grace", "0"),
     ("grace_latency_bound", "0"),
+    ("share_in_flight", "0"),
     ("pattern_asymmetry", "0"),
     ("burst_active_only", "0"),
     ("softrt_tenant_burst", "0"),

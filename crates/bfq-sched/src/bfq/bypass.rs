@@ -173,7 +173,7 @@ impl Bfq {
                 self.bypass.swap_remove(i);
                 continue;
             };
-            if !self.wf2q.eligible(c) {
+            if !self.wf2q.eligible(c) || !self.share_allows(c, self.slab.get(index).request.sectors()) {
                 // Not yet: it stays a candidate until it is eligible or served in its turn.
                 i += 1;
                 continue;

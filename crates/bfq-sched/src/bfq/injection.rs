@@ -1279,11 +1279,14 @@ impl Bfq {
             return None;
         }
         let p = self.order_params();
-        let mut index = self.queues[c as usize].reqs.peek_next(&self.slab, self.last_position, now, &p)?;
+        let mut index = self.next_request(c, now, &p)?;
         if !self.slab.get(index).request.sync && !self.async_may_enter() {
             // Asynchronous requests wait while synchronous ones are in the device (as in the service
             // loop); a synchronous one of the same queue may go.
             index = self.queues[c as usize].reqs.sync_head()?;
+        }
+        if !self.share_allows(c, self.slab.get(index).request.sectors()) {
+            return None;
         }
         // A queue drained by injection stays backlogged in B-WF2Q+ while its requests are in the device
         // (it is deactivated at the completion of the last one, `Bfq::complete`): a greedy queue whose

@@ -39,6 +39,7 @@ pub mod budget_share;
 pub mod burst;
 pub mod bypass;
 pub mod config;
+pub mod device_share;
 pub mod grace;
 pub mod guard;
 pub mod hierarchy;
@@ -212,6 +213,9 @@ pub struct Bfq {
     /// Requests dispatched that were not guarded ([`guard`]: how many entered the device during a
     /// guarded request's service).
     unguarded_dispatched: u64,
+    /// The window over which queues' shares of the device are judged (`share_in_flight`,
+    /// [`device_share`]).
+    share_window: device_share::ShareWindow,
     events_on: bool,
     events: VecDeque<Event>,
 }
@@ -279,6 +283,7 @@ impl Bfq {
             guard: guard::LatencyGuard::new(device.queue_depth.max(1)),
             guarded_in_flight: 0,
             unguarded_dispatched: 0,
+            share_window: device_share::ShareWindow::default(),
             events_on: false,
             events: VecDeque::new(),
             cfg,
@@ -838,6 +843,7 @@ impl Bfq {
         } else {
             inflight::NOT_ALONE
         };
+        self.share_on_dispatch(s, r.sectors(), now.saturating_since(slot.arrived), now);
         let guarded = self.guard_enabled() && self.guard_latency_bound(s);
         let guard_others = (self.in_flight - self.guarded_in_flight).min(u16::MAX as usize) as u16;
         if guarded {
@@ -1034,6 +1040,7 @@ impl Scheduler for Bfq {
         let p = self.order_params();
         let index = self.slab.insert(request, s);
         self.queues[target as usize].reqs.add(&mut self.slab, index, now, &p);
+        self.share_on_arrival(target, now);
         self.queues[target as usize].sync = request.sync;
         self.index_position(target);
         self.queues[s as usize].own_queued += 1;
@@ -1142,8 +1149,7 @@ impl Scheduler for Bfq {
                 return Decision::Dispatch(r);
             }
             let p = OrderParams { check_fifo: !fifo_checked, ..self.order_params() };
-            let head = self.last_position;
-            let next = self.queues[s as usize].reqs.peek_next(&self.slab, head, now, &p);
+            let next = self.next_request(s, now, &p);
             if let Some(index) = next {
                 // No asynchronous request enters the device while synchronous ones are in it: a drive
                 // that acknowledges writes into its cache and destages them before reads would starve
@@ -1159,6 +1165,14 @@ impl Scheduler for Bfq {
                 if served > 0 && cost > budget.saturating_sub(served) {
                     self.expire(ExpiryReason::BudgetExhausted, now);
                     continue;
+                }
+                if !self.share_allows(s, self.slab.get(index).request.sectors()) {
+                    // Over its share of the device's queue ([`device_share`]): it keeps its turn,
+                    // the others' requests go beside it, and a completion reopens the gate.
+                    if let Some(r) = self.share_beside(s, now) {
+                        return Decision::Dispatch(r);
+                    }
+                    return Decision::Wait;
                 }
                 if self.guard_holds_back(s, now) {
                     // A latency-bound queue is active and the device holds as many of the others'
@@ -1285,6 +1299,7 @@ impl Scheduler for Bfq {
         self.in_flight -= 1;
         self.sync_in_flight -= usize::from(sync);
         self.queues[s as usize].serving_in_flight -= 1;
+        self.share_on_completion(s, request.sectors(), now.saturating_since(f.dispatched_at), now);
         {
             let o = &mut self.queues[owner as usize];
             o.own_in_flight = o.own_in_flight.saturating_sub(1);

@@ -179,6 +179,11 @@ impl QueueRequests {
         (self.fifo[0].head != NIL).then_some(self.fifo[0].head)
     }
 
+    /// The oldest synchronous request queued, or the oldest asynchronous one if none is.
+    pub fn oldest(&self) -> Option<u32> {
+        [self.fifo[0].head, self.fifo[1].head].into_iter().find(|&i| i != NIL)
+    }
+
     /// Whether a synchronous request is queued.
     pub fn has_sync(&self) -> bool {
         self.fifo[0].head != NIL

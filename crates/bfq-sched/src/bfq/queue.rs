@@ -174,6 +174,9 @@ pub(super) struct Queue {
     /// Served out of its turns (injection, bypass) since its last turn: its lead over the virtual
     /// time, if any, may come from that (`max_lead_wait`).
     pub(super) served_out_of_turn: bool,
+    /// Its sectors in the device, their cap and the current window's counts (`share_in_flight`,
+    /// [`super::device_share`]).
+    pub(super) share: super::device_share::QueueShare,
 }
 
 impl Queue {
@@ -251,6 +254,7 @@ impl Queue {
             last_arrival: None,
             last_dispatch: None,
             served_out_of_turn: false,
+            share: Default::default(),
         }
     }
 }

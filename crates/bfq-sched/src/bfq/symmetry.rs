@@ -102,7 +102,7 @@ impl Bfq {
     /// request at a time would cost the device most of its time (a sequential and a random reader of
     /// two requests each, one weight: 0.2 of FIFO's throughput instead of 0.86), and on a disk the
     /// random readers' idle windows would keep a start-up waiting (the suite's 10r-rand start-up).
-    fn mixed_patterns(&self, s: u32) -> bool {
+    pub(super) fn mixed_patterns(&self, s: u32) -> bool {
         if !self.cfg.pattern_asymmetry {
             return false;
         }
