@@ -13,7 +13,8 @@
 //! At expiry the queue is charged (its service, or more: [`budget`]), gets its next budget
 //! ([`budget`]), and B-WF2Q+ ([`wf2q`]) picks the next queue. The heuristics live in their own
 //! modules: [`peak_rate`], [`idling`], [`weight_raising`], [`budget_share`] (budgets sized by the
-//! share on a fast device), [`merge`] (with the merging and splitting
+//! share on a fast device), [`device_share`] (caps on what a queue keeps in the device, opt-in),
+//! [`merge`] (with the merging and splitting
 //! bookkeeping), activation (`activation.rs`: raising and burst decisions when a queue becomes
 //! backlogged), symmetry (`symmetry.rs`: the busy-weight counts and the idling inputs), queue storage
 //! (`queue.rs`), the named timers ([`timers`]); the tunables in [`config`]; the bookkeeping of
