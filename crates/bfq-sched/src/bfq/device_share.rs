@@ -25,8 +25,8 @@
 //! what it kept there on average in the window (never below its largest request: it always has one
 //! in the device). A capped queue dispatches, in its turn, injected or bypassing, only while under
 //! its cap or with nothing in the device; held in its turn, it keeps the turn and the next request
-//! of the other queues with room goes beside it ([`Bfq::share_beside`]), charged to its queue as
-//! injected service is. A capped queue's requests go in arrival order ([`Bfq::next_request`]).
+//! of the other queues with room goes beside it (`Bfq::share_beside`), charged to its queue as
+//! injected service is. A capped queue's requests go in arrival order (`Bfq::next_request`).
 //! A capped queue that its cap holds under its share gets a quarter more room; windows with no
 //! short queue let every cap grow by an eighth; a cap over what its queue keeps outstanding is
 //! dropped.
