@@ -59,10 +59,11 @@ pub const WINDOW_MIN: Nanos = 20 * MSEC;
 /// A queue is short only if it got less than its share by more than one part in this many.
 pub const SLACK: u64 = 16;
 
-/// A shrink helped if the shortest queue's rate grew by at least one part in this many.
+/// A shrink helped if the queues short at it read at least one part in this many more together in
+/// the next window.
 pub const PROGRESS: u64 = 32;
 
-/// Futile shrinks in a row after which the caps go back up a step and shrinking waits.
+/// Futile shrinks in a row after which the caps grow back by half and shrinking waits.
 pub const FUTILE: u32 = 2;
 
 /// The most windows shrinking may wait after futile rounds.
@@ -74,7 +75,8 @@ pub enum Verdict {
     /// At its share, or not judged.
     #[default]
     Fair,
-    /// Under its share, its requests' time spent in the device.
+    /// Under its share, with requests outstanding most of the window and no cap of its own
+    /// holding it.
     Short,
     /// Under its share, held back by its own cap.
     HeldByCap,
