@@ -174,7 +174,8 @@ impl Bfq {
 
     /// Whether queue `s` may send a request of `sectors` to the device now.
     pub(super) fn share_allows(&self, s: u32, sectors: u64) -> bool {
-        !self.share_in_flight_on() || self.queues[s as usize].share.allows(sectors)
+        let q = &self.queues[s as usize];
+        !self.share_in_flight_on() || q.serving_in_flight == 0 || q.share.allows(sectors)
     }
 
     /// The request queue `s` dispatches next: its oldest while it is capped, else the one C-LOOK
@@ -243,8 +244,12 @@ impl Bfq {
         }
         let start = self.share_window.start;
         let queued = !self.queues[s as usize].reqs.is_empty();
+        // With none of its requests in the device, none of its sectors are (a caller that completed
+        // a request with another length than it was dispatched with cannot leave it blocked).
+        let sectors = if self.queues[s as usize].serving_in_flight == 0 { u64::MAX } else { sectors };
         let q = &mut self.queues[s as usize].share;
-        q.in_flight = q.in_flight.saturating_sub(sectors);
+        let sectors = sectors.min(q.in_flight);
+        q.in_flight -= sectors;
         let outstanding = queued || q.in_flight > 0;
         // The integral counts what was in the device up to now.
         q.in_flight += sectors;
