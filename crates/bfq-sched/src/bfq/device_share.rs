@@ -150,7 +150,7 @@ pub struct ShareWindow {
     /// The aggregate (sectors per second) of the last window without caps, or more since.
     reference: u64,
     /// The last window shrank the caps (its effect is judged in the next).
-    last_shrink: Option<()>,
+    shrank: bool,
     /// Shrinks in a row that did not help.
     futile: u32,
     /// Windows before the next shrink, and the wait after the next futile round.
@@ -201,10 +201,7 @@ impl Bfq {
         let queues = &self.queues;
         let c = self.wf2q.peek_out_of_turn(class, |r| {
             let q = &queues[r as usize];
-            r != s
-                && q.merged_into.is_none()
-                && !q.reqs.is_empty()
-                && q.share.cap.map_or(true, |cap| q.share.in_flight < cap)
+            r != s && q.merged_into.is_none() && !q.reqs.is_empty() && q.share.allows(1)
         })?;
         let p = self.order_params();
         let index = self.next_request(c, now, &p)?;
@@ -249,11 +246,8 @@ impl Bfq {
         let sectors = if self.queues[s as usize].serving_in_flight == 0 { u64::MAX } else { sectors };
         let q = &mut self.queues[s as usize].share;
         let sectors = sectors.min(q.in_flight);
-        q.in_flight -= sectors;
-        let outstanding = queued || q.in_flight > 0;
-        // The integral counts what was in the device up to now.
-        q.in_flight += sectors;
-        q.advance(now, start, outstanding);
+        // The integral counts what was in the device up to now, this request included.
+        q.advance(now, start, queued || q.in_flight > sectors);
         q.in_flight -= sectors;
         q.done += sectors;
         q.in_device = q.in_device.saturating_add(in_device);
@@ -282,9 +276,9 @@ impl Bfq {
             class = Some(c);
         }
         // Only where the device divides itself: a symmetric scenario (one weight, class and group,
-        // nobody raised, no queue idled for its pattern), where BFQ does not idle. Elsewhere BFQ idles for the queue
-        // in service and its turns, injection and the time charge of random queues divide the
-        // device; caps beside them starved the injected queues (simulator: a sequential reader of
+        // nobody raised, no queue idled for its pattern), where BFQ does not idle. Elsewhere BFQ
+        // idles for the queue in service and its turns, injection and the time charge of random
+        // queues divide the device; caps beside them starved the injected queues (simulator: a sequential reader of
         // 1 MiB blocks beside random readers of one weight, idled for by `pattern_asymmetry`, took
         // three times its share).
         let idled_for_pattern = (0..self.queues.len() as u32).any(|i| {
@@ -352,27 +346,26 @@ impl Bfq {
         w.reference = if capped { w.reference.max(all) } else { all };
         let floor = w.reference - w.reference * give / 100;
         if !judged {
-            w.last_shrink = None;
+            w.shrank = false;
             w.futile = 0;
         } else if capped && all < floor {
             // Past what the shares may cost: every cap gives some back.
-            w.last_shrink = None;
+            w.shrank = false;
             w.futile = 0;
             self.grow_caps(|_| true, 8);
         } else if any_short && any_over && w.hold == 0 {
-            match w.last_shrink {
-                // Judged by what the queues short at the last shrink read together; if none of
-                // them is short now, it helped.
-                Some(()) if tracked_still_short => {
-                    let gain = tracked_now.saturating_sub(tracked_before);
-                    if gain * PROGRESS >= tracked_before {
-                        w.futile = 0;
-                        w.backoff /= 2;
-                    } else {
-                        w.futile += 1;
-                    }
+            // Judged by what the queues short at the last shrink read together; if none of them
+            // is short now, it helped.
+            if w.shrank && tracked_still_short {
+                let gain = tracked_now.saturating_sub(tracked_before);
+                if gain * PROGRESS >= tracked_before {
+                    w.futile = 0;
+                    w.backoff /= 2;
+                } else {
+                    w.futile += 1;
                 }
-                _ => w.futile = 0,
+            } else {
+                w.futile = 0;
             }
             if w.futile >= FUTILE {
                 // Holding the others back did not speed the short queues up: they read about
@@ -382,11 +375,11 @@ impl Bfq {
                 w.futile_rounds += 1;
                 w.backoff = (w.backoff.max(4) * 2).min(MAX_HOLD);
                 w.hold = w.backoff;
-                w.last_shrink = None;
+                w.shrank = false;
                 self.grow_caps(|_| true, 2);
             } else {
                 w.shrinks += 1;
-                w.last_shrink = Some(());
+                w.shrank = true;
                 self.shrink_caps(elapsed);
                 for q in &mut self.queues {
                     let short = q.share.verdict == Verdict::Short;
@@ -396,7 +389,7 @@ impl Bfq {
             // A queue its own cap holds under its share gets room back whatever the others do.
             self.grow_caps(|v| v == Verdict::HeldByCap, 4);
         } else if !any_short {
-            w.last_shrink = None;
+            w.shrank = false;
             w.futile = 0;
             self.grow_caps(|_| true, 8);
         } else {
@@ -443,12 +436,9 @@ impl Bfq {
     /// least one request); drops those over all their queue keeps outstanding.
     fn grow_caps(&mut self, which: impl Fn(Verdict) -> bool, part: u64) {
         for q in &mut self.queues {
+            let Some(cap) = q.share.cap.filter(|_| which(q.share.verdict)) else { continue };
             let demand = q.demand_sectors().max(q.share.in_flight + q.reqs.len() as u64 * q.share.largest);
             let s = &mut q.share;
-            let Some(cap) = s.cap else { continue };
-            if !which(s.verdict) {
-                continue;
-            }
             let grown = cap + (cap / part).max(s.largest.max(1));
             // A cap over all it keeps outstanding holds nothing back.
             s.cap = (grown < demand).then_some(grown);
