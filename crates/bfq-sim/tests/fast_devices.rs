@@ -839,3 +839,34 @@ fn random_readers_of_one_weight_and_different_sizes_get_equal_bytes_with_share_i
     // What the rule changes: without it the 64 KiB reader reads several times the 8 KiB one's.
     assert!(without[2] > 4.0 * without[0], "without the rule: {without:?} MiB/s");
 }
+
+#[test]
+fn a_shallow_reader_beside_one_deeper_than_the_drive_s_queue_is_not_held_for_its_budgets() {
+    // `preempt_back_in_time` (the kernel's preemption by a queue in a "non-blocking wait"; beyond
+    // the seeds, docs/fast-devices.md "A reader whose reads are all in the device"): two random
+    // readers of one weight, 8 reads of 16 KiB and 32 of 32 KiB outstanding, on the NVMe preset
+    // taking 24 commands at a time, so that the deep reader always has reads waiting in the
+    // scheduler (as through the engine at depth 32 beside a shallow reader). The scenario is
+    // symmetric, BFQ does not idle: the shallow reader's turn ends as soon as its reads are in the
+    // drive, and without the rule its next reads waited for the deep reader's whole budget.
+    let text = "name = \"deeper\"\nseed = 3\nduration = \"4s\"\nwarmup = \"1s\"\n[device]\n\
+                preset = \"nvme-960evo\"\nparams = { queue_depth = \"24\" }\n\
+                [[app]]\nname = \"shallow\"\nkind = \"rand-reader\"\nweight = 300\nwindow = 8\nrequest_size = \"16KiB\"\n\
+                [[app]]\nname = \"deep\"\nkind = \"rand-reader\"\nweight = 300\nwindow = 32\nrequest_size = \"32KiB\"\n";
+    let job = Job::from_toml(text, "deeper.toml").unwrap();
+    let (fifo, fifo_total) = run_mixed(&job, "fifo", &[]);
+    let run = |rule: &str| {
+        let (r, total) = run_mixed(&job, "bfq", &[("preempt_back_in_time", rule)]);
+        (r.apps[0].throughput_mib_s, total)
+    };
+    let ((on, on_total), (off, _)) = (run("1"), run("0"));
+    let fifo_shallow = fifo.apps[0].throughput_mib_s;
+    eprintln!("shallow: {on:.0} MiB/s of {on_total:.0} with the rule, {off:.0} without, {fifo_shallow:.0} of {fifo_total:.0} under FIFO");
+    assert!(
+        on >= 0.9 * fifo_shallow,
+        "with the rule at least about FIFO's: {on:.0} against {fifo_shallow:.0}"
+    );
+    assert!(on_total >= 0.9 * fifo_total, "{on_total:.0} MiB/s against FIFO's {fifo_total:.0}");
+    // 370 MiB/s with it, 47 without, 339 under FIFO, here.
+    assert!(off < 0.5 * fifo_shallow, "without it held for the deep reader's budgets: {off:.0} MiB/s");
+}

@@ -697,6 +697,9 @@ impl Bfq {
             // A sync queue expired while its next request may still come "in time" (seed 000 3.1).
             q.waited_until =
                 (reason == ExpiryReason::NoMoreRequests && q.sync).then_some(now.saturating_add(slice_idle));
+            // Not idled for (the reason says so) and with budget left: it may take the device back
+            // when it is back in time (`preempt_back_in_time`).
+            q.non_blocking_wait = q.waited_until.is_some() && svc.served < svc.budget;
             if q.serving_in_flight == 0 {
                 self.became_idle(s, now);
             }
@@ -1061,7 +1064,7 @@ impl Scheduler for Bfq {
             // with its next read while its sibling, the in-service queue, idled for 20 ms with the
             // device empty (the sibling's inject limit at 0): an idle start-up of four processes
             // that hand the device to each other took 1.35x FIFO's time on the NVMe preset.
-            self.check_preemption(target, None);
+            self.check_preemption(target, None, false);
         }
         if let Some(svc) = self.service.as_mut() {
             if svc.slot == target {

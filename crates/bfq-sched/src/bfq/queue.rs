@@ -132,6 +132,9 @@ pub(super) struct Queue {
     pub(super) soft_rt_next_start: Instant,
     /// Until when a new request counts as "arrived in time" for back-shifting.
     pub(super) waited_until: Option<Instant>,
+    /// Its last turn ended with no more requests, not idled for, with budget left: back in time
+    /// (`waited_until`), it may take the device back (`preempt_back_in_time`, `bfq::activation`).
+    pub(super) non_blocking_wait: bool,
     /// Drained a moment ago, it keeps its place in B-WF2Q+ until then ([`super::grace`]).
     pub(super) grace_until: Option<Instant>,
     pub(super) merged_into: Option<u32>,
@@ -235,6 +238,7 @@ impl Queue {
             service_since_backlogged: 0,
             soft_rt_next_start: Instant::MAX,
             waited_until: None,
+            non_blocking_wait: false,
             grace_until: None,
             merged_into: None,
             merged_from: Vec::new(),

@@ -121,6 +121,16 @@ impl Bfq {
         busy[usize::from(!random)] > 0
     }
 
+    /// Whether a synchronous queue with requests queued or in the device is idled for by its
+    /// pattern beside queues of the other one ([`Self::mixed_patterns`]): BFQ then does not treat
+    /// the scenario as symmetric, even with one weight, class and group.
+    pub(super) fn some_queue_idled_for_pattern(&self) -> bool {
+        (0..self.queues.len() as u32).any(|i| {
+            let q = &self.queues[i as usize];
+            (!q.reqs.is_empty() || q.serving_in_flight > 0) && q.sync && self.mixed_patterns(i)
+        })
+    }
+
     pub(super) fn asymmetric(&self) -> bool {
         let classes = (0..3).filter(|&c| self.wf2q.class_busy(c)).count();
         // With groups, a backlogged group other than the root makes the scenario asymmetric, as in the
