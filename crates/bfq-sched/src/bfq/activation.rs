@@ -107,36 +107,23 @@ impl Bfq {
             if class < in_service.spec.class.index() {
                 self.preempt = true;
             }
-            // A raised queue (a start-up's process, a soft real-time reader) that becomes busy while
-            // a queue that is not raised is in service, in the same group, takes the device at once
-            // if B-WF2Q+ would serve it next (it is eligible). Otherwise it waited for the end of,
-            // say, a random reader's slot (up to the 125-ms budget timeout), served meanwhile only by
-            // injection into that slot: a gnome-terminal start-up beside four sequential and two
-            // random readers on the RAM file took 1.8-3x its time on the idle device. The kernel
-            // preempts for any higher weight in force (kernel-bfq-reference.md, preemption); for
-            // configured weights that makes every random read of a heavier queue end a sequential
-            // reader's turn: that mix (fast-seq-rand-1-4) gave 0.16 of FIFO's throughput in the
-            // simulator against 0.70 with raising alone (0.29-0.34 on the RAM file). The configured
-            // shares are B-WF2Q+'s to keep, over turns. Only on a device that queues internally
-            // (hw_tag): where it serves one request at a time, each preemption costs a seek and cuts a
-            // sequential stream short, and the seeds' turn order is what protects it (video playback
-            // beside five random readers and five writers on the papers' disk dropped 479 of 529
-            // frames with the rule, 21 without; `bfq suite`, today's column).
             // `preempt_back_in_time`: a queue whose turn ended only because all its requests were
-            // in the device (not idled for: the scenario is symmetric)
-            // comes back a moment later with the next one. Had it been backlogged at the selection,
-            // B-WF2Q+ would have served it before the in-service queue if it is eligible and its
-            // finish time is earlier; waiting instead for that queue's whole budget (8 MiB on a
+            // in the device (not idled for: the scenario is symmetric) comes back a moment later
+            // with the next one. Had it been backlogged at the selection, B-WF2Q+ would have
+            // served it before the in-service queue if it is eligible and its finish time is
+            // earlier; waiting instead for that queue's whole budget (8 MiB on a
             // fast device), a random reader of 16 KiB x 8 outstanding beside one of 32 KiB x 32 got
             // 8 reads per turn of the other's 256, 1.7 % of the bytes at the same weight (through
             // the engine on this machine's files; docs/fast-devices.md). The kernel preempts for
             // such a queue (its "non-blocking wait"). Only where BFQ does not idle because the
             // scenario is symmetric (one weight, class and group, nobody raised, no queue idled for
-            // its pattern): elsewhere the in-service queue is idled for, the turns it keeps are
-            // what protects it, and a sequential reader preempted by the one beside it kept its
-            // budget where it would have shrunk: in mixes of sequential and random readers of one
-            // weight drawn at random (`scripts/mix-shapes --readers`) the largest share error went
-            // from 2 % to 135 % and from 0 to 102 %. Not on a spinning disk, where each preemption
+            // its pattern): elsewhere the in-service queue is idled for and the turns it keeps are
+            // what protects it. Asking only for one weight, class and group, mixes of sequential
+            // and random readers of one weight drawn at random (`scripts/mix-shapes --readers`)
+            // went from 2 % to 135 % and from 0 to 102 % largest share error, and the random
+            // readers of fast-seq-rand-10-1 from 37 to 30 MiB/s in the simulator (traced there: a
+            // sequential reader preempted by the other kept a budget of 16,384 sectors where its
+            // drain would have cut it to 768, and the turns of the rest of the run changed). Not on a spinning disk, where each preemption
             // costs a seek (the seeds' turns are never cut short), nor where the device serves one
             // request at a time.
             if back_in_time
@@ -154,6 +141,21 @@ impl Bfq {
             {
                 self.preempt = true;
             }
+            // A raised queue (a start-up's process, a soft real-time reader) that becomes busy while
+            // a queue that is not raised is in service, in the same group, takes the device at once
+            // if B-WF2Q+ would serve it next (it is eligible). Otherwise it waited for the end of,
+            // say, a random reader's slot (up to the 125-ms budget timeout), served meanwhile only by
+            // injection into that slot: a gnome-terminal start-up beside four sequential and two
+            // random readers on the RAM file took 1.8-3x its time on the idle device. The kernel
+            // preempts for any higher weight in force (kernel-bfq-reference.md, preemption); for
+            // configured weights that makes every random read of a heavier queue end a sequential
+            // reader's turn: that mix (fast-seq-rand-1-4) gave 0.16 of FIFO's throughput in the
+            // simulator against 0.70 with raising alone (0.29-0.34 on the RAM file). The configured
+            // shares are B-WF2Q+'s to keep, over turns. Only on a device that queues internally
+            // (hw_tag): where it serves one request at a time, each preemption costs a seek and cuts a
+            // sequential stream short, and the seeds' turn order is what protects it (video playback
+            // beside five random readers and five writers on the papers' disk dropped 479 of 529
+            // frames with the rule, 21 without; `bfq suite`, today's column).
             let raised_over_plain = q_raised_active && !in_service.raising.active() && self.hw_tag.detected;
             if self.cfg.idling_policy == config::IdlingPolicy::Kernel
                 && self.cfg.v1_heuristics

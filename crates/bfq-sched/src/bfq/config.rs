@@ -462,9 +462,9 @@ pub struct BfqConfig {
     /// pattern: where BFQ does not idle), a synchronous queue whose turn ended because it had no
     /// more requests, with budget left, takes the device back when its next request comes "in
     /// time" (within `slice_idle` of that expiry, the window of the back-shift, seed 000 sec. 3.1)
-    /// if B-WF2Q+ would have served it first: eligible, with an earlier finish time than the in-service queue
-    /// (the kernel's preemption by a queue in a "non-blocking wait" for its next request; beyond
-    /// the seeds, whose turns are never cut short). Without it such a queue, whose reads were all
+    /// if B-WF2Q+ would have served it first: eligible, with an earlier finish time than the
+    /// in-service queue (the kernel's preemption by a queue in a "non-blocking wait" for its next
+    /// request; beyond the seeds, whose turns are never cut short). Without it such a queue, whose reads were all
     /// in the device when its turn ended, waited for the in-service queue's whole budget: a random
     /// reader of 16 KiB x 8 outstanding beside one of 32 KiB x 32, same weight, got 1.7 % of the
     /// bytes through the engine (docs/fast-devices.md, "A reader whose reads are all in the
