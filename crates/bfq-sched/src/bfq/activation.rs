@@ -131,13 +131,11 @@ impl Bfq {
                 && self.cfg.v1_heuristics
                 && self.hw_tag.detected
                 && !self.spinning_disk()
-                && !self.asymmetric()
                 && svc.slot != t
                 && class == in_service.spec.class.index()
                 && self.wf2q.eligible_within(t, 0)
                 && self.wf2q.meeting(t, svc.slot).is_some_and(|(theirs, mine, _)| theirs.finish < mine.finish)
-                && self.busy_raised == 0
-                && !self.some_queue_idled_for_pattern()
+                && self.symmetric_without_idling(|q| !q.reqs.is_empty() || q.serving_in_flight > 0)
             {
                 self.preempt = true;
             }

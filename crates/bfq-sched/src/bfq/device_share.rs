@@ -281,13 +281,8 @@ impl Bfq {
         // queues divide the device; caps beside them starved the injected queues (simulator: a sequential reader of
         // 1 MiB blocks beside random readers of one weight, idled for by `pattern_asymmetry`, took
         // three times its share).
-        let idled_for_pattern = (0..self.queues.len() as u32).any(|i| {
-            let q = &self.queues[i as usize];
-            (q.share.done > 0 || q.share.in_flight > 0 || !q.reqs.is_empty())
-                && q.sync
-                && self.mixed_patterns(i)
-        });
-        let symmetric = !self.asymmetric() && self.busy_raised == 0 && !idled_for_pattern;
+        let symmetric = self
+            .symmetric_without_idling(|q| q.share.done > 0 || q.share.in_flight > 0 || !q.reqs.is_empty());
         let judged = !mixed && weights > 0 && self.share_in_flight_on() && symmetric;
         let per_second = |sectors: u64| (u128::from(sectors) * 1_000_000_000 / u128::from(elapsed)) as u64;
         let all = per_second(total);

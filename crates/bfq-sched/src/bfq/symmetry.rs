@@ -102,7 +102,7 @@ impl Bfq {
     /// request at a time would cost the device most of its time (a sequential and a random reader of
     /// two requests each, one weight: 0.2 of FIFO's throughput instead of 0.86), and on a disk the
     /// random readers' idle windows would keep a start-up waiting (the suite's 10r-rand start-up).
-    pub(super) fn mixed_patterns(&self, s: u32) -> bool {
+    fn mixed_patterns(&self, s: u32) -> bool {
         if !self.cfg.pattern_asymmetry {
             return false;
         }
@@ -121,14 +121,17 @@ impl Bfq {
         busy[usize::from(!random)] > 0
     }
 
-    /// Whether a synchronous queue with requests queued or in the device is idled for by its
-    /// pattern beside queues of the other one ([`Self::mixed_patterns`]): BFQ then does not treat
-    /// the scenario as symmetric, even with one weight, class and group.
-    pub(super) fn some_queue_idled_for_pattern(&self) -> bool {
-        (0..self.queues.len() as u32).any(|i| {
-            let q = &self.queues[i as usize];
-            (!q.reqs.is_empty() || q.serving_in_flight > 0) && q.sync && self.mixed_patterns(i)
-        })
+    /// Whether the scenario is symmetric where BFQ does not idle: one weight, class and group among
+    /// the busy queues, none raised, and no synchronous queue among those `active` says are in play
+    /// idled for by its pattern beside queues of the other one ([`Self::mixed_patterns`]), which
+    /// one weight, class and group alone would not rule out.
+    pub(super) fn symmetric_without_idling(&self, active: impl Fn(&super::queue::Queue) -> bool) -> bool {
+        !self.asymmetric()
+            && self.busy_raised == 0
+            && !(0..self.queues.len() as u32).any(|i| {
+                let q = &self.queues[i as usize];
+                active(q) && q.sync && self.mixed_patterns(i)
+            })
     }
 
     pub(super) fn asymmetric(&self) -> bool {
