@@ -470,6 +470,15 @@ pub struct BfqConfig {
     /// bytes through the engine (docs/fast-devices.md, "A reader whose reads are all in the
     /// device"). 0 = it waits for the in-service queue's turn to end, as in the seeds.
     pub preempt_back_in_time: bool,
+    /// `one_group_symmetric` (1): busy queues in one group only, whichever (the root counted as a
+    /// group), do not make the scenario asymmetric; busy queues in two groups or more do. This is
+    /// the kernel's rule since Linux 6.2 (kernel-bfq-reference.md "Idling": "more than one group
+    /// with pending requests"). 0 = any backlogged group other than the root makes the scenario
+    /// asymmetric, as in the kernels from 4.19 to 6.1: then `bfq serve`, whose connections are
+    /// queues in their export's group, idled for each connection's random reads even with one
+    /// export busy, and a client of 16 KiB x 8 reads held one of 32 KiB x 32 on the same export to
+    /// its own rate (docs/serve.md, "One export busy is a symmetric scenario").
+    pub one_group_symmetric: bool,
     /// `grace_hand_over` (1): a queue back with its next request within its drain grace (it never
     /// left B-WF2Q+) is judged against the in-service queue as a queue that becomes busy is: the
     /// hand-over within a start-up, and whether the in-service queue still needs idling
@@ -637,6 +646,7 @@ impl Default for BfqConfig {
             share_in_flight: 0,
             grace_hand_over: true,
             preempt_back_in_time: true,
+            one_group_symmetric: true,
             raised_sibling_wait: true,
             inject_into_raised: InjectIntoRaised::StartingApps,
             hand_over_budget: true,
@@ -716,6 +726,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "share_in_flight",
     "grace_hand_over",
     "preempt_back_in_time",
+    "one_group_symmetric",
     "raised_sibling_wait",
     "inject_into_raised",
     "hand_over_budget",
@@ -835,6 +846,7 @@ impl BfqConfig {
             "share_in_flight" => self.share_in_flight = parse_u64(NAME, key, value, 0, 90)? as u32,
             "grace_hand_over" => self.grace_hand_over = parse_bool(NAME, key, value)?,
             "preempt_back_in_time" => self.preempt_back_in_time = parse_bool(NAME, key, value)?,
+            "one_group_symmetric" => self.one_group_symmetric = parse_bool(NAME, key, value)?,
             "raised_sibling_wait" => self.raised_sibling_wait = parse_bool(NAME, key, value)?,
             "inject_into_raised" => self.inject_into_raised = parse_choice(key, value, &INJECT_INTO_RAISED)?,
             "hand_over_budget" => self.hand_over_budget = parse_bool(NAME, key, value)?,
@@ -940,6 +952,7 @@ impl BfqConfig {
             ("share_in_flight", self.share_in_flight.to_string()),
             ("grace_hand_over", b(self.grace_hand_over)),
             ("preempt_back_in_time", b(self.preempt_back_in_time)),
+            ("one_group_symmetric", b(self.one_group_symmetric)),
             ("raised_sibling_wait", b(self.raised_sibling_wait)),
             ("inject_into_raised", choice_name(&INJECT_INTO_RAISED, &self.inject_into_raised).to_string()),
             ("hand_over_budget", b(self.hand_over_budget)),

@@ -157,6 +157,8 @@ pub struct Bfq {
     /// When `forgive_stale_leads` last looked.
     lead_checked: Option<Instant>,
     weight_counts: IdMap<u64, u32>,
+    /// Busy queues per group they are in, the root included (`one_group_symmetric`).
+    busy_by_group: IdMap<u32, u32>,
     /// Busy queues that are not weight-raised.
     busy_non_raised: usize,
     /// Busy queues that are weight-raised.
@@ -260,6 +262,7 @@ impl Bfq {
             recent_counted: None,
             lead_checked: None,
             weight_counts: IdMap::default(),
+            busy_by_group: IdMap::default(),
             busy_non_raised: 0,
             busy_patterns: [0; 2],
             busy_raised: 0,

@@ -144,6 +144,8 @@ pub(super) struct Queue {
     /// The configured weight under which it is counted among the busy queues, and whether it was
     /// raised then, if busy.
     pub(super) counted_weight: Option<(u64, bool)>,
+    /// The group under which it is counted among the busy queues, if busy (`one_group_symmetric`).
+    pub(super) counted_group: Option<u32>,
     /// Whether it counts among the busy synchronous queues that are not raised, and as random
     /// (`Some(true)`) or sequential (`Some(false)`): `pattern_asymmetry`, [`super::symmetry`].
     pub(super) counted_pattern: Option<bool>,
@@ -244,6 +246,7 @@ impl Queue {
             merged_from: Vec::new(),
             first_io: None,
             counted_weight: None,
+            counted_group: None,
             counted_pattern: None,
             pos_bucket: None,
             serving_dispatched: 0,

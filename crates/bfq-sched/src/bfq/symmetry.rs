@@ -31,6 +31,7 @@ impl Bfq {
     /// a fast device by their request rates for the whole raising period.
     pub(super) fn set_busy(&mut self, s: u32, busy: bool) {
         self.count_pattern(s, busy);
+        self.count_group(s, busy);
         let q = &self.queues[s as usize];
         let counted =
             busy.then(|| (u64::from(level_weight(q.spec)), self.raising_on() && q.raising.active()));
@@ -54,6 +55,29 @@ impl Bfq {
             self.busy_raised += usize::from(raised);
         }
         self.queues[s as usize].counted_weight = counted;
+    }
+
+    /// `one_group_symmetric`: keeps the count of busy queues per group they are in, the root
+    /// included. A queue moved to another group while backlogged moves at its expiry
+    /// (`Hierarchy::set_queue_group`), where it is counted again.
+    fn count_group(&mut self, s: u32, busy: bool) {
+        let counted = busy.then(|| self.wf2q.group_of(s));
+        let old = self.queues[s as usize].counted_group;
+        if old == counted {
+            return;
+        }
+        if let Some(g) = old {
+            if let Some(c) = self.busy_by_group.get_mut(&g) {
+                *c -= 1;
+                if *c == 0 {
+                    self.busy_by_group.remove(&g);
+                }
+            }
+        }
+        if let Some(g) = counted {
+            *self.busy_by_group.entry(g).or_insert(0) += 1;
+        }
+        self.queues[s as usize].counted_group = counted;
     }
 
     /// `pattern_asymmetry`: keeps the count of busy synchronous queues that are not raised, random
@@ -136,9 +160,18 @@ impl Bfq {
 
     pub(super) fn asymmetric(&self) -> bool {
         let classes = (0..3).filter(|&c| self.wf2q.class_busy(c)).count();
-        // With groups, a backlogged group other than the root makes the scenario asymmetric, as in the
-        // kernel: group shares hold only if the in-service queue keeps its group's turn.
-        self.weight_counts.len() > 1 || classes > 1 || self.wf2q.busy_groups() > 0
+        // Groups' shares hold only if the in-service queue keeps its group's turn, so busy queues in
+        // more than one group make the scenario asymmetric (kernel-bfq-reference.md "Idling": "more
+        // than one group with pending requests", the root counted, since Linux 6.2). With one group
+        // busy there is no other group to keep a share from, and its queues of one weight are
+        // served as queues of one weight without groups are. `one_group_symmetric` off: any
+        // backlogged group other than the root makes it asymmetric (the kernels before).
+        let groups = if self.cfg.one_group_symmetric {
+            self.busy_by_group.len() > 1
+        } else {
+            self.wf2q.busy_groups() > 0
+        };
+        self.weight_counts.len() > 1 || classes > 1 || groups
     }
 
     /// One internal-queueing sample (see [`HwTag::sample`]). BFQ itself keeps the device shallow
@@ -225,6 +258,49 @@ mod tests {
             .unwrap();
         b.insert(read(3, 3), Instant::ZERO);
         assert!(b.asymmetric(), "seed 003 sec. V-C: different weights make the scenario asymmetric");
+    }
+
+    #[test]
+    fn busy_queues_in_one_group_are_symmetric_and_in_two_groups_are_not() {
+        // `one_group_symmetric` (kernel-bfq-reference.md "Idling": asymmetric with more than one
+        // group with pending requests, the root counted, since Linux 6.2; only the groups holding
+        // busy queues count, not their ancestors).
+        use crate::types::{GroupId, ROOT_GROUP};
+        let grouped = |rule: bool| {
+            let mut b = Bfq::with_config(
+                DeviceInfo::default(),
+                BfqConfig { low_latency: false, one_group_symmetric: rule, ..BfqConfig::default() },
+            );
+            let spec = QueueSpec::default();
+            b.configure_group(GroupId(1), ROOT_GROUP, spec, Instant::ZERO).unwrap();
+            b.configure_group(GroupId(2), GroupId(1), spec, Instant::ZERO).unwrap();
+            b.configure_group(GroupId(3), ROOT_GROUP, spec, Instant::ZERO).unwrap();
+            for (q, g) in [(1, 2), (2, 2), (3, 3), (4, 1)] {
+                b.set_queue_group(QueueId(q), GroupId(g), Instant::ZERO).unwrap();
+            }
+            b
+        };
+        let mut b = grouped(true);
+        b.insert(read(1, 1), Instant::ZERO);
+        b.insert(read(2, 2), Instant::ZERO);
+        assert!(!b.asymmetric(), "two queues of one group, nested below another: one group busy");
+        let mut old = grouped(false);
+        old.insert(read(1, 1), Instant::ZERO);
+        old.insert(read(2, 2), Instant::ZERO);
+        assert!(old.asymmetric(), "rule off: any backlogged group but the root makes it asymmetric");
+        b.insert(read(4, 4), Instant::ZERO);
+        assert!(b.asymmetric(), "a queue of the parent group busy too: two groups");
+        let mut b = grouped(true);
+        b.insert(read(1, 1), Instant::ZERO);
+        b.insert(read(5, 5), Instant::ZERO);
+        assert!(b.asymmetric(), "a queue of the root busy beside a group's: two groups");
+        let mut b = grouped(true);
+        b.insert(read(1, 1), Instant::ZERO);
+        b.insert(read(3, 3), Instant::ZERO);
+        assert!(b.asymmetric(), "queues in two sibling groups");
+        let s = b.index.get(QueueId(3)).unwrap();
+        b.set_busy(s, false);
+        assert!(!b.asymmetric(), "one of them no longer busy: {:?}", b.busy_by_group);
     }
 
     #[test]
