@@ -347,6 +347,49 @@ impl LatencyGuard {
 /// bound (`Bfq::light`).
 pub const LIGHT_REQUEST_SECTORS: u64 = 64;
 
+/// The span of [`RecentPeak`]'s windows.
+pub const DEPTH_WINDOW: Nanos = 10 * MSEC;
+
+/// The most requests a queue kept outstanding over the last one to two [`DEPTH_WINDOW`]s, by time
+/// rather than by turns. A queue's `demand` is counted between its turns, and where turns are short
+/// (a symmetric scenario, where BFQ does not idle: each turn ends as its requests are all in the
+/// device) an interval is a few hundred microseconds: through `bfq serve` on one CPU, four
+/// connections of one export with 8 random reads of 4 KiB outstanding each at the client reached the
+/// server one or two at a time within such an interval, each passed for a light client in turn, and
+/// the guard held the others to one request in the device (p99 3.4-9.0 ms against FIFO's 0.9-1.1;
+/// docs/serve.md, "One export busy is a symmetric scenario").
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecentPeak {
+    current: usize,
+    previous: usize,
+    since: Option<Instant>,
+}
+
+impl RecentPeak {
+    /// The queue has `outstanding` requests (queued and in the device) at `now`.
+    pub fn note(&mut self, outstanding: usize, now: Instant) {
+        match self.since {
+            Some(since) if now.saturating_since(since) < DEPTH_WINDOW => {}
+            Some(since) if now.saturating_since(since) < 2 * DEPTH_WINDOW => {
+                self.previous = self.current;
+                self.current = 0;
+                self.since = Some(since.saturating_add(DEPTH_WINDOW));
+            }
+            _ => {
+                self.previous = 0;
+                self.current = 0;
+                self.since = Some(now);
+            }
+        }
+        self.current = self.current.max(outstanding);
+    }
+
+    /// The most outstanding in the current window and the one before it.
+    pub fn peak(&self) -> usize {
+        self.current.max(self.previous)
+    }
+}
+
 /// [`Bfq::guard_latency_bound`] of queue `q`, with `bypass_depth`: few requests outstanding, and few
 /// bytes ([`LIGHT_REQUEST_SECTORS`] a request; pieces of a split request do not escape that bound
 /// as they escape a count of requests).
@@ -368,7 +411,9 @@ impl Bfq {
     /// caught with few requests outstanding at the start of a turn is not taken for one (and the
     /// others held back for it); and with few bytes outstanding ([`LIGHT_REQUEST_SECTORS`]).
     pub(super) fn guard_latency_bound(&self, c: u32) -> bool {
-        queue_latency_bound(&self.queues[c as usize], self.cfg.bypass_depth as usize)
+        let q = &self.queues[c as usize];
+        let depth = self.cfg.bypass_depth as usize;
+        queue_latency_bound(q, depth) && q.recent_depth.peak() <= depth
     }
 
     /// How long the guard stays on after a guarded queue's last request ([`HOLD`], [`SHARE_HOLD`]).
@@ -622,5 +667,48 @@ mod tests {
         assert_eq!(window(&mut g, 95, 10_000, 100_000, &mut t), 17, "within the slack");
         assert_eq!(window(&mut g, 50, 750_000, 210_000, &mut t), 18, "held by the scheduler");
         assert_eq!(window(&mut g, 50, 10_000, 2_000_000, &mut t), 14, "held by the device");
+    }
+
+    #[test]
+    fn a_queue_that_kept_more_than_bypass_depth_outstanding_in_the_last_window_is_no_light_client() {
+        // `RecentPeak` (docs/serve.md, "One export busy is a symmetric scenario"): a connection with
+        // 8 reads outstanding at its client, counted between short turns at one or two, is not
+        // guarded (nor are the others held back for it); one that kept at most `bypass_depth` for a
+        // whole window and the one before is again.
+        use crate::bfq::{Bfq, BfqConfig};
+        use crate::scheduler::Scheduler;
+        use crate::types::{DeviceInfo, Op, QueueId, Request, RequestId};
+        let mut b = Bfq::with_config(
+            DeviceInfo::default(),
+            BfqConfig { low_latency: false, latency_guard: 150, ..BfqConfig::default() },
+        );
+        let read = |id: u64| Request {
+            id: RequestId(id),
+            queue: QueueId(1),
+            op: Op::Read,
+            offset: id * 7919 << 12,
+            len: 4096,
+            sync: true,
+            meta: false,
+        };
+        for id in 1..=8 {
+            b.insert(read(id), at(0));
+        }
+        while let crate::Decision::Dispatch(r) = b.dispatch(at(1)) {
+            b.complete(&r, at(100));
+        }
+        b.insert(read(9), at(200));
+        let s = b.index.get(QueueId(1)).unwrap();
+        // Its demand counted since its last turn: one or two.
+        (b.queues[s as usize].demand, b.queues[s as usize].demand_peak) = (2, 1);
+        assert!(queue_latency_bound(&b.queues[s as usize], 2), "by its turns alone it looks light");
+        assert!(!b.guard_latency_bound(s), "8 outstanding within the window: {:?}", b.queues[s as usize].recent_depth);
+        let mut q = b.queues[s as usize].recent_depth;
+        q.note(1, at(15_000));
+        assert_eq!(q.peak(), 8, "the window before still counts");
+        q.note(1, at(25_000));
+        assert_eq!(q.peak(), 1, "two windows of at most one");
+        q.note(1, at(100_000));
+        assert_eq!(q.peak(), 1, "after a pause the windows start again");
     }
 }

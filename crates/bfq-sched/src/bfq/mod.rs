@@ -1054,6 +1054,7 @@ impl Scheduler for Bfq {
         let graced = self.queues[target as usize].grace_until.take().is_some();
         let q = &mut self.queues[s as usize];
         q.demand_peak = q.demand_peak.max(q.own_queued + q.own_in_flight);
+        q.recent_depth.note(q.own_queued + q.own_in_flight, now);
         self.queued += 1;
         let state = self.wf2q.entity(target).state;
         // A queue that holds requests is in B-WF2Q+; one that got requests while out of it (moved in

@@ -108,6 +108,9 @@ pub(super) struct Queue {
     /// or last slot, and since then: how much of the device it can fill by itself (`injection`).
     pub(super) demand: usize,
     pub(super) demand_peak: usize,
+    /// The most requests it kept outstanding over the last 10-20 ms (the latency guard's test of a
+    /// light client, [`super::guard::RecentPeak`]).
+    pub(super) recent_depth: super::guard::RecentPeak,
     /// Its requests' mean size in sectors (a moving average over about eight requests): with
     /// `demand`, how many bytes it keeps in the device (`injection`, `inject_within_share`).
     pub(super) mean_request_sectors: u64,
@@ -226,6 +229,7 @@ impl Queue {
             bypassed_in_flight: 0,
             demand: 0,
             demand_peak: 0,
+            recent_depth: super::guard::RecentPeak::default(),
             mean_request_sectors: 0,
             budget: 0,
             sync: true,
