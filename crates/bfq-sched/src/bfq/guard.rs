@@ -686,7 +686,7 @@ mod tests {
             id: RequestId(id),
             queue: QueueId(1),
             op: Op::Read,
-            offset: id * 7919 << 12,
+            offset: (id * 7919) << 12,
             len: 4096,
             sync: true,
             meta: false,
@@ -702,7 +702,11 @@ mod tests {
         // Its demand counted since its last turn: one or two.
         (b.queues[s as usize].demand, b.queues[s as usize].demand_peak) = (2, 1);
         assert!(queue_latency_bound(&b.queues[s as usize], 2), "by its turns alone it looks light");
-        assert!(!b.guard_latency_bound(s), "8 outstanding within the window: {:?}", b.queues[s as usize].recent_depth);
+        assert!(
+            !b.guard_latency_bound(s),
+            "8 outstanding within the window: {:?}",
+            b.queues[s as usize].recent_depth
+        );
         let mut q = b.queues[s as usize].recent_depth;
         q.note(1, at(15_000));
         assert_eq!(q.peak(), 8, "the window before still counts");
