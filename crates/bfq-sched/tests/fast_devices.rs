@@ -1701,3 +1701,38 @@ fn the_queues_of_the_only_busy_group_are_served_as_queues_without_groups_are() {
         "with the rule off the test shows the deep reader held to the shallow one: {without:?} against {with:?}"
     );
 }
+
+#[test]
+fn off_a_spinning_disk_a_deep_random_queue_served_between_anothers_turns_keeps_its_tail() {
+    // `arrival_order` (beyond the seeds and the kernel; docs/serve.md, "Arrival order off spinning
+    // disks"): two exports of one weight (two groups), a client of 16 KiB x 8 random reads and one of
+    // 32 KiB x 32, each next read 40 us after a completion. The shallow one is idled for (two groups
+    // busy), the deep one is served by injection into its turns and in its own. In C-LOOK order the
+    // deep one's reads just behind the head waited for the sweep to wrap while new ones landed ahead
+    // of it, up to the FIFO deadline; on a device without seeks that order buys nothing.
+    use bfq_sched::{GroupId, ROOT_GROUP};
+    let apps = [
+        App { window: 8, request_bytes: 16 << 10, ..rand(100) },
+        App { window: 32, request_bytes: 32 << 10, ..rand(100) },
+    ];
+    let clients = Clients { turnaround: 40_000, stall_every: 0, stall: 0, batch: false };
+    let run_in = |arrival: &str| {
+        let mut s = bfq(NVME, &[("low_latency", "0"), ("arrival_order", arrival)]);
+        for g in [1, 2] {
+            s.configure_group(GroupId(g), ROOT_GROUP, QueueSpec::with_weight(100), Instant::ZERO).unwrap();
+            s.set_queue_group(QueueId(g), GroupId(g), Instant::ZERO).unwrap();
+        }
+        let (bytes, lat) = run_clients(&mut s, BANK, &apps, 4 * SEC, clients);
+        let p99 = percentile(&lat[1], 99);
+        eprintln!(
+            "arrival_order={arrival}: {:?} MiB, the deep reader's p99 {} us",
+            bytes.iter().map(|&b| mib(b)).collect::<Vec<_>>(),
+            p99 / 1000
+        );
+        (bytes, p99)
+    };
+    let ((with, with_p99), (without, without_p99)) = (run_in("1"), run_in("0"));
+    assert!(with_p99 * 3 < without_p99, "arrival order: p99 {with_p99} ns against C-LOOK's {without_p99}");
+    let total = |b: &[u64]| b.iter().sum::<u64>();
+    assert!(total(&with) * 20 >= total(&without) * 19, "the same bytes: {with:?} against {without:?}");
+}

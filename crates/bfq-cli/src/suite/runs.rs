@@ -397,6 +397,7 @@ pub const PAPER_BFQ_PARAMS: &[(&str, &str)] = &[
     ("share_in_flight", "0"),
     ("preempt_back_in_time", "0"),
     ("one_group_symmetric", "0"),
+    ("arrival_order", "0"),
     ("pattern_asymmetry", "0"),
     ("burst_active_only", "0"),
     ("softrt_tenant_burst", "0"),

@@ -342,6 +342,7 @@ impl Bfq {
             fifo_expire_sync: self.cfg.fifo_expire_sync,
             fifo_expire_async: self.cfg.fifo_expire_async,
             check_fifo: true,
+            arrival_order: self.cfg.arrival_order && !self.spinning_disk(),
         }
     }
 

@@ -83,6 +83,9 @@ pub struct OrderParams {
     /// (at its first dispatch), not at every one, as in CFQ and kernel BFQ; otherwise a queue whose
     /// requests have all expired would be served in arrival order, not in C-LOOK order.
     pub check_fifo: bool,
+    /// `arrival_order` on a device that is not a spinning disk: after expired and metadata requests,
+    /// the oldest request rather than C-LOOK's next ([`QueueRequests::peek_next`]).
+    pub arrival_order: bool,
 }
 
 /// An arrival-ordered list threaded through the slab.
@@ -229,7 +232,12 @@ impl QueueRequests {
                 return Some(i);
             }
         }
-        // 3. C-LOOK with bounded, penalised back seeks.
+        // 3. Without seeks to save, in arrival order (`arrival_order`): C-LOOK's sweep passes over
+        //    a request just behind the head until it wraps, while new ones land ahead of it.
+        if p.arrival_order {
+            return self.oldest();
+        }
+        // 4. C-LOOK with bounded, penalised back seeks.
         let at = self.sorted.partition_point(|&(s, _)| s < head);
         let forward = self.sorted.get(at).map(|&(_, i)| i);
         let backward = at
@@ -325,6 +333,7 @@ mod tests {
     use crate::types::{Op, QueueId, RequestId, MSEC};
 
     const P: OrderParams = OrderParams {
+        arrival_order: false,
         back_seek_max: 32768,
         back_seek_penalty: 2,
         fifo_expire_sync: 125 * MSEC,
@@ -370,6 +379,30 @@ mod tests {
         let (mut slab, mut q) =
             setup(&[req(1, 100_000, true, false), req(2, 200_000, true, false), req(3, 10, true, false)]);
         assert_eq!(order(&mut slab, &mut q, 150_000, Instant::ZERO), vec![2, 3, 1]);
+    }
+
+    #[test]
+    fn in_arrival_order_the_oldest_goes_first_sync_before_async_and_metadata_first() {
+        // `arrival_order` (off a spinning disk): the requests C-LOOK would take as 2, 3, 1 go in the
+        // order they came; an async request after every sync one; a metadata request first.
+        let arrival = OrderParams { arrival_order: true, ..P };
+        let reqs = [
+            req(1, 100_000, true, false),
+            req(2, 200_000, false, false),
+            req(3, 300_000, true, false),
+            req(4, 10, true, false),
+        ];
+        let (mut slab, mut q) = setup(&reqs);
+        let mut head = 150_000;
+        let mut got = vec![];
+        while let Some(i) = q.peek_next(&slab, head, Instant::ZERO, &arrival) {
+            let s = q.remove(&mut slab, i);
+            head = s.request.end_sector();
+            got.push(s.request.id.0);
+        }
+        assert_eq!(got, vec![1, 3, 4, 2]);
+        let (slab, q) = setup(&[req(1, 100_000, true, false), req(2, 200_000, true, true)]);
+        assert_eq!(slab.get(q.peek_next(&slab, 0, Instant::ZERO, &arrival).unwrap()).request.id.0, 2);
     }
 
     #[test]
