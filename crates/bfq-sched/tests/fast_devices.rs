@@ -1652,6 +1652,16 @@ fn a_reader_whose_reads_were_all_in_the_device_takes_it_back_when_it_returns_in_
     );
 }
 
+/// Two `bfq serve` clients of one weight: random reads of 16 KiB with 8 outstanding and of 32 KiB
+/// with 32, each next read 40 us after a completion (the client's round trip).
+fn shallow_and_deep_clients() -> ([App; 2], Clients) {
+    let apps = [
+        App { window: 8, request_bytes: 16 << 10, ..rand(100) },
+        App { window: 32, request_bytes: 32 << 10, ..rand(100) },
+    ];
+    (apps, Clients { turnaround: 40_000, stall_every: 0, stall: 0, batch: false })
+}
+
 #[test]
 fn the_queues_of_the_only_busy_group_are_served_as_queues_without_groups_are() {
     // `one_group_symmetric` (the kernel's rule since Linux 6.2, kernel-bfq-reference.md "Idling":
@@ -1663,11 +1673,7 @@ fn the_queues_of_the_only_busy_group_are_served_as_queues_without_groups_are() {
     // the root group are. Counted as asymmetric (the kernels from 4.19 to 6.1), each connection's
     // reads were idled for, and the deep one was held to the shallow one's bytes.
     use bfq_sched::{GroupId, ROOT_GROUP};
-    let apps = [
-        App { window: 8, request_bytes: 16 << 10, ..rand(100) },
-        App { window: 32, request_bytes: 32 << 10, ..rand(100) },
-    ];
-    let clients = Clients { turnaround: 40_000, stall_every: 0, stall: 0, batch: false };
+    let (apps, clients) = shallow_and_deep_clients();
     let run_in = |grouped: bool, rule: &str| {
         let mut s = bfq(NVME, &[("low_latency", "0"), ("one_group_symmetric", rule)]);
         if grouped {
@@ -1711,11 +1717,7 @@ fn off_a_spinning_disk_a_deep_random_queue_served_between_anothers_turns_keeps_i
     // deep one's reads just behind the head waited for the sweep to wrap while new ones landed ahead
     // of it, up to the FIFO deadline; on a device without seeks that order buys nothing.
     use bfq_sched::{GroupId, ROOT_GROUP};
-    let apps = [
-        App { window: 8, request_bytes: 16 << 10, ..rand(100) },
-        App { window: 32, request_bytes: 32 << 10, ..rand(100) },
-    ];
-    let clients = Clients { turnaround: 40_000, stall_every: 0, stall: 0, batch: false };
+    let (apps, clients) = shallow_and_deep_clients();
     let run_in = |arrival: &str| {
         let mut s = bfq(NVME, &[("low_latency", "0"), ("arrival_order", arrival)]);
         for g in [1, 2] {
