@@ -2,6 +2,8 @@
 //! dispatched in C-LOOK order; seed 003 sec. V: metadata first; kernel-bfq-reference.md "Intra-queue
 //! order": sync before async, C-LOOK forward with back seeks up to `back_seek_max` at a cost of
 //! `back_seek_penalty` times the distance, FIFO expiry after `fifo_expire_sync`/`fifo_expire_async`).
+//! Off a spinning disk, where C-LOOK saves no seeks, arrival order instead (`arrival_order`, beyond
+//! the seeds and the kernel; docs/serve.md, "Arrival order off spinning disks").
 //!
 //! Storage, chosen so that steady-state operation never allocates (issue 7): requests live in one slab
 //! shared by all queues, whose freed slots are reused. Each queue keeps

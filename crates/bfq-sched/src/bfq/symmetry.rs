@@ -1,6 +1,7 @@
 //! Symmetry and idling bookkeeping (seed 003 sec. V-C; kernel-bfq-reference.md "Idling"): the weight
-//! a queue is served with (configured, by class level, times its raising coefficient), the count of
-//! busy queues per configured weight that decides whether the scenario is symmetric, the count of
+//! a queue is served with (configured, by class level, times its raising coefficient), the counts of
+//! busy queues per configured weight and per group that decide whether the scenario is symmetric
+//! (more than one group busy is asymmetric, the kernel's rule since 6.2), the count of
 //! busy queues that are not raised, and the inputs of the idling decision ([`super::idling`]).
 
 use super::*;
