@@ -123,9 +123,9 @@ impl Bfq {
             // went from 2 % to 135 % and from 0 to 102 % largest share error, and the random
             // readers of fast-seq-rand-10-1 from 37 to 30 MiB/s in the simulator (traced there: a
             // sequential reader preempted by the other kept a budget of 16,384 sectors where its
-            // drain would have cut it to 768, and the turns of the rest of the run changed). Not on a spinning disk, where each preemption
-            // costs a seek (the seeds' turns are never cut short), nor where the device serves one
-            // request at a time.
+            // drain would have cut it to 768, and the turns of the rest of the run changed). Not on
+            // a spinning disk, where each preemption costs a seek (the seeds' turns are never cut
+            // short), nor where the device serves one request at a time.
             if back_in_time
                 && self.cfg.preempt_back_in_time
                 && self.cfg.v1_heuristics
