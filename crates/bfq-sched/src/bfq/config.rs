@@ -587,6 +587,16 @@ pub struct BfqConfig {
     /// (`latency_guard` must be on; beyond the seeds: `bfq::guard`, docs/fast-devices.md "The guard
     /// by share" and "The guard by share, without the ratchet").
     pub guard_by_share: bool,
+    /// `guard_inject_floor` (1): with the latency guard on (`latency_guard`), in the turn of a queue
+    /// it guards (idled for, as in an asymmetric scenario), one request of the other queues may be in
+    /// the device even where that queue's learned inject limit is 0 (its latency alone measured and
+    /// not due again): the guard's baseline is its latency beside one such request, and the guard
+    /// slows the others, never stops them. At 0, a copy beside a light client of another export of
+    /// one weight got nothing through the light client's 20-ms turns on this machine's disk file,
+    /// where one 16 KiB piece beside a 4 KiB read is enough to fail the inject limit's test
+    /// (beyond the seeds and the kernel: `bfq::injection`; docs/serve.md, "A light client of another
+    /// export"). 0 = the inject limit alone decides, as without the guard.
+    pub guard_inject_floor: bool,
 }
 
 impl Default for BfqConfig {
@@ -668,6 +678,7 @@ impl Default for BfqConfig {
             latency_guard: 0,
             guard_split_kib: 16,
             guard_by_share: false,
+            guard_inject_floor: true,
         }
     }
 }
@@ -751,6 +762,7 @@ pub const PARAM_NAMES: &[&str] = &[
     "latency_guard",
     "guard_split_kib",
     "guard_by_share",
+    "guard_inject_floor",
 ];
 
 const IDLING_POLICIES: [(&str, IdlingPolicy); 3] =
@@ -889,6 +901,7 @@ impl BfqConfig {
                 self.guard_split_kib = v
             }
             "guard_by_share" => self.guard_by_share = parse_bool(NAME, key, value)?,
+            "guard_inject_floor" => self.guard_inject_floor = parse_bool(NAME, key, value)?,
             _ => return Err(ParamError::unknown(NAME, key, PARAM_NAMES)),
         }
         Ok(())
@@ -979,6 +992,7 @@ impl BfqConfig {
             ("latency_guard", self.latency_guard.to_string()),
             ("guard_split_kib", self.guard_split_kib.to_string()),
             ("guard_by_share", b(self.guard_by_share)),
+            ("guard_inject_floor", b(self.guard_inject_floor)),
         ]
     }
 }

@@ -69,6 +69,14 @@
 //! nothing, a limit that fell to 0 for that is retried after a growing wait, and a request served
 //! right after another queue's is not its latency alone (`ServiceSnapshot::device_kept_up`,
 //! docs/fast-devices.md "Injection on a disk that seeks").
+//!
+//! With the latency guard on (`latency_guard`, `bfq serve`'s default), a queue it guards keeps one
+//! request of the others in the device in its own turns even where its inject limit has fallen to 0
+//! (`guard_inject_floor`): the guard's baseline is that queue's latency beside one such request, and
+//! beside it out of its turns the guard never holds the others below one. Without it a light client
+//! idled for (two exports busy) shut a copy on another export out of its 20-ms turns on a device
+//! where one 16 KiB piece is enough to fail the limit's test (docs/serve.md, "A light client of
+//! another export").
 
 use super::config::InjectIntoRaised;
 use super::hierarchy::SHARE_ONE;
@@ -667,6 +675,12 @@ impl InjectLimit {
         self.baseline_fresh(now) && others < self.limit as usize
     }
 
+    /// Whether the latency alone is measured and not yet due to be measured again: a refusal by
+    /// [`Self::allows`] is then the learned limit's, not a wait for the device to drain.
+    pub fn measured(&self, now: Instant) -> bool {
+        self.baseline_fresh(now)
+    }
+
     /// Whether the latency alone is measured and not yet due to be measured again.
     fn baseline_fresh(&self, now: Instant) -> bool {
         self.base > 0 && now.saturating_since(self.base_at) <= self.refresh()
@@ -868,7 +882,18 @@ impl Bfq {
         // counted against it: two random readers taking turns shut each other out, and with a
         // limit of one the device served one request of anybody beside the in-service one.
         let by_share = self.cfg.guard_by_share && self.guard_enabled() && self.guard_latency_bound(s);
-        if !by_share && !self.inject_allowed(s, injected, now) {
+        // `guard_inject_floor`: in a guarded queue's turn, one request of the others goes in even
+        // where its learned inject limit is 0, as the guard lets one in beside it out of its turns
+        // (its baseline); not while its latency alone is due to be measured again, for which the
+        // device must drain (with the floor then too, the limit was never learned again and stayed
+        // at what the floor allows: a copy beside a light client of another group on the simulated
+        // bank read 3,003 MiB instead of 7,316).
+        let floor = self.cfg.guard_inject_floor
+            && self.guard_enabled()
+            && self.guard_latency_bound(s)
+            && self.in_flight - self.guarded_in_flight < super::guard::BASELINE_OTHERS
+            && self.queues[s as usize].inject.measured(now);
+        if !by_share && !floor && !self.inject_allowed(s, injected, now) {
             return self.starting_app_past_limit(s, class, now);
         }
         let only_latency_bound = if by_share {
@@ -2578,5 +2603,61 @@ mod tests {
         assert_eq!(l.held_slot_rate, 2_000_000, "the first slot sets the rate");
         l.note_held_slot(0, 10 * MSEC);
         assert_eq!(l.held_slot_rate, 1_500_000, "a slot of nothing moves it by a quarter");
+    }
+
+    #[test]
+    fn in_a_guarded_queues_turn_one_request_of_the_others_goes_in_where_its_inject_limit_is_zero() {
+        // `guard_inject_floor` (beyond the seeds and the kernel; docs/serve.md, "A light client of
+        // another export"): a light client of one export in service (two exports busy: idled for)
+        // with its read in the device and its inject limit learned down to 0, a copy of another
+        // export waiting with reads queued. With the latency guard on, whose baseline is the light
+        // client's latency beside one of the others' requests, one of the copy's goes in; with the
+        // floor off, or without the guard, none does; and not a second one.
+        use crate::{
+            Decision, DeviceInfo, GroupId, Op, QueueId, QueueSpec, Request, RequestId, Scheduler, ROOT_GROUP,
+        };
+        let read = |id: u64, queue: u32, len: u32| Request {
+            id: RequestId(id),
+            queue: QueueId(queue),
+            op: Op::Read,
+            offset: (u64::from(queue) << 32) + id * (1 << 20),
+            len,
+            sync: true,
+            meta: false,
+        };
+        let injected = |guard: &str, floor: &str| {
+            let mut cfg = BfqConfig { low_latency: false, ..BfqConfig::default() };
+            cfg.set("latency_guard", guard).unwrap();
+            cfg.set("guard_inject_floor", floor).unwrap();
+            let mut b = Bfq::with_config(DeviceInfo { rotational: false, queue_depth: 32 }, cfg);
+            for q in [1, 2] {
+                b.configure_group(GroupId(q), ROOT_GROUP, QueueSpec::with_weight(100), Instant::ZERO)
+                    .unwrap();
+                b.set_queue_group(QueueId(q), GroupId(q), Instant::ZERO).unwrap();
+            }
+            b.hw_tag.detected = true;
+            b.insert(read(1, 1, 4096), Instant::ZERO);
+            assert!(matches!(b.dispatch(Instant::ZERO), Decision::Dispatch(r) if r.queue == QueueId(1)));
+            let now = Instant::ZERO.saturating_add(20 * crate::types::USEC);
+            for id in 2..10 {
+                b.insert(read(id, 2, 16 << 10), now);
+            }
+            let light = b.index.get(QueueId(1)).unwrap();
+            let q = &mut b.queues[light as usize];
+            q.demand = 1;
+            q.demand_peak = 1;
+            q.inject.base = 100 * crate::types::USEC;
+            q.inject.base_at = now;
+            q.inject.alone_samples = BASE_SAMPLES;
+            q.inject.limit = 0;
+            let first = b.try_inject(light, now);
+            assert!(first.is_none_or(|r| r.queue == QueueId(2)));
+            let second = first.and_then(|_| b.try_inject(light, now));
+            assert!(second.is_none(), "one request of the others at most: {second:?}");
+            first.is_some()
+        };
+        assert!(injected("150", "1"), "with the guard on, one request of the copy goes in");
+        assert!(!injected("150", "0"), "with the floor off the inject limit of 0 refuses it");
+        assert!(!injected("0", "1"), "without the guard the inject limit alone decides");
     }
 }
