@@ -115,6 +115,10 @@ pub enum EventKind {
     /// The queue's inject limit changed: how many requests of other queues may be in the device
     /// beside its own while it is in service (`bfq::injection`, beyond the seeds).
     InjectLimit { limit: u32 },
+    /// The latency guard's limit changed after a request of this queue (a guarded one) completed:
+    /// how many requests of queues that are not latency-bound may be in the device while the guard
+    /// is on (`bfq::guard`, beyond the seeds).
+    GuardLimit { limit: u32 },
     /// At the end of another queue's slot (`into`, the queue in service), this queue had `sectors`
     /// dispatched in it by injection (`bfq::injection`, beyond the seeds).
     Injected { into: QueueId, sectors: u64 },

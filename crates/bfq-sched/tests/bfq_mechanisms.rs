@@ -820,6 +820,12 @@ fn a_guarded_request_that_others_joined_in_the_device_is_judged_not_taken_for_a_
     let (limit, on) = t.b.latency_guard_state(Instant::from_nanos(t.now));
     assert!(on);
     assert_eq!(limit, 16, "judged against the baseline, not taken for one");
+    // The change is reported (issue 2, "Observability"), with the guarded queue whose request was
+    // judged, so that a trace of `bfq serve --events` shows the guard's limit over time.
+    let reported: Vec<_> =
+        t.events().into_iter().filter(|e| matches!(e.kind, EventKind::GuardLimit { .. })).collect();
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert_eq!((reported[0].queue, reported[0].kind), (QueueId(1), EventKind::GuardLimit { limit: 16 }));
 }
 
 #[test]

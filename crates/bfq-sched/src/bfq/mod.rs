@@ -1288,7 +1288,11 @@ impl Scheduler for Bfq {
                 // them too).
                 let joined = self.unguarded_dispatched - f.guard_mark;
                 let others = (f.guard_others as usize).saturating_add(joined as usize);
+                let before = self.guard.limit;
                 self.guard.on_completion(latency, others, now, self.cfg.latency_guard, max);
+                if self.guard.limit != before {
+                    self.event(now, owner, EventKind::GuardLimit { limit: self.guard.limit });
+                }
             }
         }
         if self.cfg.guard_by_share
