@@ -587,11 +587,11 @@ pub struct BfqConfig {
     /// (`latency_guard` must be on; beyond the seeds: `bfq::guard`, docs/fast-devices.md "The guard
     /// by share" and "The guard by share, without the ratchet").
     pub guard_by_share: bool,
-    /// `guard_inject_floor` (0, opt-in): with the latency guard on (`latency_guard`), in the turn of a queue
-    /// it guards (idled for, as in an asymmetric scenario), one request of the other queues may be in
-    /// the device even where that queue's learned inject limit is 0 (its latency alone measured and
-    /// not due again): the guard's baseline is its latency beside one such request, and the guard
-    /// slows the others, never stops them. At 0, a copy beside a light client of another export of
+    /// `guard_inject_floor` (0, opt-in): with the latency guard on (`latency_guard`), in the turn of
+    /// a queue it guards (idled for, as in an asymmetric scenario), one request of the other queues
+    /// may be in the device even where that queue's learned inject limit is 0 (its latency alone
+    /// measured and not due again): the guard's baseline is its latency beside one such request, and
+    /// the guard slows the others, never stops them. At 0, a copy beside a light client of another export of
     /// one weight got nothing through the light client's 20-ms turns on this machine's disk file,
     /// where one 16 KiB piece beside a 4 KiB read is enough to fail the inject limit's test
     /// (beyond the seeds and the kernel: `bfq::injection`; docs/serve.md, "A light client of another

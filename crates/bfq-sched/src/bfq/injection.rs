@@ -678,12 +678,7 @@ impl InjectLimit {
 
     /// Whether the latency alone is measured and not yet due to be measured again: a refusal by
     /// [`Self::allows`] is then the learned limit's, not a wait for the device to drain.
-    pub fn measured(&self, now: Instant) -> bool {
-        self.baseline_fresh(now)
-    }
-
-    /// Whether the latency alone is measured and not yet due to be measured again.
-    fn baseline_fresh(&self, now: Instant) -> bool {
+    pub fn baseline_fresh(&self, now: Instant) -> bool {
         self.base > 0 && now.saturating_since(self.base_at) <= self.refresh()
     }
 }
@@ -883,17 +878,17 @@ impl Bfq {
         // counted against it: two random readers taking turns shut each other out, and with a
         // limit of one the device served one request of anybody beside the in-service one.
         let by_share = self.cfg.guard_by_share && self.guard_enabled() && self.guard_latency_bound(s);
-        // `guard_inject_floor` (opt-in): in a guarded queue's turn, one request of the others goes in even
-        // where its learned inject limit is 0, as the guard lets one in beside it out of its turns
-        // (its baseline); not while its latency alone is due to be measured again, for which the
-        // device must drain (with the floor then too, the limit was never learned again and stayed
-        // at what the floor allows: a copy beside a light client of another group on the simulated
-        // bank read 3,003 MiB instead of 7,316).
+        // `guard_inject_floor` (opt-in): in a guarded queue's turn, one request of the others goes
+        // in even where its learned inject limit is 0, as the guard lets one in beside it out of its
+        // turns (its baseline); not while its latency alone is due to be measured again, for which
+        // the device must drain (with the floor then too, the limit was never learned again and
+        // stayed at what the floor allows: a copy beside a light client of another group on the
+        // simulated bank read 3,003 MiB instead of 7,316).
         let floor = self.cfg.guard_inject_floor
             && self.guard_enabled()
             && self.guard_latency_bound(s)
             && self.in_flight - self.guarded_in_flight < super::guard::BASELINE_OTHERS
-            && self.queues[s as usize].inject.measured(now);
+            && self.queues[s as usize].inject.baseline_fresh(now);
         if !by_share && !floor && !self.inject_allowed(s, injected, now) {
             return self.starting_app_past_limit(s, class, now);
         }
